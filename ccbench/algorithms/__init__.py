@@ -1,0 +1,15 @@
+"""Every algorithm of every collective, native and hand-written, in one registry.
+
+Use one in your own mpi4py program::
+
+    from ccbench import algorithms
+    ring = algorithms.get("allreduce", "ring")
+    ring(comm, sendbuf, recvbuf, op="sum")   # or op=MPI.SUM; sendbuf=MPI.IN_PLACE works
+
+Importing this package imports no MPI: native algorithms load mpi4py on first use.
+"""
+
+from ccbench.algorithms import native  # noqa: F401 - registers
+from ccbench.algorithms.registry import REGISTRY, Algorithm, Cost, get, register
+
+__all__ = ["REGISTRY", "Algorithm", "Cost", "get", "register"]

@@ -1,0 +1,91 @@
+"""The MPI library's own collectives, through mpi4py's buffer (upper-case) interface.
+
+Registered as algorithm ``native`` of every collective.  mpi4py is imported lazily so
+that the thread level can be chosen before MPI is initialised.
+"""
+
+from ccbench.algorithms.registry import register
+
+__all__: list[str] = []
+
+_MPI_OPS: dict = {}
+
+
+def _op(op):
+    """An MPI.Op for a name like "sum" (an MPI.Op passes through)."""
+    if not isinstance(op, str):
+        return op
+    if not _MPI_OPS:
+        from mpi4py import MPI
+
+        _MPI_OPS.update(sum=MPI.SUM, prod=MPI.PROD, min=MPI.MIN, max=MPI.MAX)
+    return _MPI_OPS[op]
+
+
+_SRC = "the MPI library (mpi4py buffer interface)"
+
+
+@register("barrier", "native", source=_SRC, native=True)
+def barrier(comm) -> None:
+    """MPI_Barrier."""
+    comm.Barrier()
+
+
+@register("pingpong", "native", source=_SRC, native=True)
+def pingpong(comm, buf) -> None:
+    """MPI_Send/MPI_Recv round trip between ranks 0 and 1 (other ranks idle)."""
+    rank = comm.Get_rank()
+    if rank == 0:
+        comm.Send(buf, 1, 7)
+        comm.Recv(buf, 1, 7)
+    elif rank == 1:
+        comm.Recv(buf, 0, 7)
+        comm.Send(buf, 0, 7)
+
+
+@register("bcast", "native", source=_SRC, native=True)
+def bcast(comm, buf, root: int = 0) -> None:
+    """MPI_Bcast."""
+    comm.Bcast(buf, root)
+
+
+@register("scatter", "native", source=_SRC, native=True)
+def scatter(comm, sendbuf, recvbuf, root: int = 0) -> None:
+    """MPI_Scatter."""
+    comm.Scatter(sendbuf, recvbuf, root)
+
+
+@register("gather", "native", source=_SRC, native=True)
+def gather(comm, sendbuf, recvbuf, root: int = 0) -> None:
+    """MPI_Gather."""
+    comm.Gather(sendbuf, recvbuf, root)
+
+
+@register("allgather", "native", source=_SRC, native=True)
+def allgather(comm, sendbuf, recvbuf) -> None:
+    """MPI_Allgather."""
+    comm.Allgather(sendbuf, recvbuf)
+
+
+@register("reduce", "native", source=_SRC, native=True)
+def reduce(comm, sendbuf, recvbuf, op="sum", root: int = 0) -> None:
+    """MPI_Reduce."""
+    comm.Reduce(sendbuf, recvbuf, _op(op), root)
+
+
+@register("reduce_scatter", "native", source=_SRC, native=True)
+def reduce_scatter(comm, sendbuf, recvbuf, op="sum") -> None:
+    """MPI_Reduce_scatter_block."""
+    comm.Reduce_scatter_block(sendbuf, recvbuf, _op(op))
+
+
+@register("allreduce", "native", source=_SRC, native=True)
+def allreduce(comm, sendbuf, recvbuf, op="sum") -> None:
+    """MPI_Allreduce."""
+    comm.Allreduce(sendbuf, recvbuf, _op(op))
+
+
+@register("alltoall", "native", source=_SRC, native=True)
+def alltoall(comm, sendbuf, recvbuf) -> None:
+    """MPI_Alltoall."""
+    comm.Alltoall(sendbuf, recvbuf)

@@ -1,0 +1,103 @@
+"""The registry: a plain dict {collective: {algorithm: Algorithm}} filled by a decorator."""
+
+from dataclasses import dataclass, field
+from typing import Callable, NamedTuple
+
+from ccbench.algorithms._p2p import counted
+from ccbench.collectives import COLLECTIVES
+from ccbench.errors import UsageError
+
+__all__ = ["REGISTRY", "Algorithm", "Cost", "get", "register"]
+
+
+class Cost(NamedTuple):
+    """Closed-form cost of one call: alpha-count (steps), beta-bytes, gamma-bytes.
+
+    Time = alpha * a + beta * b + gamma * g for network latency a (s), inverse
+    bandwidth b (s/byte) and reduction cost g (s/byte).  These are per rank, maximised
+    over ranks, under the full-duplex model of `ccbench.algorithms._p2p`.
+    """
+
+    alpha: float
+    beta: float
+    gamma: float = 0.0
+
+    def time_s(self, alpha_s: float, beta_s_per_byte: float, gamma_s_per_byte: float = 0.0) -> float:
+        """Predicted time in seconds from network parameters."""
+        return self.alpha * alpha_s + self.beta * beta_s_per_byte + self.gamma * gamma_s_per_byte
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One way to perform a collective.
+
+    `fn` mirrors mpi4py's argument order: ``fn(comm, sendbuf, recvbuf, op=..., root=...)``
+    (``fn(comm, buf, root=...)`` for bcast, ``fn(comm)`` for barrier).  Hand-written
+    algorithms receive a counting communicator; calling the Algorithm wraps a plain
+    mpi4py communicator for them.
+    """
+
+    collective: str
+    name: str
+    fn: Callable
+    summary: str
+    native: bool = False
+    cost: Callable[[int, int], Cost] | None = None  # (nranks, nbytes) -> Cost
+    formula: str = ""                                # the cost, for people
+    source: str = ""                                 # where the algorithm comes from
+    supports: Callable[[int, str], str | None] | None = field(default=None, repr=False)
+
+    def __call__(self, comm, *args, **kwargs):
+        if not self.native:
+            comm = counted(comm)
+        return self.fn(comm, *args, **kwargs)
+
+    def unsupported(self, nranks: int, op: str | None = None) -> str | None:
+        """Why this algorithm cannot run with `nranks` ranks and `op`, or None if it can."""
+        need = COLLECTIVES[self.collective].min_ranks
+        if nranks < need:
+            return f"{self.collective} needs at least {need} ranks"
+        return self.supports(nranks, op) if self.supports else None
+
+
+REGISTRY: dict[str, dict[str, Algorithm]] = {name: {} for name in COLLECTIVES}
+
+
+def register(
+    collective: str,
+    name: str,
+    *,
+    cost: Callable[[int, int], Cost] | None = None,
+    formula: str = "",
+    source: str = "",
+    supports: Callable[[int, str], str | None] | None = None,
+    native: bool = False,
+):
+    """Decorator: add `fn` to the registry as algorithm `name` of `collective`.
+
+    The summary shown by ``ccbench list`` is the first line of the function's docstring.
+    """
+
+    def deco(fn):
+        if name in REGISTRY[collective]:
+            raise ValueError(f"{collective}/{name} registered twice")
+        summary = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else name
+        REGISTRY[collective][name] = Algorithm(
+            collective, name, fn, summary, native, cost, formula, source, supports
+        )
+        return fn
+
+    return deco
+
+
+def get(collective: str, name: str) -> Algorithm:
+    """The algorithm `name` of `collective`, or a UsageError listing the valid names."""
+    algs = REGISTRY.get(collective)
+    if algs is None:
+        raise UsageError(f"unknown collective {collective!r}; choose from {', '.join(REGISTRY)}")
+    try:
+        return algs[name]
+    except KeyError:
+        raise UsageError(
+            f"unknown algorithm {name!r} for {collective}; choose from {', '.join(algs)}"
+        ) from None

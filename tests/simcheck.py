@@ -1,0 +1,24 @@
+"""Run a registered algorithm on the simulated communicator and check it exactly."""
+
+import numpy as np
+
+from ccbench.algorithms import get
+from ccbench.algorithms._p2p import CountedComm
+from ccbench.collectives import COLLECTIVES
+from ccbench.simcomm import simulate
+
+
+def run_sim(collective, algorithm, nranks, count, dtype="float64", op="sum", in_place=False, root=0):
+    """Return (nwrong per rank, counts tuple per rank, messages) of one simulated call."""
+    alg = get(collective, algorithm)
+    coll = COLLECTIVES[collective]
+
+    def body(comm):
+        cc = CountedComm(comm)
+        bufs = coll.make_buffers(count, nranks, comm.rank, np.dtype(dtype), op, root, in_place, None)
+        bufs.fill()
+        alg(cc, *bufs.args, **bufs.kwargs)
+        return bufs.nwrong(), cc.counts
+
+    results, messages = simulate(nranks, body)
+    return [r[0] for r in results], [r[1] for r in results], messages
