@@ -13,11 +13,10 @@ the exact result is known in closed form for every dtype and op (integer-valued 
 add exactly; unsigned bytes wrap modulo 256 exactly as MPI's do).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
-
 
 __all__ = ["COLLECTIVES", "Collective", "CaseBuffers", "pattern"]
 

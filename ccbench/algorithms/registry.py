@@ -1,7 +1,8 @@
 """The registry: a plain dict {collective: {algorithm: Algorithm}} filled by a decorator."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from ccbench.algorithms._p2p import counted
 from ccbench.collectives import COLLECTIVES

@@ -1,0 +1,249 @@
+"""Results on disk: one directory per run, never overwritten, with a schema version.
+
+A run directory holds ``run.json`` (schema, provenance once, configuration, status,
+skipped cases), ``cases.jsonl`` (one JSON row per finished case, raw samples included)
+and ``cases.csv`` (the same rows without raw samples, one column per parameter).  Rows
+are appended and flushed to disk as each case finishes; ``run.json`` is replaced
+atomically (write a temporary file, then rename).  Analyses are written beside these
+files, never into them.
+"""
+
+import csv
+import dataclasses
+import io
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ccbench.errors import CCBenchError, UsageError
+
+__all__ = ["SCHEMA", "Row", "RunWriter", "load_run", "new_run_dir", "resolve_run", "write_json_atomic"]
+
+SCHEMA = "ccbench.run/1"
+STATUSES = ("running", "complete", "interrupted", "failed")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One finished case: parameters, statistics (seconds), bandwidths (GB/s), traffic, checks."""
+
+    collective: str
+    algorithm: str
+    nbytes: int
+    count: int
+    dtype: str
+    op: str
+    in_place: bool
+    root: int
+    nranks: int
+    samples: int
+    min_s: float
+    median_s: float
+    mean_s: float
+    p95_s: float
+    p99_s: float
+    max_s: float
+    stddev_s: float
+    ci_low_s: float
+    ci_high_s: float
+    algbw_gbs: float
+    busbw_gbs: float
+    msgs_max: int | None      # messages sent by the busiest rank (hand-written only)
+    bytes_max: int | None     # bytes sent by the busiest rank
+    msgs_total: int | None    # messages sent by all ranks
+    bytes_total: int | None   # bytes sent by all ranks
+    steps_max: int | None     # alpha-count: sequential steps of the busiest rank
+    step_bytes_max: int | None  # beta-count: bytes on those steps
+    reduced_bytes_max: int | None  # gamma-count: bytes reduced locally
+    nwrong: int
+    stop_reason: str
+    sync: str
+    flags: tuple[str, ...] = ()
+    samples_s: tuple[float, ...] = field(default=(), repr=False)
+
+    def __post_init__(self):
+        if self.nbytes < 0 or self.count < 0 or self.nranks < 1 or self.nwrong < 0:
+            raise ValueError(f"invalid row {self.collective}/{self.algorithm}: negative field")
+        if self.samples != len(self.samples_s):
+            raise ValueError("samples does not match the raw samples kept")
+
+    @property
+    def ok(self) -> bool:
+        """True when every element was right."""
+        return self.nwrong == 0
+
+    def to_dict(self, raw: bool = True) -> dict:
+        """The row as a JSON-ready dict (without raw samples if raw is False)."""
+        d = dataclasses.asdict(self)
+        d["flags"] = list(self.flags)
+        if raw:
+            d["samples_s"] = list(self.samples_s)
+        else:
+            del d["samples_s"]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Row":
+        """Build (and validate) a row from a stored dict."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        missing = names - set(d) - {"flags", "samples_s"}
+        if missing:
+            raise ValueError(f"missing columns {sorted(missing)}")
+        kw = {k: v for k, v in d.items() if k in names}
+        kw["flags"] = tuple(kw.get("flags", ()))
+        kw["samples_s"] = tuple(kw.get("samples_s", ()))
+        return cls(**kw)
+
+
+CSV_COLUMNS = [f.name for f in dataclasses.fields(Row) if f.name != "samples_s"]
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Replace `path` with `data` as JSON: write a temporary file, fsync, rename."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=False)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def new_run_dir(root: str | Path, nranks: int, tag: str = "") -> Path:
+    """Create a new, uniquely named run directory under `root` (never reuses a name)."""
+    root = Path(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"results directory {str(root)!r} cannot be created: {exc.strerror}") from None
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise UsageError(f"results directory {str(root)!r} is not writable")
+    host = socket.gethostname().split(".")[0] or "host"
+    stem = time.strftime("%Y%m%d-%H%M%S") + f"_{host}_np{nranks}" + (f"_{tag}" if tag else "")
+    for i in range(1, 1000):
+        path = root / (stem if i == 1 else f"{stem}-{i}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise UsageError(f"cannot create a run in {str(root)!r}: {exc.strerror}") from None
+    raise CCBenchError(f"too many runs named {stem} in {root}")
+
+
+class RunWriter:
+    """Rank 0's writer of one run directory."""
+
+    def __init__(self, path: Path, meta: dict) -> None:
+        self.path = path
+        self.meta = dict(meta, schema=SCHEMA, status="running")
+        write_json_atomic(path / "run.json", self.meta)
+        self._jsonl = open(path / "cases.jsonl", "a")
+        self._csv = open(path / "cases.csv", "a", newline="")
+        self._csvw = csv.DictWriter(self._csv, fieldnames=CSV_COLUMNS)
+        if self._csv.tell() == 0:
+            self._csvw.writeheader()
+        self.rows = 0
+
+    def append(self, row: Row) -> None:
+        """Append one finished case to both tables and push it to disk."""
+        self._jsonl.write(json.dumps(row.to_dict()) + "\n")
+        d = row.to_dict(raw=False)
+        d["flags"] = ";".join(row.flags)
+        self._csvw.writerow(d)
+        for f in (self._jsonl, self._csv):
+            f.flush()
+            os.fsync(f.fileno())
+        self.rows += 1
+
+    def update(self, **fields) -> None:
+        """Update run.json atomically with new fields (status, end time, ...)."""
+        if "status" in fields and fields["status"] not in STATUSES:
+            raise ValueError(fields["status"])
+        self.meta.update(fields)
+        write_json_atomic(self.path / "run.json", self.meta)
+
+    def close(self) -> None:
+        """Close the tables."""
+        self._jsonl.close()
+        self._csv.close()
+
+
+def resolve_run(run: str | Path, results_dir: str | Path = "results") -> Path:
+    """A run directory from a path, a name under `results_dir`, or ``latest``."""
+    p = Path(run)
+    if str(run) == "latest":
+        root = Path(results_dir)
+        runs = sorted(
+            (d for d in root.glob("*") if (d / "run.json").is_file()),
+            key=lambda d: d.stat().st_mtime,
+        ) if root.is_dir() else []
+        if not runs:
+            raise UsageError(f"no runs under {str(root)!r}")
+        return runs[-1]
+    for cand in (p, Path(results_dir) / p):
+        if cand.is_dir():
+            return cand
+        if cand.is_file() and cand.name in ("run.json", "cases.jsonl", "cases.csv"):
+            return cand.parent
+    raise UsageError(f"no run at {str(run)!r} (give a run directory, its name under "
+                     f"{str(results_dir)!r}, or latest)")
+
+
+def load_run(run: str | Path, results_dir: str | Path = "results") -> tuple[dict, list[Row], list[str]]:
+    """Load (meta, rows, warnings) of a run; refuse unknown schemas and foreign files.
+
+    A torn last line of cases.jsonl (a crash mid-write) is dropped with a warning; a
+    corrupt line elsewhere is an error.
+    """
+    path = resolve_run(run, results_dir)
+    meta_path = path / "run.json"
+    try:
+        meta = json.loads(meta_path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{str(path)!r} is not a ccbench run (no run.json)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise UsageError(f"{str(meta_path)!r} is corrupt (not JSON)") from None
+    schema = meta.get("schema") if isinstance(meta, dict) else None
+    if schema != SCHEMA:
+        if isinstance(schema, str) and schema.startswith("ccbench.run/"):
+            raise UsageError(f"{str(path)!r} has schema {schema}; this ccbench reads {SCHEMA}: "
+                             "use the ccbench version that wrote it, or re-run the sweep")
+        raise UsageError(f"{str(meta_path)!r} is not a ccbench run file (schema {schema!r})")
+    rows: list[Row] = []
+    warnings: list[str] = []
+    try:
+        text = (path / "cases.jsonl").read_text()
+    except FileNotFoundError:
+        text = ""
+    except UnicodeDecodeError:
+        raise UsageError(f"{str(path / 'cases.jsonl')!r} is corrupt (not text)") from None
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rows.append(Row.from_dict(json.loads(line)))
+        except (json.JSONDecodeError, ValueError, TypeError) as exc:
+            last = i == len(lines) - 1 or all(not x.strip() for x in lines[i + 1:])
+            if last and not text.endswith("\n"):
+                warnings.append(f"dropped a torn last line of cases.jsonl (line {i + 1})")
+                continue
+            raise UsageError(f"{str(path / 'cases.jsonl')!r} line {i + 1} is corrupt: {exc}") from None
+    return meta, rows, warnings
+
+
+def rows_to_csv(rows: list[Row]) -> str:
+    """Rows as CSV text (no raw samples)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS)
+    w.writeheader()
+    for r in rows:
+        d = r.to_dict(raw=False)
+        d["flags"] = ";".join(r.flags)
+        w.writerow(d)
+    return buf.getvalue()

@@ -1,0 +1,252 @@
+"""Drive a planned sweep under MPI: buffers, timing, validation, traffic counts, storage.
+
+Rank 0 owns the run directory; every decision that could differ between ranks (errors,
+stop requests) is agreed on collectively first, so no rank is ever left waiting.
+"""
+
+import functools
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ccbench.algorithms import REGISTRY
+from ccbench.algorithms._p2p import CountedComm
+from ccbench.collectives import COLLECTIVES
+from ccbench.config import Case, Config, format_size, plan
+from ccbench.dtypes import DTYPES, OPS
+from ccbench.errors import CCBenchError, UsageError
+from ccbench.results import Row, RunWriter, new_run_dir
+from ccbench.stats import summarize
+from ccbench.timing import TimingSettings, measure, timer_resolution_s
+
+__all__ = ["run_case", "run_sweep"]
+
+_SIGNALLED: list[int] = []
+
+
+def _on_signal(signum, frame) -> None:  # noqa: ARG001
+    _SIGNALLED.append(signum)
+
+
+def agree(comm, fn):
+    """Run fn() on every rank; if it raises a CCBenchError anywhere, raise it everywhere."""
+    err = None
+    try:
+        result = fn()
+    except CCBenchError as exc:
+        err, result = exc, None
+    errs = comm.allgather(None if err is None else (type(err).__name__, str(err)))
+    first = next((e for e in errs if e is not None), None)
+    if first is not None:
+        raise (UsageError if first[0] == "UsageError" else CCBenchError)(first[1])
+    return result
+
+
+def _mem_available_bytes() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _check_memory(cases: list[Case], local_ranks: int) -> None:
+    """Refuse, before allocating, a sweep whose largest case would not fit in memory."""
+    avail = _mem_available_bytes()
+    if avail is None or not cases:
+        return
+    big = max(cases, key=lambda c: c.nbytes)
+    # send + receive buffers, the input template and the expected result: ~5 x nbytes
+    need = 5 * big.nbytes * local_ranks
+    if need > 0.8 * avail:
+        raise UsageError(
+            f"{big.label()} needs about {format_size(need)} on this node "
+            f"({local_ranks} ranks) but only {format_size(avail)} is available; lower the sizes")
+
+
+def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e-9) -> Row:
+    """Measure and validate one case on every rank of `comm`; return its row (same on all ranks)."""
+    from mpi4py import MPI
+
+    P, rank = comm.Get_size(), comm.Get_rank()
+    coll = COLLECTIVES[case.collective]
+    alg = REGISTRY[case.collective][case.algorithm]
+    bufs = coll.make_buffers(case.count, P, rank, DTYPES[case.dtype], case.op, case.root,
+                             case.in_place, MPI.IN_PLACE)
+    target = comm if alg.native else CountedComm(comm)
+    call = functools.partial(alg.fn, target, *bufs.args, **bufs.kwargs)
+    bufs.fill()
+    samples, stop = measure(comm, call, settings)
+    if case.collective == "pingpong":
+        samples = samples / 2  # one-way time is half the round trip
+    # validation: fresh inputs, poisoned outputs, one more call, exact comparison;
+    # the traffic of that call is the traffic of one call
+    bufs.fill()
+    if not alg.native:
+        target.counts.reset()
+    comm.Barrier()
+    call()
+    c = target.counts.as_tuple() if not alg.native else (0,) * 7
+    # c: msgs_sent, bytes_sent, msgs_recv, bytes_recv, steps, step_bytes, reduced_bytes
+    local = np.array([bufs.nwrong(), c[0], c[1]], dtype=np.int64)
+    total = np.empty_like(local)
+    comm.Allreduce(local, total, MPI.SUM)
+    mx = np.array([c[0], c[1], c[4], c[5], c[6]], dtype=np.int64)
+    comm.Allreduce(MPI.IN_PLACE, mx, MPI.MAX)
+    s = summarize(samples, timer_resolution_s=timer_res_s, min_samples=settings.min_reps)
+    algbw = case.nbytes / s.median_s / 1e9 if s.median_s > 0 else 0.0
+
+    def counted(value) -> int | None:  # traffic is counted for hand-written algorithms only
+        return None if alg.native else int(value)
+
+    return Row(
+        collective=case.collective, algorithm=case.algorithm, nbytes=case.nbytes,
+        count=case.count, dtype=case.dtype, op=case.op, in_place=case.in_place, root=case.root,
+        nranks=P, samples=len(samples), min_s=s.min_s, median_s=s.median_s, mean_s=s.mean_s,
+        p95_s=s.p95_s, p99_s=s.p99_s, max_s=s.max_s, stddev_s=s.stddev_s,
+        ci_low_s=s.ci_low_s, ci_high_s=s.ci_high_s, algbw_gbs=algbw,
+        busbw_gbs=algbw * coll.busbw_factor(P),
+        msgs_max=counted(mx[0]), bytes_max=counted(mx[1]),
+        msgs_total=counted(total[1]), bytes_total=counted(total[2]),
+        steps_max=counted(mx[2]), step_bytes_max=counted(mx[3]),
+        reduced_bytes_max=counted(mx[4]),
+        nwrong=int(total[0]), stop_reason=stop, sync=settings.sync, flags=tuple(s.flags),
+        samples_s=tuple(float(x) for x in samples),
+    )
+
+
+def reduce_local_rates(cases: list[Case], sizes=(4096, 65536, 1 << 20), reps: int = 20) -> list[dict]:
+    """Time numpy's local reduction (the gamma term) for each dtype/op the sweep reduces."""
+    pairs = sorted({(c.dtype, c.op) for c in cases if COLLECTIVES[c.collective].reduction})
+    out = []
+    for dtype, op in pairs:
+        ufunc = OPS[op]
+        for nbytes in sizes:
+            n = max(1, nbytes // DTYPES[dtype].itemsize)
+            a = np.ones(n, dtype=dtype)
+            b = np.ones(n, dtype=dtype)
+            times = []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                ufunc(a, b, out=a)
+                times.append(time.perf_counter() - t0)
+            out.append({"dtype": dtype, "op": op, "nbytes": n * a.itemsize,
+                        "seconds": float(np.median(times))})
+    return out
+
+
+class _Progress:
+    """A rich progress bar on a terminal, one plain line per case otherwise (batch jobs)."""
+
+    def __init__(self, total: int, console) -> None:
+        self.console, self.total, self.i = console, total, 0
+        self.bar = None
+        if console.is_terminal:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                                MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+                                transient=True)
+            self.task = self.bar.add_task("sweep", total=total)
+            self.bar.start()
+
+    def done(self, case: Case, row: Row) -> None:
+        self.i += 1
+        status = "ok" if row.ok else f"WRONG {row.nwrong}"
+        line = (f"[{self.i}/{self.total}] {case.label()}: median {row.median_s * 1e6:.2f} us, "
+                f"busbw {row.busbw_gbs:.3f} GB/s, {row.samples} samples ({row.stop_reason}), {status}")
+        if self.bar is not None:
+            self.bar.update(self.task, advance=1, description=case.label())
+            if not row.ok:
+                self.console.print(line, style="red")
+        else:
+            print(line, flush=True)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=None,
+              tag: str = "") -> tuple[int, Path | None]:
+    """Run a whole sweep on MPI.COMM_WORLD; return (exit code, run directory on rank 0)."""
+    import os
+
+    from mpi4py import MPI
+
+    from ccbench.provenance import collect
+
+    comm = MPI.COMM_WORLD
+    rank, P = comm.Get_rank(), comm.Get_size()
+    ntasks = os.environ.get("SLURM_STEP_NUM_TASKS") or os.environ.get("SLURM_NTASKS")
+    if P == 1 and ntasks and ntasks.isdigit() and int(ntasks) > 1:
+        raise UsageError(f"this job step has {ntasks} tasks but MPI sees 1 rank each: the launcher "
+                         "did not wire up MPI (with srun use --mpi=pmi2 for MPICH, --mpi=pmix for Open MPI)")
+    cases, skipped = agree(comm, lambda: plan(cfg, P))
+    local_ranks = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()
+    agree(comm, lambda: _check_memory(cases, local_ranks))
+    prov = collect(comm, cfg.to_dict(), thread, argv)
+    settings = TimingSettings(cfg.warmup, cfg.min_reps, cfg.max_reps, cfg.target_rse,
+                              cfg.budget_s, cfg.sync)
+    timer_res = comm.allreduce(timer_resolution_s(), MPI.MAX)
+
+    writer = None
+    if rank == 0:
+        def start():
+            path = new_run_dir(cfg.results_dir, P, tag)
+            meta = dict(prov, size_definitions={c: COLLECTIVES[c].size_definition for c in cfg.collectives},
+                        timer_resolution_s=timer_res, planned_cases=len(cases),
+                        skipped=[{"what": w, "why": y} for w, y in skipped],
+                        reduce_local=reduce_local_rates(cases))
+            return RunWriter(path, meta)
+        writer = agree(comm, start)
+    else:
+        agree(comm, lambda: None)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _on_signal)
+    progress = _Progress(len(cases), console) if rank == 0 and console is not None else None
+    nwrong_cases = 0
+    stopped = None
+    flag = np.zeros(1, dtype=np.int64)
+    status = "failed"
+    try:
+        for case in cases:
+            flag[0] = _SIGNALLED[0] if _SIGNALLED else 0
+            comm.Allreduce(MPI.IN_PLACE, flag, MPI.MAX)
+            if flag[0]:
+                stopped = int(flag[0])
+                break
+            row = run_case(comm, case, settings, timer_res)
+            nwrong_cases += not row.ok
+            if writer is not None:
+                writer.append(row)
+            if progress is not None:
+                progress.done(case, row)
+        status = "interrupted" if stopped else "complete"
+    finally:
+        if progress is not None:
+            progress.stop()
+        if writer is not None:
+            writer.update(status=status, end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                          finished_cases=writer.rows, failed_cases=nwrong_cases,
+                          **({"signal": signal.Signals(stopped).name} if stopped else {}))
+            writer.close()
+    path = writer.path if writer is not None else None
+    if stopped:
+        if rank == 0:
+            print(f"ccbench: stopped by {signal.Signals(stopped).name}; {writer.rows} finished cases "
+                  f"kept in {path}", file=sys.stderr)
+        return 128 + stopped, path
+    return (1 if nwrong_cases else 0), path

@@ -1,0 +1,115 @@
+"""The command line: usage errors, listing, showing a stored run, launching end to end."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ccbench.cli import cli, main
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_main(args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+@pytest.mark.parametrize("args,code,message", [
+    (["run", "--bogus"], 2, "No such option '--bogus'"),
+    (["run", "-C", "allreduc"], 2, "collective: unknown 'allreduc'"),
+    (["run", "-a", "rign"], 2, "algorithm: unknown 'rign'"),
+    (["run", "-s", "8:1Q"], 2, "bad size '1Q'"),
+    (["run", "-t", "complex64"], 2, "dtype: unknown 'complex64'"),
+    (["run", "--op", "avg"], 2, "op: unknown 'avg'"),
+    (["run", "--sync", "clock"], 2, "Invalid value for '--sync'"),
+    (["run", "-c", "/nonexistent/x.toml"], 2, "not found"),
+    (["run", "--min-reps", "abc"], 2, "Invalid value for '--min-reps'"),
+    (["launch", "-n", "0"], 2, "Invalid value for '-n'"),
+    (["launch", "-n", "2", "--launcher", "no-such-mpiexec"], 2, "MPI launcher 'no-such-mpiexec' not found"),
+    (["show", "/nonexistent/run"], 2, "no run at"),
+    (["trace", "allreduce", "native", "-n", "4"], 2, "hand-written"),
+    (["trace", "allreduce", "ring", "--root", "9", "-n", "4"], 2, "root 9 does not exist"),
+    (["trace", "allreduce", "ring", "-t", "half"], 2, "unknown dtype 'half'"),
+    (["nosuchcommand"], 2, "No such command"),
+])
+def test_usage_errors_are_one_line(args, code, message, capsys):
+    got_code, out, err = run_main(args, capsys)
+    assert got_code == code
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_help_and_list():
+    r = CliRunner().invoke(cli, ["--help"])
+    assert r.exit_code == 0 and "launch" in r.output and "trace" in r.output
+    r = CliRunner().invoke(cli, ["list"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0
+    for coll in ("allreduce", "bcast", "pingpong", "barrier", "reduce_scatter"):
+        assert coll in r.output
+
+
+def test_python_dash_m_ccbench():
+    r = subprocess.run([sys.executable, "-m", "ccbench", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and "version" in r.stdout
+
+
+def _launch(tmp_path, *args, timeout=240):
+    env = dict(os.environ, COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "ccbench", "launch", *args,
+                           "--results-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
+
+
+def test_launch_end_to_end_then_show(tmp_path):
+    r = _launch(tmp_path, "-n", "2", "-C", "allreduce,bcast,pingpong,barrier", "-s", "8:4K:8",
+                "--min-reps", "5", "--budget", "0.1")
+    assert r.returncode == 0, r.stderr
+    runs = [d for d in tmp_path.iterdir() if d.is_dir()]
+    assert len(runs) == 1
+    meta = json.loads((runs[0] / "run.json").read_text())
+    assert meta["status"] == "complete" and meta["nranks"] == 2 and meta["failed_cases"] == 0
+    rows = (runs[0] / "cases.jsonl").read_text().splitlines()
+    assert len(rows) == meta["planned_cases"] == 3 * 4 + 1
+    assert "allreduce" in r.stdout and "all correct" in r.stdout
+    shown = CliRunner().invoke(cli, ["show", str(runs[0])], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0 and "pingpong" in shown.output
+
+
+def test_launch_refuses_bad_input_without_touching_results(tmp_path):
+    r = _launch(tmp_path, "-n", "2", "-C", "allreduce", "--sizes", "-4")
+    assert r.returncode == 2 and "sizes cannot be negative" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sigterm_keeps_finished_rows(tmp_path):
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ccbench", "launch", "-n", "2", "-C", "allreduce", "-s", "8:8M",
+         "--budget", "0.3", "--target-rse", "0.00001", "--results-dir", str(tmp_path), "--no-show"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        start_new_session=True)
+    deadline = time.time() + 60
+    jsonl = None
+    while time.time() < deadline:  # wait until a few rows are on disk
+        found = list(tmp_path.glob("*/cases.jsonl"))
+        if found and found[0].read_text().count("\n") >= 3:
+            jsonl = found[0]
+            break
+        time.sleep(0.1)
+    assert jsonl is not None, "no rows appeared"
+    os.killpg(proc.pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    meta = json.loads((jsonl.parent / "run.json").read_text())
+    assert meta["status"] == "interrupted", (meta["status"], err)
+    n = jsonl.read_text().count("\n")
+    assert n >= 3 and meta["finished_cases"] == n
+    assert all(json.loads(line)["nwrong"] == 0 for line in jsonl.read_text().splitlines())

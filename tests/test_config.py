@@ -1,0 +1,130 @@
+"""Sizes, configs and the plan (pure, no MPI)."""
+
+from pathlib import Path
+
+import pytest
+
+from ccbench.config import Config, format_size, load_config, parse_size, parse_sizes, plan
+from ccbench.errors import UsageError
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("8", 8), ("4K", 4096), ("4k", 4096), ("1M", 1 << 20), ("2G", 2 << 30), ("1.5K", 1536),
+    ("64KiB", 65536), ("16B", 16), (0, 0), (12, 12), (" 8 ", 8),
+])
+def test_parse_size(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "-8", "8X", "1.3", "K", "0.5", "abc", True, "2T", "99999G"])
+def test_parse_size_rejects(text):
+    with pytest.raises(UsageError):
+        parse_size(text)
+
+
+def test_parse_sizes_range_and_list():
+    assert parse_sizes("8:64") == [8, 16, 32, 64]
+    assert parse_sizes("8:1K:4") == [8, 32, 128, 512]
+    assert parse_sizes("0:4") == [0, 1, 2, 4]
+    assert parse_sizes("4K,8,4K") == [8, 4096]
+    assert parse_sizes(["1M", 8]) == [8, 1 << 20]
+    for bad in ("64:8", "8:1K:1", "8:1K:x", "1:2:3:4", ","):
+        with pytest.raises(UsageError):
+            parse_sizes(bad)
+
+
+def test_format_size():
+    assert [format_size(n) for n in (8, 1024, 1536, 1 << 20, 3 << 30)] == [
+        "8 B", "1 KiB", "1.5 KiB", "1 MiB", "3 GiB"]
+
+
+@pytest.mark.parametrize("name", ["quick.toml", "default.toml", "full.toml", "algorithms.toml"])
+def test_shipped_configs_load(name):
+    cfg = load_config(CONFIGS / name)
+    cases, _ = plan(cfg, 4)
+    assert cases
+
+
+def test_quick_covers_every_collective_8b_to_1m():
+    cfg = load_config(CONFIGS / "quick.toml")
+    cases, _ = plan(cfg, 4)
+    assert {c.collective for c in cases} == set(cfg.collectives)
+    assert min(cfg.sizes) == 8 and max(cfg.sizes) == 1 << 20
+
+
+@pytest.mark.parametrize("values,message", [
+    ({"colectives": "all"}, "unknown config key 'colectives' (did you mean 'collectives'?)"),
+    ({"collectives": "allreduc"}, "collective: unknown 'allreduc'"),
+    ({"algorithms": "rign"}, "algorithm: unknown 'rign'"),
+    ({"dtypes": "float16"}, "dtype: unknown 'float16'"),
+    ({"ops": "avg"}, "op: unknown 'avg'"),
+    ({"min_reps": "ten"}, "config key 'min_reps': expected an integer"),
+    ({"min_reps": 1.5}, "config key 'min_reps': expected an integer"),
+    ({"warmup": -1}, "config key 'warmup': -1 is outside"),
+    ({"target_rse": 2}, "config key 'target_rse': 2 is outside"),
+    ({"budget_s": 0}, "config key 'budget_s': 0 is outside"),
+    ({"in_place": "maybe"}, "config key 'in_place'"),
+    ({"root": -1}, "config key 'root'"),
+    ({"sync": "clock"}, "config key 'sync'"),
+    ({"thread_level": "many"}, "config key 'thread_level'"),
+    ({"sizes": "-8"}, "sizes cannot be negative"),
+    ({"collectives": 3}, "expected a list of names"),
+    ({"min_reps": 50, "max_reps": 10}, "max_reps (10) is below min_reps (50)"),
+])
+def test_bad_values_name_the_key(values, message):
+    with pytest.raises(UsageError) as err:
+        load_config(None, values)
+    assert message in str(err.value)
+
+
+def test_bad_files(tmp_path):
+    with pytest.raises(UsageError, match="not found"):
+        load_config(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("collectives = [\n")
+    with pytest.raises(UsageError, match="not valid TOML"):
+        load_config(bad)
+    nested = tmp_path / "nested.toml"
+    nested.write_text("[sweep]\nsizes = '8'\n")
+    with pytest.raises(UsageError, match=r"unexpected table \[sweep\]"):
+        load_config(nested)
+
+
+def test_flags_override_file(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text('sizes = "8:64"\ndtypes = ["int32"]\n')
+    cfg = load_config(f, {"dtypes": "float64", "sizes": None})
+    assert cfg.dtypes == ("float64",) and cfg.sizes == (8, 16, 32, 64)
+
+
+def test_plan_sizes_follow_nccl_tests_definitions():
+    cfg = load_config(None, {"collectives": "allreduce,allgather,alltoall,barrier",
+                             "sizes": "8,64", "dtypes": "float32"})
+    cases, _ = plan(cfg, 4)
+    got = {(c.collective, c.nbytes, c.count) for c in cases}
+    # allreduce: the buffer; allgather/alltoall: P blocks of at least one element
+    assert ("allreduce", 8, 2) in got and ("allreduce", 64, 16) in got
+    assert ("allgather", 16, 1) in got and ("allgather", 64, 4) in got
+    assert ("alltoall", 16, 1) in got
+    assert ("barrier", 0, 0) in got
+    assert len([c for c in cases if c.collective == "barrier"]) == 1
+
+
+def test_plan_roots_in_place_and_ops():
+    cfg = load_config(None, {"collectives": "reduce,bcast", "sizes": "64", "ops": "all",
+                             "in_place": "both", "root": "rotate"})
+    cases, _ = plan(cfg, 3)
+    reduce = [c for c in cases if c.collective == "reduce"]
+    assert len(reduce) == 4 * 2 * 3
+    bcast = [c for c in cases if c.collective == "bcast"]
+    assert {c.root for c in bcast} == {0, 1, 2} and not any(c.in_place for c in bcast)
+
+
+def test_plan_rejects_missing_root_and_skips_pingpong_alone():
+    with pytest.raises(UsageError, match="root 4 does not exist with 2 ranks"):
+        plan(load_config(None, {"collectives": "bcast", "root": 4}), 2)
+    cases, skipped = plan(Config(), 1)
+    assert not any(c.collective == "pingpong" for c in cases)
+    assert skipped and skipped[0][0] == "pingpong/native"
