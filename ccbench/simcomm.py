@@ -14,18 +14,39 @@ Every message is recorded with its logical step: a rank's clock starts at 0; the
 of an operation (Send, Sendrecv, or an Isend batch completed by one Waitall) belong to
 step clock + 1, and on completion the clock moves to the latest step it sent or received.
 For the textbook algorithms this is the round number of the schedule.
+
+Sub-communicators work as in MPI: `SimComm.Split` and `SimComm.Split_type` (with
+`COMM_TYPE_SHARED`, ranks grouped into simulated nodes of `ranks_per_node` consecutive
+world ranks) are collective over the parent and return new communicators whose messages
+travel through the same world.  Each communicator has its own context id in the match
+key, so tags never collide between communicators; messages are recorded with world ranks.
 """
 
+import sys
 import threading
 from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Message", "SimDeadlock", "SimWorld", "simulate"]
+__all__ = [
+    "COMM_TYPE_SHARED",
+    "UNDEFINED",
+    "Message",
+    "SimComm",
+    "SimDeadlock",
+    "SimWorld",
+    "simulate",
+]
+
+#: Split_type's split type for "ranks of one node" (mpi4py's MPI.COMM_TYPE_SHARED is
+#: accepted too).
+COMM_TYPE_SHARED = "shared"
+#: The color that leaves a rank out of every new communicator (mpi4py's value).
+UNDEFINED = -32766
 
 
-class SimDeadlock(RuntimeError):
+class SimDeadlock(RuntimeError):  # noqa: N818 - the public name
     """Every live rank is blocked on a wait that can never complete."""
 
 
@@ -49,28 +70,40 @@ def _elem_range(buf: np.ndarray) -> tuple[int, int]:
         base = base.base
     lo = 0
     if buf.itemsize:
-        lo = (buf.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // buf.itemsize
+        offset = buf.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+        lo = offset // buf.itemsize
     return (lo, lo + buf.size)
 
 
 class _Request:
-    __slots__ = ("kind", "rank", "peer", "tag", "buf", "done", "step", "world")
+    """A posted send or receive; `rank` and `peer` are world ranks, `ctx` the context id."""
 
-    def __init__(self, world, kind, rank, peer, tag, buf, step):
+    __slots__ = ("kind", "rank", "peer", "tag", "ctx", "buf", "done", "step", "world")
+
+    def __init__(self, world, kind, rank, peer, tag, buf, step, ctx=0):
         self.world, self.kind, self.rank, self.peer, self.tag = world, kind, rank, peer, tag
-        self.buf, self.step, self.done = buf, step, False
+        self.ctx, self.buf, self.step, self.done = ctx, buf, step, False
 
     def Wait(self) -> None:  # noqa: N802 - mpi4py naming
         self.world.comm(self.rank).Waitall([self])
 
 
 class SimWorld:
-    """P simulated ranks sharing one lock; `comm(rank)` gives a rank's communicator."""
+    """P simulated ranks sharing one lock; `comm(rank)` gives a rank's communicator.
 
-    def __init__(self, size: int) -> None:
+    `ranks_per_node` groups consecutive world ranks into simulated nodes for
+    ``Split_type(COMM_TYPE_SHARED)``; None puts every rank on one node.
+    """
+
+    def __init__(self, size: int, ranks_per_node: int | None = None) -> None:
         if size < 1:
             raise ValueError("a world needs at least one rank")
+        if ranks_per_node is not None and ranks_per_node < 1:
+            raise ValueError("ranks_per_node must be at least 1")
         self.size = size
+        self.ranks_per_node = ranks_per_node
+        self._next_ctx = 1  # context id 0 is the world's
+        self._splits: dict[tuple[int, int], dict] = {}  # (ctx, call number) -> exchange
         self.cond = threading.Condition()
         self.sends: dict[tuple, deque] = {}
         self.recvs: dict[tuple, deque] = {}
@@ -88,10 +121,10 @@ class SimWorld:
     # -- matching (called with the lock held) --------------------------------------
     def _post(self, req: _Request) -> None:
         if req.kind == "send":
-            key = (req.rank, req.peer, req.tag)
+            key = (req.ctx, req.rank, req.peer, req.tag)
             mine, other = self.sends, self.recvs
         else:
-            key = (req.peer, req.rank, req.tag)
+            key = (req.ctx, req.peer, req.rank, req.tag)
             mine, other = self.recvs, self.sends
         q = other.get(key)
         if q:
@@ -124,9 +157,11 @@ class SimWorld:
                 while not pred():
                     if self.failed is not None:
                         raise SimDeadlock("another rank failed") from None
-                    if len(self.waiting) == self.alive and not any(p() for p in self.waiting.values()):
+                    stuck = not any(p() for p in self.waiting.values())
+                    if len(self.waiting) == self.alive and stuck:
                         self.failed = SimDeadlock(
-                            f"deadlock: ranks {sorted(self.waiting)} all wait on messages never sent"
+                            f"deadlock: ranks {sorted(self.waiting)} all wait on messages "
+                            "never sent"
                         )
                         self.cond.notify_all()
                         raise self.failed
@@ -143,12 +178,24 @@ class SimWorld:
 
 
 class SimComm:
-    """One rank's view of a SimWorld, with the mpi4py method names the algorithms use."""
+    """One rank's view of a communicator of a SimWorld, with mpi4py's method names.
 
-    def __init__(self, world: SimWorld, rank: int) -> None:
+    `group` lists the world ranks of the communicator in rank order (None: the world);
+    `ctx` is its context id, part of every match key.
+    """
+
+    COMM_TYPE_SHARED = COMM_TYPE_SHARED
+    UNDEFINED = UNDEFINED
+
+    def __init__(self, world: SimWorld, rank: int, group: tuple[int, ...] | None = None,
+                 ctx: int = 0) -> None:
         self.world = world
         self.rank = rank
-        self.size = world.size
+        self.group = group
+        self.ctx = ctx
+        self.size = world.size if group is None else len(group)
+        self.wrank = rank if group is None else group[rank]  # this rank in the world
+        self._nsplits = 0  # Split calls so far (the same on every rank: they are collective)
         self._batch_sent = False
 
     def Get_rank(self) -> int:  # noqa: N802
@@ -157,31 +204,85 @@ class SimComm:
     def Get_size(self) -> int:  # noqa: N802
         return self.size
 
-    def _check_peer(self, peer: int) -> None:
+    def _world(self, peer: int) -> int:
+        """The world rank of `peer` of this communicator (checked)."""
         if not 0 <= peer < self.size:
             raise ValueError(f"rank {self.rank}: peer {peer} outside 0..{self.size - 1}")
+        return peer if self.group is None else self.group[peer]
+
+    def _check_peer(self, peer: int) -> None:
+        self._world(peer)
+
+    # -- communicator management (collective over this communicator) -------------
+    def Split(self, color: int = 0, key: int = 0) -> "SimComm | None":  # noqa: N802
+        """MPI_Comm_split: ranks of one color form a new communicator ordered by (key, rank).
+
+        Returns None (MPI_COMM_NULL) for color UNDEFINED.
+        """
+        w = self.world
+        ident = (self.ctx, self._nsplits)
+        self._nsplits += 1
+        with w.cond:
+            entry = w._splits.setdefault(ident, {"args": {}, "result": None, "left": self.size})
+            entry["args"][self.rank] = (color, key)
+            w.cond.notify_all()
+        w._wait(self.wrank, lambda: len(entry["args"]) == self.size)
+        with w.cond:
+            if entry["result"] is None:  # the first rank through builds it for everyone
+                groups: dict = {}
+                for r in range(self.size):
+                    c, k = entry["args"][r]
+                    if c != UNDEFINED:
+                        groups.setdefault(c, []).append((k, r))
+                result = {}
+                for c, members in groups.items():
+                    result[c] = (w._next_ctx, tuple(self._world(r) for _, r in sorted(members)))
+                    w._next_ctx += 1
+                entry["result"] = result
+            mine = entry["result"].get(color)
+            entry["left"] -= 1
+            if entry["left"] == 0:
+                del w._splits[ident]
+        if mine is None:
+            return None
+        ctx, group = mine
+        return SimComm(w, group.index(self.wrank), group, ctx)
+
+    def Split_type(self, split_type, key: int = 0, info=None) -> "SimComm | None":  # noqa: N802
+        """MPI_Comm_split_type; COMM_TYPE_SHARED groups the ranks of one simulated node."""
+        if split_type == UNDEFINED:
+            return self.Split(UNDEFINED, key)
+        mpi = sys.modules.get("mpi4py.MPI")
+        if split_type != COMM_TYPE_SHARED and not (mpi and split_type == mpi.COMM_TYPE_SHARED):
+            raise ValueError(f"unsupported split type {split_type!r}")
+        rpn = self.world.ranks_per_node
+        return self.Split(0 if rpn is None else self.wrank // rpn, key)
+
+    def Free(self) -> None:  # noqa: N802
+        """MPI_Comm_free (nothing to release in the simulation)."""
 
     def Isend(self, buf: np.ndarray, dest: int, tag: int = 0) -> _Request:  # noqa: N802
-        self._check_peer(dest)
+        peer = self._world(dest)
         w = self.world
         with w.cond:
-            req = _Request(w, "send", self.rank, dest, tag, buf, w.clocks[self.rank] + 1)
+            req = _Request(w, "send", self.wrank, peer, tag, buf, w.clocks[self.wrank] + 1,
+                           self.ctx)
             w._post(req)
         return req
 
     def Irecv(self, buf: np.ndarray, source: int, tag: int = 0) -> _Request:  # noqa: N802
-        self._check_peer(source)
+        peer = self._world(source)
         w = self.world
         with w.cond:
-            req = _Request(w, "recv", self.rank, source, tag, buf, 0)
+            req = _Request(w, "recv", self.wrank, peer, tag, buf, 0, self.ctx)
             w._post(req)
         return req
 
     def Waitall(self, requests: list) -> None:  # noqa: N802
         w = self.world
-        w._wait(self.rank, lambda: all(r.done for r in requests))
+        w._wait(self.wrank, lambda: all(r.done for r in requests))
         with w.cond:
-            w.clocks[self.rank] = max([w.clocks[self.rank]] + [r.step for r in requests])
+            w.clocks[self.wrank] = max([w.clocks[self.wrank]] + [r.step for r in requests])
 
     def Send(self, buf: np.ndarray, dest: int, tag: int = 0) -> None:  # noqa: N802
         self.Waitall([self.Isend(buf, dest, tag)])
@@ -193,12 +294,16 @@ class SimComm:
         self.Waitall([self.Isend(sendbuf, dest, sendtag), self.Irecv(recvbuf, source, recvtag)])
 
 
-def simulate(size: int, fn, *, timeout_s: float = 60.0) -> tuple[list, list[Message]]:
+def simulate(
+    size: int, fn, *, timeout_s: float = 60.0, ranks_per_node: int | None = None
+) -> tuple[list, list[Message]]:
     """Run ``fn(comm)`` on `size` simulated ranks; return (results per rank, messages).
 
-    The first exception raised on any rank is re-raised here (a deadlock included).
+    `ranks_per_node` sets the simulated nodes that ``Split_type(COMM_TYPE_SHARED)`` finds
+    (None: one node).  The first exception raised on any rank is re-raised here (a
+    deadlock included).
     """
-    world = SimWorld(size)
+    world = SimWorld(size, ranks_per_node)
     results: list = [None] * size
 
     def body(rank: int) -> None:
@@ -221,6 +326,8 @@ def simulate(size: int, fn, *, timeout_s: float = 60.0) -> tuple[list, list[Mess
     # unmatched sends/receives left at the end are a bug in the algorithm
     left = [k for q in (world.sends, world.recvs) for k, v in q.items() if v]
     if left:
-        raise RuntimeError(f"unmatched messages left at exit (source, dest, tag): {sorted(left)}")
+        raise RuntimeError(
+            f"unmatched messages left at exit (context, source, dest, tag): {sorted(left)}"
+        )
     messages = sorted(world.messages, key=lambda m: (m.step, m.source, m.dest))
     return results, messages

@@ -1,14 +1,14 @@
 """Every hand-written algorithm, on the simulated communicator: exact results, honest costs."""
 
 import pytest
+from conftest import HANDWRITTEN, handwritten_params
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from simcheck import run_sim
 
 from ccbench.algorithms import get
 from ccbench.collectives import COLLECTIVES
 from ccbench.dtypes import DTYPES, OPS
-from conftest import HANDWRITTEN, handwritten_params
-from simcheck import run_sim
 
 
 def _ops(coll):

@@ -9,7 +9,18 @@ Use one in your own mpi4py program::
 Importing this package imports no MPI: native algorithms load mpi4py on first use.
 """
 
-from ccbench.algorithms import native  # noqa: F401 - registers
+from ccbench.algorithms import (
+    allgather,  # noqa: F401 - registers
+    allreduce,  # noqa: F401 - registers
+    alltoall,  # noqa: F401 - registers
+    barrier,  # noqa: F401 - registers
+    bcast,  # noqa: F401 - registers
+    gather,  # noqa: F401 - registers
+    native,  # noqa: F401 - registers
+    reduce,  # noqa: F401 - registers
+    reduce_scatter,  # noqa: F401 - registers
+    scatter,  # noqa: F401 - registers
+)
 from ccbench.algorithms.registry import REGISTRY, Algorithm, Cost, get, register
 
 __all__ = ["REGISTRY", "Algorithm", "Cost", "get", "register"]

@@ -65,7 +65,7 @@ class CountedComm:
     from the array, as mpi4py does.
     """
 
-    __slots__ = ("comm", "rank", "size", "counts", "_waitall", "_scratch", "_pend")
+    __slots__ = ("comm", "rank", "size", "counts", "_waitall", "_scratch", "_pend", "_nodes")
 
     def __init__(self, comm) -> None:
         self.comm = comm
@@ -81,6 +81,7 @@ class CountedComm:
         self._scratch: dict = {}
         # pending Isend/Irecv batch: msgs out, bytes out, msgs in, bytes in
         self._pend = [0, 0, 0, 0]
+        self._nodes: tuple | None = None  # (node comm, leader comm or None), made once
 
     def Get_rank(self) -> int:  # noqa: N802 - mpi4py naming
         return self.rank
@@ -167,6 +168,36 @@ class CountedComm:
             buf = np.empty(max(n, 1), dtype=dtype)
             self._scratch[key] = buf
         return buf[:n]
+
+    def node_comms(self) -> tuple["CountedComm", "CountedComm | None"]:
+        """(this node's ranks, one leader per node or None here) as counting communicators.
+
+        The node communicator comes from ``Split_type(COMM_TYPE_SHARED)`` (ordered by
+        rank); the leaders are the node-local rank 0 of every node, joined by ``Split``.
+        Both share this communicator's `counts`, so their traffic adds to this rank's.
+        Creating communicators is collective and slow: it happens on the first call only,
+        on every rank at once, and the result is cached on this wrapper.
+        """
+        if self._nodes is None:
+            comm = self.comm
+            shared = getattr(comm, "COMM_TYPE_SHARED", None)  # the simulated communicator
+            undefined = getattr(comm, "UNDEFINED", None)
+            if shared is None:
+                from mpi4py import MPI
+
+                shared, undefined = MPI.COMM_TYPE_SHARED, MPI.UNDEFINED
+            node = comm.Split_type(shared, self.rank)
+            leaders = comm.Split(0 if node.Get_rank() == 0 else undefined, self.rank)
+            if not leaders:  # None on the simulator, MPI.COMM_NULL (falsy) under MPI
+                leaders = None
+            node_cc = CountedComm(node)
+            node_cc.counts = self.counts
+            leader_cc = None
+            if leaders is not None:
+                leader_cc = CountedComm(leaders)
+                leader_cc.counts = self.counts
+            self._nodes = (node_cc, leader_cc)
+        return self._nodes
 
 
 def counted(comm) -> CountedComm:
