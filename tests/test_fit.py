@@ -1,0 +1,314 @@
+"""The pure fitting library on synthetic curves with known answers (seeded, no MPI)."""
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from ccbench.errors import CCBenchError
+from ccbench.fit import (
+    NetworkParams,
+    compare_params,
+    fit_curve,
+    fit_curves,
+    fit_gamma,
+    fit_joint,
+    fit_line,
+    fit_segments,
+    network_from_microbenchmarks,
+)
+
+SIZES = np.array([8 * 2**i for i in range(20)], dtype=float)  # 8 B .. 4 MiB
+ALPHA, BETA, GAMMA = 2e-6, 1e-10, 2.5e-10  # 2 us, 10 GB/s, 4 GB/s reduction
+
+
+def noisy(t, rng, noise=0.03, m=20):
+    """m raw samples around time t: lognormal noise, whose median is exactly t."""
+    return t * np.exp(rng.normal(0.0, noise, m))
+
+
+def curve_rows(times, *, noise=0.03, m=20, seed=0, sizes=SIZES, samples=True, **key):
+    """cases.jsonl-like rows of one curve with the given true times."""
+    rng = np.random.default_rng(seed)
+    base = dict(collective="allreduce", algorithm="ring", nranks=4, dtype="float64", op="sum")
+    base.update(key)
+    rows = []
+    for n, t in zip(sizes, times, strict=True):
+        s = noisy(t, rng, noise, m)
+        rows.append(dict(base, nbytes=int(n), median_s=float(np.median(s)),
+                         samples_s=s.tolist() if samples else None))
+    return rows
+
+
+def rel(a, b):
+    return abs(a / b - 1.0)
+
+
+def inside(ci, v):
+    return ci[0] <= v <= ci[1]
+
+
+def strict_json(record):
+    return json.loads(json.dumps(record.to_dict(), allow_nan=False))
+
+
+# --------------------------------------------------------------------------- one line
+
+
+def test_line_recovers_alpha_beta_within_2_percent():
+    covered = 0
+    for seed in range(5):
+        f = fit_curve(curve_rows(ALPHA + BETA * SIZES, seed=seed))
+        line = f.line
+        assert rel(line.alpha_s, ALPHA) < 0.02
+        assert rel(line.beta_s_per_byte, BETA) < 0.02
+        assert rel(line.bandwidth_gbs, 10.0) < 0.02
+        assert line.r2 > 0.999 and line.max_rel_residual < 0.05
+        assert line.bootstrap == "samples" and line.n_boot == 1000
+        assert line.alpha_ci_s[0] < line.alpha_s < line.alpha_ci_s[1]
+        covered += inside(line.alpha_ci_s, ALPHA) + inside(line.beta_ci_s_per_byte, BETA)
+        assert f.segmented.n_segments == 1 and f.flags == ()
+    assert covered >= 8  # 95% intervals: most of the 10 contain the truth
+
+
+def test_fit_is_deterministic_and_strict_json():
+    rows = curve_rows(ALPHA + BETA * SIZES, seed=3)
+    a, b = fit_curve(rows), fit_curve(rows)
+    assert a == b
+    d = strict_json(a)
+    assert d["line"]["bandwidth_gbs"] == pytest.approx(a.line.bandwidth_gbs)
+    assert d["segmented"]["n_segments"] == 1
+    assert fit_curve(rows, seed=1).line.alpha_ci_s != a.line.alpha_ci_s
+
+
+def test_plain_arrays_api_matches_rows_api():
+    rows = curve_rows(ALPHA + BETA * SIZES, seed=2)
+    x = [r["nbytes"] for r in rows]
+    y = [r["median_s"] for r in rows]
+    s = [r["samples_s"] for r in rows]
+    assert fit_line(x, y, s) == fit_curve(rows).line
+    assert fit_segments(x, y, s).n_segments == 1
+
+
+def test_pure_noise_gives_wide_intervals_and_no_segments():
+    for seed in range(5):
+        f = fit_curve(curve_rows(np.full(SIZES.size, 1e-5), noise=0.2, seed=seed))
+        line = f.line
+        lo, hi = line.beta_ci_s_per_byte
+        assert lo < 0 < hi, "no bandwidth can be claimed from a flat curve"
+        assert hi - lo > abs(line.beta_s_per_byte)
+        assert "beta_ci_includes_zero" in f.flags
+        assert f.segmented.n_segments == 1
+        assert math.isinf(line.bandwidth_ci_gbs[1])
+        assert strict_json(line)["bandwidth_ci_gbs"][1] is None
+        quiet = fit_curve(curve_rows(np.full(SIZES.size, 1e-5), noise=0.02, seed=seed)).line
+        width = line.alpha_ci_s[1] - line.alpha_ci_s[0]
+        assert width > 5 * (quiet.alpha_ci_s[1] - quiet.alpha_ci_s[0])  # intervals track noise
+
+
+def test_no_spurious_breakpoints_on_noisy_lines():
+    for seed in range(20):
+        for noise in (0.03, 0.3):
+            f = fit_segments(SIZES, *_medians(ALPHA + BETA * SIZES, noise, seed), n_boot=0)
+            assert f.n_segments == 1, (seed, noise, f.breakpoints_bytes)
+
+
+def _medians(times, noise, seed, m=20):
+    rng = np.random.default_rng(seed)
+    s = [noisy(t, rng, noise, m) for t in times]
+    return [float(np.median(v)) for v in s], s
+
+
+# --------------------------------------------------------------------------- segments
+
+
+def test_breakpoint_found_within_one_size_step():
+    a2, b2 = 2e-5, 7e-11  # rendezvous: a handshake more, a faster copy
+    for knee in (1024, 65536):
+        t = np.where(SIZES < knee, ALPHA + BETA * SIZES, a2 + b2 * SIZES)
+        for seed in range(3):
+            f = fit_curve(curve_rows(t, seed=seed))
+            seg = f.segmented
+            assert seg.n_segments == 2
+            (bp,) = seg.breakpoints_bytes
+            assert abs(math.log2(bp / knee)) <= 1
+            lo, hi = seg.segments
+            assert rel(lo.alpha_s, ALPHA) < 0.02 and rel(hi.beta_s_per_byte, b2) < 0.02
+            assert rel(hi.alpha_s, a2) < 0.05
+            assert inside(hi.beta_ci_s_per_byte, hi.beta_s_per_byte)
+            assert lo.nbytes_hi < bp == hi.nbytes_lo
+            assert seg.segment_at(8) == lo and seg.segment_at(1 << 22) == hi
+            assert seg.max_rel_residual < 0.05 < f.line.max_rel_residual
+            assert "protocol_change" in f.flags
+
+
+def test_slope_change_without_jump_and_three_segments():
+    knee = 65536
+    t = np.where(SIZES < knee, ALPHA + BETA * SIZES, ALPHA + BETA * knee + 2 * BETA * (SIZES - knee))
+    seg = fit_segments(SIZES, *_medians(t, 0.03, 0), n_boot=0)
+    assert seg.n_segments == 2 and abs(math.log2(seg.breakpoints_bytes[0] / knee)) <= 1
+    t3 = np.where(SIZES < 1024, 1e-6 + 2e-10 * SIZES,
+                  np.where(SIZES < 262144, 4e-6 + 1e-10 * SIZES, 3e-5 + 5e-11 * SIZES))
+    seg3 = fit_segments(SIZES, *_medians(t3, 0.03, 1), n_boot=0)
+    assert seg3.breakpoints_bytes == (1024, 262144)
+    assert rel(seg3.segments[2].beta_s_per_byte, 5e-11) < 0.02
+
+
+def test_missing_samples_fall_back_to_residual_bootstrap():
+    f = fit_curve(curve_rows(ALPHA + BETA * SIZES, seed=4, samples=False))
+    assert f.line.bootstrap == "residuals" and "residual_bootstrap" in f.flags
+    assert rel(f.line.alpha_s, ALPHA) < 0.02
+    assert inside(f.line.alpha_ci_s, f.line.alpha_s)
+    none = fit_line(SIZES, ALPHA + BETA * SIZES, n_boot=0)
+    assert none.bootstrap == "none" and math.isnan(none.alpha_ci_s[0])
+    assert strict_json(none)["alpha_ci_s"] == [None, None]
+
+
+def test_repeated_sizes_are_pooled_and_bad_rows_dropped():
+    rows = curve_rows(ALPHA + BETA * SIZES, seed=5)
+    extra = curve_rows(ALPHA + BETA * SIZES, seed=6)
+    bad = dict(rows[0], nbytes=16, median_s=0.0)
+    f = fit_curve(rows + extra + [bad])
+    assert f.line.n_sizes == SIZES.size
+    assert rel(f.line.beta_s_per_byte, BETA) < 0.02
+
+
+def test_fit_curves_groups_and_skips_unfittable():
+    rows = curve_rows(ALPHA + BETA * SIZES, seed=0)
+    rows += curve_rows(3 * ALPHA + BETA * SIZES, seed=1, nranks=8)
+    rows += curve_rows(ALPHA + 2 * BETA * SIZES, seed=2, algorithm="native")
+    rows += [dict(collective="barrier", algorithm="native", nranks=4, nbytes=0,
+                  median_s=1e-6, samples_s=[1e-6, 1.1e-6])]
+    fits = fit_curves(rows, n_boot=200)
+    assert [f.key for f in fits] == [
+        ("allreduce", "ring", 4), ("allreduce", "ring", 8), ("allreduce", "native", 4)
+    ]
+    assert rel(fits[1].line.alpha_s, 3 * ALPHA) < 0.02
+    with pytest.raises(CCBenchError, match="several curves"):
+        fit_curve(rows[:40])
+
+
+# --------------------------------------------------------------------------- network
+
+
+def pingpong_rows(seed=0):
+    """One-way ping-pong times with an eager -> rendezvous switch at 16 KiB."""
+    t = np.where(SIZES <= 8192, ALPHA + 1.5 * BETA * SIZES, 4 * ALPHA + BETA * SIZES)
+    return curve_rows(t, seed=seed, collective="pingpong", algorithm="pingpong", nranks=2)
+
+
+def reduction_records(seed=0):
+    """Local reduction microbenchmark records: one record per rank and repetition."""
+    rng = np.random.default_rng(seed)
+    recs = []
+    for n in SIZES:
+        for s in noisy(3e-7 + GAMMA * n, rng):
+            recs.append(dict(dtype="float64", op="sum", nbytes=int(n), seconds=float(s)))
+        recs.append(dict(dtype="int32", op="max", nbytes=int(n), seconds=[1e-7, 1.1e-7]))
+    return recs
+
+
+def test_network_from_pingpong_and_reduction():
+    p = network_from_microbenchmarks(pingpong_rows(), reduction_records(), dtype="float64",
+                                     op="sum")
+    assert p.source == "pingpong"
+    assert rel(p.alpha_s, ALPHA) < 0.02          # small-size segment's intercept
+    assert rel(p.beta_s_per_byte, BETA) < 0.02   # large-size segment's slope
+    assert rel(p.gamma_s_per_byte, GAMMA) < 0.02
+    assert inside(p.alpha_ci_s, p.alpha_s) and inside(p.gamma_ci_s_per_byte, p.gamma_s_per_byte)
+    assert p.breakpoints_bytes == (16384,)
+    assert NetworkParams.from_dict(strict_json(p)) == p
+    with pytest.raises(CCBenchError, match="float64/sum"):
+        fit_gamma(reduction_records())
+    g = fit_gamma(reduction_records(), dtype="float64")
+    assert g.line.bootstrap == "samples"
+    nog = network_from_microbenchmarks(pingpong_rows())
+    assert nog.gamma_s_per_byte is None and any("gamma unknown" in s for s in nog.notes)
+    with pytest.raises(CCBenchError, match="ping-pong"):
+        network_from_microbenchmarks(curve_rows(ALPHA + BETA * SIZES))
+
+
+def lg(P):
+    return math.ceil(math.log2(P))
+
+
+# fake counted traffic per call (max over ranks) of three hand-written algorithms
+FAKE_COUNTS = {
+    "ring": lambda P, n: (2 * (P - 1), 2 * n * (P - 1) / P, n * (P - 1) / P),
+    "recursive_doubling": lambda P, n: (lg(P), n * lg(P), n * lg(P)),
+    "binomial_bcast": lambda P, n: (lg(P), n * lg(P), 0.0),
+}
+
+
+def joint_rows(seed=0, noise=0.03, reductions=True):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for name, counts in FAKE_COUNTS.items():
+        if not reductions and name != "binomial_bcast":
+            continue
+        for P in (3, 4, 8):
+            for n in SIZES[::2]:
+                s, b, r = counts(P, float(n))
+                s_ = noisy(ALPHA * s + BETA * b + GAMMA * r, rng, noise)
+                rows.append(dict(collective="allreduce", algorithm=name, nranks=P,
+                                 nbytes=int(n), median_s=float(np.median(s_)),
+                                 samples_s=s_.tolist(), steps_max=s, step_bytes_max=b,
+                                 reduced_bytes_max=r))
+    rows.append(dict(collective="allreduce", algorithm="native", nranks=4, nbytes=8,
+                     median_s=1.0, samples_s=[1.0, 1.0]))  # no counts: ignored
+    return rows
+
+
+def test_joint_fit_recovers_alpha_beta_gamma():
+    p = fit_joint(joint_rows())
+    assert p.source == "joint" and p.n_points == 90
+    assert rel(p.alpha_s, ALPHA) < 0.02
+    assert rel(p.beta_s_per_byte, BETA) < 0.02
+    assert rel(p.gamma_s_per_byte, GAMMA) < 0.02
+    for v, ci in ((ALPHA, p.alpha_ci_s), (BETA, p.beta_ci_s_per_byte),
+                  (GAMMA, p.gamma_ci_s_per_byte)):
+        assert inside(ci, v)
+        assert ci[1] / ci[0] < 1.1  # 90 rows pin every parameter down
+    assert p.r2 > 0.99
+    strict_json(p)
+
+
+def test_joint_fit_without_reductions_and_nonnegativity():
+    p = fit_joint(joint_rows(reductions=False))
+    assert p.gamma_s_per_byte is None and p.gamma_ci_s_per_byte is None
+    assert any("gamma not identifiable" in s for s in p.notes)
+    assert rel(p.beta_s_per_byte, BETA) < 0.02
+    # data with no per-message cost: NNLS keeps alpha at 0 instead of going negative
+    rows = joint_rows(noise=0.01)
+    for r in rows[:-1]:
+        r["median_s"] = BETA * r["step_bytes_max"] + GAMMA * r["reduced_bytes_max"]
+        r["median_s"] = r["median_s"] or 1e-9
+        r["samples_s"] = None
+    p0 = fit_joint([r for r in rows[:-1] if r["step_bytes_max"] > 0], n_boot=100)
+    assert p0.alpha_s >= 0 and p0.alpha_s < 1e-9
+    assert rel(p0.beta_s_per_byte, BETA) < 0.02
+    with pytest.raises(CCBenchError):
+        fit_joint(joint_rows()[-1:])
+
+
+def test_compare_pingpong_and_joint_estimates():
+    pp = network_from_microbenchmarks(pingpong_rows(), reduction_records(), dtype="float64")
+    jt = fit_joint(joint_rows())
+    cmp = compare_params(pp, jt)
+    assert [c.parameter for c in cmp] == ["alpha_s", "beta_s_per_byte", "gamma_s_per_byte"]
+    for c in cmp:
+        assert c.ratio == pytest.approx(c.other / c.reference)
+        assert abs(c.ratio - 1) < 0.04 and c.reference_source == "pingpong"
+    doubled = NetworkParams(2 * ALPHA, BETA, None, (1.9 * ALPHA, 2.1 * ALPHA))
+    c = compare_params(jt, doubled)
+    assert c[0].ratio == pytest.approx(2, rel=0.03) and c[0].cis_overlap is False
+    assert c[1].cis_overlap is None and c[2].ratio is None
+    assert all(strict_json(x) for x in c)
+
+
+def test_fit_modules_import_no_mpi():
+    code = "import sys, ccbench.fit, ccbench.predict; assert 'mpi4py' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)

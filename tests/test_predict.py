@@ -1,0 +1,222 @@
+"""Predictions, model checks, winners and crossovers on fake cost models with known answers."""
+
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from ccbench.algorithms.registry import Cost
+from ccbench.errors import CCBenchError
+from ccbench.fit import NetworkParams
+from ccbench.predict import (
+    TwoLevelParams,
+    compare_to_measured,
+    crossovers,
+    modelled,
+    predict,
+    predict_grid,
+    predict_sizes,
+    predicted_winners,
+    prediction_table,
+    to_json,
+    two_level_allreduce_grid,
+    two_level_allreduce_s,
+    who_wins,
+)
+
+A, B, G = 1e-6, 1e-9, 5e-10
+PARAMS = NetworkParams(A, B, G)
+
+
+def lg(P):
+    return math.ceil(math.log2(P))
+
+
+def fake(collective, name, cost, unsupported=None):
+    """An Algorithm-like object: .collective, .name, .cost(P, n) -> Cost, .unsupported."""
+    return SimpleNamespace(
+        collective=collective, name=name, cost=cost,
+        unsupported=unsupported or (lambda P, op=None: None),
+    )
+
+
+def pof2_only(P, op=None):
+    return None if P & (P - 1) == 0 else "needs a power of two"
+
+
+RING = fake("allreduce", "ring",
+            lambda P, n: Cost(2 * (P - 1), 2 * n * (P - 1) / P, n * (P - 1) / P))
+RECDBL = fake("allreduce", "recursive_doubling",
+              lambda P, n: Cost(lg(P), n * lg(P), n * lg(P)), pof2_only)
+NATIVE = SimpleNamespace(collective="allreduce", name="native", cost=None)
+BINOMIAL_BCAST = fake("bcast", "binomial", lambda P, n: Cost(lg(P), n * lg(P)))
+REG = {"allreduce": {"ring": RING, "recursive_doubling": RECDBL, "native": NATIVE},
+       "bcast": {"binomial": BINOMIAL_BCAST}}
+
+
+def crossing(P, a=A, b=B, g=G):
+    """Where ring and recursive doubling cost the same: solve the two linear costs."""
+    da = 2 * (P - 1) - lg(P)                                  # ring's extra messages
+    dbytes = lg(P) * (b + g) - (P - 1) / P * (2 * b + g)      # recdbl's extra per byte
+    return da * a / dbytes
+
+
+def test_predict_is_cost_times_params():
+    P, n = 6, 12345
+    want = 2 * 5 * A + 2 * n * 5 / 6 * B + n * 5 / 6 * G
+    assert predict(RING, P, n, PARAMS) == pytest.approx(want, rel=1e-12)
+    assert predict(RING, P, n, NetworkParams(A, B, None)) == pytest.approx(
+        2 * 5 * A + 2 * n * 5 / 6 * B, rel=1e-12)
+    with pytest.raises(CCBenchError, match="no cost model"):
+        predict(NATIVE, 4, 8, PARAMS)
+    assert modelled(REG) == [RING, RECDBL, BINOMIAL_BCAST]
+
+
+def test_vectorised_helpers():
+    sizes = [0, 8, 1024, 1 << 20]
+    v = predict_sizes(RING, 4, sizes, PARAMS)
+    assert v.shape == (4,) and v[2] == predict(RING, 4, 1024, PARAMS)
+    grid = predict_grid(RECDBL, [4, 6, 64, 65536], sizes, PARAMS)
+    assert grid.shape == (4, 4)
+    assert np.isnan(grid[1]).all() and np.isfinite(grid[[0, 2, 3]]).all()
+    assert grid[3, 0] == pytest.approx(16 * A)
+
+
+@pytest.mark.parametrize("P", [4, 16, 1024])
+def test_crossover_at_the_analytic_size(P):
+    (x,) = crossovers(RING, RECDBL, P, PARAMS, lo=1, hi=1 << 30)
+    assert x.nbytes == pytest.approx(crossing(P), rel=1e-9)
+    assert (x.faster_below, x.faster_above) == ("recursive_doubling", "ring")
+    assert x.collective == "allreduce" and x.nranks == P
+    (y,) = crossovers(RECDBL, RING, P, PARAMS)  # the order of the pair does not matter
+    assert y.nbytes == pytest.approx(x.nbytes, rel=1e-12) and y.faster_below == x.faster_below
+    assert crossovers(RING, RECDBL, P, PARAMS, lo=1, hi=int(crossing(P) / 2)) == []
+
+
+def test_two_crossings_and_a_jump():
+    # a protocol-like jump at 4096 B: slower between the crossings, faster after the jump
+    step = fake("x", "step", lambda P, n: Cost(1, n) if n < 4096 else Cost(20, 0.25 * n))
+    flat = fake("x", "flat", lambda P, n: Cost(10, 0.5 * n))
+    first, second = crossovers(step, flat, 2, NetworkParams(1.0, 1.0))
+    assert first.nbytes == 18.0            # 1 + n = 10 + n/2, hit exactly by bisection
+    assert 4095 <= second.nbytes <= 4096   # the jump: located to one byte
+    assert (first.faster_below, second.faster_below) == ("step", "flat")
+
+
+def test_prediction_table_and_winners_at_scale():
+    ranks, sizes = [64, 4096, 6000], [8, 1 << 10, 1 << 16, 1 << 24]
+    table = prediction_table(REG, ranks, sizes, PARAMS, collectives=["allreduce"])
+    names = {(p.algorithm, p.nranks) for p in table}
+    assert ("recursive_doubling", 6000) not in names and ("ring", 6000) in names
+    assert all(p.collective == "allreduce" for p in table)
+    p = next(p for p in table if p.algorithm == "ring" and p.nranks == 64 and p.nbytes == 8)
+    assert (p.steps, p.step_bytes) == (126, 2 * 8 * 63 / 64)
+    wins = {(w.nranks, w.nbytes): w for w in predicted_winners(table)}
+    for P in (64, 4096):
+        for n in sizes:
+            want = "recursive_doubling" if n < crossing(P) else "ring"
+            assert wins[P, n].algorithm == want
+    assert wins[6000, 8].algorithm == "ring" and wins[6000, 8].runner_up is None
+    json.dumps(to_json(table + list(wins.values())), allow_nan=False)
+
+
+def measured_rows(P=16, sizes=None, scale=None, noise=0.0, seed=0):
+    """Rows 'measured' as exactly the model predicts (times `scale(alg, n)` if given)."""
+    rng = np.random.default_rng(seed)
+    sizes = sizes if sizes is not None else [8 * 4**i for i in range(10)]
+    rows = []
+    for alg in (RING, RECDBL):
+        for n in sizes:
+            t = predict(alg, P, n, PARAMS) * (scale(alg.name, n) if scale else 1.0)
+            t *= math.exp(rng.normal(0, noise)) if noise else 1.0
+            c = alg.cost(P, n)
+            rows.append(dict(collective="allreduce", algorithm=alg.name, nranks=P, nbytes=n,
+                             dtype="float64", op="sum", median_s=t, steps_max=c.alpha,
+                             step_bytes_max=c.beta, reduced_bytes_max=c.gamma))
+    return rows
+
+
+def test_compare_to_measured_flags_and_reasons():
+    rows = measured_rows(scale=lambda name, n: 1.5 if (name == "ring" and n == 2048) else 1.0)
+    rows.append(dict(collective="allreduce", algorithm="native", nranks=16, nbytes=8,
+                     median_s=1e-6))                      # no cost model: skipped
+    rows.append(dict(collective="allreduce", algorithm="gone", nranks=16, nbytes=8,
+                     median_s=1e-6))                      # unknown: skipped
+    checks = compare_to_measured(rows, PARAMS, algorithms=REG)
+    assert len(checks) == 20
+    off = [c for c in checks if c.off]
+    assert [(c.algorithm, c.nbytes) for c in off] == [("ring", 2048)]
+    assert off[0].ratio == pytest.approx(1.5) and off[0].reasons == ()
+    assert all(c.ratio == pytest.approx(1.0) for c in checks if not c.off)
+
+    (c,) = [c for c in compare_to_measured(rows, PARAMS, algorithms=REG, oversubscribed=True,
+                                           curve_breakpoints={("allreduce", "ring", 16): [4096]},
+                                           cache_bytes=1024) if c.off]
+    assert c.reasons == ("oversubscribed", "protocol change", "cache")
+    # a network breakpoint applies to the mean message size: 2 * 2048 * 15/16 / 30 = 128 B
+    (c,) = [c for c in compare_to_measured(rows, PARAMS, algorithms=REG,
+                                           network_breakpoints=[200]) if c.off]
+    assert c.reasons == ("protocol change",)
+    (c,) = [c for c in compare_to_measured(rows, PARAMS, algorithms=REG,
+                                           curve_breakpoints={("allreduce", "ring", 16): [1e6]},
+                                           cache_bytes=1 << 20) if c.off]
+    assert c.reasons == ()  # slower than predicted but fits no reason
+    assert json.loads(json.dumps(c.to_dict(), allow_nan=False))["reasons"] == []
+
+
+def test_who_wins_measured_vs_predicted():
+    P = 16
+    x = crossing(P)
+    rows = measured_rows(P, noise=0.01)
+    rows += [dict(collective="allreduce", algorithm="native", nranks=P, nbytes=n,
+                  dtype="float64", op="sum", median_s=1e-9) for n in (8, 32)]       # native fastest at small sizes
+    (ww,) = who_wins(rows, PARAMS, algorithms=REG)
+    assert ww.collective == "allreduce"
+    assert [c.nbytes for c in ww.crossovers] == [pytest.approx(x, rel=1e-9)]
+    for r in ww.rows:
+        want = "recursive_doubling" if r.nbytes < x else "ring"
+        assert r.predicted_winner == want
+        if abs(math.log(r.nbytes / x)) > 0.5:            # away from the crossover, noise is moot
+            assert r.measured_winner_modelled == want and r.agree
+        assert r.measured_winner == ("native" if r.nbytes in (8, 32) else r.measured_winner_modelled)
+        assert r.margin is not None and r.margin >= 0
+    assert ww.agreement is not None and ww.agreement >= 0.8
+    d = json.loads(json.dumps(ww.to_dict(), allow_nan=False))
+    assert d["agreement"] == pytest.approx(ww.agreement)
+
+    # a measurement where ring is always fastest disagrees below the crossover
+    rows = measured_rows(P, scale=lambda name, n: 0.01 if name == "ring" else 1.0)
+    (ww,) = who_wins(rows, PARAMS, algorithms=REG)
+    assert all(r.measured_winner_modelled == "ring" for r in ww.rows)
+    assert not all(r.agree for r in ww.rows)
+
+
+def test_two_level_allreduce_formula():
+    intra_a, intra_b, inter_a, inter_b = 2e-7, 1e-10, 3e-6, 2e-10
+    hp = TwoLevelParams(intra_a, intra_b, inter_a, inter_b, ranks_per_node=8, gamma_s_per_byte=G)
+    P, n = 64, 4096
+    nodes = 8
+    leader = 2 * (nodes - 1) * inter_a + 2 * n * (nodes - 1) / nodes * inter_b \
+        + n * (nodes - 1) / nodes * G                      # ring among the 8 leaders
+    local = 3 * (intra_a + n * intra_b + n * G) + 3 * (intra_a + n * intra_b)
+    assert two_level_allreduce_s(RING, P, n, hp) == pytest.approx(leader + local, rel=1e-12)
+    # one node: only the local phases; one rank per node: only the leader allreduce
+    assert two_level_allreduce_s(RING, 8, n, hp) == pytest.approx(local, rel=1e-12)
+    flat = TwoLevelParams(intra_a, intra_b, inter_a, inter_b, 1, G)
+    assert two_level_allreduce_s(RING, 64, n, flat) == pytest.approx(
+        predict(RING, 64, n, NetworkParams(inter_a, inter_b, G)), rel=1e-12)
+    # caller-supplied local algorithms replace the binomial terms
+    lin = fake("bcast", "linear", lambda p, m: Cost(p - 1, m * (p - 1)))
+    got = two_level_allreduce_s(RING, P, n, hp, local_bcast=lin)
+    assert got == pytest.approx(leader + 3 * (intra_a + n * intra_b + n * G)
+                                + 7 * (intra_a + n * intra_b), rel=1e-12)
+    grid = two_level_allreduce_grid(RECDBL, [64, 96, 8], [8, n], hp)
+    assert np.isfinite(grid[0]).all() and np.isnan(grid[1]).all()   # 12 leaders: not pof2
+    assert np.isfinite(grid[2]).all()                                 # one node: no leaders
+    table = prediction_table([RING], [64], [n], PARAMS, two_level=hp)
+    assert {p.algorithm for p in table} == {"ring", "two-level/ring"}
+    with pytest.raises(CCBenchError):
+        TwoLevelParams(1, 1, 1, 1, 0)
+    json.dumps(to_json(table + [hp]), allow_nan=False)
