@@ -7,5 +7,5 @@ cd "$(dirname "$0")/.."
 python -m pytest -q tests
 for n in 1 2 3 4 5; do
   echo "== MPI tier at $n ranks"
-  mpiexec -n "$n" python -m mpi4py -m pytest -q --with-mpi --only-mpi tests
+  mpiexec -n "$n" python -m mpi4py -m pytest -q --only-mpi tests
 done
