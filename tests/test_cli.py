@@ -113,3 +113,19 @@ def test_sigterm_keeps_finished_rows(tmp_path):
     n = jsonl.read_text().count("\n")
     assert n >= 3 and meta["finished_cases"] == n
     assert all(json.loads(line)["nwrong"] == 0 for line in jsonl.read_text().splitlines())
+
+
+def test_every_algorithm_at_5_ranks_is_exact(tmp_path):
+    """configs/algorithms.toml runs every algorithm of every collective; at 5 ranks nothing is wrong."""
+    r = _launch(tmp_path, "-n", "5", "-c", "configs/algorithms.toml", "--budget", "0.05",
+                "--max-reps", "20", "--no-show", timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    rows = [json.loads(line) for line in (run / "cases.jsonl").read_text().splitlines()]
+    from ccbench.algorithms import REGISTRY
+
+    assert {(r["collective"], r["algorithm"]) for r in rows} == {
+        (c, a) for c, algs in REGISTRY.items() for a in algs}
+    assert all(r["nwrong"] == 0 for r in rows)
+    hand = [r for r in rows if r["algorithm"] != "native"]
+    assert hand and all(r["steps_max"] is not None for r in hand)

@@ -189,3 +189,13 @@ def test_under_mpi_exact(coll, name):
                 if comm.allreduce(bufs.nwrong()):
                     failed.append((count, dtype, op, in_place, root))
     assert failed == []
+
+
+def test_calling_an_algorithm_reuses_one_counting_wrapper():
+    """ccbench.algorithms.get(...)(comm, ...) wraps a plain communicator once, keeping its scratch."""
+    from ccbench.algorithms._p2p import counted
+    from ccbench.simcomm import SimWorld
+
+    comm = SimWorld(1).comm(0)
+    assert counted(comm) is counted(comm)
+    assert counted(counted(comm)) is counted(comm)

@@ -200,9 +200,23 @@ class CountedComm:
         return self._nodes
 
 
+_WRAPPED: dict[int, tuple[object, CountedComm]] = {}
+
+
 def counted(comm) -> CountedComm:
-    """Return `comm` itself if it already counts, else a new CountedComm around it."""
-    return comm if isinstance(comm, CountedComm) else CountedComm(comm)
+    """`comm` itself if it already counts, else the one CountedComm kept for it.
+
+    Keeping one wrapper per communicator keeps its scratch arrays and node
+    communicators across calls, so a user calling an algorithm in a loop allocates
+    nothing after the first call (the wrapper holds a reference to `comm`).
+    """
+    if isinstance(comm, CountedComm):
+        return comm
+    hit = _WRAPPED.get(id(comm))
+    if hit is None or hit[0] is not comm:
+        hit = (comm, CountedComm(comm))
+        _WRAPPED[id(comm)] = hit
+    return hit[1]
 
 
 def is_in_place(buf) -> bool:

@@ -117,6 +117,27 @@ def ring(comm, sendbuf, recvbuf, op="sum") -> None:
 # -- recursive doubling -------------------------------------------------------------
 
 
+def _fold_in(comm, recvbuf, ufunc):
+    """MPICH's fold for a non-power-of-two P, before a power-of-two algorithm.
+
+    Of the first 2*rem ranks (rem = P - pof2) each even rank sends its vector to the odd
+    rank above it, which reduces it and stands for both.  Returns (members, newrank,
+    partner, tmp) for a rank in the power-of-two group (partner >= 0: it must send the
+    result back at the end), or None for a folded-out rank, which by then has already
+    received the result from its partner.
+    """
+    members, newrank, partner = pof2_group(comm.size, comm.rank)
+    if newrank < 0:  # folded out: the partner works for both
+        comm.Send(recvbuf, partner)
+        comm.Recv(recvbuf, partner)
+        return None
+    tmp = comm.scratch(recvbuf.size, recvbuf.dtype)
+    if partner >= 0:
+        comm.Recv(tmp, partner)
+        comm.reduce_local(ufunc, tmp, recvbuf)
+    return members, newrank, partner, tmp
+
+
 def _doubling_cost(P: int, nbytes: int) -> Cost:
     lg = _lg(pof2_below(P))
     return _fold_cost(P, nbytes, Cost(lg, lg * nbytes, lg * nbytes))
@@ -147,20 +168,15 @@ def recursive_doubling(comm, sendbuf, recvbuf, op="sum") -> None:
     """
     ufunc = as_ufunc(op)
     _start(sendbuf, recvbuf)
-    P, rank = comm.size, comm.rank
+    P = comm.size
     count = recvbuf.size
     if P == 1 or count == 0:
         return
-    members, newrank, partner = pof2_group(P, rank)
-    if newrank < 0:  # folded out: the partner works for both
-        comm.Send(recvbuf, partner)
-        comm.Recv(recvbuf, partner)
+    group = _fold_in(comm, recvbuf, ufunc)
+    if group is None:
         return
-    tmp = comm.scratch(count, recvbuf.dtype)
+    members, newrank, partner, tmp = group
     sendrecv, reduce_local = comm.Sendrecv, comm.reduce_local
-    if partner >= 0:
-        comm.Recv(tmp, partner)
-        reduce_local(ufunc, tmp, recvbuf)
     peers = [members[newrank ^ (1 << k)] for k in range(_lg(len(members)))]
     for peer in peers:
         sendrecv(recvbuf, peer, 0, tmp, peer, 0)
@@ -206,19 +222,14 @@ def rabenseifner(comm, sendbuf, recvbuf, op="sum") -> None:
     """
     ufunc = as_ufunc(op)
     _start(sendbuf, recvbuf)
-    P, rank = comm.size, comm.rank
+    P = comm.size
     count = recvbuf.size
     if P == 1 or count == 0:
         return
-    members, newrank, partner = pof2_group(P, rank)
-    if newrank < 0:  # folded out: the partner works for both
-        comm.Send(recvbuf, partner)
-        comm.Recv(recvbuf, partner)
+    group = _fold_in(comm, recvbuf, ufunc)
+    if group is None:
         return
-    tmp = comm.scratch(count, recvbuf.dtype)
-    if partner >= 0:
-        comm.Recv(tmp, partner)
-        comm.reduce_local(ufunc, tmp, recvbuf)
+    members, newrank, partner, tmp = group
     bounds = block_bounds(count, len(members))
     halving_reduce_scatter(comm, recvbuf, tmp, bounds, members, newrank, ufunc)
     doubling_allgather(comm, recvbuf, bounds, members, newrank)
