@@ -69,6 +69,21 @@ def _check_memory(cases: list[Case], local_ranks: int) -> None:
             f"({local_ranks} ranks) but only {format_size(avail)} is available; lower the sizes")
 
 
+def _check_sync(sync: str, local_ranks: int) -> None:
+    """Refuse window synchronisation on oversubscribed cores.
+
+    Ranks waiting for the common start instant spin on the clock; with more ranks than
+    cores they take the CPU from the ranks doing the work and every sample measures the
+    scheduler instead of the collective.
+    """
+    from ccbench.provenance import usable_cores
+
+    cores = usable_cores()
+    if sync == "window" and local_ranks > cores:
+        raise UsageError(f"--sync window needs a core per rank ({local_ranks} ranks on {cores} cores here); "
+                         "use --sync barrier")
+
+
 def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e-9) -> Row:
     """Measure and validate one case on every rank of `comm`; return its row (same on all ranks)."""
     from mpi4py import MPI
@@ -196,6 +211,7 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     cases, skipped = agree(comm, lambda: plan(cfg, P))
     local_ranks = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()
     agree(comm, lambda: _check_memory(cases, local_ranks))
+    agree(comm, lambda: _check_sync(cfg.sync, local_ranks))
     prov = collect(comm, cfg.to_dict(), thread, argv)
     settings = TimingSettings(cfg.warmup, cfg.min_reps, cfg.max_reps, cfg.target_rse,
                               cfg.budget_s, cfg.sync)

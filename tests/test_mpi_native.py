@@ -95,3 +95,16 @@ def test_hand_written_algorithms_under_mpi():
                             alg(comm, *bufs.args, **bufs.kwargs)
                             wrong = comm.allreduce(bufs.nwrong())
                             assert wrong == 0, (coll, name, count, in_place, root, dtype, op)
+
+
+def test_window_sync_when_ranks_fit_the_cores():
+    from ccbench.provenance import usable_cores
+    from ccbench.runner import run_case
+
+    comm = _comm()
+    P = comm.Get_size()
+    if P > usable_cores():
+        pytest.skip("window sync is refused on oversubscribed cores")
+    settings = TimingSettings(warmup=2, min_reps=5, max_reps=10, target_rse=0.5, budget_s=0.5, sync="window")
+    row = run_case(comm, Case("allreduce", "native", 64, 16, "float32", "sum", False, 0), settings)
+    assert row.nwrong == 0 and row.sync == "window" and row.samples >= 5 and row.median_s > 0
