@@ -25,7 +25,9 @@ def _console():
     """A rich console; wide enough for the tables when output goes to a file or a pipe."""
     from rich.console import Console
 
-    console = Console()
+    # under `ccbench launch` from a terminal, rank 0's output reaches that terminal
+    # through the launcher's pipes: keep the progress bar and colours
+    console = Console(force_terminal=True) if os.environ.get("CCBENCH_TERMINAL") == "1" else Console()
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console = Console(width=160)
     return console
@@ -184,6 +186,9 @@ def launch(ctx, n, launcher, launcher_args, **kw):
     exe = _find_launcher(launcher)
     version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
     env = dict(os.environ)
+    if sys.stdout.isatty():
+        env["CCBENCH_TERMINAL"] = "1"
+        env.setdefault("COLUMNS", str(shutil.get_terminal_size().columns))
     extra: list[str] = []
     if "Open MPI" in version or "OpenRTE" in version:
         if os.geteuid() == 0:
@@ -256,6 +261,227 @@ def trace(collective, algorithm, nranks, count, dtype, op, root, in_place):
                  dtype=dtype, op=op, root=root, in_place=in_place)
     render(t, _console())
 
+
+
+# -- fitting and predicting (issue 4) -----------------------------------------------------
+
+
+def _ci(ci, fmt) -> str:
+    """An interval as [lo, hi] with `fmt` applied, or - when unknown."""
+    if not ci or any(v is None or v != v for v in ci):
+        return "-"
+    return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+
+
+def _gbs(beta) -> str:
+    return "-" if beta is None or beta != beta else ("inf" if beta <= 0 else f"{1e-9 / beta:.3g}")
+
+
+def _gamma(g) -> str:
+    return "-" if g is None or g != g else f"{g * 1e12:.3g} ps/B"
+
+
+def _network_table(net: dict):
+    from rich.table import Table
+
+    from ccbench.views import fmt_time
+
+    pp, jt = net.get("pingpong"), net.get("joint")
+    ratios = {c["parameter"]: c for c in net.get("comparison", [])}
+    t = Table(title="network parameters (95% CI): alpha latency, bandwidth = 1/beta (GB/s = 1e9 B/s), "
+                    f"gamma time per reduced byte; predictions use: {net.get('used_for_predictions')}",
+              title_justify="left", header_style="bold")
+    for col in ("parameter", "ping-pong + reduce_local", "95% CI", "joint (counted traffic)", "95% CI",
+                "joint / ping-pong", "CIs overlap"):
+        t.add_column(col, justify="left" if col == "parameter" else "right")
+    fmts = {"alpha_s": ("alpha", fmt_time, "alpha_ci_s"),
+            "beta_s_per_byte": ("bandwidth GB/s", _gbs, "beta_ci_s_per_byte"),
+            "gamma_s_per_byte": ("gamma", _gamma, "gamma_ci_s_per_byte")}
+    for key, (label, fmt, ci_key) in fmts.items():
+        cells = [label]
+        for est in (pp, jt):
+            v = est.get(key) if est else None
+            cells += [fmt(v) if v is not None else "-",
+                      _ci(est.get(ci_key) if est else None, fmt)]
+            if key == "beta_s_per_byte" and cells[-1] != "-":  # bandwidth bounds swap
+                lo, hi = est[ci_key]
+                cells[-1] = f"[{_gbs(hi)}, {_gbs(lo)}]"
+        c = ratios.get(key)
+        cells += [f"{c['ratio']:.3g}" + (" (of beta)" if key == "beta_s_per_byte" else "")
+                  if c and c.get("ratio") is not None else "-",
+                  "-" if not c or c.get("cis_overlap") is None else ("yes" if c["cis_overlap"] else "no")]
+        t.add_row(*cells)
+    return t
+
+
+def _curves_table(curves: list):
+    from rich.table import Table
+
+    from ccbench.config import format_size
+    from ccbench.views import fmt_time
+
+    t = Table(title="per-curve fits T(n) = alpha + beta n (segments chosen by BIC; 95% bootstrap CIs)",
+              title_justify="left", header_style="bold")
+    for col in ("collective", "algorithm", "P", "dtype/op", "segments: sizes  alpha [CI]  GB/s [CI]",
+                "breakpoints", "R2", "max rel resid", "flags"):
+        t.add_column(col, justify="right" if col in ("P", "R2", "max rel resid") else "left")
+    for c in curves:
+        seg = c["segmented"]
+        lines = [f"{format_size(s['nbytes_lo'])}-{format_size(s['nbytes_hi'])}  "
+                 f"{fmt_time(s['alpha_s'])} {_ci(s['alpha_ci_s'], fmt_time)}  "
+                 f"{_gbs(s['beta_s_per_byte'])} [{_gbs(s['beta_ci_s_per_byte'][1])}, "
+                 f"{_gbs(s['beta_ci_s_per_byte'][0])}]" for s in seg["segments"]]
+        t.add_row(c["collective"], c["algorithm"], str(c["nranks"]),
+                  f"{c['dtype']}/{c['op']}" if c["op"] else str(c["dtype"]), "\n".join(lines),
+                  ", ".join(format_size(b) for b in seg["breakpoints_bytes"]) or "-",
+                  f"{seg['r2']:.3f}", f"{seg['max_rel_residual']:.0%}", ",".join(c["flags"]))
+    return t
+
+
+def _who_wins_tables(who: list):
+    from rich.table import Table
+
+    from ccbench.config import format_size
+
+    out = []
+    for w in who:
+        t = Table(title=f"who wins: {w['collective']} (agreement "
+                        + ("-" if w["agreement"] is None else f"{w['agreement']:.0%}") + ")",
+                  title_justify="left", header_style="bold")
+        for col in ("P", "size", "measured fastest", "fastest modelled", "predicted", "agree", "margin"):
+            t.add_column(col, justify="right" if col in ("P", "size", "margin") else "left")
+        for r in w["rows"]:
+            t.add_row(str(r["nranks"]), format_size(r["nbytes"]), r["measured_winner"],
+                      r["measured_winner_modelled"] or "-", r["predicted_winner"] or "-",
+                      "-" if r["agree"] is None else ("yes" if r["agree"] else "[red]no[/]"),
+                      "-" if r["margin"] is None else f"{r['margin']:.0%}")
+        xs = [f"{x['faster_below']} -> {x['faster_above']} at {format_size(round(x['nbytes']))} (P={x['nranks']})"
+              for x in w["crossovers"]]
+        t.caption = "predicted crossovers: " + ("; ".join(xs) if xs else "none in the measured range")
+        t.caption_justify = "left"
+        out.append(t)
+    return out
+
+
+def _off_table(checks: list, tolerance: float):
+    from rich.table import Table
+
+    from ccbench.config import format_size
+    from ccbench.views import fmt_time
+
+    off = [c for c in checks if c["off"]]
+    t = Table(title=f"predicted vs measured: {len(off)} of {len(checks)} modelled cases off by more "
+                    f"than {tolerance:.0%} (ratio = measured / predicted)",
+              title_justify="left", header_style="bold")
+    for col in ("collective", "algorithm", "P", "size", "measured", "predicted", "ratio", "likely reason"):
+        t.add_column(col, justify="right" if col in ("P", "size", "measured", "predicted", "ratio") else "left")
+    for c in off:
+        t.add_row(c["collective"], c["algorithm"], str(c["nranks"]), format_size(c["nbytes"]),
+                  fmt_time(c["measured_s"]), fmt_time(c["predicted_s"]),
+                  "-" if c["ratio"] is None else f"{c['ratio']:.2f}", ", ".join(c["reasons"]) or "unknown")
+    return t
+
+
+@cli.command()
+@click.argument("run_path", metavar="RUN")
+@click.option("--results-dir", default="results", help="Where to look for RUN by name or 'latest'.")
+def fit(run_path, results_dir):
+    """Fit cost models to a stored run; write fits.json and fits.csv beside it and print tables.
+
+    Fits every curve (alpha + beta n, segmented at protocol changes), the network
+    parameters from ping-pong + the local reduction benchmark and jointly over the
+    hand-written algorithms, checks predictions against the measurements and says who
+    wins where.  The run's own files are never modified; earlier fits are never overwritten.
+    """
+    from ccbench.analysis import fit_run
+
+    doc = fit_run(run_path, results_dir)
+    console = _console()
+    console.print(f"[bold]fits of {doc['source_path']}[/] ({doc['source_provenance'].get('mpi_library', '?')}, "
+                  f"{doc['source_provenance'].get('nranks', '?')} ranks"
+                  f"{', oversubscribed' if doc['source_provenance'].get('oversubscribed') else ''})")
+    for w in doc["warnings"] + doc["notes"]:
+        console.print(f"[yellow]note: {w}[/]")
+    console.print(_network_table(doc["network"]))
+    console.print(_curves_table(doc["curves"]))
+    for t in _who_wins_tables(doc["who_wins"]):
+        console.print(t)
+    if doc["model_checks"]:
+        console.print(_off_table(doc["model_checks"], doc["provenance"]["tolerance"]))
+    run_dir = Path(doc["source_path"])
+    console.print(f"wrote {run_dir / doc['files']['json']} and {run_dir / doc['files']['csv']}")
+
+
+@cli.command("predict")
+@click.option("--from", "from_run", metavar="RUN", help="Take alpha, beta, gamma from a run's ping-pong "
+              "and local reduction benchmark.")
+@click.option("--results-dir", default="results", help="Where to look for --from RUN by name or 'latest'.")
+@click.option("--alpha", help="Network latency: 2us, 1.5ms, 3e-6 (bare numbers are seconds).")
+@click.option("--beta", help="Inverse bandwidth in s/byte (1e-10) or a bandwidth in bytes/s (10GB/s, 800MiB/s).")
+@click.option("--gamma", help="Reduction time per byte, as --beta (default 0: reductions free).")
+@click.option("--intra-alpha", "intra_alpha", help="Intra-node latency for the two-level allreduce.")
+@click.option("--intra-beta", "intra_beta", help="Intra-node s/byte or bandwidth, as --beta.")
+@click.option("--ppn", type=int, help="Ranks per node for the two-level allreduce.")
+@click.option("-n", "ranks", required=True, help="Rank counts: 1024,4096 or a range 64:65536:4.")
+@click.option("-s", "--sizes", default="8:64M:8", show_default=True, help="Sizes in bytes: 8:64M[:FACTOR] or 8,4K,1M.")
+@click.option("-C", "--collective", "collectives", help="Collectives, comma separated (default: every modelled one).")
+def predict_cmd(from_run, results_dir, alpha, beta, gamma, intra_alpha, intra_beta, ppn, ranks, sizes,
+                collectives):
+    """Predict every modelled algorithm's time at any rank count and size, and the winner per size."""
+    from rich.table import Table
+
+    from ccbench.analysis import params_from_run, parse_inverse_rate, parse_ranks, parse_time, predict_table
+    from ccbench.config import format_size, parse_sizes
+    from ccbench.fit import NetworkParams
+    from ccbench.predict import TwoLevelParams
+    from ccbench.views import fmt_time
+
+    if from_run and (alpha or beta or gamma):
+        raise UsageError("give either --from RUN or --alpha/--beta/--gamma, not both")
+    if not from_run and (alpha is None or beta is None):
+        raise UsageError("predict needs --from RUN, or both --alpha and --beta")
+    rank_list, size_list = parse_ranks(ranks), parse_sizes(sizes)
+    colls = [c.strip() for c in collectives.split(",") if c.strip()] if collectives else None
+    if from_run:
+        params, path = params_from_run(from_run, results_dir)
+        source = (f"fitted to run {path.name} ({path}): ping-pong alpha and beta, gamma from its "
+                  "local reduction benchmark")
+    else:
+        params = NetworkParams(parse_time(alpha, "--alpha"), parse_inverse_rate(beta, "--beta"),
+                               parse_inverse_rate(gamma, "--gamma") if gamma is not None else None)
+        source = "given on the command line"
+    two = None
+    intra = (intra_alpha, intra_beta, ppn)
+    if any(v is not None for v in intra):
+        if any(v is None for v in intra):
+            raise UsageError("the two-level model needs all of --intra-alpha, --intra-beta and --ppn")
+        if ppn < 1:
+            raise UsageError(f"--ppn must be at least 1, got {ppn}")
+        ia, ib = parse_time(intra_alpha, "--intra-alpha"), parse_inverse_rate(intra_beta, "--intra-beta")
+        if ia < 0 or ib < 0:
+            raise UsageError("--intra-alpha and --intra-beta must be >= 0")
+        two = TwoLevelParams(ia, ib, params.alpha_s, params.beta_s_per_byte, ppn,
+                             params.gamma_s_per_byte or 0.0)
+    tables = predict_table(params, rank_list, size_list, colls, two_level=two)
+    console = _console()
+    g = params.gamma_s_per_byte
+    console.print(f"parameters {source}: alpha = {fmt_time(params.alpha_s)}, "
+                  f"beta = {params.beta_s_per_byte:.4g} s/B ({_gbs(params.beta_s_per_byte)} GB/s), "
+                  f"gamma = {_gamma(g) if g is not None else '0 (not given)'}"
+                  + (f"; two-level: intra alpha = {fmt_time(two.intra_alpha_s)}, intra beta = "
+                     f"{two.intra_beta_s_per_byte:.4g} s/B, {two.ranks_per_node} ranks per node, "
+                     "inter = the parameters above" if two else ""))
+    for tab in tables:
+        t = Table(title=f"predicted {tab['collective']} at {tab['nranks']} ranks", title_justify="left",
+                  header_style="bold")
+        t.add_column("size", justify="right", no_wrap=True)
+        for name in tab["times_s"]:
+            head = name.replace("/", "/\n", 1) if "/" in name else name.replace("_", "_\n", 1)
+            t.add_column(head if len(name) > 12 else name, justify="right", no_wrap=True)
+        t.add_column("winner", no_wrap=True, min_width=max(map(len, tab["winners"])))
+        for i, n in enumerate(tab["sizes"]):
+            t.add_row(format_size(n), *[fmt_time(v[i]) for v in tab["times_s"].values()], tab["winners"][i])
+        console.print(t)
 
 def main(argv=None) -> None:
     """Entry point: run the CLI, turning expected errors into one line and an exit code."""
