@@ -427,6 +427,28 @@ def _dtree_rounds(P: int, rank: int, nchunks: int) -> tuple:
     return tuple(rounds[r] for r in sorted(rounds))
 
 
+@lru_cache(maxsize=64)
+def _dtree_representatives(P: int) -> tuple[int, ...]:
+    """One rank per class of ranks whose schedules have the same shape.
+
+    A rank's per-round message counts and sizes depend only on, per tree: its children's
+    heights, whether it has a parent, its own height and depth, and the tree's height --
+    not on who its peers are.  Evaluating one rank per class keeps the exact cost cheap
+    at 65,536 ranks (there are O(log^2 P) classes).
+    """
+    trees = _dtrees(P)
+    tops = [max(heights) for _, _, heights, _ in trees]
+    seen: dict[tuple, int] = {}
+    for rank in range(P):
+        sig = tuple(
+            (tuple(sorted(heights[c] for c in children[rank])), parents[rank] >= 0, heights[rank],
+             depths[rank], top)
+            for (parents, children, heights, depths), top in zip(trees, tops, strict=True)
+        )
+        seen.setdefault(sig, rank)
+    return tuple(seen.values())
+
+
 def _dtree_chunks(nbytes: int) -> int:
     """Chunks per tree for a vector of `nbytes`."""
     return max(1, -(-nbytes // (2 * CHUNK_BYTES)))
@@ -444,7 +466,7 @@ def _dtree_cost(P: int, nbytes: int) -> Cost:
         return size[t][k + 1] - size[t][k]
 
     worst = [0, 0, 0]
-    for rank in range(P):
+    for rank in _dtree_representatives(P):
         steps = step_bytes = reduced = 0
         for sends, recvs in _dtree_rounds(P, rank, nchunks):
             steps += max(len(sends), len(recvs))
