@@ -1,0 +1,231 @@
+"""`ccbench fit` and `ccbench predict` on a real stored run (tests/data/run-np2), no MPI.
+
+The run was made on this machine with
+``ccbench launch -n 2 -C pingpong,allreduce,bcast -a all -s 8:64K:4 --min-reps 10
+--max-reps 100 --budget 0.05 --results-dir tests/data`` and renamed; it is only read
+here: every test works on a copy.
+"""
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ccbench.algorithms import REGISTRY
+from ccbench.analysis import (
+    FITS_SCHEMA,
+    fit_run,
+    parse_inverse_rate,
+    parse_ranks,
+    parse_time,
+    predict_table,
+)
+from ccbench.cli import cli, main
+from ccbench.fit import NetworkParams
+from ccbench.predict import TwoLevelParams, predict, two_level_allreduce_s
+from ccbench.views import fmt_time
+
+RUN = Path(__file__).resolve().parent / "data" / "run-np2"
+RAW = ("run.json", "cases.jsonl", "cases.csv")
+ENV = {"COLUMNS": "250"}
+
+
+@pytest.fixture
+def run_copy(tmp_path):
+    dst = tmp_path / "run-np2"
+    shutil.copytree(RUN, dst)
+    return dst
+
+
+def _finite_ci(ci):
+    return ci is not None and len(ci) == 2 and all(v is not None and math.isfinite(v) for v in ci)
+
+
+def _cells(out: str, title: str, size: str) -> list[str]:
+    """The cells of the row `size` in the table titled `title` of rich output."""
+    block = out.split(title, 1)[1]
+    for line in block.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if cells and cells[0] == size:
+            return cells
+    raise AssertionError(f"no row {size!r} under {title!r}")
+
+
+def run_main(args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+# --------------------------------------------------------------------------- fit
+
+
+def test_data_run_is_small():
+    assert sum(f.stat().st_size for f in RUN.iterdir()) < 300_000
+    assert {f.name for f in RUN.iterdir()} == set(RAW)
+
+
+def test_fit_cli_writes_fits_beside_run_and_never_touches_raw(run_copy):
+    before = {name: (run_copy / name).read_bytes() for name in RAW}
+    res = CliRunner().invoke(cli, ["fit", str(run_copy)], env=ENV)
+    assert res.exit_code == 0, res.output
+    for heading in ("network parameters", "per-curve fits", "who wins: allreduce",
+                    "who wins: bcast", "predicted vs measured"):
+        assert heading in res.output
+    assert f"wrote {run_copy / 'fits.json'}" in res.output
+    doc = json.loads((run_copy / "fits.json").read_text())
+    assert doc["schema"] == FITS_SCHEMA
+    assert doc["source_run"] == "run-np2"
+    assert doc["source_provenance"]["nranks"] == 2
+    assert doc["files"] == {"json": "fits.json", "csv": "fits.csv"}
+    curves = doc["curves"]
+    # every (collective, algorithm) of the run is fitted, each with its intervals
+    assert {(c["collective"], c["algorithm"]) for c in curves} == {
+        (r["collective"], r["algorithm"])
+        for r in map(json.loads, (run_copy / "cases.jsonl").read_text().splitlines())
+    }
+    for c in curves:
+        assert _finite_ci(c["line"]["alpha_ci_s"]) and _finite_ci(c["line"]["beta_ci_s_per_byte"])
+        for s in c["segmented"]["segments"]:
+            assert _finite_ci(s["alpha_ci_s"]) and _finite_ci(s["beta_ci_s_per_byte"])
+        assert c["line"]["r2"] is not None and c["segmented"]["max_rel_residual"] is not None
+    net = doc["network"]
+    assert net["pingpong"]["alpha_s"] > 0 and net["joint"]["alpha_s"] > 0
+    assert _finite_ci(net["pingpong"]["alpha_ci_s"]) and _finite_ci(net["joint"]["beta_ci_s_per_byte"])
+    assert [c["parameter"] for c in net["comparison"]] == ["alpha_s", "beta_s_per_byte", "gamma_s_per_byte"]
+    assert net["used_for_predictions"] == "pingpong"
+    assert doc["model_checks"] and {w["collective"] for w in doc["who_wins"]} == {"allreduce", "bcast"}
+    csv_lines = (run_copy / "fits.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("collective,algorithm,nranks")
+    assert sum(",line," in ln for ln in csv_lines) == len(curves)
+    for name in RAW:
+        assert (run_copy / name).read_bytes() == before[name]
+
+    first = (run_copy / "fits.json").read_bytes()
+    res2 = CliRunner().invoke(cli, ["fit", str(run_copy)], env=ENV)
+    assert res2.exit_code == 0, res2.output
+    assert (run_copy / "fits-2.json").is_file() and (run_copy / "fits-2.csv").is_file()
+    assert (run_copy / "fits.json").read_bytes() == first
+    doc2 = json.loads((run_copy / "fits-2.json").read_text())
+    assert doc2["curves"] == doc["curves"]  # deterministic: fixed bootstrap seed
+    for name in RAW:
+        assert (run_copy / name).read_bytes() == before[name]
+
+
+def test_fit_without_pingpong_notes_it_and_uses_the_joint_fit(run_copy):
+    jl = run_copy / "cases.jsonl"
+    jl.write_text("".join(ln + "\n" for ln in jl.read_text().splitlines()
+                          if json.loads(ln)["collective"] != "pingpong"))
+    doc = fit_run(run_copy)
+    assert doc["network"]["pingpong"] is None
+    assert doc["network"]["used_for_predictions"] == "joint"
+    assert any("no ping-pong rows" in n for n in doc["notes"])
+    assert doc["model_checks"]
+
+
+# --------------------------------------------------------------------------- predict
+
+
+def test_predict_cli_given_params_matches_library():
+    res = CliRunner().invoke(cli, ["predict", "--alpha", "2us", "--beta", "10GB/s", "-n", "64,4096",
+                                   "--sizes", "8:64M", "-C", "allreduce"], env=ENV)
+    assert res.exit_code == 0, res.output
+    assert "given on the command line" in res.output
+    params = NetworkParams(2e-6, 1e-10)
+    algs = [a for a in REGISTRY["allreduce"].values() if a.cost is not None]
+    for P in (64, 4096):
+        title = f"predicted allreduce at {P} ranks"
+        for n, label in ((8, "8 B"), (64 << 20, "64 MiB")):
+            cells = _cells(res.output, title, label)
+            times = {a.name: predict(a, P, n, params) for a in algs}
+            assert cells[1:-1] == [fmt_time(times[a.name]) for a in algs]
+            assert cells[-1] == min(times, key=times.get)
+    # a winner on every size row: 24 sizes (8 B .. 64 MiB) x 2 rank counts
+    rows = [ln for ln in res.output.splitlines() if ln.startswith("│")]
+    assert len(rows) == 48
+    assert all(ln.split("│")[-2].strip() in REGISTRY["allreduce"] for ln in rows)
+
+
+def test_predict_two_level_uses_ring_and_rabenseifner_leaders():
+    params = NetworkParams(2e-6, 1e-10, 1e-11)
+    two = TwoLevelParams(5e-7, 2.5e-11, 2e-6, 1e-10, 64, 1e-11)
+    (tab,) = predict_table(params, [4096], [8, 1 << 20], ["allreduce"], two_level=two)
+    assert "two-level/ring" in tab["times_s"] and "two-level/rabenseifner" in tab["times_s"]
+    assert "two-level/hierarchical" not in tab["times_s"]
+    want = two_level_allreduce_s(REGISTRY["allreduce"]["rabenseifner"], 4096, 1 << 20, two)
+    assert tab["times_s"]["two-level/rabenseifner"][1] == want
+    res = CliRunner().invoke(cli, ["predict", "--alpha", "2us", "--beta", "1e-10", "--intra-alpha",
+                                   "0.5us", "--intra-beta", "40GB/s", "--ppn", "64", "-n", "4096",
+                                   "-s", "8,1M", "-C", "allreduce"], env=ENV)
+    assert res.exit_code == 0, res.output
+    assert "64 ranks per node" in res.output and "two-level/" in res.output
+
+
+def test_predict_from_run(run_copy):
+    doc = fit_run(run_copy, write=False)
+    res = CliRunner().invoke(cli, ["predict", "--from", str(run_copy), "-n", "1024", "-s", "8,1M",
+                                   "-C", "allreduce,bcast"], env=ENV)
+    assert res.exit_code == 0, res.output
+    pp = doc["network"]["pingpong"]
+    assert "fitted to run run-np2" in res.output
+    assert f"alpha = {fmt_time(pp['alpha_s'])}" in res.output
+    assert f"beta = {pp['beta_s_per_byte']:.4g} s/B" in res.output
+    assert "predicted allreduce at 1024 ranks" in res.output
+    assert "predicted bcast at 1024 ranks" in res.output
+    params = NetworkParams.from_dict(pp)
+    cells = _cells(res.output, "predicted bcast at 1024 ranks", "1 MiB")
+    assert cells[1] == fmt_time(predict(REGISTRY["bcast"]["binomial"], 1024, 1 << 20, params))
+    assert not list(run_copy.glob("fits*"))  # predict writes nothing
+
+
+def test_parsers():
+    assert parse_time("2us") == pytest.approx(2e-6)
+    assert parse_time("1.5ms") == pytest.approx(1.5e-3)
+    assert parse_time("3e-6") == pytest.approx(3e-6)
+    assert parse_inverse_rate("10GB/s") == pytest.approx(1e-10)
+    assert parse_inverse_rate("1GiB/s") == pytest.approx(1 / 2**30)
+    assert parse_inverse_rate("2e-10") == pytest.approx(2e-10)
+    assert parse_ranks("64:1024:4") == [64, 256, 1024]
+
+
+def _no_pingpong(tmp_path):
+    dst = tmp_path / "nopp"
+    shutil.copytree(RUN, dst)
+    jl = dst / "cases.jsonl"
+    jl.write_text("".join(ln + "\n" for ln in jl.read_text().splitlines()
+                          if json.loads(ln)["collective"] != "pingpong"))
+    return dst
+
+
+@pytest.mark.parametrize("args,message", [
+    (["predict", "-n", "64"], "needs --from RUN, or both --alpha and --beta"),
+    (["predict", "--alpha", "2us", "-n", "64"], "needs --from RUN, or both --alpha and --beta"),
+    (["predict", "--alpha", "-2us", "--beta", "1e-10", "-n", "64"], "a time must be >= 0"),
+    (["predict", "--alpha", "2us", "--beta", "-1e-10", "-n", "64"], "seconds per byte must be >= 0"),
+    (["predict", "--alpha", "2us", "--beta", "0GB/s", "-n", "64"], "a rate must be positive"),
+    (["predict", "--alpha", "2xs", "--beta", "1e-10", "-n", "64"], "bad --alpha '2xs'"),
+    (["predict", "--alpha", "2us", "--beta", "1e-10", "-n", "64", "-C", "allreduc"],
+     "unknown collective 'allreduc'"),
+    (["predict", "--alpha", "2us", "--beta", "1e-10", "-n", "64", "-C", "pingpong"],
+     "has no algorithm with a cost model"),
+    (["predict", "--alpha", "2us", "--beta", "1e-10", "-n", "0,64"], "at least 1"),
+    (["predict", "--alpha", "2us", "--beta", "1e-10", "-n", "64", "--ppn", "8"],
+     "needs all of --intra-alpha, --intra-beta and --ppn"),
+    (["predict", "--alpha", "2us", "--beta", "1e-10", "-n", "64", "--intra-alpha", "1us",
+      "--intra-beta", "1e-10", "--ppn", "0"], "--ppn must be at least 1"),
+    (["predict", "--from", "NOPP", "-n", "64"], "has no ping-pong rows"),
+    (["predict", "--from", "NOPP", "--alpha", "2us", "-n", "64"], "either --from RUN or --alpha"),
+    (["predict", "--from", "/nonexistent/run", "-n", "64"], "no run at"),
+    (["fit", "/nonexistent/run"], "no run at"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path, capsys):
+    if "NOPP" in args:
+        args = [str(_no_pingpong(tmp_path)) if a == "NOPP" else a for a in args]
+    code, out, err = run_main(args, capsys)
+    assert code == 2
+    assert message in err
+    assert err.strip().count("\n") == 0 and err.startswith("ccbench: error: ")
