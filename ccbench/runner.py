@@ -213,8 +213,7 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     agree(comm, lambda: _check_memory(cases, local_ranks))
     agree(comm, lambda: _check_sync(cfg.sync, local_ranks))
     prov = collect(comm, cfg.to_dict(), thread, argv)
-    settings = TimingSettings(cfg.warmup, cfg.min_reps, cfg.max_reps, cfg.target_rse,
-                              cfg.budget_s, cfg.sync)
+    settings = TimingSettings.from_config(cfg)
     timer_res = comm.allreduce(timer_resolution_s(), MPI.MAX)
 
     writer = None

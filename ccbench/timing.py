@@ -34,14 +34,19 @@ _now = time.perf_counter
 
 @dataclass(frozen=True)
 class TimingSettings:
-    """How to repeat one case."""
+    """How to repeat one case (the defaults are `ccbench.config.Config`'s)."""
 
     warmup: int = 5
-    min_reps: int = 10
+    min_reps: int = 20
     max_reps: int = 1000
     target_rse: float = 0.05
     budget_s: float = 1.0
     sync: str = "barrier"
+
+    @classmethod
+    def from_config(cls, cfg) -> "TimingSettings":
+        """The timing fields of a sweep configuration."""
+        return cls(**{f: getattr(cfg, f) for f in cls.__dataclass_fields__})
 
 
 def timer_resolution_s(trials: int = 200) -> float:

@@ -128,3 +128,9 @@ def test_plan_rejects_missing_root_and_skips_pingpong_alone():
     cases, skipped = plan(Config(), 1)
     assert not any(c.collective == "pingpong" for c in cases)
     assert skipped and skipped[0][0] == "pingpong/native"
+
+
+def test_timing_defaults_are_the_config_defaults():
+    from ccbench.timing import TimingSettings
+
+    assert TimingSettings() == TimingSettings.from_config(Config())
