@@ -196,5 +196,6 @@ check mpinone FAILED --runs 0 --log "$work/out/mpinone-${jobs[mpinone]}.out" --e
 check signal FAILED --runs 1 --nranks 2 --interrupted
 check refuse FAILED --runs 0 --log "$work/out/refuse-${jobs[refuse]}.out" --expect-log "did not wire up MPI"
 check timelimit 'FAILED|TIMEOUT' --runs 1 --nranks 2 --interrupted
-echo "slurm: $passed passed, $failed failed ($((SECONDS - t0)) s)"
+echo "slurm: checks took $((SECONDS - t0)) s"
+echo "slurm: $passed passed, $failed failed"
 (( failed == 0 ))
