@@ -58,6 +58,9 @@ _SWEEP_OPTIONS = [
                  help="MPI thread level; auto = multiple when ranks oversubscribe the cores, else single."),
     click.option("--results-dir", "results_dir", help="Where run directories are created (default results/)."),
     click.option("--tag", default="", help="Appended to the run directory's name."),
+    click.option("--resume", "resume", metavar="RUN",
+                 help="Continue an interrupted run in its directory, skipping its finished cases "
+                      "(same configuration, ranks and MPI library; sweep options may be left out)."),
     click.option("--show/--no-show", default=True, help="Print the results table at the end."),
 ]
 _CONFIG_KEYS = ("collectives", "algorithms", "sizes", "dtypes", "ops", "in_place", "root", "warmup",
@@ -90,7 +93,7 @@ def cli():
 @sweep_options
 def run(**kw):
     """Run a sweep on every rank of MPI_COMM_WORLD (start it under an MPI launcher)."""
-    cfg = _resolve(kw)
+    cfg, resume = _resolve_with_resume(kw)
     from ccbench.provenance import choose_thread_level
 
     thread = choose_thread_level(cfg.thread_level)
@@ -104,7 +107,8 @@ def run(**kw):
     rank = MPI.COMM_WORLD.Get_rank()
     console = _console() if rank == 0 else None
     try:
-        code, path = run_sweep(cfg, thread=thread, argv=sys.argv, console=console, tag=kw["tag"])
+        code, path = run_sweep(cfg, thread=thread, argv=sys.argv, console=console, tag=kw["tag"],
+                               resume=resume)
     except CCBenchError as exc:
         if rank == 0:
             click.echo(f"ccbench: error: {exc}", err=True)
@@ -115,6 +119,28 @@ def run(**kw):
     MPI.Finalize()
     if code:
         raise SystemExit(code)
+
+
+def _resolve_with_resume(kw: dict):
+    """(config, run directory to resume or None); a resumed run keeps its own configuration."""
+    if not kw.get("resume"):
+        return _resolve(kw), None
+    import dataclasses
+
+    from ccbench.config import resolve
+    from ccbench.results import load_run, resolve_run
+
+    path = resolve_run(kw["resume"], kw.get("results_dir") or "results")
+    meta, _, _ = load_run(path)
+    stored = resolve(meta.get("config", {}))
+    given = kw.get("config_file") or any(kw.get(k) is not None for k in _CONFIG_KEYS if k != "results_dir")
+    if given:
+        mine = dataclasses.replace(_resolve(kw), results_dir=stored.results_dir)
+        if mine != stored:
+            diff = [f.name for f in dataclasses.fields(stored) if getattr(mine, f.name) != getattr(stored, f.name)]
+            raise UsageError(f"cannot resume {path}: its configuration differs in {', '.join(diff)}; "
+                             "resume with the same options, or with none")
+    return stored, path
 
 
 def _show(path, console, show_table=True) -> None:
@@ -182,7 +208,7 @@ def launch(ctx, n, launcher, launcher_args, **kw):
 
     Options after `--` go to the launcher itself.
     """
-    _resolve(kw)  # refuse bad input before starting anything
+    _resolve_with_resume(kw)  # refuse bad input before starting anything
     exe = _find_launcher(launcher)
     version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
     env = dict(os.environ)
@@ -197,12 +223,18 @@ def launch(ctx, n, launcher, launcher_args, **kw):
         extra.append("--oversubscribe")
     cmd = [exe, "-n", str(n), *extra, *launcher_args, sys.executable, "-m", "mpi4py", "-m",
            "ccbench", "run", *_to_argv(ctx, kw)]
-    try:
-        proc = subprocess.run(cmd, env=env)
-    except KeyboardInterrupt:
-        raise SystemExit(130) from None
-    if proc.returncode:
-        raise SystemExit(proc.returncode)
+    import signal
+
+    proc = subprocess.Popen(cmd, env=env)
+
+    def forward(signum, frame):  # noqa: ARG001 - a batch system signals us, not the ranks
+        proc.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, forward)
+    code = proc.wait()
+    if code:
+        raise SystemExit(code if code > 0 else 128 - code)
 
 
 @cli.command("list")

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from ccbench.errors import CCBenchError, UsageError
 
-__all__ = ["SCHEMA", "Row", "RunWriter", "load_run", "new_run_dir", "resolve_run", "write_json_atomic"]
+__all__ = ["SCHEMA", "Row", "RunWriter", "load_run", "new_run_dir", "reopen_run", "resolve_run",
+           "write_json_atomic"]
 
 SCHEMA = "ccbench.run/1"
 STATUSES = ("running", "complete", "interrupted", "failed")
@@ -138,7 +139,7 @@ def new_run_dir(root: str | Path, nranks: int, tag: str = "") -> Path:
 class RunWriter:
     """Rank 0's writer of one run directory."""
 
-    def __init__(self, path: Path, meta: dict) -> None:
+    def __init__(self, path: Path, meta: dict, rows: int = 0) -> None:
         self.path = path
         self.meta = dict(meta, schema=SCHEMA, status="running")
         write_json_atomic(path / "run.json", self.meta)
@@ -147,7 +148,7 @@ class RunWriter:
         self._csvw = csv.DictWriter(self._csv, fieldnames=CSV_COLUMNS)
         if self._csv.tell() == 0:
             self._csvw.writeheader()
-        self.rows = 0
+        self.rows = rows
 
     def append(self, row: Row) -> None:
         """Append one finished case to both tables and push it to disk."""
@@ -247,3 +248,22 @@ def rows_to_csv(rows: list[Row]) -> str:
         d["flags"] = ";".join(r.flags)
         w.writerow(d)
     return buf.getvalue()
+
+
+def reopen_run(path: Path) -> tuple[dict, list[Row]]:
+    """Load a run to continue it: drop a torn last line for good and rewrite cases.csv from the rows.
+
+    The JSON Lines file is the record (it has the raw samples); the CSV is rebuilt from it
+    atomically, so a CSV line torn by the same crash disappears too.
+    """
+    meta, rows, warnings = load_run(path)
+    jsonl = path / "cases.jsonl"
+    if warnings and jsonl.exists():
+        text = jsonl.read_text()
+        keep = text[: text.rfind("\n") + 1]
+        with open(jsonl, "r+") as f:
+            f.truncate(len(keep.encode()))
+    tmp = path / f".cases.csv.tmp{os.getpid()}"
+    tmp.write_text(rows_to_csv(rows))
+    os.replace(tmp, path / "cases.csv")
+    return meta, rows

@@ -193,9 +193,19 @@ class _Progress:
             self.bar.stop()
 
 
+def _case_key(c) -> tuple:
+    """What identifies a case (a Case or a stored Row) within one run."""
+    return (c.collective, c.algorithm, c.nbytes, c.dtype, c.op, bool(c.in_place), c.root)
+
+
 def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=None,
-              tag: str = "") -> tuple[int, Path | None]:
-    """Run a whole sweep on MPI.COMM_WORLD; return (exit code, run directory on rank 0)."""
+              tag: str = "", resume: Path | None = None) -> tuple[int, Path | None]:
+    """Run a whole sweep on MPI.COMM_WORLD; return (exit code, run directory on rank 0).
+
+    With `resume`, continue that run directory instead: its finished cases are skipped and
+    new rows are appended; it must have been made with the same configuration, rank count
+    and MPI library.
+    """
     import os
 
     from mpi4py import MPI
@@ -217,7 +227,32 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     timer_res = comm.allreduce(timer_resolution_s(), MPI.MAX)
 
     writer = None
-    if rank == 0:
+    done_failed = 0
+    if resume is not None:
+        def reopen():
+            import json
+
+            from ccbench.results import load_run, reopen_run
+
+            meta, _, _ = load_run(Path(resume))  # check before touching anything
+            for what, old, new in (("rank count", meta.get("nranks"), P),
+                                   ("MPI library", meta.get("mpi_library"), prov["mpi_library"])):
+                if old != new:
+                    raise UsageError(f"cannot resume {resume}: its {what} was {old!r}, now {new!r}")
+            if meta.get("config") != json.loads(json.dumps(cfg.to_dict())):
+                raise UsageError(f"cannot resume {resume}: it was made with another configuration")
+            meta, rows = reopen_run(Path(resume))
+            meta["resumed"] = meta.get("resumed", []) + [{"time": prov["start_time"], "argv": argv,
+                                                          "finished_before": len(rows)}]
+            return RunWriter(Path(resume), meta, rows=len(rows)), rows
+        opened = agree(comm, reopen) if rank == 0 else agree(comm, lambda: None)
+        done = comm.bcast(None if opened is None else [_case_key(r) for r in opened[1]], root=0)
+        done_failed = comm.bcast(None if opened is None else sum(not r.ok for r in opened[1]), root=0)
+        if opened is not None:
+            writer = opened[0]
+        finished = set(map(tuple, done))
+        cases = [c for c in cases if _case_key(c) not in finished]
+    elif rank == 0:
         def start():
             path = new_run_dir(cfg.results_dir, P, tag)
             meta = dict(prov, size_definitions={c: COLLECTIVES[c].size_definition for c in cfg.collectives},
@@ -232,7 +267,7 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _on_signal)
     progress = _Progress(len(cases), console) if rank == 0 and console is not None else None
-    nwrong_cases = 0
+    nwrong_cases = done_failed
     stopped = None
     flag = np.zeros(1, dtype=np.int64)
     status = "failed"

@@ -94,9 +94,8 @@ def test_sigterm_keeps_finished_rows(tmp_path):
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "ccbench", "launch", "-n", "2", "-C", "allreduce", "-s", "8:8M",
-         "--budget", "0.3", "--target-rse", "0.00001", "--results-dir", str(tmp_path), "--no-show"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-        start_new_session=True)
+         "--budget", "0.2", "--target-rse", "0.00001", "--results-dir", str(tmp_path), "--no-show"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     deadline = time.time() + 60
     jsonl = None
     while time.time() < deadline:  # wait until a few rows are on disk
@@ -106,13 +105,34 @@ def test_sigterm_keeps_finished_rows(tmp_path):
             break
         time.sleep(0.1)
     assert jsonl is not None, "no rows appeared"
-    os.killpg(proc.pid, signal.SIGTERM)
+    proc.send_signal(signal.SIGTERM)  # to `ccbench launch` only: it forwards to the launcher
     out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM
     meta = json.loads((jsonl.parent / "run.json").read_text())
     assert meta["status"] == "interrupted", (meta["status"], err)
     n = jsonl.read_text().count("\n")
     assert n >= 3 and meta["finished_cases"] == n
     assert all(json.loads(line)["nwrong"] == 0 for line in jsonl.read_text().splitlines())
+
+    # a crash mid-write leaves a torn line; --resume drops it and finishes the sweep
+    with open(jsonl, "a") as f:
+        f.write('{"collective": "allre')
+    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "2", "--resume", str(jsonl.parent),
+                        "--budget", "0.3"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 2 and "differs in" in r.stderr and "budget_s" in r.stderr  # refused, untouched
+    assert jsonl.read_text().endswith('"allre')
+    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "3", "--resume", str(jsonl.parent)],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 2 and "rank count was 2, now 3" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "2", "--resume", str(jsonl.parent),
+                        "--no-show"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert r.returncode == 0, r.stderr
+    meta = json.loads((jsonl.parent / "run.json").read_text())
+    rows = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    keys = [(x["collective"], x["nbytes"]) for x in rows]
+    assert meta["status"] == "complete" and len(keys) == len(set(keys)) == meta["planned_cases"]
+    assert meta["finished_cases"] == len(rows) and meta["resumed"][0]["finished_before"] == n
+    assert (jsonl.parent / "cases.csv").read_text().count("\n") == len(rows) + 1
 
 
 def test_every_algorithm_at_5_ranks_is_exact(tmp_path):
