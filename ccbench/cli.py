@@ -51,6 +51,8 @@ _SWEEP_OPTIONS = [
     click.option("--target-rse", "target_rse", type=float,
                  help="Stop when the relative standard error of the mean is below this (default 0.05)."),
     click.option("--budget", "budget_s", type=float, help="Time budget per case in seconds (default 1)."),
+    click.option("--watchdog", "watchdog_s", type=float,
+                 help="End the job when a case runs this many seconds past its budget (default 300; 0 = off)."),
     click.option("--sync", type=click.Choice(["barrier", "window"]),
                  help="Synchronisation before each sample (default barrier)."),
     click.option("--thread-level", "thread_level",
@@ -64,7 +66,8 @@ _SWEEP_OPTIONS = [
     click.option("--show/--no-show", default=True, help="Print the results table at the end."),
 ]
 _CONFIG_KEYS = ("collectives", "algorithms", "sizes", "dtypes", "ops", "in_place", "root", "warmup",
-                "min_reps", "max_reps", "target_rse", "budget_s", "sync", "thread_level", "results_dir")
+                "min_reps", "max_reps", "target_rse", "budget_s", "sync", "thread_level", "results_dir",
+                "watchdog_s")
 
 
 def sweep_options(fn):

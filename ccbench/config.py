@@ -111,6 +111,7 @@ class Config:
     budget_s: float = 1.0
     sync: str = "barrier"
     thread_level: str = "auto"
+    watchdog_s: float = 300.0  # a case may run this long past its budget before the job is ended
     results_dir: str = "results"
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -182,6 +183,8 @@ def resolve(values: dict) -> Config:
             out[key] = _number(key, value, float, 1e-6, 1.0)
         elif key == "budget_s":
             out[key] = _number(key, value, float, 1e-4, 86400.0)
+        elif key == "watchdog_s":
+            out[key] = _number(key, value, float, 0.0, 604800.0)
         elif key == "in_place":
             v = {True: "yes", False: "no"}.get(value, value) if isinstance(value, bool) else value
             if v not in ("no", "yes", "both"):

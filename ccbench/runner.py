@@ -84,6 +84,74 @@ def _check_sync(sync: str, local_ranks: int) -> None:
                          "use --sync barrier")
 
 
+class Watchdog:
+    """Ends the job when a case outlives its deadline, naming the case, instead of hanging.
+
+    A daemon thread on every rank.  When the case in progress passes its deadline it
+    prints one line, marks the run failed (rank 0, which owns run.json; finished rows
+    are already on disk) and leaves the process with exit code 3 without finalising
+    MPI, so the launcher tears the whole job down.
+    """
+
+    def __init__(self, seconds: float, nranks: int, rank: int, writer=None) -> None:
+        import threading
+
+        self.seconds, self.nranks, self.writer = seconds, nranks, writer
+        # rank 0 speaks and records the failure; the others follow a little later, in
+        # case rank 0 itself cannot (then they end the job silently)
+        self.grace = 0.0 if rank == 0 else 5.0
+        self.rank = rank
+        self.case: Case | None = None
+        self.deadline = float("inf")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="ccbench-watchdog", daemon=True)
+        if seconds > 0:
+            self._thread.start()
+
+    def start(self, case: Case, budget_s: float) -> None:
+        """Arm the deadline for `case`: the watchdog time plus the case's own budget."""
+        self.case, self.deadline = case, time.monotonic() + self.seconds + budget_s
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _watch(self) -> None:
+        import os
+
+        while not self._stop.wait(0.5):
+            if time.monotonic() > self.deadline + self.grace and self.case is not None:
+                if self.rank != 0:
+                    os._exit(3)
+                why = (f"watchdog: {self.case.label()} at {self.nranks} ranks did not finish within "
+                       f"{self.seconds:g} s past its budget; ending the job")
+                print(f"ccbench: error: {why}", file=sys.stderr, flush=True)
+                if self.writer is not None:
+                    try:
+                        self.writer.update(status="failed", failure=why,
+                                           end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+                    except OSError:
+                        pass
+                os._exit(3)
+
+
+def _inject_fault(comm, case: Case) -> None:
+    """Fault injection for the tests: CCBENCH_FAULT="hang:RANK:COLLECTIVE/ALGORITHM:NBYTES".
+
+    That rank sleeps forever before that case, as a deadlocked algorithm or a stuck
+    process would; nothing happens when the variable is unset.
+    """
+    import os
+
+    spec = os.environ.get("CCBENCH_FAULT")
+    if not spec:
+        return
+    kind, rank, what, nbytes = spec.split(":")
+    if (kind == "hang" and int(rank) == comm.Get_rank() and what == f"{case.collective}/{case.algorithm}"
+            and int(nbytes) == case.nbytes):
+        while True:
+            time.sleep(3600)
+
+
 def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e-9) -> Row:
     """Measure and validate one case on every rank of `comm`; return its row (same on all ranks)."""
     from mpi4py import MPI
@@ -271,6 +339,7 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     stopped = None
     flag = np.zeros(1, dtype=np.int64)
     status = "failed"
+    watchdog = Watchdog(cfg.watchdog_s, P, rank, writer)
     try:
         for case in cases:
             flag[0] = _SIGNALLED[0] if _SIGNALLED else 0
@@ -278,6 +347,8 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
             if flag[0]:
                 stopped = int(flag[0])
                 break
+            watchdog.start(case, cfg.budget_s)
+            _inject_fault(comm, case)
             row = run_case(comm, case, settings, timer_res)
             nwrong_cases += not row.ok
             if writer is not None:
@@ -286,6 +357,7 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
                 progress.done(case, row)
         status = "interrupted" if stopped else "complete"
     finally:
+        watchdog.stop()
         if progress is not None:
             progress.stop()
         if writer is not None:

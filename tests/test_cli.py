@@ -149,3 +149,26 @@ def test_every_algorithm_at_5_ranks_is_exact(tmp_path):
     assert all(r["nwrong"] == 0 for r in rows)
     hand = [r for r in rows if r["algorithm"] != "native"]
     assert hand and all(r["steps_max"] is not None for r in hand)
+
+
+def test_watchdog_ends_a_hung_case_then_resume_finishes(tmp_path):
+    """A rank stuck in one case: the job ends in seconds naming the case; earlier rows stay."""
+    env = dict(os.environ, CCBENCH_FAULT="hang:1:allreduce/native:64")
+    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "3", "-C", "allreduce", "-s", "8:1K",
+                        "--watchdog", "2", "--budget", "0.1", "--results-dir", str(tmp_path), "--no-show"],
+                       capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+    assert r.returncode != 0
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("ccbench:")]
+    assert lines == ["ccbench: error: watchdog: allreduce/native 64 B float32 sum at 3 ranks did not finish "
+                     "within 2 s past its budget; ending the job"]
+    (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    meta = json.loads((run / "run.json").read_text())
+    rows = (run / "cases.jsonl").read_text().splitlines()
+    assert meta["status"] == "failed" and "watchdog" in meta["failure"]
+    assert [json.loads(x)["nbytes"] for x in rows] == [8, 16, 32]
+    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "3", "--resume", str(run), "--no-show"],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(x) for x in (run / "cases.jsonl").read_text().splitlines()]
+    assert [x["nbytes"] for x in rows] == [8, 16, 32, 64, 128, 256, 512, 1024]
+    assert json.loads((run / "run.json").read_text())["status"] == "complete"

@@ -69,6 +69,7 @@ def test_quick_covers_every_collective_8b_to_1m():
     ({"root": -1}, "config key 'root'"),
     ({"sync": "clock"}, "config key 'sync'"),
     ({"thread_level": "many"}, "config key 'thread_level'"),
+    ({"watchdog_s": -1}, "config key 'watchdog_s': -1 is outside"),
     ({"sizes": "-8"}, "sizes cannot be negative"),
     ({"collectives": 3}, "expected a list of names"),
     ({"min_reps": 50, "max_reps": 10}, "max_reps (10) is below min_reps (50)"),
