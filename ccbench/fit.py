@@ -114,8 +114,24 @@ def _gbs_ci(ci) -> tuple[float, float]:
     return (_gbs(ci[1]), _gbs(ci[0]))
 
 
+class _Bandwidth(_Record):
+    """A record with beta_s_per_byte and its interval: adds the bandwidth 1 / beta."""
+
+    _derived = ("bandwidth_gbs", "bandwidth_ci_gbs")
+
+    @property
+    def bandwidth_gbs(self) -> float:
+        """1 / beta in GB/s (1e9 bytes/s); inf when beta <= 0."""
+        return _gbs(self.beta_s_per_byte)
+
+    @property
+    def bandwidth_ci_gbs(self) -> tuple[float, float]:
+        """The interval of 1 / beta in GB/s; an upper bound of inf means unresolved."""
+        return _gbs_ci(self.beta_ci_s_per_byte)
+
+
 @dataclass(frozen=True)
-class LineFit(_Record):
+class LineFit(_Bandwidth):
     """T(n) = alpha + beta * n by relative-weighted least squares, with bootstrap intervals.
 
     ``bootstrap`` says how the intervals were made: "samples" (the raw samples of each
@@ -138,21 +154,10 @@ class LineFit(_Record):
     confidence: float
     flags: tuple[str, ...] = ()
 
-    _derived = ("bandwidth_gbs", "bandwidth_ci_gbs")
-
-    @property
-    def bandwidth_gbs(self) -> float:
-        """1 / beta in GB/s (1e9 bytes/s); inf when beta <= 0."""
-        return _gbs(self.beta_s_per_byte)
-
-    @property
-    def bandwidth_ci_gbs(self) -> tuple[float, float]:
-        """The interval of 1 / beta in GB/s; an upper bound of inf means unresolved."""
-        return _gbs_ci(self.beta_ci_s_per_byte)
 
 
 @dataclass(frozen=True)
-class Segment(_Record):
+class Segment(_Bandwidth):
     """One segment of a segmented fit: T(n) = alpha + beta * n for nbytes_lo <= n <= nbytes_hi.
 
     Its intervals are bootstrap percentiles conditional on the chosen breakpoints.
@@ -165,18 +170,6 @@ class Segment(_Record):
     beta_s_per_byte: float
     alpha_ci_s: tuple[float, float]
     beta_ci_s_per_byte: tuple[float, float]
-
-    _derived = ("bandwidth_gbs", "bandwidth_ci_gbs")
-
-    @property
-    def bandwidth_gbs(self) -> float:
-        """1 / beta in GB/s; inf when beta <= 0."""
-        return _gbs(self.beta_s_per_byte)
-
-    @property
-    def bandwidth_ci_gbs(self) -> tuple[float, float]:
-        """The interval of 1 / beta in GB/s."""
-        return _gbs_ci(self.beta_ci_s_per_byte)
 
 
 @dataclass(frozen=True)
