@@ -123,9 +123,11 @@ def _fold_in(comm, recvbuf, ufunc):
     Of the first 2*rem ranks (rem = P - pof2) each even rank sends its vector to the odd
     rank above it, which reduces it and stands for both.  Returns (members, newrank,
     partner, tmp) for a rank in the power-of-two group (partner >= 0: it must send the
-    result back at the end), or None for a folded-out rank, which by then has already
-    received the result from its partner.
+    result back at the end), or None when the caller has nothing left to do: one rank,
+    no elements, or a folded-out rank, which by then has received the result.
     """
+    if comm.size == 1 or recvbuf.size == 0:
+        return None
     members, newrank, partner = pof2_group(comm.size, comm.rank)
     if newrank < 0:  # folded out: the partner works for both
         comm.Send(recvbuf, partner)
@@ -168,10 +170,6 @@ def recursive_doubling(comm, sendbuf, recvbuf, op="sum") -> None:
     """
     ufunc = as_ufunc(op)
     _start(sendbuf, recvbuf)
-    P = comm.size
-    count = recvbuf.size
-    if P == 1 or count == 0:
-        return
     group = _fold_in(comm, recvbuf, ufunc)
     if group is None:
         return
@@ -222,15 +220,11 @@ def rabenseifner(comm, sendbuf, recvbuf, op="sum") -> None:
     """
     ufunc = as_ufunc(op)
     _start(sendbuf, recvbuf)
-    P = comm.size
-    count = recvbuf.size
-    if P == 1 or count == 0:
-        return
     group = _fold_in(comm, recvbuf, ufunc)
     if group is None:
         return
     members, newrank, partner, tmp = group
-    bounds = block_bounds(count, len(members))
+    bounds = block_bounds(recvbuf.size, len(members))
     halving_reduce_scatter(comm, recvbuf, tmp, bounds, members, newrank, ufunc)
     doubling_allgather(comm, recvbuf, bounds, members, newrank)
     if partner >= 0:
