@@ -250,20 +250,19 @@ def rows_to_csv(rows: list[Row]) -> str:
     return buf.getvalue()
 
 
-def reopen_run(path: Path) -> tuple[dict, list[Row]]:
-    """Load a run to continue it: drop a torn last line for good and rewrite cases.csv from the rows.
+def reopen_run(path: Path, rows: list[Row]) -> None:
+    """Make a loaded run's tables ready to append to: drop a torn last line, rebuild cases.csv.
 
-    The JSON Lines file is the record (it has the raw samples); the CSV is rebuilt from it
-    atomically, so a CSV line torn by the same crash disappears too.
+    `rows` are the run's rows as `load_run` returned them.  The JSON Lines file is the
+    record (it has the raw samples); the CSV is rebuilt from it atomically, so a CSV line
+    torn by the same crash disappears too.
     """
-    meta, rows, warnings = load_run(path)
     jsonl = path / "cases.jsonl"
-    if warnings and jsonl.exists():
+    if jsonl.exists():
         text = jsonl.read_text()
-        keep = text[: text.rfind("\n") + 1]
-        with open(jsonl, "r+") as f:
-            f.truncate(len(keep.encode()))
+        if text and not text.endswith("\n"):
+            with open(jsonl, "r+") as f:
+                f.truncate(len(text[: text.rfind("\n") + 1].encode()))
     tmp = path / f".cases.csv.tmp{os.getpid()}"
     tmp.write_text(rows_to_csv(rows))
     os.replace(tmp, path / "cases.csv")
-    return meta, rows

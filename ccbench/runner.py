@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ccbench.algorithms import REGISTRY
-from ccbench.algorithms._p2p import CountedComm
+from ccbench.algorithms._p2p import counted
 from ccbench.collectives import COLLECTIVES
 from ccbench.config import Case, Config, format_size, plan
 from ccbench.dtypes import DTYPES, OPS
@@ -161,7 +161,9 @@ def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e
     alg = REGISTRY[case.collective][case.algorithm]
     bufs = coll.make_buffers(case.count, P, rank, DTYPES[case.dtype], case.op, case.root,
                              case.in_place, MPI.IN_PLACE)
-    target = comm if alg.native else CountedComm(comm)
+    # one counting wrapper per communicator for the whole sweep: its scratch arrays and
+    # node communicators (hierarchical) are made once, not once per case
+    target = comm if alg.native else counted(comm)
     call = functools.partial(alg.fn, target, *bufs.args, **bufs.kwargs)
     bufs.fill()
     samples, stop = measure(comm, call, settings)
@@ -184,7 +186,7 @@ def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e
     s = summarize(samples, timer_resolution_s=timer_res_s, min_samples=settings.min_reps)
     algbw = case.nbytes / s.median_s / 1e9 if s.median_s > 0 else 0.0
 
-    def counted(value) -> int | None:  # traffic is counted for hand-written algorithms only
+    def traffic(value) -> int | None:  # traffic is counted for hand-written algorithms only
         return None if alg.native else int(value)
 
     return Row(
@@ -194,10 +196,10 @@ def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e
         p95_s=s.p95_s, p99_s=s.p99_s, max_s=s.max_s, stddev_s=s.stddev_s,
         ci_low_s=s.ci_low_s, ci_high_s=s.ci_high_s, algbw_gbs=algbw,
         busbw_gbs=algbw * coll.busbw_factor(P),
-        msgs_max=counted(mx[0]), bytes_max=counted(mx[1]),
-        msgs_total=counted(total[1]), bytes_total=counted(total[2]),
-        steps_max=counted(mx[2]), step_bytes_max=counted(mx[3]),
-        reduced_bytes_max=counted(mx[4]),
+        msgs_max=traffic(mx[0]), bytes_max=traffic(mx[1]),
+        msgs_total=traffic(total[1]), bytes_total=traffic(total[2]),
+        steps_max=traffic(mx[2]), step_bytes_max=traffic(mx[3]),
+        reduced_bytes_max=traffic(mx[4]),
         nwrong=int(total[0]), stop_reason=stop, sync=settings.sync, flags=tuple(s.flags),
         samples_s=tuple(float(x) for x in samples),
     )
@@ -302,14 +304,14 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
 
             from ccbench.results import load_run, reopen_run
 
-            meta, _, _ = load_run(Path(resume))  # check before touching anything
+            meta, rows, _ = load_run(Path(resume))  # check before touching anything
             for what, old, new in (("rank count", meta.get("nranks"), P),
                                    ("MPI library", meta.get("mpi_library"), prov["mpi_library"])):
                 if old != new:
                     raise UsageError(f"cannot resume {resume}: its {what} was {old!r}, now {new!r}")
             if meta.get("config") != json.loads(json.dumps(cfg.to_dict())):
                 raise UsageError(f"cannot resume {resume}: it was made with another configuration")
-            meta, rows = reopen_run(Path(resume))
+            reopen_run(Path(resume), rows)
             meta["resumed"] = meta.get("resumed", []) + [{"time": prov["start_time"], "argv": argv,
                                                           "finished_before": len(rows)}]
             return RunWriter(Path(resume), meta, rows=len(rows)), rows
