@@ -518,6 +518,16 @@ def predict_cmd(from_run, results_dir, alpha, beta, gamma, intra_alpha, intra_be
             t.add_row(format_size(n), *[fmt_time(v[i]) for v in tab["times_s"].values()], tab["winners"][i])
         console.print(t)
 
+def _add_module_commands() -> None:
+    from ccbench import commands
+
+    for command in commands.load():
+        cli.add_command(command)
+
+
+_add_module_commands()
+
+
 def main(argv=None) -> None:
     """Entry point: run the CLI, turning expected errors into one line and an exit code."""
     try:
