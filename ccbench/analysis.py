@@ -115,8 +115,9 @@ def parse_ranks(text: str) -> list[int]:
 
     try:
         ranks = parse_sizes(text)
-    except UsageError as exc:
-        raise UsageError(f"bad rank counts {text!r}: {exc}") from None
+    except UsageError:
+        raise UsageError(f"bad rank counts {text!r}: expected counts such as 1024,4096 or a range "
+                         "MIN:MAX[:FACTOR] such as 64:65536:4") from None
     if min(ranks) < 1:
         raise UsageError(f"bad rank counts {text!r}: every count must be at least 1")
     return ranks

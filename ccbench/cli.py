@@ -136,9 +136,11 @@ def _resolve_with_resume(kw: dict):
     path = resolve_run(kw["resume"], kw.get("results_dir") or "results")
     meta, _, _ = load_run(path)
     stored = resolve(meta.get("config", {}))
-    given = kw.get("config_file") or any(kw.get(k) is not None for k in _CONFIG_KEYS if k != "results_dir")
-    if given:
-        mine = dataclasses.replace(_resolve(kw), results_dir=stored.results_dir)
+    flags = {k: kw.get(k) for k in _CONFIG_KEYS if k != "results_dir" and kw.get(k) is not None}
+    if kw.get("config_file") or flags:
+        # a config file restates the whole sweep; bare flags restate only themselves
+        mine = (_resolve(kw) if kw.get("config_file") else resolve({**meta.get("config", {}), **flags}))
+        mine = dataclasses.replace(mine, results_dir=stored.results_dir)
         if mine != stored:
             diff = [f.name for f in dataclasses.fields(stored) if getattr(mine, f.name) != getattr(stored, f.name)]
             raise UsageError(f"cannot resume {path}: its configuration differs in {', '.join(diff)}; "
@@ -226,18 +228,46 @@ def launch(ctx, n, launcher, launcher_args, **kw):
         extra.append("--oversubscribe")
     cmd = [exe, "-n", str(n), *extra, *launcher_args, sys.executable, "-m", "mpi4py", "-m",
            "ccbench", "run", *_to_argv(ctx, kw)]
-    import signal
+    code = _run_launcher(cmd, env)
+    if code:
+        raise SystemExit(code if code > 0 else 128 - code)
 
-    proc = subprocess.Popen(cmd, env=env)
+
+def _run_launcher(cmd: list[str], env: dict) -> int:
+    """Run one launcher command, forwarding SIGTERM/SIGINT; return its exit code.
+
+    When the job ends badly (a rank crashed, was killed or aborted, so no rank could
+    record it), the run it was writing is marked failed with the reason, its finished
+    rows kept, and one line says how to continue it.
+    """
+    import signal
+    import tempfile
+
+    from ccbench.results import load_run, mark_failed
+
+    fd, record = tempfile.mkstemp(prefix="ccbench-run-")
+    os.close(fd)
+    proc = subprocess.Popen(cmd, env=dict(env, CCBENCH_RUN_RECORD=record))
 
     def forward(signum, frame):  # noqa: ARG001 - a batch system signals us, not the ranks
         proc.send_signal(signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, forward)
-    code = proc.wait()
-    if code:
-        raise SystemExit(code if code > 0 else 128 - code)
+    try:
+        code = proc.wait()
+        run_dir = Path(record).read_text().strip()
+    finally:
+        os.unlink(record)
+    if code and run_dir:
+        why = (f"killed by signal {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals()
+               else f"exit code {code}")
+        if mark_failed(run_dir, f"the job ended before the sweep did ({why}): a rank crashed, was killed "
+                                "or aborted"):
+            _, rows, _ = load_run(run_dir)
+            _print_error(f"the job ended with {why} before the sweep finished; {len(rows)} finished cases kept "
+                         f"in {run_dir}, marked failed; continue it with --resume {run_dir}")
+    return code
 
 
 @cli.command("list")

@@ -76,7 +76,10 @@ def parse_sizes(spec) -> list[int]:
             sizes.append(s)
             s *= factor
     elif isinstance(spec, (str, int)):
-        sizes = [parse_size(s) for s in str(spec).split(",") if s.strip()]
+        items = str(spec).split(",")
+        if len(items) > 1 and not all(s.strip() for s in items):
+            raise UsageError(f"bad size list {spec!r}: an empty item between commas")
+        sizes = [parse_size(s) for s in items if s.strip()]
     else:
         raise UsageError(f"bad sizes {spec!r}: expected a list, 8,64,4K or MIN:MAX")
     if not sizes:
@@ -142,8 +145,9 @@ def _check_choices(key, items, choices, allow_all=True):
         return tuple(choices)
     bad = [v for v in items if v not in choices]
     if bad:
-        raise UsageError(f"{key}: unknown {bad[0]!r}; choose from {', '.join(choices)}"
-                         + (" or all" if allow_all else ""))
+        close = difflib.get_close_matches(bad[0], list(choices), n=1)
+        raise UsageError(f"{key}: unknown {bad[0]!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+                         + f"; choose from {', '.join(choices)}" + (" or all" if allow_all else ""))
     return items
 
 

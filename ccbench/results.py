@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ccbench.errors import CCBenchError, UsageError
 
-__all__ = ["SCHEMA", "Row", "RunWriter", "load_run", "new_run_dir", "reopen_run", "resolve_run",
+__all__ = ["SCHEMA", "Row", "RunWriter", "load_run", "mark_failed", "new_run_dir", "reopen_run", "resolve_run",
            "write_json_atomic"]
 
 SCHEMA = "ccbench.run/1"
@@ -172,6 +172,25 @@ class RunWriter:
         """Close the tables."""
         self._jsonl.close()
         self._csv.close()
+
+
+def mark_failed(path: str | Path, reason: str) -> bool:
+    """Mark a run that its ranks left ``running`` as ``failed`` with `reason`; True if it was changed.
+
+    For the process that started the launcher: when a rank crashes or is killed, the
+    launcher ends the others at once and none of them can record why. A run whose own
+    ranks already set a final status (complete, interrupted, failed) is left alone.
+    """
+    meta_path = Path(path) / "run.json"
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    if not isinstance(meta, dict) or meta.get("schema") != SCHEMA or meta.get("status") != "running":
+        return False
+    meta.update(status="failed", failure=reason, end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    write_json_atomic(meta_path, meta)
+    return True
 
 
 def resolve_run(run: str | Path, results_dir: str | Path = "results") -> Path:

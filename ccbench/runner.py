@@ -5,6 +5,7 @@ stop requests) is agreed on collectively first, so no rank is ever left waiting.
 """
 
 import functools
+import os
 import signal
 import sys
 import time
@@ -116,7 +117,6 @@ class Watchdog:
         self._stop.set()
 
     def _watch(self) -> None:
-        import os
 
         while not self._stop.wait(0.5):
             if time.monotonic() > self.deadline + self.grace and self.case is not None:
@@ -135,21 +135,26 @@ class Watchdog:
 
 
 def _inject_fault(comm, case: Case) -> None:
-    """Fault injection for the tests: CCBENCH_FAULT="hang:RANK:COLLECTIVE/ALGORITHM:NBYTES".
+    """Fault injection for the tests: CCBENCH_FAULT="KIND:RANK:COLLECTIVE/ALGORITHM:NBYTES".
 
-    That rank sleeps forever before that case, as a deadlocked algorithm or a stuck
-    process would; nothing happens when the variable is unset.
+    Before that case, that rank either sleeps forever (KIND ``hang``, as a deadlocked
+    algorithm or a stuck process would) or dies at once without finalising MPI (KIND
+    ``exit``, as a crashed or OOM-killed process would). Nothing happens when the
+    variable is unset.
     """
-    import os
 
     spec = os.environ.get("CCBENCH_FAULT")
     if not spec:
         return
     kind, rank, what, nbytes = spec.split(":")
-    if (kind == "hang" and int(rank) == comm.Get_rank() and what == f"{case.collective}/{case.algorithm}"
-            and int(nbytes) == case.nbytes):
+    if int(rank) != comm.Get_rank() or what != f"{case.collective}/{case.algorithm}" or int(nbytes) != case.nbytes:
+        return
+    if kind == "hang":
         while True:
             time.sleep(3600)
+    if kind == "exit":
+        sys.stdout.flush()
+        os._exit(3)
 
 
 def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e-9) -> Row:
@@ -276,7 +281,6 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     new rows are appended; it must have been made with the same configuration, rank count
     and MPI library.
     """
-    import os
 
     from mpi4py import MPI
 
@@ -313,7 +317,10 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
                 raise UsageError(f"cannot resume {resume}: it was made with another configuration")
             reopen_run(Path(resume), rows)
             meta["resumed"] = meta.get("resumed", []) + [{"time": prov["start_time"], "argv": argv,
-                                                          "finished_before": len(rows)}]
+                                                          "finished_before": len(rows),
+                                                          "status_before": meta.get("status"),
+                                                          "failure_before": meta.pop("failure", None),
+                                                          "signal_before": meta.pop("signal", None)}]
             return RunWriter(Path(resume), meta, rows=len(rows)), rows
         opened = agree(comm, reopen) if rank == 0 else agree(comm, lambda: None)
         done = comm.bcast(None if opened is None else [_case_key(r) for r in opened[1]], root=0)
@@ -334,6 +341,9 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     else:
         agree(comm, lambda: None)
 
+    record = os.environ.get("CCBENCH_RUN_RECORD")
+    if writer is not None and record:  # `ccbench launch` marks the run failed if the job dies
+        Path(record).write_text(str(writer.path))
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _on_signal)
     progress = _Progress(len(cases), console) if rank == 0 and console is not None else None

@@ -25,8 +25,13 @@ def fmt_time(seconds: float) -> str:
 
 def run_header(meta: dict, path) -> str:
     """One paragraph of provenance for the top of a table."""
+    status = meta.get("status", "?")
+    if status == "failed" and meta.get("failure"):
+        status += f": {meta['failure']}"
+    elif status == "running":
+        status += " (no final status: still running, or its job died unrecorded; --resume continues it)"
     return (
-        f"[bold]{path}[/]  {meta.get('status', '?')}\n"
+        f"[bold]{path}[/]  {status}\n"
         f"{meta.get('mpi_library', '?')} | {meta.get('nranks', '?')} ranks on {meta.get('nodes', '?')} "
         f"node(s), {meta.get('ranks_per_node', '?')} per node"
         f"{' (oversubscribed)' if meta.get('oversubscribed') else ''} | thread level "
