@@ -164,16 +164,33 @@ def test_there_are_enough_cases():
     assert len(CASES) >= 25
 
 
-def test_impossible_size_is_refused_before_allocating(lab, tmp_path):
-    """A size beyond the node's memory is refused by name, before any buffer exists, and nothing is written."""
+# refused under MPI, after the ranks have started: still one line from rank 0 and nothing written
+MPI_CASES = [
+    (["-m", "mpi4py", "-m", "ccbench", "run", "-C", "allreduce", "-a", "ring", "-s", "64G"],
+     "allreduce/ring 64 GiB float32 sum needs about"),
+    (["-m", "mpi4py", "-m", "ccbench", "run", "-C", "pingpong"],
+     "nothing to run (pingpong/native: pingpong needs at least 2 ranks)"),
+    (["-m", "ccbench", "launch", "-n", "3", "-C", "bcast", "--root", "3"], "root 3 does not exist with 3 ranks"),
+    (["-m", "ccbench", "launch", "-n", "3", "-C", "barrier", "--sync", "window"],
+     "--sync window needs a core per rank"),
+]
+
+
+@pytest.mark.parametrize("args,message", MPI_CASES, ids=[" ".join(c[0][2:])[:50] for c in MPI_CASES])
+def test_refused_under_mpi_before_anything_is_written(args, message, lab):
+    """A size beyond the node's memory (checked before allocating), a collective that the rank count
+    cannot run, a root that does not exist, window sync on oversubscribed cores."""
+    import multiprocessing
+
+    if "window" in message and multiprocessing.cpu_count() >= 3:
+        pytest.skip("this machine has a core per rank: window sync is allowed")
     results, _ = lab
     before = snapshot(results)
-    r = subprocess.run([sys.executable, "-m", "mpi4py", "-m", "ccbench", "run", "-C", "allreduce", "-a", "ring",
-                        "-s", "64G", "--results-dir", str(results)],
+    r = subprocess.run([sys.executable, *args, "--results-dir", str(results)],
                        capture_output=True, text=True, cwd=REPO, timeout=120, env=dict(os.environ))
-    assert r.returncode == 2, r.stderr
-    assert r.stderr.startswith("ccbench: error: allreduce/ring 64 GiB") and "is available; lower the sizes" in r.stderr
-    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("ccbench:")]
+    assert r.returncode != 0 and len(lines) == 1 and message in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
     assert snapshot(results) == before
 
 
