@@ -116,7 +116,8 @@ def predict_grid(
 
 @dataclass(frozen=True)
 class Prediction(_Record):
-    """The predicted time of one algorithm at one (nranks, nbytes), with its cost terms."""
+    """The predicted time of one algorithm at one (nranks, nbytes), with the cost terms it comes from
+    (along the critical path where the algorithm states one: `Cost.timing_cost`)."""
 
     collective: str
     algorithm: str
@@ -169,8 +170,9 @@ def prediction_table(
                     c = _cost(alg, P, n)
                     t = c.time_s(float(params.alpha_s), float(params.beta_s_per_byte),
                                  _gamma(params))
+                    tc = c.timing_cost
                     out.append(Prediction(alg.collective, alg.name, P, n, t,
-                                          c.alpha, c.beta, c.gamma))
+                                          tc.alpha, tc.beta, tc.gamma))
             if two_level is None or alg.collective != "allreduce":
                 continue
             nodes = math.ceil(P / two_level.ranks_per_node)

@@ -108,6 +108,8 @@ class SimWorld:
         self.sends: dict[tuple, deque] = {}
         self.recvs: dict[tuple, deque] = {}
         self.messages: list[Message] = []
+        # per world rank, its completed batches: ((peer, nbytes, tag) sent, (...) received)
+        self.batches: list[list[tuple]] = [[] for _ in range(size)]
         self.clocks = [0] * size
         self.alive = size
         self.waiting: dict[int, object] = {}  # rank -> predicate it waits for
@@ -283,6 +285,9 @@ class SimComm:
         w._wait(self.wrank, lambda: all(r.done for r in requests))
         with w.cond:
             w.clocks[self.wrank] = max([w.clocks[self.wrank]] + [r.step for r in requests])
+            w.batches[self.wrank].append(tuple(
+                tuple((r.peer, r.buf.nbytes, (r.ctx, r.tag)) for r in requests if r.kind == kind)
+                for kind in ("send", "recv")))
 
     def Send(self, buf: np.ndarray, dest: int, tag: int = 0) -> None:  # noqa: N802
         self.Waitall([self.Isend(buf, dest, tag)])
@@ -295,13 +300,15 @@ class SimComm:
 
 
 def simulate(
-    size: int, fn, *, timeout_s: float = 60.0, ranks_per_node: int | None = None
+    size: int, fn, *, timeout_s: float = 60.0, ranks_per_node: int | None = None,
+    batches: list | None = None,
 ) -> tuple[list, list[Message]]:
     """Run ``fn(comm)`` on `size` simulated ranks; return (results per rank, messages).
 
     `ranks_per_node` sets the simulated nodes that ``Split_type(COMM_TYPE_SHARED)`` finds
     (None: one node).  The first exception raised on any rank is re-raised here (a
-    deadlock included).
+    deadlock included).  A list given as `batches` receives, per world rank, the batches
+    it completed (the plans `ccbench.algorithms._p2p.critical_path` takes).
     """
     world = SimWorld(size, ranks_per_node)
     results: list = [None] * size
@@ -329,5 +336,7 @@ def simulate(
         raise RuntimeError(
             f"unmatched messages left at exit (context, source, dest, tag): {sorted(left)}"
         )
+    if batches is not None:
+        batches[:] = world.batches
     messages = sorted(world.messages, key=lambda m: (m.step, m.source, m.dest))
     return results, messages

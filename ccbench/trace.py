@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from rich.markup import escape
 
 from ccbench.algorithms import REGISTRY, Cost
-from ccbench.algorithms._p2p import CountedComm, Counts
+from ccbench.algorithms._p2p import CountedComm, Counts, critical_path
 from ccbench.collectives import COLLECTIVES
 from ccbench.dtypes import dtype_of, ufunc_of
 from ccbench.errors import UsageError
@@ -56,6 +56,7 @@ class Trace:
     messages: tuple[Message, ...]       # sorted by (step, source, dest)
     counts: tuple[RankCounts, ...]      # one per rank
     counted: Cost                       # max over ranks of (steps, step_bytes, reduced_bytes)
+    critical_path: tuple[int, int]      # (steps, bytes) of the schedule's longest dependent chain
     cost: Cost | None                   # closed form at (nranks, nbytes), if registered
     formula: str
     summary: str
@@ -78,7 +79,7 @@ class Trace:
         if self.cost is None:
             return None
         return all(math.isclose(c, k, rel_tol=1e-9, abs_tol=1e-9)
-                   for c, k in zip(self.cost, self.counted, strict=True))
+                   for c, k in zip(self.cost[:3], self.counted[:3], strict=True))
 
     def steps(self) -> dict[int, list[Message]]:
         """The messages grouped by logical step, in step order."""
@@ -176,8 +177,10 @@ def trace(
         alg(cc, *bufs.args, **bufs.kwargs)
         return bufs.nwrong(), RankCounts(**{f: getattr(cc.counts, f) for f in Counts.__slots__})
 
-    results, messages = simulate(nranks, body, ranks_per_node=ranks_per_node)
+    batches: list = []
+    results, messages = simulate(nranks, body, ranks_per_node=ranks_per_node, batches=batches)
     counts = tuple(r[1] for r in results)
+    path_steps, path_bytes = critical_path(batches)
     nbytes = coll.nbytes_for(count, dt.itemsize, nranks)
     counted = Cost(
         max(c.steps for c in counts),
@@ -198,6 +201,7 @@ def trace(
         messages=tuple(messages),
         counts=counts,
         counted=counted,
+        critical_path=(path_steps, path_bytes),
         cost=_closed_form(alg, nranks, nbytes, ranks_per_node),
         formula=alg.formula,
         summary=alg.summary,
@@ -354,6 +358,14 @@ def render(
                 "assume even block splits: try a count divisible by every block count, e.g. "
                 "5040 = 7!)", highlight=False,
             )
+    steps, nbytes = t.critical_path
+    console.print(f"critical path of this schedule (longest chain of dependent steps): {_num(steps)} alpha, "
+                  f"{_num(nbytes)} B beta", markup=False, highlight=False)
+    if t.cost is not None and t.cost.critical is not None:
+        c = t.cost.critical
+        console.print(f"closed-form critical path (what predictions use; longer than the busiest rank's own "
+                      f"work): {_num(c.alpha)} alpha, {_num(c.beta)} B beta, {_num(c.gamma)} B gamma",
+                      markup=False, highlight=False)
     if t.nwrong == 0:
         console.print(f"[green]result exact on all {t.nranks} ranks[/]")
     else:

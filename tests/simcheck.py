@@ -8,8 +8,11 @@ from ccbench.collectives import COLLECTIVES
 from ccbench.simcomm import simulate
 
 
-def run_sim(collective, algorithm, nranks, count, dtype="float64", op="sum", in_place=False, root=0):
-    """Return (nwrong per rank, counts tuple per rank, messages) of one simulated call."""
+def run_sim(collective, algorithm, nranks, count, dtype="float64", op="sum", in_place=False, root=0,
+            batches=None):
+    """Return (nwrong per rank, counts tuple per rank, messages) of one simulated call.
+
+    A list given as `batches` receives each rank's completed batches (see `simulate`)."""
     alg = get(collective, algorithm)
     coll = COLLECTIVES[collective]
 
@@ -20,5 +23,5 @@ def run_sim(collective, algorithm, nranks, count, dtype="float64", op="sum", in_
         alg(cc, *bufs.args, **bufs.kwargs)
         return bufs.nwrong(), cc.counts
 
-    results, messages = simulate(nranks, body)
+    results, messages = simulate(nranks, body, batches=batches)
     return [r[0] for r in results], [r[1] for r in results], messages

@@ -59,7 +59,7 @@ def test_hierarchical_cost_equals_counted_traffic(P, ranks_per_node):
         max(c.reduced_bytes for c in counts),
     )
     want = _hierarchical_cost(P, count * 4, ranks_per_node)
-    assert got == pytest.approx(tuple(want)), (got, want)
+    assert got == pytest.approx(tuple(want[:3])), (got, want)
 
 
 def test_split_groups_orders_and_undefined():

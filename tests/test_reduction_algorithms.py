@@ -115,7 +115,7 @@ def test_double_binary_tree_pipelined_cost(P):
     assert sum(wrong) == 0
     got = (max(c.steps for c in counts), max(c.step_bytes for c in counts),
            max(c.reduced_bytes for c in counts))
-    assert got == pytest.approx(tuple(ar._dtree_cost(P, nbytes)))
+    assert got == pytest.approx(tuple(ar._dtree_cost(P, nbytes)[:3]))
 
 
 @pytest.mark.parametrize("op", [np.add, "sum"])

@@ -11,7 +11,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ccbench.algorithms._p2p import is_in_place
+from ccbench.algorithms._p2p import critical_path, is_in_place
 from ccbench.algorithms.registry import Cost, register
 
 __all__ = ["bruck", "linear", "recursive_doubling", "ring"]
@@ -115,12 +115,34 @@ def _rd_plan(P: int, rank: int) -> tuple:
 
 
 def _rd_cost(P: int, nbytes: int) -> Cost:
+    """Busiest rank's counts; for P not a power of two also the critical path, where the
+    forwarding to ranks whose partner is missing chains behind the exchanges."""
     steps = blocks = 0
     for rank in range(P):
         plan = _rd_plan(P, rank)
         steps = max(steps, len(plan))
         blocks = max(blocks, sum(max(op[3], op[5]) for op in plan))
-    return Cost(steps, blocks * nbytes / P)
+    cost = Cost(steps, blocks * nbytes / P)
+    if P & (P - 1) == 0:
+        return cost
+    alpha, beta_blocks = _rd_critical(P)
+    if (alpha, beta_blocks) == (steps, blocks):
+        return cost
+    return cost._replace(critical=Cost(alpha, beta_blocks * nbytes / P))
+
+
+@lru_cache(maxsize=256)
+def _rd_critical(P: int) -> tuple[float, float]:
+    """(steps, blocks) along the critical path of the recursive-doubling schedule."""
+    plans = []
+    for rank in range(P):
+        batches = []
+        for kind, peer, _, send_n, _, recv_n in _rd_plan(P, rank):
+            sends = ((peer, send_n),) if kind in (_SENDRECV, _SEND) else ()
+            recvs = ((peer, recv_n),) if kind in (_SENDRECV, _RECV) else ()
+            batches.append((sends, recvs))
+        plans.append(batches)
+    return critical_path(plans)
 
 
 @register(

@@ -395,7 +395,9 @@ def _dtrees(P: int) -> tuple:
 
 @lru_cache(maxsize=1024)
 def _dtree_rounds(P: int, rank: int, nchunks: int) -> tuple:
-    """This rank's schedule: per round (sends, recvs), as (tree, chunk, peer, tag[, slot]).
+    """This rank's schedule: (round, (sends, recvs)) per round it takes part in, ascending.
+
+    Sends and receives are (tree, chunk, peer, tag[, slot]).
 
     Tree t carries half t of the vector in `nchunks` chunks, each chunk on a schedule of
     lock-step rounds.  Reduce: a rank of height h (leaves 0) sends chunk k to its parent
@@ -418,7 +420,7 @@ def _dtree_rounds(P: int, rank: int, nchunks: int) -> tuple:
                 rounds[top + k + depth - 1][1].append((t, k, parent, 2 * t + 1, -1))
             for child in children[rank]:
                 rounds[top + k + depth][0].append((t, k, child, 2 * t + 1))
-    return tuple(rounds[r] for r in sorted(rounds))
+    return tuple((r, rounds[r]) for r in sorted(rounds))
 
 
 @lru_cache(maxsize=64)
@@ -460,15 +462,18 @@ def _dtree_cost(P: int, nbytes: int) -> Cost:
         return size[t][k + 1] - size[t][k]
 
     worst = [0, 0, 0]
+    per_round: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])  # the costliest rank's round
     for rank in _dtree_representatives(P):
-        steps = step_bytes = reduced = 0
-        for sends, recvs in _dtree_rounds(P, rank, nchunks):
-            steps += max(len(sends), len(recvs))
-            step_bytes += max(sum(nb(t, k) for t, k, *_ in sends),
-                              sum(nb(t, k) for t, k, *_ in recvs))
-            reduced += sum(nb(t, k) for t, k, _, _, slot in recvs if slot >= 0)
-        worst = [max(w, v) for w, v in zip(worst, (steps, step_bytes, reduced), strict=True)]
-    return Cost(*worst)
+        total = [0, 0, 0]
+        for r, (sends, recvs) in _dtree_rounds(P, rank, nchunks):
+            mine = (max(len(sends), len(recvs)),
+                    max(sum(nb(t, k) for t, k, *_ in sends), sum(nb(t, k) for t, k, *_ in recvs)),
+                    sum(nb(t, k) for t, k, _, _, slot in recvs if slot >= 0))
+            total = [a + b for a, b in zip(total, mine, strict=True)]
+            per_round[r] = [max(a, b) for a, b in zip(per_round[r], mine, strict=True)]
+        worst = [max(w, v) for w, v in zip(worst, total, strict=True)]
+    path = [sum(c[i] for c in per_round.values()) for i in range(3)]
+    return Cost(*worst, critical=Cost(*path) if path != worst else None)
 
 
 @register(
@@ -478,7 +483,8 @@ def _dtree_cost(P: int, nbytes: int) -> Cost:
     formula=(
         "exact value evaluated on the schedule; with C = ceil(n / (2 CHUNK_BYTES)) chunks "
         "per tree, about C + 2 lg P rounds of up to 4 chunks of n/2C each way, so for "
-        "C >> lg P: ~ 4C a + 2n b + n g"
+        "C >> lg P: ~ 4C a + 2n b + n g; critical path: the costliest rank's cost summed "
+        "over the C + 2 lg P rounds"
     ),
     source=(
         "Sanders, Speck & Träff, 'Two-tree algorithms for full bandwidth broadcast, "
@@ -519,7 +525,7 @@ def double_binary_tree(comm, sendbuf, recvbuf, op="sum") -> None:
         return buf[bounds[t][k]:bounds[t][k + 1]]
 
     plan = []
-    for sends, recvs in _dtree_rounds(P, rank, nchunks):
+    for _, (sends, recvs) in _dtree_rounds(P, rank, nchunks):
         posts = [(comm.Irecv, view(recvbuf if slot < 0 else scratch[slot], t, k), peer, tag)
                  for t, k, peer, tag, slot in recvs]
         posts += [(comm.Isend, view(recvbuf, t, k), peer, tag) for t, k, peer, tag in sends]

@@ -195,12 +195,21 @@ def _nsegments(nbytes: int, seg_bytes: int) -> int:
 
 
 def _pipelined_chain_cost(P: int, nbytes: int) -> Cost:
+    """Busiest rank's counts, and the pipeline's critical path of P-2+m rounds.
+
+    In round t (1-based) segment k crosses hop t-k+1 of the P-1 hops, so the last
+    segment reaches the last rank in round P-2+m.  Every round moves a full segment S
+    except the final one, which moves only the last (shorter) segment; with one segment
+    every round moves all n bytes.
+    """
     if P == 1:
         return Cost(0, 0)
     m = _nsegments(nbytes, SEGMENT_BYTES)
+    last = nbytes - (m - 1) * SEGMENT_BYTES
+    path = Cost(P - 2 + m, (P - 1) * nbytes if m == 1 else (P - 3 + m) * SEGMENT_BYTES + last)
     if P == 2:
         return Cost(m, nbytes)
-    return Cost(m + 1, nbytes + min(nbytes, SEGMENT_BYTES))
+    return Cost(m + 1, nbytes + min(nbytes, SEGMENT_BYTES), critical=path)
 
 
 @register(
@@ -210,7 +219,7 @@ def _pipelined_chain_cost(P: int, nbytes: int) -> Cost:
     formula=(
         "per rank, m = ceil(n/S) segments of S = SEGMENT_BYTES (64 KiB): "
         "(m+1) a + (n + min(n, S)) b (P = 2: m a + n b); "
-        "pipeline time on the critical path (P-2+m)(a + S b)"
+        "critical path (P-2+m) a + ((P-3+m) S + n - (m-1) S) b, about (P-2+m)(a + S b)"
     ),
     source="segmented chain (pipeline) broadcast, as Open MPI's ompi_coll_base_bcast_intra_chain",
 )

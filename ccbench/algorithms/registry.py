@@ -15,17 +15,35 @@ class Cost(NamedTuple):
     """Closed-form cost of one call: alpha-count (steps), beta-bytes, gamma-bytes.
 
     Time = alpha * a + beta * b + gamma * g for network latency a (s), inverse
-    bandwidth b (s/byte) and reduction cost g (s/byte).  These are per rank, maximised
-    over ranks, under the full-duplex model of `ccbench.algorithms._p2p`.
+    bandwidth b (s/byte) and reduction cost g (s/byte).  ``alpha``, ``beta`` and
+    ``gamma`` are per rank, maximised over ranks, under the full-duplex model of
+    `ccbench.algorithms._p2p`: what the busiest rank does, and what the traffic tests
+    count.
+
+    ``critical`` is the cost along the schedule's longest chain of dependent steps
+    (`ccbench.algorithms._p2p.critical_path`) where that is longer than the busiest
+    rank's own work: in pipelines, where a rank idles while the pipeline fills (a chain
+    broadcast's last rank waits P-2 rounds for its first segment), and in the forwarding
+    steps of non-power-of-two schedules.  For the double binary tree's lock-step rounds
+    it is the sum over rounds of the costliest rank's round, an upper bound.  None means
+    the busiest rank's cost covers the critical path (trees, rings; the tests check this
+    on the executed schedules).  Predictions use `timing_cost`.
     """
 
     alpha: float
     beta: float
     gamma: float = 0.0
+    critical: "Cost | None" = None
+
+    @property
+    def timing_cost(self) -> "Cost":
+        """The cost that sets the time of a call: the critical path where given, else the busiest rank's."""
+        return self if self.critical is None else self.critical
 
     def time_s(self, alpha_s: float, beta_s_per_byte: float, gamma_s_per_byte: float = 0.0) -> float:
-        """Predicted time in seconds from network parameters."""
-        return self.alpha * alpha_s + self.beta * beta_s_per_byte + self.gamma * gamma_s_per_byte
+        """Predicted time in seconds from network parameters (along `timing_cost`)."""
+        c = self.timing_cost
+        return c.alpha * alpha_s + c.beta * beta_s_per_byte + c.gamma * gamma_s_per_byte
 
 
 @dataclass(frozen=True)
