@@ -15,6 +15,7 @@ import numpy as np
 __all__ = [
     "FLAG_DESCRIPTIONS",
     "Summary",
+    "benjamini_hochberg",
     "geometric_mean",
     "mann_whitney_u",
     "median_ci",
@@ -175,6 +176,28 @@ def mann_whitney_u(a, b) -> tuple[float, float]:
         return u, 1.0
     z = max(abs(u - n1 * n2 / 2.0) - 0.5, 0.0) / math.sqrt(var)
     return u, min(1.0, math.erfc(z / math.sqrt(2.0)))
+
+
+def benjamini_hochberg(p_values) -> np.ndarray:
+    """Adjusted p-values controlling the false discovery rate over a family of tests.
+
+    Benjamini & Hochberg, "Controlling the false discovery rate", J. R. Statist. Soc. B
+    57(1), 1995: with the m p-values sorted, q_(i) = min over j >= i of min(1, m p_(j) / j);
+    rejecting every test with q < level keeps the expected share of false discoveries
+    below level.  Returned in the input order.
+    """
+    p = np.asarray(p_values, dtype=np.float64).reshape(-1)
+    if p.size == 0:
+        return p.copy()
+    if not np.all((p >= 0) & (p <= 1)):
+        raise ValueError("p-values must lie in [0, 1]")
+    order = np.argsort(p, kind="stable")
+    m = p.size
+    scaled = p[order] * m / np.arange(1, m + 1)
+    q = np.minimum.accumulate(scaled[::-1])[::-1]
+    out = np.empty(m)
+    out[order] = np.minimum(q, 1.0)
+    return out
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,220 @@
+"""``ccbench report``, ``ccbench compare`` and ``ccbench plot``: views of stored runs.
+
+Thin click commands over `ccbench.report`, `ccbench.compare` and `ccbench.plots`; what
+they print are rich tables of stored rows (medians, CIs, bandwidths) and of numbers
+derived from them (ratios, tests, fits).  Nothing heavy is imported at module level.
+"""
+
+import click
+
+from ccbench.errors import UsageError
+
+__all__ = ["COMMANDS"]
+
+KINDS = ("latency", "busbw", "predicted")
+
+
+@click.command()
+@click.argument("run_path", metavar="RUN")
+@click.option("--results-dir", default="results", help="Where to look for RUN by name or 'latest'.")
+def report(run_path, results_dir):
+    """Write a report of a stored run beside it: Markdown + HTML page, PNG figures, the fits used.
+
+    Per collective: latency (median with 95% CI) and bus-bandwidth tables per algorithm and
+    size, the fastest algorithm per size, fitted alpha-beta parameters, and figures
+    (latency with CI bands and fitted lines, bus bandwidth, predicted vs measured).  Goes
+    into RUN/report (report-2, ... when one exists; never overwritten).
+    """
+    from rich.table import Table
+
+    from ccbench.cli import _console
+    from ccbench.config import format_size
+    from ccbench.report import build_report
+    from ccbench.views import fmt_time, run_header
+
+    res = build_report(run_path, results_dir)
+    console = _console()
+    console.print(run_header(res["meta"], res["path"]))
+    for label, rows in res["fastest"].items():
+        if not rows or all(r["runner_up"] is None for r in rows):
+            continue
+        t = Table(title=f"fastest per size: {label} (runner-up by Mann-Whitney U on the raw samples)",
+                  title_justify="left", header_style="bold")
+        for col in ("size", "fastest", "median", "runner-up", "its median", "margin", "p", "significant"):
+            t.add_column(col, justify="left" if col in ("fastest", "runner-up", "significant") else "right")
+        for r in rows:
+            t.add_row(format_size(r["nbytes"]), r["fastest"], fmt_time(r["median_s"]), r["runner_up"] or "-",
+                      fmt_time(r["runner_up_s"]) if r["runner_up_s"] is not None else "-",
+                      f"{r['margin']:.1%}" if r["margin"] is not None else "-",
+                      f"{r['p_value']:.2g}" if r["p_value"] is not None else "-",
+                      {None: "-", True: "yes", False: "no (noise)"}[r["significant"]])
+        console.print(t)
+    for note in res["doc"].get("notes", []):
+        console.print(f"[yellow]note: {note}[/]")
+    pngs = [f for f in res["files"] if f.endswith(".png")]
+    console.print(f"wrote {res['dir'] / 'report.md'}, {res['dir'] / 'report.html'} (figures embedded), "
+                  f"{len(pngs)} PNG figures and fits.json in {res['dir']}")
+
+
+@click.command()
+@click.argument("runs", nargs=-1, required=True, metavar="RUN_A RUN_B [RUN ...]")
+@click.option("--results-dir", default="results", help="Where to look for runs given by name or 'latest'.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Folder for compare.csv / compare.md / compare.png (default: RUN_A's directory).")
+@click.option("--level", type=float, default=0.05, show_default=True,
+              help="Significance level of the adjusted Mann-Whitney U tests.")
+@click.option("--no-plot", is_flag=True, help="Write no figure (no matplotlib needed).")
+def compare(runs, results_dir, out_dir, level, no_plot):
+    """Compare runs case by case against the first: medians, ratios, significance, summary.
+
+    Cases match on collective, algorithm, size, dtype, op, in place and root.  Ratio =
+    run / RUN_A (> 1: slower).  A difference is significant when the Mann-Whitney U test of
+    the raw samples, adjusted over all cases (Benjamini-Hochberg), is below --level.
+    Provenance that changes what is measured (MPI library, ranks, nodes, ranks per node,
+    dtypes, thread level, ...) is warned about.
+    """
+    from rich.table import Table
+
+    from ccbench.cli import _console
+    from ccbench.compare import compare_runs, write_comparison
+    from ccbench.config import format_size
+    from ccbench.views import fmt_time
+
+    if len(runs) < 2:
+        raise UsageError("compare needs at least two runs: RUN_A RUN_B [RUN ...]")
+    if not no_plot:
+        from ccbench.plots import require_matplotlib
+
+        require_matplotlib()
+    cmp = compare_runs(runs, results_dir, level=level)
+    console = _console()
+    base = cmp.runs[0][0]
+    t = Table(title="runs", title_justify="left", header_style="bold")
+    for col in ("run", "directory", "MPI library", "ranks", "nodes", "per node", "thread level", "cases"):
+        t.add_column(col, justify="right" if col in ("ranks", "nodes", "per node", "cases") else "left")
+    for lab, p, m in cmp.runs:
+        n = len({(q.collective, q.algorithm, q.nbytes, q.dtype, q.op, q.in_place, q.root) for q in cmp.pairs
+                 if lab in (q.baseline, q.other)})
+        t.add_row(lab, str(p), str(m.get("mpi_library", "?")), str(m.get("nranks", "?")), str(m.get("nodes", "?")),
+                  str(m.get("ranks_per_node", "?")), str(m.get("thread_level", "?")), f"{n} compared")
+    console.print(t)
+    for w in cmp.warnings:
+        console.print(f"[yellow bold]warning:[/] [yellow]{w}[/]")
+    console.print(f"ratio = run's median / {base}'s (> 1: slower); p = two-sided Mann-Whitney U test of the raw "
+                  f"samples, adjusted over all cases of a pair of runs (Benjamini-Hochberg); significant below "
+                  f"{cmp.level}, otherwise noise")
+    style = {"slower": "[red]slower[/]", "faster": "[green]faster[/]", "noise": "noise", "untested": "untested"}
+    others = [lab for lab, _, _ in cmp.runs[1:]]
+    for coll in dict.fromkeys(p.collective for p in cmp.pairs):
+        ps = [p for p in cmp.pairs if p.collective == coll]
+        vary = {k: len({getattr(p, k) for p in ps}) > 1 for k in ("dtype", "op", "in_place", "root", "settings")}
+        t = Table(title=f"{coll}: medians, ratio run / {base}, adjusted p", title_justify="left",
+                  header_style="bold")
+        t.add_column("algorithm")
+        t.add_column("size", justify="right")
+        for k in ("dtype", "op", "in_place", "root", "settings"):
+            if vary[k]:
+                t.add_column(k.replace("_", " "))
+        t.add_column(f"{base} median", justify="right")
+        for lab in others:
+            t.add_column(f"{lab} median", justify="right")
+            t.add_column(f"{lab}/{base}", justify="right")
+            t.add_column("p", justify="right")
+            t.add_column("", justify="left")
+        keys = list(dict.fromkeys((p.algorithm, p.nbytes, p.dtype, p.op, p.in_place, p.root, p.settings)
+                                  for p in ps))
+        index = {((p.algorithm, p.nbytes, p.dtype, p.op, p.in_place, p.root, p.settings), p.other): p for p in ps}
+        prev = None
+        for k in keys:
+            first = next(index[(k, lab)] for lab in others if (k, lab) in index)
+            cells = [k[0] if k[0] != prev else "", format_size(k[1])]
+            prev = k[0]
+            cells += [str(getattr(first, f)) for f in ("dtype", "op", "in_place", "root", "settings") if vary[f]]
+            cells.append(fmt_time(first.median_a_s))
+            for lab in others:
+                p = index.get((k, lab))
+                cells += ([fmt_time(p.median_b_s), f"{p.ratio:.3g}",
+                           "-" if p.p_adjusted is None else f"{p.p_adjusted:.2g}", style[p.verdict]]
+                          if p else ["-", "-", "-", ""])
+            t.add_row(*cells)
+        console.print(t)
+    t = Table(title=f"summary per collective: geometric mean of the ratios (vs {base})", title_justify="left",
+              header_style="bold")
+    for col in ("run", "collective", "cases", "geomean ratio", "faster", "slower", "noise", "untested"):
+        t.add_column(col, justify="left" if col in ("run", "collective") else "right")
+    for s in cmp.summary():
+        t.add_row(s["other"], s["collective"], str(s["pairs"]), f"{s['geomean_ratio']:.3g}", str(s["faster"]),
+                  str(s["slower"]), str(s["noise"]), str(s["untested"]))
+    console.print(t)
+    for lab, (only_base, only_other) in cmp.unmatched.items():
+        if only_base or only_other:
+            console.print(f"[yellow]note: not compared: {only_base} case(s) of run {base} missing from run {lab}, "
+                          f"{only_other} case(s) of run {lab} missing from run {base}[/]")
+    files = write_comparison(cmp, out_dir, plot=not no_plot)
+    console.print("wrote " + ", ".join(str(p) for p in files.values()))
+
+
+@click.command()
+@click.argument("run_path", metavar="RUN")
+@click.option("--results-dir", default="results", help="Where to look for RUN by name or 'latest'.")
+@click.option("-C", "--collective", "collectives", help="Collectives, comma separated (default: all in the run).")
+@click.option("--kind", type=click.Choice(KINDS), default="latency", show_default=True,
+              help="latency (with CI bands and fitted lines), busbw, or predicted (measured vs model).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="PNG file to write (one collective only); default RUN/plot-COLLECTIVE-KIND.png, numbered.")
+def plot(run_path, results_dir, collectives, kind, output):
+    """Write single PNG figures of a stored run, one per collective (never overwriting a file)."""
+    from pathlib import Path
+
+    from ccbench.cli import _console
+    from ccbench.plots import require_matplotlib
+    from ccbench.report import load_collective_run
+
+    require_matplotlib()
+    path, meta, rows, _ = load_collective_run(run_path, results_dir)
+    written = _plot_run(path, rows, collectives, kind, Path(output) if output else None)
+    _console().print("wrote " + ", ".join(str(p) for p in written))
+
+
+def _plot_run(path, rows, collectives, kind, output) -> list:
+    from ccbench.plots import save_png
+    from ccbench.report import free_path, group_figure, group_rows, group_slug
+
+    groups = group_rows(rows)
+    present = list(dict.fromkeys(g.collective for g in groups))
+    if collectives:
+        wanted = [c.strip() for c in collectives.split(",") if c.strip()]
+        missing = [c for c in wanted if c not in present]
+        if missing:
+            raise UsageError(f"collective {missing[0]!r} is not in run {path.name} (it has {', '.join(present)})")
+        groups = [g for g in groups if g.collective in wanted]
+    groups = [g for g in groups if len([n for n in g.sizes if n > 0]) > 1]
+    if not groups:
+        raise UsageError(f"nothing to plot in run {path.name}: a figure needs at least two sizes above 0 B")
+    if output is not None and len(groups) > 1:
+        raise UsageError(f"-o names one file but {len(groups)} figures would be drawn; pick one collective "
+                         "with -C (and one variant)")
+    if output is not None and output.exists():
+        raise UsageError(f"{str(output)!r} exists; it is never overwritten (choose another name)")
+    doc = None
+    if kind in ("latency", "predicted"):
+        from ccbench.analysis import fit_run
+
+        doc = fit_run(path, write=False)
+    per_coll: dict[str, int] = {}
+    for g in groups:
+        per_coll[g.collective] = per_coll.get(g.collective, 0) + 1
+    figs = [(g, group_figure(g, doc, kind)) for g in groups]
+    figs = [(g, f) for g, f in figs if f is not None]
+    if not figs:
+        raise UsageError(f"no {kind} figure to draw for {', '.join(dict.fromkeys(g.collective for g in groups))} "
+                         f"in run {path.name}" + (": no algorithm with a cost model, or no network parameters"
+                                                  if kind == "predicted" else ""))
+    written = []
+    for g, fig in figs:
+        target = output or free_path(path, f"plot-{group_slug(g, per_coll[g.collective] > 1)}-{kind}", ".png")
+        written.append(save_png(fig, target))
+    return written
+
+
+COMMANDS = [report, compare, plot]

@@ -1,0 +1,248 @@
+"""`ccbench compare`: significance on synthetic samples with known answers, and real stored runs.
+
+Real runs: tests/data/run-np4 (4 ranks on 2 cores, thread level multiple), run-np4-single
+(the same sweep with --thread-level single) and run-np2 (2 ranks); see test_report.py and
+test_analysis.py for the commands that made them.  They are only read here; every test
+that writes works on copies.
+"""
+
+import csv
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ccbench.cli import main
+from ccbench.compare import compare_runs, provenance_differences, write_comparison
+from ccbench.results import SCHEMA, Row, load_run
+from ccbench.stats import benjamini_hochberg, geometric_mean, summarize
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.fixture
+def runs(tmp_path):
+    out = {}
+    for name in ("run-np4", "run-np4-single", "run-np2"):
+        shutil.copytree(DATA / name, tmp_path / name)
+        out[name] = tmp_path / name
+    return out
+
+
+def _stored(path: Path) -> dict[tuple, dict]:
+    rows = [json.loads(x) for x in (path / "cases.jsonl").read_text().splitlines() if x.strip()]
+    return {(r["collective"], r["algorithm"], r["nbytes"], r["dtype"], r["op"]): r for r in rows}
+
+
+def _run_main(args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+# -- synthetic runs with known answers -----------------------------------------------------------
+
+
+def _row(collective: str, algorithm: str, nbytes: int, samples) -> Row:
+    s = summarize(samples)
+    return Row(collective=collective, algorithm=algorithm, nbytes=nbytes, count=max(nbytes // 4, 0),
+               dtype="float32", op="sum", in_place=False, root=0, nranks=2, samples=s.n, min_s=s.min_s,
+               median_s=s.median_s, mean_s=s.mean_s, p95_s=s.p95_s, p99_s=s.p99_s, max_s=s.max_s,
+               stddev_s=s.stddev_s, ci_low_s=s.ci_low_s, ci_high_s=s.ci_high_s, algbw_gbs=1.0, busbw_gbs=1.0,
+               msgs_max=None, bytes_max=None, msgs_total=None, bytes_total=None, steps_max=None,
+               step_bytes_max=None, reduced_bytes_max=None, nwrong=0, stop_reason="max_reps", sync="barrier",
+               flags=s.flags, samples_s=tuple(float(x) for x in samples))
+
+
+def _write_run(path: Path, rows: list[Row], **meta) -> Path:
+    path.mkdir()
+    base = {"schema": SCHEMA, "status": "complete", "mpi_library": "MPICH Version: 5.0.2", "nranks": 2,
+            "nodes": 1, "ranks_per_node": 2, "thread_level": "single", "oversubscribed": False,
+            "config": {"sync": "barrier"}, "mpi_env": {}}
+    (path / "run.json").write_text(json.dumps(dict(base, **meta)))
+    (path / "cases.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
+    return path
+
+
+def test_benjamini_hochberg_known_answer():
+    # sorted p = .005 .01 .03 .04, m = 4: m p / rank = .02 .02 .04 .04, then running minima from the top
+    q = benjamini_hochberg([0.01, 0.04, 0.03, 0.005])
+    assert q.tolist() == pytest.approx([0.02, 0.04, 0.04, 0.02])
+    assert benjamini_hochberg([0.5]).tolist() == [0.5]
+    assert benjamini_hochberg([0.9, 0.8]).tolist() == pytest.approx([0.9, 0.9])
+    assert benjamini_hochberg([]).size == 0
+    with pytest.raises(ValueError):
+        benjamini_hochberg([1.5])
+
+
+def test_significance_on_synthetic_samples(tmp_path):
+    lo = [1e-6 * (10 + i) for i in range(10)]           # 10..19 us
+    hi = [1e-6 * (20 + i) for i in range(10)]           # 20..29 us: every sample slower
+    rng = np.random.default_rng(1)
+    same = (1e-6 * (10 + rng.permutation(10))).tolist()  # the same values, shuffled
+    a = _write_run(tmp_path / "a", [_row("allreduce", "ring", 8, lo), _row("allreduce", "ring", 64, lo),
+                                    _row("allreduce", "ring", 512, lo[:1])])
+    b = _write_run(tmp_path / "b", [_row("allreduce", "ring", 8, hi), _row("allreduce", "ring", 64, same),
+                                    _row("allreduce", "ring", 512, hi[:1])])
+    cmp = compare_runs([a, b])
+    by = {p.nbytes: p for p in cmp.pairs}
+    # fully separated samples, n1 = n2 = 10: U = 100, mean 50, variance 100 * 21 / 12,
+    # z = (50 - 0.5) / sqrt(175), p = erfc(z / sqrt 2) (normal approximation, continuity correction)
+    p_sep = math.erfc((50 - 0.5) / math.sqrt(175) / math.sqrt(2))
+    assert by[8].p_value == pytest.approx(p_sep)
+    assert by[8].ratio == pytest.approx(np.median(hi) / np.median(lo))
+    assert by[8].verdict == "slower" and by[8].significant
+    # identical samples: U = 50, p = 1: noise
+    assert by[64].p_value == pytest.approx(1.0) and by[64].verdict == "noise" and by[64].ratio == 1.0
+    # one sample each: shown, not tested
+    assert by[512].p_value is None and by[512].verdict == "untested"
+    # two tests in the family: adjusted p = min over ranks of 2 p / rank
+    assert by[8].p_adjusted == pytest.approx(min(2 * p_sep, 1.0))
+    (s,) = cmp.summary()
+    assert s["geomean_ratio"] == pytest.approx(geometric_mean([by[n].ratio for n in (8, 64, 512)]))
+    assert (s["slower"], s["faster"], s["noise"], s["untested"]) == (1, 0, 1, 1)
+    # reversed order: faster
+    rev = {p.nbytes: p for p in compare_runs([b, a]).pairs}
+    assert rev[8].verdict == "faster" and rev[8].ratio == pytest.approx(1 / by[8].ratio)
+
+
+def test_provenance_that_matters_is_warned(tmp_path):
+    rows = [_row("bcast", "native", 8, [1e-6] * 5)]
+    a = {"mpi_library": "MPICH 5", "nranks": 4, "nodes": 1, "ranks_per_node": 4, "thread_level": "single",
+         "config": {"sync": "barrier"}, "mpi_env": {}}
+    b = dict(a, mpi_library="Open MPI 5", nodes=2, ranks_per_node=2, thread_level="multiple",
+             mpi_env={"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring"})
+    other = [Row(**{**rows[0].to_dict(), "dtype": "float64", "samples_s": rows[0].samples_s})]
+    w = provenance_differences(a, b, rows, other)
+    text = "\n".join(w)
+    for what in ("MPI library", "nodes", "ranks per node", "thread level", "dtypes", "MPI environment"):
+        assert f"provenance differs in {what}" in text
+    assert "ranks:" not in text  # 4 and 4: the same
+    assert provenance_differences(a, dict(a), rows, rows) == []
+
+
+# -- real runs -----------------------------------------------------------------------------------
+
+
+def test_ratios_are_the_stored_medians_ratio(runs, tmp_path, capsys):
+    a, b = runs["run-np4"], runs["run-np4-single"]
+    out = tmp_path / "cmp"
+    main(["compare", str(a), str(b), "--out", str(out)])
+    text = capsys.readouterr().out
+    assert "warning: provenance differs in thread level: 'multiple' (A) vs 'single' (B)" in text
+    sa, sb = _stored(a), _stored(b)
+    with open(out / "compare.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(sa) == 95
+    ratios: dict[str, list[float]] = {}
+    for r in rows:
+        k = (r["collective"], r["algorithm"], int(r["nbytes"]), r["dtype"], r["op"])
+        assert float(r["median_a_s"]) == sa[k]["median_s"] and float(r["median_b_s"]) == sb[k]["median_s"]
+        assert float(r["ratio"]) == pytest.approx(sb[k]["median_s"] / sa[k]["median_s"], rel=1e-12)
+        assert r["verdict"] in ("slower", "faster", "noise")
+        assert (r["verdict"] != "noise") == (float(r["p_adjusted"]) < 0.05)
+        ratios.setdefault(r["collective"], []).append(float(r["ratio"]))
+    md = (out / "compare.md").read_text()
+    assert "warning: provenance differs in thread level" in md
+    assert (out / "compare.png").read_bytes()[:4] == b"\x89PNG"
+    # the summary: geometric mean of the ratios per collective, as printed and written
+    for coll, rs in ratios.items():
+        g = math.exp(sum(math.log(x) for x in rs) / len(rs))
+        assert f"| B | {coll} | {len(rs)} | {g:.3g} |" in md
+        assert any(line.split("│")[2].strip() == coll and line.split("│")[4].strip() == f"{g:.3g}"
+                   for line in text.splitlines() if line.count("│") == 9)
+    # single-threaded MPICH busy-polls at 4 ranks on 2 cores: allreduce is much slower
+    cmp = compare_runs([a, b])
+    allreduce = [p for p in cmp.pairs if p.collective == "allreduce"]
+    assert all(p.verdict == "slower" for p in allreduce)
+
+
+def test_compare_files_are_numbered_never_overwritten(runs, capsys):
+    a, b = runs["run-np4"], runs["run-np4-single"]
+    before = {n: (a / n).read_bytes() for n in ("run.json", "cases.jsonl", "cases.csv")}
+    main(["compare", str(a), str(b), "--no-plot"])
+    first = (a / "compare.md").read_bytes()
+    main(["compare", str(a), str(b), "--no-plot"])
+    assert (a / "compare-2.csv").is_file() and (a / "compare-2.md").is_file()
+    assert (a / "compare.md").read_bytes() == first
+    assert {n: (a / n).read_bytes() for n in before} == before
+    assert not (a / "compare.png").exists()
+
+
+def test_three_runs_and_rank_mismatch(runs):
+    cmp = compare_runs([runs["run-np4"], runs["run-np4-single"], runs["run-np2"]])
+    text = "\n".join(cmp.warnings)
+    assert "provenance differs in ranks: 4 (A) vs 2 (C)" in text
+    assert "provenance differs in ranks per node: 4 (A) vs 2 (C)" in text
+    sa, sc = _stored(runs["run-np4"]), _stored(runs["run-np2"])
+    common = set(sa) & set(sc)
+    cpairs = [p for p in cmp.pairs if p.other == "C"]
+    assert len(cpairs) == len(common) and cmp.unmatched["C"] == (len(sa) - len(common), len(sc) - len(common))
+    for p in cpairs:
+        k = (p.collective, p.algorithm, p.nbytes, p.dtype, p.op)
+        assert p.ratio == pytest.approx(sc[k]["median_s"] / sa[k]["median_s"])
+        assert (p.nranks_a, p.nranks_b) == (4, 2)
+    files = write_comparison(cmp, runs["run-np4"] / "out")
+    assert {f.name for f in files.values()} == {"compare.csv", "compare.md", "compare.png"}
+
+
+# -- bad input -----------------------------------------------------------------------------------
+
+
+def test_one_run_is_refused(runs, capsys):
+    code, _, err = _run_main(["compare", str(runs["run-np4"])], capsys)
+    assert code == 2 and err.count("\n") == 1 and "at least two runs" in err
+
+
+def test_same_run_twice_is_refused(runs, capsys):
+    code, _, err = _run_main(["compare", str(runs["run-np4"]), str(runs["run-np4"])], capsys)
+    assert code == 2 and err.count("\n") == 1 and "given twice" in err
+
+
+@pytest.mark.parametrize("how,message", [
+    ("schema", "has schema ccbench.run/2"),
+    ("foreign", "is not a ccbench run file"),
+    ("workload", "is a 'workload' run"),
+    ("badline", "line 2 is corrupt"),
+])
+def test_corrupt_or_foreign_runs_are_one_line(runs, capsys, how, message):
+    b = runs["run-np4-single"]
+    meta = json.loads((b / "run.json").read_text())
+    if how == "schema":
+        (b / "run.json").write_text(json.dumps(dict(meta, schema="ccbench.run/2")))
+    elif how == "foreign":
+        (b / "run.json").write_text(json.dumps({"schema": "pyperf/1"}))
+    elif how == "workload":
+        (b / "run.json").write_text(json.dumps(dict(meta, kind="workload")))
+    else:
+        lines = (b / "cases.jsonl").read_text().splitlines()
+        lines[1] = lines[1][:40]
+        (b / "cases.jsonl").write_text("\n".join(lines) + "\n")
+    a = runs["run-np4"]
+    before = sorted(p.name for p in a.iterdir())
+    code, out, err = _run_main(["compare", str(a), str(b)], capsys)
+    assert code == 2 and err.startswith("ccbench: error:") and err.count("\n") == 1 and message in err
+    assert "Traceback" not in out + err
+    assert sorted(p.name for p in a.iterdir()) == before
+
+
+def test_runs_without_common_cases_are_refused(runs, tmp_path, capsys):
+    other = _write_run(tmp_path / "gather-only", [_row("gather", "linear", 64, [1e-6] * 5)])
+    code, _, err = _run_main(["compare", str(runs["run-np4"]), str(other)], capsys)
+    assert code == 2 and "no case in common" in err and err.count("\n") == 1
+
+
+def test_bad_level_is_refused(runs, capsys):
+    code, _, err = _run_main(["compare", str(runs["run-np4"]), str(runs["run-np2"]), "--level", "2"], capsys)
+    assert code == 2 and "significance level" in err
+
+
+def test_stored_runs_are_complete():
+    for name in ("run-np4", "run-np4-single"):
+        meta, rows, warnings = load_run(DATA / name)
+        assert meta["status"] == "complete" and len(rows) == 95 and not warnings
+        assert all(r.ok and len(r.samples_s) == r.samples for r in rows)

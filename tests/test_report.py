@@ -1,0 +1,315 @@
+"""`ccbench report` and `ccbench plot` on real stored runs (tests/data/run-np4*), no MPI.
+
+The runs were made on this 2-core machine with
+``ccbench launch -n 4 -C pingpong,allreduce,bcast,allgather -a all -s 8:64K:8 --min-reps 10
+--max-reps 100 --budget 0.05`` (run-np4: thread level auto = multiple, 4 ranks on 2 cores;
+run-np4-single: the same with ``--thread-level single``) and renamed.  They are only read
+here: every test that writes works on a copy.
+"""
+
+import hashlib
+import json
+import math
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from ccbench.analysis import fit_run  # noqa: E402
+from ccbench.cli import main  # noqa: E402
+from ccbench.config import format_size  # noqa: E402
+from ccbench.errors import CCBenchError, UsageError  # noqa: E402
+from ccbench.plots import human_time, require_matplotlib  # noqa: E402
+from ccbench.report import build_report, fastest_per_size, group_rows, load_collective_run  # noqa: E402
+from ccbench.results import load_run  # noqa: E402
+
+DATA = Path(__file__).resolve().parent / "data"
+RUN = DATA / "run-np4"
+RAW = ("run.json", "cases.jsonl", "cases.csv")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def run_copy(tmp_path):
+    dst = tmp_path / "run-np4"
+    shutil.copytree(RUN, dst)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """One report of a copy of run-np4, shared by the read-only tests below."""
+    dst = tmp_path_factory.mktemp("rep") / "run-np4"
+    shutil.copytree(RUN, dst)
+    return build_report(dst, n_boot=200)
+
+
+def _stored_rows(path=RUN) -> list[dict]:
+    return [json.loads(line) for line in (path / "cases.jsonl").read_text().splitlines() if line.strip()]
+
+
+def _digest(path: Path) -> dict:
+    return {n: hashlib.sha256((path / n).read_bytes()).hexdigest() for n in RAW}
+
+
+def _md_table(md: str, heading: str, occurrence: int = 0) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the first pipe table after the `occurrence`-th line equal to `heading`."""
+    lines = md.splitlines()
+    starts = [i for i, ln in enumerate(lines) if ln.strip() == heading]
+    i = starts[occurrence] + 1
+    while not lines[i].startswith("|"):
+        i += 1
+    table = []
+    while i < len(lines) and lines[i].startswith("|"):
+        table.append([c.strip() for c in lines[i].strip().strip("|").split(" | ")])
+        i += 1
+    return table[0], table[2:]
+
+
+def _section(md: str, title: str) -> str:
+    """The Markdown of one collective's section (from its '## ' heading to the next)."""
+    block = md.split(f"\n## {title}\n", 1)[1]
+    return block.split("\n## ", 1)[0]
+
+
+# -- fastest per size, from the stored rows ---------------------------------------------------
+
+
+def test_fastest_per_size_is_the_smallest_stored_median():
+    _, _, rows, _ = load_collective_run(RUN)
+    stored = _stored_rows()
+    groups = group_rows(rows)
+    assert [g.collective for g in groups] == ["pingpong", "bcast", "allgather", "allreduce"]
+    checked = 0
+    for g in groups:
+        for f in fastest_per_size(g):
+            at = [r for r in stored if r["collective"] == g.collective and r["nbytes"] == f["nbytes"]
+                  and r["nwrong"] == 0]
+            best = min(at, key=lambda r: r["median_s"])
+            assert (f["fastest"], f["median_s"]) == (best["algorithm"], best["median_s"])
+            if len(at) > 1:
+                second = sorted(at, key=lambda r: r["median_s"])[1]
+                assert f["runner_up"] == second["algorithm"]
+                assert f["margin"] == pytest.approx(second["median_s"] / best["median_s"] - 1)
+                assert 0 <= f["p_value"] <= 1 and f["significant"] == (f["p_value"] < 0.05)
+            checked += 1
+    assert checked == 4 * 5  # four collectives, five sizes each
+
+
+# -- the report's files ------------------------------------------------------------------------
+
+
+def test_report_is_written_beside_the_run(report):
+    d = report["dir"]
+    assert d.name == "report" and d.parent == report["path"]
+    names = {p.name for p in d.iterdir()}
+    assert {"report.md", "report.html", "fits.json"} <= names
+    pngs = sorted(n for n in names if n.endswith(".png"))
+    # latency and bus bandwidth for all four collectives; predicted vs measured for the
+    # three with hand-written (modelled) algorithms
+    assert pngs == sorted([f"{c}-{k}.png" for c in ("pingpong", "bcast", "allgather", "allreduce")
+                           for k in ("latency", "busbw")]
+                          + [f"{c}-predicted.png" for c in ("bcast", "allgather", "allreduce")])
+    for n in pngs:
+        assert (d / n).read_bytes()[:8] == PNG_MAGIC
+    html = (d / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == len(pngs)  # opens from disk without the PNGs
+    md = (d / "report.md").read_text()
+    for n in pngs:
+        assert f"]({n})" in md
+
+
+def test_report_latency_and_busbw_tables_are_the_stored_rows(report):
+    md = (report["dir"] / "report.md").read_text()
+    stored = _stored_rows()
+    for coll, title in (("allreduce", "allreduce at 4 ranks, float32 sum"),
+                        ("bcast", "bcast at 4 ranks, float32, root 0")):
+        sec = _section(md, title)
+        head, rows = _md_table(sec, "### Latency (median [95% CI])")
+        assert head[0] == "size" and head[1] == "native"
+        algs = head[1:]
+        assert sorted(algs) == sorted({r["algorithm"] for r in stored if r["collective"] == coll})
+        bhead, brows = _md_table(sec, "### Bus bandwidth (GB/s)")
+        assert bhead == head
+        for line, bline in zip(rows, brows, strict=True):
+            for a, cell, bcell in zip(algs, line[1:], bline[1:], strict=True):
+                r = next(r for r in stored if r["collective"] == coll and r["algorithm"] == a
+                         and format_size(r["nbytes"]) == line[0])
+                assert cell == (f"{human_time(r['median_s'])} [{human_time(r['ci_low_s'])}, "
+                                f"{human_time(r['ci_high_s'])}]")
+                assert bcell == f"{r['busbw_gbs']:.3g}"
+        fhead, frows = _md_table(sec, "### Fastest algorithm per size")
+        for f in frows:
+            at = [r for r in stored if r["collective"] == coll and format_size(r["nbytes"]) == f[0]]
+            assert f[1] == min(at, key=lambda r: r["median_s"])["algorithm"]
+
+
+def test_report_parameters_come_from_the_fit_library(report):
+    d = report["dir"]
+    doc = json.loads((d / "fits.json").read_text())
+    again = fit_run(report["path"], write=False, n_boot=200)
+    assert doc["curves"] == again["curves"] and doc["network"] == again["network"]
+    md = (d / "report.md").read_text()
+    pp = doc["network"]["pingpong"]
+    head, rows = _md_table(md, "## Network parameters")
+    assert rows[0][:2] == ["α (latency)", human_time(pp["alpha_s"])]
+    assert rows[1][1] == f"{pp['bandwidth_gbs']:.3g}"
+    sec = _section(md, "allreduce at 4 ranks, float32 sum")
+    head, rows = _md_table(sec, "### Fitted parameters")
+    ring = next(c for c in doc["curves"] if c["collective"] == "allreduce" and c["algorithm"] == "ring")
+    seg = ring["segmented"]["segments"][0]
+    row = next(r for r in rows if r[0] == "ring")
+    assert row[2] == human_time(seg["alpha_s"]) and row[4] == f"{1e-9 / seg['beta_s_per_byte']:.3g}"
+    # provenance at the top
+    assert md.index("## Provenance") < md.index("## pingpong")
+    head, prov = _md_table(md, "## Provenance")
+    kv = dict((r[0], r[1]) for r in prov)
+    assert kv["MPI library"].startswith("MPICH") and kv["thread level"].startswith("multiple")
+    assert kv["ranks"].startswith("4 on 1 node(s), 4 per node")
+
+
+def test_second_report_never_overwrites_and_raw_files_untouched(run_copy, capsys):
+    before = _digest(run_copy)
+    main(["report", str(run_copy)])
+    first = (run_copy / "report" / "report.md").read_bytes()
+    main(["report", str(run_copy)])
+    out = capsys.readouterr().out
+    assert "fastest per size" in out and "report-2" in out
+    assert (run_copy / "report-2" / "report.md").is_file()
+    assert (run_copy / "report" / "report.md").read_bytes() == first
+    assert _digest(run_copy) == before
+    assert not list(run_copy.glob("fits*.json"))  # the fit goes into the report, not the run
+
+
+def test_lab_block_shows_injected_vs_fitted(run_copy):
+    meta = json.loads((run_copy / "run.json").read_text())
+    meta["lab"] = {"delay_s": 5e-6, "rate_bps": 1e10}
+    (run_copy / "run.json").write_text(json.dumps(meta))
+    res = build_report(run_copy, n_boot=100)
+    md = (res["dir"] / "report.md").read_text()
+    head, rows = _md_table(md, "### Injected vs fitted (emulated lab)")
+    assert head == ["quantity", "injected", "fitted", "95% CI", "fitted / injected"]
+    lab_fit = (res["doc"].get("lab") or {}).get("fitted")  # the lab's own fit, when the fit library has it
+    if lab_fit:
+        alpha, gbs = lab_fit["alpha_s"], lab_fit["rate_bps"] / 8e9
+    else:
+        pp = res["doc"]["network"]["pingpong"]
+        alpha, gbs = pp["alpha_s"], pp["bandwidth_gbs"]
+    assert rows[0][:3] == ["one-way latency α", "5 µs", human_time(alpha)]
+    assert rows[1][:3] == ["bandwidth (GB/s)", "1.25", f"{gbs:.3g}"]
+    assert rows[1][4] == f"{gbs / 1.25:.3g}"
+
+
+# -- bad input ---------------------------------------------------------------------------------
+
+
+def _run_main(args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+def _corrupt(path: Path, how: str) -> None:
+    meta = json.loads((path / "run.json").read_text())
+    if how == "schema":
+        meta["schema"] = "ccbench.run/99"
+        (path / "run.json").write_text(json.dumps(meta))
+    elif how == "foreign":
+        (path / "run.json").write_text(json.dumps({"hello": "world"}))
+    elif how == "notjson":
+        (path / "run.json").write_text("{ not json")
+    elif how == "workload":
+        meta["kind"] = "workload"
+        (path / "run.json").write_text(json.dumps(meta))
+    elif how == "badline":
+        lines = (path / "cases.jsonl").read_text().splitlines()
+        lines[3] = '{"collective": "allreduce", "broken'
+        (path / "cases.jsonl").write_text("\n".join(lines) + "\n")
+    elif how == "empty":
+        (path / "cases.jsonl").write_text("")
+
+
+@pytest.mark.parametrize("how,message", [
+    ("schema", "has schema ccbench.run/99"),
+    ("foreign", "is not a ccbench run file"),
+    ("notjson", "is corrupt (not JSON)"),
+    ("workload", "is a 'workload' run"),
+    ("badline", "line 4 is corrupt"),
+    ("empty", "has no finished cases"),
+])
+@pytest.mark.parametrize("command", ["report", "plot"])
+def test_bad_runs_give_one_line_and_write_nothing(run_copy, capsys, how, message, command):
+    _corrupt(run_copy, how)
+    before = sorted(p.name for p in run_copy.iterdir())
+    code, out, err = _run_main([command, str(run_copy)], capsys)
+    assert code == 2
+    assert err.startswith("ccbench: error:") and err.count("\n") == 1 and message in err
+    assert "Traceback" not in out + err
+    assert sorted(p.name for p in run_copy.iterdir()) == before
+
+
+def test_missing_run_is_one_line(tmp_path, capsys):
+    code, _, err = _run_main(["report", str(tmp_path / "nope")], capsys)
+    assert code == 2 and err.count("\n") == 1 and "no run at" in err
+
+
+def test_no_matplotlib_is_one_clear_line(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(CCBenchError, match=r"pip install 'ccbench\[report\]'"):
+        require_matplotlib()
+
+
+# -- ccbench plot ------------------------------------------------------------------------------
+
+
+def test_plot_writes_numbered_single_figures(run_copy, capsys):
+    main(["plot", str(run_copy), "-C", "allreduce", "--kind", "busbw"])
+    main(["plot", str(run_copy), "-C", "allreduce", "--kind", "busbw"])
+    a, b = run_copy / "plot-allreduce-busbw.png", run_copy / "plot-allreduce-busbw-2.png"
+    assert a.read_bytes()[:8] == PNG_MAGIC and b.read_bytes()[:8] == PNG_MAGIC
+    main(["plot", str(run_copy), "--kind", "latency"])
+    assert {p.name for p in run_copy.glob("plot-*-latency.png")} == {
+        f"plot-{c}-latency.png" for c in ("pingpong", "bcast", "allgather", "allreduce")}
+    out = run_copy / "mine.png"
+    main(["plot", str(run_copy), "-C", "bcast", "--kind", "predicted", "-o", str(out)])
+    assert out.read_bytes()[:8] == PNG_MAGIC
+
+
+@pytest.mark.parametrize("args,message", [
+    (["-C", "alltoall"], "collective 'alltoall' is not in run"),
+    (["-o", "X.png"], "-o names one file but 4 figures"),
+    (["-C", "pingpong", "--kind", "predicted"], "no predicted figure"),
+    (["--kind", "speed"], "Invalid value for '--kind'"),
+])
+def test_plot_refuses_bad_options(run_copy, capsys, args, message):
+    code, _, err = _run_main(["plot", str(run_copy), *args], capsys)
+    assert code == 2 and err.count("\n") == 1 and message in err
+
+
+def test_plot_never_overwrites_an_explicit_file(run_copy, capsys):
+    out = run_copy / "fig.png"
+    out.write_bytes(b"mine")
+    code, _, err = _run_main(["plot", str(run_copy), "-C", "bcast", "-o", str(out)], capsys)
+    assert code == 2 and "never overwritten" in err and out.read_bytes() == b"mine"
+
+
+# -- units -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seconds,text", [
+    (5e-10, "0.5 ns"), (1e-6, "1 µs"), (9.9996e-7, "1 µs"), (2.5e-5, "25 µs"), (1e-3, "1 ms"),
+    (0.25, "250 ms"), (12.0, "12 s"), (math.nan, "-"),
+])
+def test_human_time(seconds, text):
+    assert human_time(seconds) == text
+
+
+def test_load_refuses_runs_without_rows(run_copy):
+    (run_copy / "cases.jsonl").write_text("")
+    with pytest.raises(UsageError, match="no finished cases"):
+        load_collective_run(run_copy)
+    assert load_run(RUN)[1]  # the stored run itself has rows
