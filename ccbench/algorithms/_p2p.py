@@ -284,34 +284,37 @@ def critical_path(plans) -> tuple[int, int]:
     pos, posted = [0] * P, [False] * P
     done = [(0, 0)] * P  # (steps, bytes) when the rank's previous batch finished
     departed: dict[tuple, deque] = defaultdict(deque)
-    pending = list(range(P))
-    while pending:
-        stuck, progress = [], False
-        for rank in pending:
-            plan = plans[rank]
-            while pos[rank] < len(plan):
-                sends, recvs = plan[pos[rank]]
-                if not posted[rank]:
-                    for peer, _, *tag in sends:
-                        departed[(rank, peer, *tag)].append(done[rank])
-                    posted[rank] = True
-                need: dict[tuple, int] = defaultdict(int)
-                for peer, _, *tag in recvs:
-                    need[(peer, rank, *tag)] += 1
-                if any(len(departed[key]) < k for key, k in need.items()):
-                    stuck.append(rank)
-                    break
-                start = done[rank]
-                for key in need:
-                    for _ in range(need[key]):
-                        start = max(start, departed[key].popleft())
-                cost = (max(len(sends), len(recvs)),
-                        max(sum(m[1] for m in sends), sum(m[1] for m in recvs)))
-                done[rank] = (start[0] + cost[0], start[1] + cost[1])
-                posted[rank] = False
-                pos[rank] += 1
-                progress = True
-        if stuck and not progress:
-            raise ValueError(f"the schedule deadlocks: ranks {stuck[:8]} wait for messages never sent")
-        pending = stuck
+    waiting: dict[tuple, int] = {}  # message key -> the rank blocked on it
+    runnable = deque(range(P))
+    while runnable:
+        rank = runnable.popleft()
+        plan = plans[rank]
+        while pos[rank] < len(plan):
+            sends, recvs = plan[pos[rank]]
+            if not posted[rank]:
+                for peer, _, *tag in sends:
+                    key = (rank, peer, *tag)
+                    departed[key].append(done[rank])
+                    if waiting.get(key) is not None:
+                        runnable.append(waiting.pop(key))
+                posted[rank] = True
+            need: dict[tuple, int] = defaultdict(int)
+            for peer, _, *tag in recvs:
+                need[(peer, rank, *tag)] += 1
+            missing = next((key for key, k in need.items() if len(departed[key]) < k), None)
+            if missing is not None:
+                waiting[missing] = rank
+                break
+            start = done[rank]
+            for key, k in need.items():
+                for _ in range(k):
+                    start = max(start, departed[key].popleft())
+            cost = (max(len(sends), len(recvs)),
+                    max(sum(m[1] for m in sends), sum(m[1] for m in recvs)))
+            done[rank] = (start[0] + cost[0], start[1] + cost[1])
+            posted[rank] = False
+            pos[rank] += 1
+    stuck = [r for r in range(P) if pos[r] < len(plans[r])]
+    if stuck:
+        raise ValueError(f"the schedule deadlocks: ranks {stuck[:8]} wait for messages never sent")
     return max(done)
