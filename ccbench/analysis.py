@@ -36,6 +36,7 @@ from ccbench.predict import (
     TOLERANCE,
     TwoLevelParams,
     compare_to_measured,
+    estimate_step_overhead,
     predict,
     two_level_allreduce_s,
     who_wins,
@@ -233,9 +234,13 @@ def fit_run(
         "who_wins": [],
     }
     if params is not None:
+        overhead = estimate_step_overhead(rows, params)
+        doc["network"]["step_overhead"] = (None if overhead is None else
+                                           {"seconds": overhead[0], "cases": overhead[1], "max_bytes": 1024})
         checks = compare_to_measured(rows, params, tolerance=tolerance,
                                      oversubscribed=bool(meta.get("oversubscribed")),
-                                     curve_breakpoints=curves)
+                                     curve_breakpoints=curves,
+                                     step_overhead_s=overhead[0] if overhead else None)
         doc["model_checks"] = [c.to_dict() for c in checks]
         doc["who_wins"] = [w.to_dict() for w in who_wins(rows, params)]
     else:

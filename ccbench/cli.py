@@ -459,6 +459,7 @@ def fit(run_path, results_dir):
     wins where.  The run's own files are never modified; earlier fits are never overwritten.
     """
     from ccbench.analysis import fit_run
+    from ccbench.views import fmt_time
 
     doc = fit_run(run_path, results_dir)
     console = _console()
@@ -468,6 +469,12 @@ def fit(run_path, results_dir):
     for w in doc["warnings"] + doc["notes"]:
         console.print(f"[yellow]note: {w}[/]")
     console.print(_network_table(doc["network"]))
+    over = doc["network"].get("step_overhead")
+    if over:
+        console.print(f"software overhead per step of the hand-written algorithms, beyond alpha: "
+                      f"{fmt_time(over['seconds'])} (median over {over['cases']} cases <= {over['max_bytes']} B)"
+                      + ("; negative: they pay less per step than this alpha, which is itself inflated "
+                         "(ping-pong on oversubscribed cores?), so it explains no case" if over["seconds"] < 0 else ""))
     console.print(_curves_table(doc["curves"]))
     for t in _who_wins_tables(doc["who_wins"]):
         console.print(t)

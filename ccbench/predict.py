@@ -29,6 +29,7 @@ __all__ = [
     "WinnerRow",
     "compare_to_measured",
     "crossovers",
+    "estimate_step_overhead",
     "modelled",
     "predict",
     "predict_grid",
@@ -209,7 +210,7 @@ class ModelCheck(_Record):
     """One measured case against its prediction: ratio = measured / predicted.
 
     ``off`` when |ratio - 1| > tolerance; ``reasons`` are the likely causes found (data,
-    possibly empty): "oversubscribed", "protocol change", "cache".
+    possibly empty): "oversubscribed", "protocol change", "cache", "per-step overhead".
     """
 
     collective: str
@@ -241,6 +242,39 @@ def _breakpoint_map(curve_breakpoints) -> dict[tuple, tuple]:
     return out
 
 
+def estimate_step_overhead(
+    rows: Iterable[Mapping], params: NetworkParams, *, algorithms=None, max_bytes: int = 1024
+) -> tuple[float, int] | None:
+    """(seconds, cases): the software cost per step of the hand-written algorithms beyond alpha.
+
+    A hand-written algorithm (a row with counted steps) pays, on every step, the cost of
+    its own code between messages (here: Python's), which a native ping-pong's alpha does
+    not contain.  For small messages (nbytes <= `max_bytes`), where the beta and gamma
+    terms are negligible, each case gives (measured - predicted) / steps along the
+    critical path; the median over the cases is robust to the few that other effects
+    dominate.  LogP calls this the per-message overhead o (Culler et al., "LogP: towards
+    a realistic model of parallel computation", PPoPP 1993).  None without such cases.
+    A negative value means the algorithms pay less per step than alpha: alpha itself is
+    inflated (ping-pong on oversubscribed cores) -- it is no overhead, and
+    `compare_to_measured` then gives no reason from it.
+    """
+    reg = _registry(algorithms)
+    per_step = []
+    for r in rows:
+        alg = reg.get(r.get("collective"), {}).get(r.get("algorithm"))
+        t = r.get("median_s")
+        if (alg is None or getattr(alg, "cost", None) is None or r.get("steps_max") is None
+                or t is None or not math.isfinite(t) or int(r["nbytes"]) > max_bytes):
+            continue
+        P, n = int(r["nranks"]), int(r["nbytes"])
+        steps = _cost(alg, P, n).timing_cost.alpha
+        if steps > 0:
+            per_step.append((t - predict(alg, P, n, params)) / steps)
+    if not per_step:
+        return None
+    return float(np.median(per_step)), len(per_step)
+
+
 def compare_to_measured(
     rows: Iterable[Mapping],
     params: NetworkParams,
@@ -252,6 +286,7 @@ def compare_to_measured(
     network_breakpoints: Sequence[float] | None = None,
     cache_bytes: float | None = None,
     near_factor: float = 2.0,
+    step_overhead_s: float | None = None,
 ) -> list[ModelCheck]:
     """Predicted vs measured for every row whose algorithm has a cost model.
 
@@ -267,6 +302,9 @@ def compare_to_measured(
     * "cache": with `cache_bytes`, the case ran faster than predicted with nbytes fitting
       in the cache, or slower with nbytes exceeding it (the model's single beta is one
       memory level's).
+    * "per-step overhead": with a positive `step_overhead_s` (see `estimate_step_overhead`), a
+      hand-written case that the prediction plus that overhead on every step of its
+      critical path matches within `tolerance`.
     """
     reg = _registry(algorithms)
     bps = _breakpoint_map(curve_breakpoints)
@@ -297,6 +335,10 @@ def compare_to_measured(
                 (ratio < 1 and n <= cache_bytes) or (ratio > 1 and n > cache_bytes)
             ):
                 reasons.append("cache")
+            if step_overhead_s is not None and step_overhead_s > 0 and r.get("steps_max") is not None:
+                with_o = pred + step_overhead_s * _cost(alg, P, n).timing_cost.alpha
+                if with_o > 0 and abs(t / with_o - 1.0) <= tolerance:
+                    reasons.append("per-step overhead")
         out.append(ModelCheck(r["collective"], r["algorithm"], P, n, r.get("dtype"),
                               r.get("op"), float(t), pred, ratio, off, tuple(reasons)))
     return out

@@ -220,3 +220,42 @@ def test_two_level_allreduce_formula():
     with pytest.raises(CCBenchError):
         TwoLevelParams(1, 1, 1, 1, 0)
     json.dumps(to_json(table + [hp]), allow_nan=False)
+
+
+def test_step_overhead_is_recovered_and_named_as_the_reason():
+    """Hand-written cases that pay o per step on top of the model: the estimate finds o, and the
+    cases the plain model misses are explained by it."""
+    from ccbench.algorithms import REGISTRY
+    from ccbench.fit import NetworkParams
+    from ccbench.predict import compare_to_measured, estimate_step_overhead, predict
+
+    params = NetworkParams(alpha_s=2e-6, beta_s_per_byte=1e-10, gamma_s_per_byte=1e-11, source="given")
+    o = 3e-6
+    rows = []
+    for coll, name in (("allreduce", "ring"), ("allreduce", "recursive_doubling"), ("bcast", "binomial")):
+        alg = REGISTRY[coll][name]
+        for P in (2, 4, 8):
+            for n in (8, 64, 512, 1 << 20):
+                steps = alg.cost(P, n).timing_cost.alpha
+                t = predict(alg, P, n, params) + o * steps
+                rows.append({"collective": coll, "algorithm": name, "nranks": P, "nbytes": n, "median_s": t,
+                             "steps_max": steps, "step_bytes_max": n, "dtype": "float32", "op": "sum"})
+    got, cases = estimate_step_overhead(rows, params)
+    assert got == pytest.approx(o, rel=1e-9) and cases == 3 * 3 * 3
+    checks = compare_to_measured(rows, params, step_overhead_s=got)
+    off = [c for c in checks if c.off]
+    assert off and all("per-step overhead" in c.reasons for c in off)
+    assert estimate_step_overhead([r for r in rows if r["nbytes"] > 1024], params) is None
+
+
+def test_negative_step_overhead_explains_nothing():
+    from ccbench.algorithms import REGISTRY
+    from ccbench.fit import NetworkParams
+    from ccbench.predict import compare_to_measured, predict
+
+    params = NetworkParams(alpha_s=5e-6, beta_s_per_byte=1e-10, source="given")
+    alg = REGISTRY["allreduce"]["ring"]
+    rows = [{"collective": "allreduce", "algorithm": "ring", "nranks": 4, "nbytes": 8, "steps_max": 6,
+             "median_s": 0.3 * predict(alg, 4, 8, params), "dtype": "float32", "op": "sum"}]
+    (check,) = compare_to_measured(rows, params, step_overhead_s=-3e-6)
+    assert check.off and "per-step overhead" not in check.reasons
