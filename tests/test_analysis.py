@@ -229,3 +229,25 @@ def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path, capsys):
     assert code == 2
     assert message in err
     assert err.strip().count("\n") == 0 and err.startswith("ccbench: error: ")
+
+
+def test_fit_and_predict_on_a_real_4_rank_run(tmp_path):
+    """tests/data/run-np4 (4 ranks on this 2-core machine, pingpong + allreduce + bcast + allgather, every
+    algorithm): fit and predict --from complete, and every fitted curve reports its intervals."""
+    run = tmp_path / "run-np4"
+    shutil.copytree(RUN.parent / "run-np4", run)
+    res = CliRunner().invoke(cli, ["fit", str(run)], env=ENV)
+    assert res.exit_code == 0, res.output
+    doc = json.loads((run / "fits.json").read_text())
+    assert doc["source_provenance"]["nranks"] == 4 and doc["curves"]
+    for curve in doc["curves"]:
+        for seg in curve["segmented"]["segments"]:
+            assert _finite_ci(seg["alpha_ci_s"]), curve["algorithm"]
+            low, high = seg["beta_ci_s_per_byte"]
+            assert low is not None and high is not None and low <= seg["beta_s_per_byte"] <= high
+    assert {c["collective"] for c in doc["curves"]} == {"pingpong", "allreduce", "bcast", "allgather"}
+    assert _finite_ci(doc["network"]["pingpong"]["alpha_ci_s"])
+    res = CliRunner().invoke(cli, ["predict", "--from", str(run), "-n", "4,4096", "-s", "8,1M"], env=ENV)
+    assert res.exit_code == 0, res.output
+    for coll in ("allreduce", "bcast", "allgather", "reduce_scatter", "alltoall"):
+        assert f"predicted {coll} at 4096 ranks" in res.output
