@@ -1,0 +1,245 @@
+"""`ccbench workload ddp|zero|moe|overlap|straggler|predict`: training steps' collectives, measured or predicted."""
+
+import os
+import sys
+
+import click
+
+from ccbench.errors import CCBenchError, UsageError
+
+__all__ = ["COMMANDS"]
+
+
+@click.group("workload")
+def workload():
+    """Training workloads: DDP, ZeRO/FSDP and MoE collective schedules, overlap, stragglers.
+
+    Run under a launcher (mpiexec -n 4 python -m mpi4py -m ccbench workload ddp ...) or add
+    --launch N to start one; `ccbench workload predict` prices a step at any scale.
+    """
+
+
+_COMMON = [
+    click.option("-c", "--config", "config_file", type=click.Path(dir_okay=False),
+                 help="TOML workload file (see configs/workload-*.toml); flags override its keys."),
+    click.option("-t", "--dtype", help="Element type of the buffers (default float32)."),
+    click.option("--warmup", type=int, help="Untimed steps before sampling (default 3)."),
+    click.option("--min-reps", "min_reps", type=int, help="Steps before the RSE rule may stop (default 10)."),
+    click.option("--max-reps", "max_reps", type=int, help="Most timed steps (default 200)."),
+    click.option("--target-rse", "target_rse", type=float, help="Stop when the RSE of the mean is below this."),
+    click.option("--budget", "budget_s", type=float, help="Time budget per measurement in seconds (default 2)."),
+    click.option("--thread-level", "thread_level",
+                 type=click.Choice(["auto", "single", "funneled", "serialized", "multiple"]),
+                 help="MPI thread level; auto = multiple when ranks oversubscribe the cores."),
+    click.option("--results-dir", "results_dir", help="Where run directories are created (default results/)."),
+    click.option("--tag", default="", help="Appended to the run directory's name."),
+    click.option("--launch", "launch", type=click.IntRange(1), metavar="N",
+                 help="Start the MPI launcher with N ranks for you (as ccbench launch does)."),
+    click.option("--launcher", help="Launcher for --launch (default: mpiexec beside this Python, then PATH)."),
+    click.option("--show/--no-show", default=True, help="Print the results tables at the end."),
+]
+_NOT_KEYS = ("config_file", "tag", "launch", "launcher", "show")
+_RENAME = {"algorithm": "algorithms", "mode": "modes", "variant": "variants", "rs": "rs_algorithms",
+           "ag": "ag_algorithms", "collective": "collectives", "compute": "compute_s", "delay": "delay_s"}
+
+
+def _common(fn):
+    for opt in reversed(_COMMON):
+        fn = opt(fn)
+    return fn
+
+
+def _model_option(fn):
+    return click.option("-m", "--model", help="resnet50, bert-base, gpt2, or a file of tensor sizes "
+                                              "(one per line, or JSON).")(fn)
+
+
+def _overrides(kw: dict) -> dict:
+    return {_RENAME.get(k, k): v for k, v in kw.items() if k not in _NOT_KEYS and v is not None}
+
+
+def _relaunch(ctx: click.Context, kind: str, kw: dict) -> None:
+    """Start LAUNCHER -n N python -m mpi4py -m ccbench workload KIND ... (ccbench launch's helpers)."""
+    from ccbench.cli import _find_launcher, _run_launcher, _to_argv
+
+    exe = _find_launcher(kw["launcher"])
+    env = dict(os.environ)
+    extra: list[str] = []
+    import subprocess
+
+    version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
+    if "Open MPI" in version or "OpenRTE" in version:  # as `ccbench launch` does
+        if os.geteuid() == 0:
+            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        extra.append("--oversubscribe")
+    args = _to_argv(ctx, dict(kw, launch=None, launcher=None))
+    cmd = [exe, "-n", str(kw["launch"]), *extra, sys.executable, "-m", "mpi4py", "-m", "ccbench", "workload",
+           kind, *args]
+    code = _run_launcher(cmd, env)
+    if code:
+        raise SystemExit(code if code > 0 else 128 - code)
+
+
+def _measure(kind: str, kw: dict) -> None:
+    from ccbench.workloads.config import load_workload_config
+
+    cfg = load_workload_config(kind, kw.get("config_file"), _overrides(kw))  # refuse bad input first
+    if kw.get("launch"):
+        _relaunch(click.get_current_context(), kind, kw)
+        return
+    import mpi4py
+
+    from ccbench.provenance import choose_thread_level
+
+    thread = choose_thread_level(cfg.thread_level)
+    mpi4py.rc.thread_level = thread[0]
+    from mpi4py import MPI
+
+    from ccbench.cli import _console
+    from ccbench.workloads.run import run_workload
+
+    rank = MPI.COMM_WORLD.Get_rank()
+    try:
+        code, path = run_workload(cfg, thread=thread, argv=sys.argv, tag=kw.get("tag") or "")
+    except CCBenchError as exc:
+        if rank == 0:
+            click.echo(f"ccbench: error: {exc}", err=True)
+        MPI.Finalize()
+        raise SystemExit(exc.exit_code) from None
+    if rank == 0 and path is not None:
+        from ccbench.workloads.views import show_workload
+
+        show_workload(path, _console(), show_table=kw.get("show", True))
+    MPI.Finalize()
+    if code:
+        raise SystemExit(code)
+
+
+@workload.command()
+@_model_option
+@click.option("-a", "--algorithm", help="Allreduce algorithms, comma separated (native, ring, ...) or all.")
+@click.option("--mode", help="bucketed, per_tensor or both (default both).")
+@click.option("--bucket-mb", "bucket_mb", type=float, help="DDP bucket cap in MiB (PyTorch's default 25).")
+@click.option("--first-bucket-mb", "first_bucket_mb", type=float,
+              help="Cap of the first bucket in MiB (PyTorch: 1; 0 = same as the others).")
+@_common
+def ddp(**kw):
+    """DDP: gradient allreduce per bucket (PyTorch's bucketing) versus one allreduce per tensor."""
+    _measure("ddp", kw)
+
+
+@workload.command()
+@_model_option
+@click.option("--variant", help="zero2, zero3, ddp_flat, ddp_layer (default all four).")
+@click.option("--rs", help="Reduce-scatter algorithms for zero2/zero3 (default native).")
+@click.option("--ag", help="Allgather algorithms for zero2/zero3 (default native).")
+@click.option("-a", "--algorithm", help="Allreduce algorithms for the ddp_* baselines (default native).")
+@_common
+def zero(**kw):
+    """ZeRO/FSDP: reduce-scatter + allgather per step (zero2) or per layer (zero3) vs allreduce."""
+    _measure("zero", kw)
+
+
+@workload.command()
+@click.option("-a", "--algorithm", help="Alltoall algorithms (native, pairwise, bruck, linear) or all.")
+@click.option("--ep", help="Expert-parallel degrees, comma separated (default every divisor of P from 2).")
+@click.option("--tokens", type=int, help="Tokens per rank (default 1024).")
+@click.option("--hidden", type=int, help="Hidden size (default 1024).")
+@click.option("--experts-per-rank", "experts_per_rank", type=int, help="Experts per rank (default 2).")
+@click.option("--top-k", "top_k", type=int, help="Experts per token (default 2).")
+@click.option("--capacity-factor", "capacity_factor", type=float, help="Expert capacity factor (default 1).")
+@_common
+def moe(**kw):
+    """MoE: all-to-all dispatch and combine of tokens, per expert-parallel degree."""
+    _measure("moe", kw)
+
+
+@workload.command()
+@_model_option
+@click.option("-C", "--collective", help="Non-blocking collectives: allreduce, reduce_scatter, allgather, "
+                                         "alltoall, bcast (default allreduce).")
+@click.option("-s", "--sizes", help="Sizes (8:1M, 64K,1M); default: the model's DDP bucket sizes.")
+@click.option("--bucket-mb", "bucket_mb", type=float, help="Bucket cap in MiB when sizes come from the model.")
+@click.option("--first-bucket-mb", "first_bucket_mb", type=float, help="First bucket's cap in MiB.")
+@click.option("--compute", help="Compute time per call (5ms); default: as long as the collective alone (OSU).")
+@click.option("--test-calls", "test_calls", type=int, help="MPI_Test calls spread over the compute (default 0).")
+@_common
+def overlap(**kw):
+    """Overlap of non-blocking collectives with a calibrated compute kernel (OSU's definition)."""
+    _measure("overlap", kw)
+
+
+@workload.command()
+@click.option("-C", "--collective", help="The collective (default allreduce).")
+@click.option("-a", "--algorithm", help="Algorithms, comma separated, or all.")
+@click.option("-s", "--sizes", help="Sizes (default 1M).")
+@click.option("--delay", help="How late the straggler is before each call (default 1ms).")
+@click.option("--delayed-rank", "delayed_rank", type=int, help="Which rank is late (default the last).")
+@_common
+def straggler(**kw):
+    """Stragglers: one rank late before each call; how much of its delay each algorithm passes on."""
+    _measure("straggler", kw)
+
+
+@workload.command("predict")
+@click.argument("kind", type=click.Choice(["ddp", "zero", "moe"]))
+@_model_option
+@click.option("-n", "ranks", required=True, help="Rank counts: 1024 or 64,1024 or a range 64:65536:4.")
+@click.option("--from", "from_run", metavar="RUN", help="alpha, beta, gamma from a run's ping-pong and "
+                                                       "local reduction benchmark (as ccbench predict).")
+@click.option("--results-dir", default="results", help="Where to look for --from RUN.")
+@click.option("--alpha", help="Latency: 2us, 1.5ms, 3e-6.")
+@click.option("--beta", help="Inverse bandwidth in s/byte (1e-10) or a bandwidth (10GB/s).")
+@click.option("--gamma", help="Reduction time per byte, as --beta (default 0).")
+@click.option("-t", "--dtype", default="float32", show_default=True)
+@click.option("--bucket-mb", "bucket_mb", type=float, default=25.0, show_default=True)
+@click.option("--first-bucket-mb", "first_bucket_mb", type=float, default=1.0, show_default=True)
+@click.option("--ep", help="MoE expert-parallel degrees (default: 8 and every rank count).")
+@click.option("--tokens", type=int, default=1024, show_default=True)
+@click.option("--hidden", type=int, default=1024, show_default=True)
+@click.option("--experts-per-rank", "experts_per_rank", type=int, default=2, show_default=True)
+@click.option("--top-k", "top_k", type=int, default=2, show_default=True)
+@click.option("--capacity-factor", "capacity_factor", type=float, default=1.0, show_default=True)
+def predict_cmd(kind, model, ranks, from_run, results_dir, alpha, beta, gamma, dtype, bucket_mb, first_bucket_mb,
+                ep, tokens, hidden, experts_per_rank, top_k, capacity_factor):
+    """Predict a workload's step communication time at any scale from the alpha-beta-gamma model."""
+    from ccbench.analysis import params_from_run, parse_inverse_rate, parse_ranks, parse_time
+    from ccbench.cli import _console
+    from ccbench.dtypes import dtype_of
+    from ccbench.fit import NetworkParams
+    from ccbench.workloads.predict import predict_workload, prediction_tables
+
+    if from_run and (alpha or beta or gamma):
+        raise UsageError("give either --from RUN or --alpha/--beta/--gamma, not both")
+    if not from_run and (alpha is None or beta is None):
+        raise UsageError("workload predict needs --from RUN, or both --alpha and --beta")
+    itemsize = dtype_of(dtype).itemsize
+    rank_list = parse_ranks(ranks)
+    if from_run:
+        params, path = params_from_run(from_run, results_dir)
+        source = f"fitted to run {path.name} ({path}): ping-pong alpha and beta, local reduction gamma"
+    else:
+        params = NetworkParams(parse_time(alpha, "--alpha"), parse_inverse_rate(beta, "--beta"),
+                               parse_inverse_rate(gamma, "--gamma") if gamma is not None else None)
+        source = "given on the command line"
+    eps = None
+    if ep:
+        try:
+            eps = sorted({int(x) for x in ep.split(",")})
+        except ValueError:
+            raise UsageError(f"bad --ep {ep!r}: expected degrees such as 8,64") from None
+        if min(eps) < 1:
+            raise UsageError("--ep degrees must be >= 1")
+    result = predict_workload(kind, rank_list, params, itemsize=itemsize, model=model or "gpt2",
+                              bucket_mb=bucket_mb, first_bucket_mb=first_bucket_mb, eps=eps, tokens=tokens,
+                              hidden=hidden, experts_per_rank=experts_per_rank, top_k=top_k,
+                              capacity_factor=capacity_factor)
+    console = _console()
+    console.print(f"parameters {source}: {params.alpha_s:.3g} s latency, {params.beta_s_per_byte:.3g} s/B, "
+                  f"gamma {params.gamma_s_per_byte or 0:.3g} s/B")
+    for t in prediction_tables(result):
+        console.print(t)
+
+
+COMMANDS = [workload]

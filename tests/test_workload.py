@@ -1,0 +1,415 @@
+"""Workloads, pure tier: model size lists, schedules, bucketing, counted traffic, predictions, config, CLI."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from ccbench.algorithms import get
+from ccbench.algorithms._p2p import CountedComm
+from ccbench.errors import UsageError
+from ccbench.fit import NetworkParams
+from ccbench.predict import predict
+from ccbench.simcomm import simulate
+from ccbench.workloads.config import KEYS, load_workload_config, resolve_workload
+from ccbench.workloads.engine import StepBuffers, step_calls
+from ccbench.workloads.models import BUILTIN, Model, Tensor, load_model
+from ccbench.workloads.predict import predict_workload
+from ccbench.workloads.record import WorkloadRow
+from ccbench.workloads.schedule import (
+    ddp_buckets,
+    ddp_schedule,
+    moe_block_tokens,
+    moe_schedule,
+    overlap_pct,
+    predict_step_s,
+    straggler_slowdown,
+    zero_schedule,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+MIB = 1 << 20
+
+
+def small_model() -> Model:
+    sizes = [(5, "a"), (300, "a"), (7, "b"), (1000, "b"), (33, "c"), (64, "c"), (2, "d")]
+    return Model("small", tuple(Tensor(f"t{i}", n, (n,), layer) for i, (n, layer) in enumerate(sizes)))
+
+
+# -- models -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name,total,ntensors", [
+    ("resnet50", 25_557_032, 161),     # torchvision's documented count; 161 parameter tensors
+    ("bert-base", 109_482_240, 199),   # ~109.48M (BertModel with pooler)
+    ("gpt2", 124_439_808, 148),        # GPT-2 124M, LM head tied
+])
+def test_shipped_models_match_published_counts(name, total, ntensors):
+    m = load_model(name)
+    assert m.numel == total
+    assert len(m.tensors) == ntensors
+    assert m.source
+
+
+def test_shipped_files_are_what_the_generator_makes():
+    for name, make in BUILTIN.items():
+        stored = json.loads((ROOT / "ccbench" / "data" / "models" / f"{name}.json").read_text())
+        assert stored == make().to_dict(), f"regenerate with python -m ccbench.workloads.models ({name})"
+
+
+def test_architecture_details():
+    gpt2 = load_model("gpt2")
+    assert gpt2.tensors[0].shape == (50257, 768) and gpt2.tensors[1].shape == (1024, 768)
+    assert not any("lm_head" in t.name for t in gpt2.tensors)  # tied to wte
+    assert [name for name, _ in gpt2.layers()] == ["embeddings", *[f"h.{i}" for i in range(12)], "ln_f"]
+    r = load_model("resnet50")
+    assert r.tensors[0].shape == (64, 3, 7, 7) and r.tensors[-2].shape == (1000, 2048)
+    assert sum(1 for t in r.tensors if "downsample.0" in t.name) == 4
+    b = load_model("bert-base")
+    assert b.tensors[0].shape == (30522, 768) and b.tensors[2].shape == (2, 768)
+
+
+def test_user_lists(tmp_path):
+    txt = tmp_path / "sizes.txt"
+    txt.write_text("# my model\n100 layer0\n\n20   # a bias\n3000 layer1\n")
+    m = load_model(str(txt))
+    assert [t.numel for t in m.tensors] == [100, 20, 3000]
+    assert [t.layer for t in m.tensors] == ["layer0", "t1", "layer1"]
+    js = tmp_path / "sizes.json"
+    js.write_text("[4, 5, 6]")
+    assert [t.numel for t in load_model(str(js)).tensors] == [4, 5, 6]
+    obj = tmp_path / "obj.json"
+    obj.write_text(json.dumps({"name": "x", "tensors": [{"shape": [3, 4], "layer": "L"}, {"numel": 7}]}))
+    m = load_model(str(obj))
+    assert m.name == "x" and [t.numel for t in m.tensors] == [12, 7] and m.tensors[0].layer == "L"
+
+
+@pytest.mark.parametrize("text,why", [
+    ("12\nabc\n", "not a whole number"),
+    ("12\n0\n", "must be >= 1"),
+    ("# nothing\n", "lists no tensors"),
+    ("[1, 2", "not valid JSON"),
+    ('{"tensors": [{"shape": [2, 2], "numel": 5}]}', "does not match"),
+    ('{"tensors": [3], "total_params": 4}', "total_params"),
+    ("1 a b\n", "SIZE [LAYER]"),
+])
+def test_bad_user_lists(tmp_path, text, why):
+    p = tmp_path / "bad.txt"
+    p.write_text(text)
+    with pytest.raises(UsageError, match=re_escape(why)):
+        load_model(str(p))
+
+
+def re_escape(s):
+    import re
+
+    return re.escape(s)
+
+
+def test_unknown_model():
+    with pytest.raises(UsageError, match="unknown model 'gpt3'"):
+        load_model("gpt3")
+
+
+# -- DDP bucketing ------------------------------------------------------------------
+
+
+def test_buckets_reverse_order_first_cap_and_overshoot():
+    # sizes in parameter order; walked backwards: 256 closes the 100-byte first bucket,
+    # then 132 + 4000 >= 1000 closes the next (overshooting by its last tensor), ...
+    sizes = [20, 1200, 28, 4000, 132, 256]
+    assert ddp_buckets(sizes, 1000, 100) == [[5], [4, 3], [2, 1], [0]]
+    # without a first-bucket cap every bucket uses the main cap
+    assert ddp_buckets(sizes, 1000) == [[5, 4, 3], [2, 1], [0]]
+    # a cap larger than the model: one bucket with everything, reversed
+    assert ddp_buckets(sizes, 10**9) == [[5, 4, 3, 2, 1, 0]]
+    # every tensor in its own bucket when the cap is one byte
+    assert ddp_buckets(sizes, 1, 1) == [[i] for i in reversed(range(6))]
+
+
+def test_bucket_cover_every_tensor_once_in_reverse_order():
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        sizes = [int(x) for x in rng.integers(1, 5000, size=int(rng.integers(1, 40)))]
+        buckets = ddp_buckets(sizes, int(rng.integers(1, 20000)), int(rng.integers(1, 5000)))
+        flat = [i for b in buckets for i in b]
+        assert flat == list(reversed(range(len(sizes))))
+        assert all(b for b in buckets)
+
+
+def test_gpt2_default_buckets():
+    m = load_model("gpt2")
+    sch = ddp_schedule(m, 4, "bucketed")
+    sizes = [c.count * 4 for c in sch.calls]
+    assert sum(c.count for c in sch.calls) == m.numel
+    assert sizes[0] >= MIB  # the first bucket closes once it reaches 1 MiB
+    # every bucket but the last reached its cap, and without its last tensor it was below it
+    caps = [MIB] + [25 * MIB] * (len(sizes) - 1)
+    for c, cap in zip(sch.calls[:-1], caps, strict=False):
+        assert c.count * 4 >= cap
+        assert (c.count - m.tensors[c.tensors[-1]].numel) * 4 < cap
+    assert sch.calls[0].tensors[0] == len(m.tensors) - 1  # starts from the last parameter
+
+
+def test_per_tensor_schedule():
+    m = small_model()
+    sch = ddp_schedule(m, 4, "per_tensor")
+    assert [c.count for c in sch.calls] == [t.numel for t in reversed(m.tensors)]
+    with pytest.raises(UsageError):
+        ddp_schedule(m, 4, "sideways")
+
+
+# -- ZeRO / FSDP and MoE ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("P", [1, 3, 4, 7])
+def test_zero_padding_and_calls(P):
+    m = small_model()
+    n = m.numel
+    z2 = zero_schedule(m, P, "zero2")
+    assert [c.collective for c in z2.calls] == ["reduce_scatter", "allgather"]
+    assert all(c.count == math.ceil(n / P) for c in z2.calls)
+    flat = zero_schedule(m, P, "ddp_flat")
+    assert flat.calls[0].count == math.ceil(n / P) * P and flat.calls[0].count % P == 0
+    z3 = zero_schedule(m, P, "zero3")
+    units = m.layers()
+    assert len(z3.calls) == 3 * len(units)
+    fwd = z3.calls[:len(units)]
+    assert [c.label for c in fwd] == [f"{u} forward" for u, _ in units]
+    assert [c.collective for c in z3.calls[len(units):]] == ["allgather", "reduce_scatter"] * len(units)
+    assert sum(c.payload for c in fwd) == n
+    layer = zero_schedule(m, P, "ddp_layer")
+    assert [c.count for c in layer.calls] == [math.ceil(sum(m.tensors[i].numel for i in idx) / P) * P
+                                              for _, idx in reversed(units)]
+
+
+def test_moe_block_tokens():
+    # 1024 tokens, top-2, 2 experts per rank on 4 ranks: capacity ceil(2048 / 8) = 256 per expert
+    assert moe_block_tokens(1024, 2, 4, 2, 1.0) == 512
+    assert moe_block_tokens(1024, 2, 4, 2, 1.25) == 2 * 320
+    assert moe_block_tokens(10, 3, 4, 1, 1.0) == 3  # ceil(10 / 12) = 1 per expert
+    sch = moe_schedule(1024, 768, 2, 4, 2)
+    assert [c.label for c in sch.calls] == ["dispatch", "combine"]
+    assert sch.group_ranks == 4 and sch.calls[0].count == 512 * 768
+    assert sch.nbytes(2, 4) == 2 * 4 * 512 * 768 * 2
+    with pytest.raises(ValueError):
+        moe_block_tokens(0, 1, 1)
+
+
+# -- counted traffic on the simulated communicator ----------------------------------
+
+
+def _simulate(schedule, P, algs, dtype="float32"):
+    G = schedule.group_ranks or P
+
+    def body(comm):
+        sub = comm if G == P else comm.Split(comm.rank // G, comm.rank)
+        cc = CountedComm(sub)
+        bufs = StepBuffers(schedule, G, sub.Get_rank(), dtype)
+        bufs.fill()
+        for call in step_calls(cc, schedule, algs, bufs):
+            call()
+        return bufs.nwrong(), cc.counts.bytes_sent
+
+    results, _ = simulate(P, body)
+    return sum(r[0] for r in results), sum(r[1] for r in results)
+
+
+@pytest.mark.parametrize("P", [2, 3, 4, 5])
+def test_ddp_sends_exactly_the_model_bytes(P):
+    m = small_model()
+    ring = {"allreduce": get("allreduce", "ring")}
+    for sch in (ddp_schedule(m, 4, "bucketed", 1000 / MIB, 100 / MIB), ddp_schedule(m, 4, "per_tensor")):
+        wrong, sent = _simulate(sch, P, ring)
+        assert wrong == 0
+        # a ring allreduce sends every element 2(P-1) times in all: once per step of each phase
+        assert sent == 2 * (P - 1) * m.numel * 4
+        assert sum(c.count for c in sch.calls) == m.numel
+
+
+@pytest.mark.parametrize("P", [2, 3, 4])
+def test_zero_sends_exactly_the_padded_bytes(P):
+    m = small_model()
+    algs = {"reduce_scatter": get("reduce_scatter", "pairwise"), "allgather": get("allgather", "ring"),
+            "allreduce": get("allreduce", "ring")}
+    for variant in ("zero2", "zero3", "ddp_flat", "ddp_layer"):
+        sch = zero_schedule(m, P, variant)
+        wrong, sent = _simulate(sch, P, algs, "int32")
+        assert wrong == 0
+        # pairwise RS and ring AG: every rank sends P-1 blocks; ring AR: 2(P-1) x the buffer
+        expect = sum((P * (P - 1) * c.count if c.collective != "allreduce" else 2 * (P - 1) * c.count)
+                     for c in sch.calls) * 4
+        assert sent == expect
+        padded = sum(c.count * (P if c.collective != "allreduce" else 1) for c in sch.calls)
+        per_unit = 3 if variant == "zero3" else 2 if variant == "zero2" else 1
+        assert padded >= per_unit * m.numel and padded - per_unit * m.numel < per_unit * P * len(m.tensors)
+
+
+@pytest.mark.parametrize("P,ep", [(4, 2), (4, 4), (6, 3)])
+def test_moe_sends_exactly_the_token_bytes(P, ep):
+    sch = moe_schedule(10, 6, 2, ep, top_k=2)
+    wrong, sent = _simulate(sch, P, {"alltoall": get("alltoall", "pairwise")}, "float64")
+    assert wrong == 0
+    block = moe_block_tokens(10, 2, ep, 2) * 6
+    assert sent == 2 * P * (ep - 1) * block * 8  # dispatch + combine, P-1 blocks per rank of its group
+
+
+# -- measures and predictions -------------------------------------------------------
+
+
+def test_overlap_formula():
+    assert overlap_pct(10.0, 10.0, 2.0) == 100.0   # communication fully hidden
+    assert overlap_pct(12.0, 10.0, 2.0) == 0.0     # nothing hidden
+    assert overlap_pct(11.0, 10.0, 2.0) == pytest.approx(50.0)
+    assert overlap_pct(15.0, 10.0, 2.0) == 0.0     # worse than serial: clipped at 0 (OSU)
+    assert overlap_pct(9.0, 10.0, 2.0) == 100.0
+    with pytest.raises(ValueError):
+        overlap_pct(1.0, 1.0, 0.0)
+
+
+def test_straggler_formula():
+    assert straggler_slowdown(6e-3, 1e-3, 5e-3) == pytest.approx(1.0)
+    assert straggler_slowdown(1e-3, 1e-3, 5e-3) == 0.0
+    with pytest.raises(ValueError):
+        straggler_slowdown(1.0, 1.0, 0.0)
+
+
+def test_predicted_step_is_the_sum_of_its_calls():
+    params = NetworkParams(5e-6, 1e-10, 1e-10)
+    m = load_model("gpt2")
+    ring = get("allreduce", "ring")
+    sch = ddp_schedule(m, 4, "bucketed")
+    want = sum(predict(ring, 1024, c.count * 4, params) for c in sch.calls)
+    assert predict_step_s(sch, {"allreduce": ring}, 1024, 4, params) == pytest.approx(want)
+    # per tensor pays 2(P-1) latencies per tensor: slower than bucketed for a ring
+    per = predict_step_s(ddp_schedule(m, 4, "per_tensor"), {"allreduce": ring}, 1024, 4, params)
+    assert per > want
+    rows = predict_workload("ddp", [1024], params, model="gpt2")
+    got = {(r["variant"], r["algorithm"]): r["time_s"] for r in rows}
+    assert got[(sch.variant, "allreduce=ring")] == pytest.approx(want)
+
+
+def test_predict_zero_and_moe():
+    params = NetworkParams(1e-6, 1e-9)
+    rows = predict_workload("zero", [16], params, model="resnet50")
+    assert {r["variant"] for r in rows} == {"zero2", "zero3", "ddp_flat", "ddp_layer"}
+    rows = predict_workload("moe", [64], params, eps=[8, 64])
+    assert {r["group_ranks"] for r in rows} == {8, 64}
+    with pytest.raises(UsageError):
+        predict_workload("ddp", [4], NetworkParams(None, 1e-9), model="gpt2")
+
+
+# -- records and configuration ------------------------------------------------------
+
+
+def _row(**kw):
+    base = dict(workload="ddp", variant="per_tensor", model="m", algorithm="allreduce=ring", nranks=4,
+                group_ranks=4, dtype="float32", part=-1, label="step", collective="step", ncalls=2, ntensors=2,
+                payload_elems=10, nbytes=40, samples=2, median_s=1e-3, min_s=1e-3, mean_s=1e-3,
+                ci_low_s=1e-3, ci_high_s=1e-3, samples_s=(1e-3, 1e-3))
+    base.update(kw)
+    return WorkloadRow(**base)
+
+
+def test_row_validation_and_round_trip():
+    r = _row(overlap_pct=50.0)
+    assert WorkloadRow.from_dict(json.loads(json.dumps(r.to_dict()))) == r
+    for bad in (dict(workload="train"), dict(nbytes=-1), dict(overlap_pct=101.0), dict(samples=3),
+                dict(median_s=-1.0), dict(part=-2)):
+        with pytest.raises(ValueError):
+            _row(**bad)
+    with pytest.raises(ValueError, match="missing"):
+        WorkloadRow.from_dict({"workload": "ddp"})
+
+
+def test_config_keys_are_strict():
+    with pytest.raises(UsageError, match="unknown ddp key 'bucket_mib' \\(did you mean 'bucket_mb'\\?\\)"):
+        resolve_workload("ddp", {"bucket_mib": 25})
+    with pytest.raises(UsageError, match="unknown moe key 'model'"):
+        resolve_workload("moe", {"model": "gpt2"})
+    with pytest.raises(UsageError, match="for workload 'zero', not 'ddp'"):
+        resolve_workload("ddp", {"workload": "zero"})
+    with pytest.raises(UsageError, match="expected an integer"):
+        resolve_workload("moe", {"tokens": "many"})
+    with pytest.raises(UsageError, match="unknown 'warp'"):
+        resolve_workload("ddp", {"algorithms": ["warp"]})
+    with pytest.raises(UsageError, match="delay > 0"):
+        resolve_workload("straggler", {"delay_s": 0})
+    with pytest.raises(UsageError, match="one collective"):
+        resolve_workload("straggler", {"collectives": "allreduce,bcast"})
+    cfg = resolve_workload("ddp", {"algorithms": "all"})
+    assert "ring" in cfg.algorithms and "native" in cfg.algorithms
+    assert resolve_workload("straggler", {"delay_s": "2ms"}).delay_s == pytest.approx(2e-3)
+    assert set(cfg.to_dict()) == {"workload", *KEYS["ddp"]}
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("workload-*.toml")), ids=lambda p: p.name)
+def test_shipped_configs_load(path):
+    kind = path.stem.split("-", 1)[1]
+    cfg = load_workload_config(kind, path)
+    assert cfg.workload == kind
+
+
+def test_config_file_errors(tmp_path):
+    bad = tmp_path / "w.toml"
+    bad.write_text('model = "gpt2"\nbuckets = 3\n')
+    with pytest.raises(UsageError, match="unknown ddp key 'buckets'"):
+        load_workload_config("ddp", bad)
+    bad.write_text("[table]\nx = 1\n")
+    with pytest.raises(UsageError, match="unexpected table"):
+        load_workload_config("ddp", bad)
+
+
+# -- command line -------------------------------------------------------------------
+
+
+def test_cli_predict_gpt2_at_1024():
+    from ccbench.cli import cli
+
+    res = CliRunner().invoke(cli, ["workload", "predict", "ddp", "-m", "gpt2", "-n", "1024", "--alpha", "5us",
+                                   "--beta", "10GB/s"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "predicted step communication at 1024 ranks" in res.output
+    assert "allreduce=ring" in res.output and "per_tensor" in res.output
+
+
+def test_cli_bad_input_is_one_line(tmp_path, capsys):
+    from ccbench.cli import main
+
+    cfg = tmp_path / "w.toml"
+    cfg.write_text("bogus = 1\n")
+    for argv, why in ((["workload", "ddp", "-c", str(cfg)], "unknown ddp key 'bogus'"),
+                      (["workload", "ddp", "-m", "nope"], "unknown model 'nope'"),
+                      (["workload", "zero", "--rs", "ring"], "unknown 'ring'"),
+                      (["workload", "straggler", "--delay", "soon"], "bad delay_s"),
+                      (["workload", "predict", "ddp", "-n", "8"], "needs --from RUN")):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("ccbench: error: ") and why in err, err
+    assert not (tmp_path / "results").exists()
+
+
+def test_show_a_workload_run(tmp_path):
+    from ccbench.cli import cli
+    from ccbench.results import RunWriter, load_run
+    from ccbench.workloads.record import KIND, WORKLOAD_COLUMNS
+
+    run = tmp_path / "run1"
+    run.mkdir()
+    w = RunWriter(run, {"kind": KIND, "workload": "ddp", "nranks": 4}, columns=WORKLOAD_COLUMNS)
+    w.append(_row())
+    w.append(_row(part=0, label="bucket 0", collective="allreduce", ncalls=1))
+    w.update(status="complete")
+    w.close()
+    res = CliRunner().invoke(cli, ["show", str(run)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "bucket 0" in res.output and "all correct" in res.output
+    header = (run / "cases.csv").read_text().splitlines()[0].split(",")
+    assert header == WORKLOAD_COLUMNS
+    with pytest.raises(UsageError, match="is a workload run"):
+        load_run(run)  # a sweep reader refuses it with a message, not a corrupt-line error

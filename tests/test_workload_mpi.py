@@ -1,0 +1,197 @@
+"""Workloads under MPI: every workload runs with zero wrong elements; overlap and straggler known answers.
+
+Run as ``mpiexec -n N python -m mpi4py -m pytest --only-mpi tests/test_workload_mpi.py``.
+Small custom models and few repetitions: the MPI tier must stay fast on oversubscribed cores.
+"""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from ccbench.timing import TimingSettings
+from ccbench.workloads.config import resolve_workload
+
+pytestmark = pytest.mark.mpi
+
+FAST = {"warmup": 1, "min_reps": 3, "max_reps": 5, "budget_s": 0.5}
+
+
+def _shared_dir(tmp_path_factory):
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    path = str(tmp_path_factory.mktemp("wl")) if comm.Get_rank() == 0 else None
+    return comm.bcast(path, root=0)
+
+
+@pytest.fixture
+def results(tmp_path_factory):
+    return _shared_dir(tmp_path_factory)
+
+
+@pytest.fixture
+def model_file(tmp_path_factory):
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    path = None
+    if comm.Get_rank() == 0:
+        path = tmp_path_factory.mktemp("m") / "model.txt"
+        path.write_text("1000 a\n30 a\n7000 b\n5 b\n20000 c\n64 c\n3 d\n")
+        path = str(path)
+    return comm.bcast(path, root=0)
+
+
+def _run(kind, results, **values):
+    from mpi4py import MPI
+
+    from ccbench.results import load_run
+    from ccbench.workloads.record import WorkloadRow
+    from ccbench.workloads.run import run_workload
+
+    cfg = resolve_workload(kind, dict(FAST, results_dir=results, **values))
+    code, path = run_workload(cfg, thread=("multiple", "test"), argv=["test"], quiet=True)
+    comm = MPI.COMM_WORLD
+    rows = None
+    if comm.Get_rank() == 0:
+        meta, rows, _ = load_run(path, row_cls=WorkloadRow)
+        assert meta["kind"] == "workload" and meta["workload"] == kind and meta["status"] == "complete"
+        assert meta["nranks"] == comm.Get_size() and meta["mpi_library"]
+    return code, comm.bcast(rows, root=0)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_ddp_every_mode_zero_wrong(results, model_file):
+    code, rows = _run("ddp", results, model=model_file, algorithms="native,ring",
+                      bucket_mb=0.05, first_bucket_mb=0.005)
+    assert code == 0
+    steps = [r for r in rows if r.part == -1]
+    assert {r.variant.split()[0] for r in steps} == {"bucketed", "per_tensor"}
+    assert all(r.nwrong == 0 for r in rows)
+    per_tensor = [r for r in rows if r.variant == "per_tensor" and r.part >= 0]
+    assert len(per_tensor) == 2 * 7  # one row per tensor per algorithm
+    P = steps[0].nranks
+    ring = [r for r in steps if r.algorithm == "allreduce=ring"]
+    assert all(r.bytes_sent_total == 2 * (P - 1) * r.payload_elems * 4 for r in ring)
+    assert all(r.bytes_sent_total is None for r in steps if r.algorithm == "allreduce=native")
+
+
+@pytest.mark.mpi(min_size=2)
+def test_zero_every_variant_zero_wrong(results, model_file):
+    code, rows = _run("zero", results, model=model_file, rs_algorithms="native,pairwise",
+                      ag_algorithms="ring", algorithms="native")
+    assert code == 0
+    steps = [r for r in rows if r.part == -1]
+    assert {r.variant for r in steps} == {"zero2", "zero3", "ddp_flat", "ddp_layer"}
+    assert all(r.nwrong == 0 for r in rows) and all(r.samples >= 1 for r in rows)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_moe_every_degree_zero_wrong(results):
+    from mpi4py import MPI
+
+    P = MPI.COMM_WORLD.Get_size()
+    code, rows = _run("moe", results, tokens=64, hidden=32, algorithms="native,pairwise,bruck")
+    assert code == 0
+    steps = [r for r in rows if r.part == -1]
+    assert {r.group_ranks for r in steps} == {d for d in range(2, P + 1) if P % d == 0}
+    assert all(r.nwrong == 0 for r in rows)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_overlap_and_straggler_runs_zero_wrong(results):
+    code, rows = _run("overlap", results, sizes="4K,64K", collectives="allreduce,alltoall", compute_s="200us")
+    assert code == 0 and len(rows) == 4
+    assert all(r.nwrong == 0 and 0 <= r.overlap_pct <= 100 and r.compute_s > 0 for r in rows)
+    code, rows = _run("straggler", results, collectives="allreduce", algorithms="native,ring",
+                      sizes="1K", delay_s="2ms")
+    assert code == 0 and len(rows) == 2
+    assert all(r.nwrong == 0 and r.delay_s == 0.002 and r.baseline_s > 0 for r in rows)
+
+
+# -- constructed cases with known answers -------------------------------------------
+
+
+class _BackgroundRequest:
+    """A request whose 'communication' runs in a thread: it progresses during compute."""
+
+    def __init__(self, seconds):
+        self.t = threading.Thread(target=time.sleep, args=(seconds,))
+        self.t.start()
+
+    def Test(self):
+        return not self.t.is_alive()
+
+    def Wait(self):
+        self.t.join()
+
+
+class _LazyRequest:
+    """A request that does all its 'communication' inside Wait: nothing can overlap."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def Test(self):
+        return False
+
+    def Wait(self):
+        time.sleep(self.seconds)
+
+
+class _SleepKernel:
+    """Compute of a known duration (sleep: no CPU taken from the other ranks)."""
+
+    iter_s = 1e-3
+
+    def iterations(self, seconds):
+        return max(1, round(seconds / self.iter_s))
+
+    def run(self, iters, poll=None, polls=0):
+        time.sleep(iters * self.iter_s)
+
+
+@pytest.mark.mpi(min_size=1)
+def test_overlap_known_answers():
+    from mpi4py import MPI
+
+    from ccbench.workloads.engine import measure_overlap
+    from ccbench.workloads.schedule import overlap_pct
+
+    comm = MPI.COMM_WORLD
+    s = TimingSettings(warmup=1, min_reps=3, max_reps=5, budget_s=1.0)
+    # compute (80 ms) far longer than the communication (20 ms), which progresses alone; the
+    # times are long beside the few ms a barrier can take on oversubscribed cores
+    samples, _, _ = measure_overlap(comm, lambda: _BackgroundRequest(20e-3), _SleepKernel(), 80e-3, s)
+    med = {k: float(np.median(v)) for k, v in samples.items()}
+    assert overlap_pct(med["total"], med["compute"], med["comm"]) > 60
+    # communication that only happens in Wait: no overlap at all
+    samples, _, _ = measure_overlap(comm, lambda: _LazyRequest(20e-3), _SleepKernel(), 20e-3, s)
+    med = {k: float(np.median(v)) for k, v in samples.items()}
+    assert overlap_pct(med["total"], med["compute"], med["comm"]) < 40
+
+
+@pytest.mark.mpi(min_size=2)
+def test_straggler_known_answers():
+    from mpi4py import MPI
+
+    from ccbench.timing import measure
+    from ccbench.workloads.engine import DelayedSync
+    from ccbench.workloads.schedule import straggler_slowdown
+
+    comm = MPI.COMM_WORLD
+    late = comm.Get_rank() == comm.Get_size() - 1
+    s = TimingSettings(warmup=1, min_reps=3, max_reps=5, budget_s=1.0)
+    delay = 20e-3
+
+    def slowdown(call):
+        base, _ = measure(comm, call, s)
+        delayed, _ = measure(DelayedSync(comm, delay, late), call, s)
+        return straggler_slowdown(float(np.median(delayed)), float(np.median(base)), delay)
+
+    # a call that waits for nobody passes none of the delay on
+    assert slowdown(lambda: None) < 0.3
+    # a barrier makes everyone wait for the late rank: the whole delay
+    assert 0.6 < slowdown(comm.Barrier) < 1.6
