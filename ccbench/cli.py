@@ -213,7 +213,7 @@ def launch(ctx, n, launcher, launcher_args, **kw):
 
     Options after `--` go to the launcher itself.
     """
-    _resolve_with_resume(kw)  # refuse bad input before starting anything
+    cfg, _ = _resolve_with_resume(kw)  # refuse bad input before starting anything
     exe = _find_launcher(launcher)
     version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
     env = dict(os.environ)
@@ -226,8 +226,18 @@ def launch(ctx, n, launcher, launcher_args, **kw):
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         extra.append("--oversubscribe")
-    cmd = [exe, "-n", str(n), *extra, *launcher_args, sys.executable, "-m", "mpi4py", "-m",
-           "ccbench", "run", *_to_argv(ctx, kw)]
+    head = [exe, "-n", str(n), *extra, *launcher_args, sys.executable, "-m", "mpi4py", "-m", "ccbench", "run"]
+    cmd = [*head, *_to_argv(ctx, kw)]
+    from ccbench.multilaunch import has_variants, launch_parts
+
+    if has_variants(cfg):  # forced native:<alg> variants: one launch each, merged into one run
+        from ccbench.algorithms.native_variants import library_of_launcher
+
+        code, merged = launch_parts(cfg, kw, library_of_launcher(version),
+                                    lambda part_kw: [*head, *_to_argv(ctx, part_kw)], env, _run_launcher, n,
+                                    sys.argv, say=_console().print)
+        _show(merged, _console(), show_table=kw["show"])
+        raise SystemExit(code)
     code = _run_launcher(cmd, env)
     if code:
         raise SystemExit(code if code > 0 else 128 - code)
@@ -285,7 +295,8 @@ def list_cmd():
     for coll, algs in REGISTRY.items():
         for i, (name, alg) in enumerate(algs.items()):
             t.add_row(coll if i == 0 else "", name, "native" if alg.native else "hand-written",
-                      alg.formula or ("library's choice" if alg.native else "-"), alg.summary,
+                      alg.formula or ("forced (" + ", ".join(alg.settings) + ")" if alg.settings
+                                      else "library's choice" if alg.native else "-"), alg.summary,
                       end_section=i == len(algs) - 1)
         if not algs:
             t.add_row(coll, "-", "", "", COLLECTIVES[coll].summary, end_section=True)

@@ -211,6 +211,10 @@ def resolve(values: dict) -> Config:
     cfg = Config(**out)
     colls = _check_choices("collective", cfg.collectives, list(COLLECTIVES))
     names = sorted({a for c in colls for a in REGISTRY[c]})
+    if "native:all" in cfg.algorithms:  # every forced variant of the library's own algorithms
+        variants = [a for c in colls for a, alg in REGISTRY[c].items() if alg.settings]
+        cfg = dataclasses.replace(cfg, algorithms=tuple(dict.fromkeys(
+            v for a in cfg.algorithms for v in (variants if a == "native:all" else [a]))))
     algs = ("all",) if cfg.algorithms == ("all",) else _check_choices("algorithm", cfg.algorithms, names)
     unused = [a for a in algs if a != "all" and not any(a in REGISTRY[c] for c in colls)]
     if unused:
@@ -279,7 +283,8 @@ def plan(cfg: Config, nranks: int) -> tuple[list[Case], list[tuple[str, str]]]:
         raise UsageError(f"root {cfg.root} does not exist with {nranks} ranks")
     for coll_name in cfg.collectives:
         coll = COLLECTIVES[coll_name]
-        algs = list(REGISTRY[coll_name]) if cfg.algorithms == ("all",) else [
+        # `all` is every algorithm but the forced variants of the library's (native:all)
+        algs = [a for a, x in REGISTRY[coll_name].items() if not x.settings] if cfg.algorithms == ("all",) else [
             a for a in cfg.algorithms if a in REGISTRY[coll_name]]
         dtypes = cfg.dtypes if coll_name != "barrier" else cfg.dtypes[:1]
         ops = cfg.ops if coll.reduction else ("none",)

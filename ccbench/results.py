@@ -63,6 +63,9 @@ class Row:
     stop_reason: str
     sync: str
     flags: tuple[str, ...] = ()
+    # environment that forced a native:<alg> variant of the library (empty otherwise;
+    # absent from rows written before it existed)
+    settings: dict[str, str] = field(default_factory=dict)
     samples_s: tuple[float, ...] = field(default=(), repr=False)
 
     def __post_init__(self):
@@ -90,13 +93,21 @@ class Row:
     def from_dict(cls, d: dict) -> "Row":
         """Build (and validate) a row from a stored dict."""
         names = {f.name for f in dataclasses.fields(cls)}
-        missing = names - set(d) - {"flags", "samples_s"}
+        missing = names - set(d) - {"flags", "samples_s", "settings"}
         if missing:
             raise ValueError(f"missing columns {sorted(missing)}")
         kw = {k: v for k, v in d.items() if k in names}
         kw["flags"] = tuple(kw.get("flags", ()))
         kw["samples_s"] = tuple(kw.get("samples_s", ()))
+        kw["settings"] = dict(kw.get("settings") or {})
         return cls(**kw)
+
+    def csv_dict(self) -> dict:
+        """The row as one CSV line: flags joined by ';', settings as 'NAME=value;...'."""
+        d = self.to_dict(raw=False)
+        d["flags"] = ";".join(self.flags)
+        d["settings"] = ";".join(f"{k}={v}" for k, v in self.settings.items())
+        return d
 
 
 CSV_COLUMNS = [f.name for f in dataclasses.fields(Row) if f.name != "samples_s"]
@@ -155,6 +166,8 @@ class RunWriter:
         self._jsonl.write(json.dumps(row.to_dict()) + "\n")
         d = row.to_dict(raw=False)
         d["flags"] = ";".join(row.flags)
+        if isinstance(d.get("settings"), dict):  # a Row's forcing environment, NAME=value;...
+            d["settings"] = ";".join(f"{k}={v}" for k, v in d["settings"].items())
         self._csvw.writerow(d)
         for f in (self._jsonl, self._csv):
             f.flush()
@@ -263,9 +276,7 @@ def rows_to_csv(rows: list[Row]) -> str:
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS)
     w.writeheader()
     for r in rows:
-        d = r.to_dict(raw=False)
-        d["flags"] = ";".join(r.flags)
-        w.writerow(d)
+        w.writerow(r.csv_dict())
     return buf.getvalue()
 
 

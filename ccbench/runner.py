@@ -15,6 +15,13 @@ import numpy as np
 
 from ccbench.algorithms import REGISTRY
 from ccbench.algorithms._p2p import counted
+from ccbench.algorithms.native_variants import (
+    NotApplicableError,
+    check_environment,
+    current_library,
+    probe,
+    variant_settings,
+)
 from ccbench.collectives import COLLECTIVES
 from ccbench.config import Case, Config, format_size, plan
 from ccbench.dtypes import DTYPES, OPS
@@ -171,6 +178,9 @@ def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e
     target = comm if alg.native else counted(comm)
     call = functools.partial(alg.fn, target, *bufs.args, **bufs.kwargs)
     bufs.fill()
+    library = current_library() if alg.settings else None
+    if alg.settings:  # a forced algorithm of the library: NotApplicableError where it refuses the call
+        probe(comm, call, library)
     samples, stop = measure(comm, call, settings)
     if case.collective == "pingpong":
         samples = samples / 2  # one-way time is half the round trip
@@ -206,8 +216,20 @@ def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e
         steps_max=traffic(mx[2]), step_bytes_max=traffic(mx[3]),
         reduced_bytes_max=traffic(mx[4]),
         nwrong=int(total[0]), stop_reason=stop, sync=settings.sync, flags=tuple(s.flags),
+        settings=variant_settings(alg, library),
         samples_s=tuple(float(x) for x in samples),
     )
+
+
+def _not_applicable(writer, progress, case: Case, why: str, nranks: int) -> None:
+    """Record a case whose forced algorithm the library refused: a skip in run.json, never a row."""
+    if writer is not None:
+        entry = {"what": case.label(), "why": f"not applicable: {why}", "not_applicable": True,
+                 "collective": case.collective, "algorithm": case.algorithm, "nbytes": case.nbytes,
+                 "dtype": case.dtype, "op": case.op, "in_place": case.in_place, "nranks": nranks}
+        writer.update(skipped=writer.meta.get("skipped", []) + [entry])
+    if progress is not None:
+        progress.console.print(f"{case.label()}: not applicable ({why})", style="yellow")
 
 
 def reduce_local_rates(cases: list[Case], sizes=(4096, 65536, 1 << 20), reps: int = 20) -> list[dict]:
@@ -293,6 +315,9 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
         raise UsageError(f"this job step has {ntasks} tasks but MPI sees 1 rank each: the launcher "
                          "did not wire up MPI (with srun use --mpi=pmi2 for MPICH, --mpi=pmix for Open MPI)")
     cases, skipped = agree(comm, lambda: plan(cfg, P))
+    library = current_library()  # forced variants need their variables set at MPI_Init
+    cases, forced_skips = agree(comm, lambda: check_environment(cases, library))
+    skipped = skipped + forced_skips
     local_ranks = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()
     agree(comm, lambda: _check_memory(cases, local_ranks))
     agree(comm, lambda: _check_sync(cfg.sync, local_ranks))
@@ -361,7 +386,11 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
                 break
             watchdog.start(case, cfg.budget_s)
             _inject_fault(comm, case)
-            row = run_case(comm, case, settings, timer_res)
+            try:
+                row = run_case(comm, case, settings, timer_res)
+            except NotApplicableError as exc:  # the library refused a forced algorithm: no timing
+                _not_applicable(writer, progress, case, str(exc), P)
+                continue
             nwrong_cases += not row.ok
             if writer is not None:
                 writer.append(row)

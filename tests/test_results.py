@@ -45,7 +45,9 @@ def test_round_trip_and_never_overwrite(tmp_path):
     assert not loaded[1].ok
     csv_lines = (a / "cases.csv").read_text().splitlines()
     assert len(csv_lines) == 3 and "samples_s" not in csv_lines[0]
-    assert csv_lines[1].split(",")[-1] == "few_samples"
+    flags_at = csv_lines[0].split(",").index("flags")
+    assert csv_lines[1].split(",")[flags_at] == "few_samples"
+    assert csv_lines[0].split(",")[-1] == "settings" and csv_lines[1].split(",")[-1] == ""
 
 
 def test_torn_last_line_is_dropped_with_a_warning(tmp_path):

@@ -17,6 +17,7 @@ from ccbench.algorithms import (
     bcast,  # noqa: F401 - registers
     gather,  # noqa: F401 - registers
     native,  # noqa: F401 - registers
+    native_variants,  # noqa: F401 - registers (after native: each variant wraps its function)
     reduce,  # noqa: F401 - registers
     reduce_scatter,  # noqa: F401 - registers
     scatter,  # noqa: F401 - registers

@@ -65,6 +65,9 @@ class Algorithm:
     formula: str = ""                                # the cost, for people
     source: str = ""                                 # where the algorithm comes from
     supports: Callable[[int, str], str | None] | None = field(default=None, repr=False)
+    # a forced variant of the library's own collective (``native:<alg>``): per MPI library
+    # ("mpich", "openmpi"), the environment variables that force it, read at MPI_Init
+    settings: dict[str, dict[str, str]] | None = field(default=None, repr=False)
 
     def __call__(self, comm, *args, **kwargs):
         if not self.native:
@@ -91,6 +94,7 @@ def register(
     source: str = "",
     supports: Callable[[int, str], str | None] | None = None,
     native: bool = False,
+    settings: dict[str, dict[str, str]] | None = None,
 ):
     """Decorator: add `fn` to the registry as algorithm `name` of `collective`.
 
@@ -102,7 +106,7 @@ def register(
             raise ValueError(f"{collective}/{name} registered twice")
         summary = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else name
         REGISTRY[collective][name] = Algorithm(
-            collective, name, fn, summary, native, cost, formula, source, supports
+            collective, name, fn, summary, native, cost, formula, source, supports, settings
         )
         return fn
 

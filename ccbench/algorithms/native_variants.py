@@ -1,0 +1,343 @@
+"""The MPI library's own algorithms, one by one: ``native:<alg>`` variants of every collective.
+
+Each variant calls the same MPI function as ``native`` (mpi4py's buffer interface) but
+carries the environment settings that force one internal algorithm of the library:
+
+* MPICH (4.x/5.x): ``MPIR_CVAR_<COLL>_INTRA_ALGORITHM=<value>``.  The values and the
+  internal functions they select are those MPICH documents for each control variable
+  (``mpivars`` prints them; source: MPICH's ``src/mpi/coll/*/`` CVAR blocks and
+  ``src/mpi/coll/mpir_coll.c``).  A forced algorithm that does not apply to a call
+  (``reduce_scatter_allgather`` for fewer elements than the nearest power of two of the
+  ranks, ...) silently falls back to MPICH's own choice unless
+  ``MPIR_CVAR_COLLECTIVE_FALLBACK=error``.  That variable cannot be set at launch: MPI_Init
+  runs small collectives of its own (a one-element allreduce) that a forced algorithm
+  may refuse, and MPI_Init aborts.  ccbench therefore sets it to ``error`` through the MPI
+  tool interface (MPI_T, MPI 4.1 section 15.3.6) around one probe call per case, so
+  an inapplicable case is recorded as not applicable instead of as a timing of another
+  algorithm.
+* Open MPI (5.0.x): ``OMPI_MCA_coll_tuned_use_dynamic_rules=1`` and
+  ``OMPI_MCA_coll_tuned_<coll>_algorithm=<id>``; ids and names as ``ompi_info --param
+  coll tuned --level 9`` lists them for 5.0.11 (Open MPI's docs,
+  ``docs/tuning-apps/coll-tuned.rst``).  The tuned component has no fallback switch:
+  some algorithms quietly use another one where they do not apply (two_proc beyond two
+  ranks, rabenseifner below the power-of-two count); only an MPI error is seen here.
+
+The variables are read at MPI_Init, so one launch can force only one variant per
+collective: ``ccbench launch`` starts one launch per variant and merges them.
+"""
+
+import os
+
+from ccbench.algorithms.registry import REGISTRY, register
+from ccbench.errors import CCBenchError, UsageError
+
+__all__ = ["LIBRARIES", "MPICH", "MPICH_PARAMS", "NotApplicableError", "OPENMPI", "OPENMPI_COLL_IDS",
+           "check_environment", "current_library", "is_variant", "library_of_launcher",
+           "library_of_vendor", "probe", "variant_names", "variant_settings"]
+
+LIBRARIES = {"mpich": "MPICH", "openmpi": "Open MPI"}
+
+# MPICH: ccbench collective -> (CVAR stem, [(CVAR value, internal function), ...]).
+# Left out: "nb" (the nonblocking algorithm waited on: a library choice, not an algorithm)
+# and "ccl" (needs an external CCL library).
+MPICH: dict[str, tuple[str, list[tuple[str, str]]]] = {
+    "barrier": ("BARRIER", [
+        ("k_dissemination", "MPIR_Barrier_intra_k_dissemination"),
+        ("recexch", "MPIR_Barrier_intra_recexch"),
+        ("smp", "MPIR_Barrier_intra_smp"),
+    ]),
+    "bcast": ("BCAST", [
+        ("binomial", "MPIR_Bcast_intra_binomial"),
+        ("scatter_recursive_doubling_allgather", "MPIR_Bcast_intra_scatter_recursive_doubling_allgather"),
+        ("scatter_ring_allgather", "MPIR_Bcast_intra_scatter_ring_allgather"),
+        ("pipelined_tree", "MPIR_Bcast_intra_pipelined_tree"),
+        ("tree", "MPIR_Bcast_intra_tree"),
+        ("smp", "MPIR_Bcast_intra_smp"),
+    ]),
+    "reduce": ("REDUCE", [
+        ("binomial", "MPIR_Reduce_intra_binomial"),
+        ("reduce_scatter_gather", "MPIR_Reduce_intra_reduce_scatter_gather"),
+        ("smp", "MPIR_Reduce_intra_smp"),
+    ]),
+    "allreduce": ("ALLREDUCE", [
+        ("recursive_doubling", "MPIR_Allreduce_intra_recursive_doubling"),
+        ("recursive_multiplying", "MPIR_Allreduce_intra_recursive_multiplying"),
+        ("reduce_scatter_allgather", "MPIR_Allreduce_intra_reduce_scatter_allgather"),
+        ("ring", "MPIR_Allreduce_intra_ring"),
+        ("tree", "MPIR_Allreduce_intra_tree"),
+        ("recexch", "MPIR_Allreduce_intra_recexch"),
+        ("k_reduce_scatter_allgather", "MPIR_Allreduce_intra_k_reduce_scatter_allgather"),
+        ("smp", "MPIR_Allreduce_intra_smp"),
+    ]),
+    "allgather": ("ALLGATHER", [
+        ("brucks", "MPIR_Allgather_intra_brucks"),
+        ("k_brucks", "MPIR_Allgather_intra_k_brucks"),
+        ("recursive_doubling", "MPIR_Allgather_intra_recursive_doubling"),
+        ("ring", "MPIR_Allgather_intra_ring"),
+        ("recexch_doubling", "MPIR_Allgather_intra_recexch_doubling"),
+        ("recexch_halving", "MPIR_Allgather_intra_recexch_halving"),
+    ]),
+    # ccbench's reduce_scatter is MPI_Reduce_scatter_block
+    "reduce_scatter": ("REDUCE_SCATTER_BLOCK", [
+        ("recursive_halving", "MPIR_Reduce_scatter_block_intra_recursive_halving"),
+        ("pairwise", "MPIR_Reduce_scatter_block_intra_pairwise"),
+        ("recursive_doubling", "MPIR_Reduce_scatter_block_intra_recursive_doubling"),
+        ("noncommutative", "MPIR_Reduce_scatter_block_intra_noncommutative"),
+    ]),
+    "alltoall": ("ALLTOALL", [
+        ("brucks", "MPIR_Alltoall_intra_brucks"),
+        ("k_brucks", "MPIR_Alltoall_intra_k_brucks"),
+        ("pairwise", "MPIR_Alltoall_intra_pairwise"),
+        ("pairwise_sendrecv_replace", "MPIR_Alltoall_intra_pairwise_sendrecv_replace"),
+        ("scattered", "MPIR_Alltoall_intra_scattered"),
+    ]),
+    "gather": ("GATHER", [("binomial", "MPIR_Gather_intra_binomial")]),
+    "scatter": ("SCATTER", [("binomial", "MPIR_Scatter_intra_binomial")]),
+}
+
+# The parameters a selection file must give an algorithm container that takes some (the
+# JSON parser leaves a missing one unset), with MPICH's CVAR defaults -- the values a forced
+# run used (MPIR_CVAR_*_KVAL = 2, *_SINGLE_PHASE_RECV = 0).  Algorithms that take more
+# (the tree broadcasts and allreduce: tree type, chunk size, topology costs) are measured
+# but never written into a selection file; see `ccbench.tune`.
+MPICH_PARAMS: dict[str, dict[str, int]] = {
+    "MPIR_Barrier_intra_k_dissemination": {"k": 2},
+    "MPIR_Barrier_intra_recexch": {"k": 2, "single_phase_recv": 0},
+    "MPIR_Allreduce_intra_recursive_multiplying": {"k": 2},
+    "MPIR_Allreduce_intra_recexch": {"k": 2, "single_phase_recv": 0},
+    "MPIR_Allreduce_intra_k_reduce_scatter_allgather": {"k": 2, "single_phase_recv": 0},
+    "MPIR_Allgather_intra_k_brucks": {"k": 2},
+    "MPIR_Allgather_intra_recexch_doubling": {"k": 2, "single_phase_recv": 0},
+    "MPIR_Allgather_intra_recexch_halving": {"k": 2, "single_phase_recv": 0},
+    "MPIR_Alltoall_intra_k_brucks": {"k": 2},
+}
+MPICH_UNWRITABLE = {"MPIR_Allreduce_intra_tree", "MPIR_Bcast_intra_tree", "MPIR_Bcast_intra_pipelined_tree"}
+
+# Open MPI 5.0.x tuned: ccbench collective -> (MCA name, [(id, name), ...]); id 0 = ignore.
+OPENMPI: dict[str, tuple[str, list[tuple[int, str]]]] = {
+    "barrier": ("barrier", [(1, "linear"), (2, "double_ring"), (3, "recursive_doubling"), (4, "bruck"),
+                            (5, "two_proc"), (6, "tree")]),
+    "bcast": ("bcast", [(1, "basic_linear"), (2, "chain"), (3, "pipeline"), (4, "split_binary_tree"),
+                        (5, "binary_tree"), (6, "binomial"), (7, "knomial"), (8, "scatter_allgather"),
+                        (9, "scatter_allgather_ring")]),
+    "reduce": ("reduce", [(1, "linear"), (2, "chain"), (3, "pipeline"), (4, "binary"), (5, "binomial"),
+                          (6, "in-order_binary"), (7, "rabenseifner")]),
+    "allreduce": ("allreduce", [(1, "basic_linear"), (2, "nonoverlapping"), (3, "recursive_doubling"),
+                                (4, "ring"), (5, "segmented_ring"), (6, "rabenseifner")]),
+    "allgather": ("allgather", [(1, "linear"), (2, "bruck"), (3, "recursive_doubling"), (4, "ring"),
+                                (5, "neighbor"), (6, "two_proc"), (7, "sparbit")]),
+    "reduce_scatter": ("reduce_scatter_block", [(1, "basic_linear"), (2, "recursive_doubling"),
+                                                (3, "recursive_halving"), (4, "butterfly")]),
+    "alltoall": ("alltoall", [(1, "linear"), (2, "pairwise"), (3, "modified_bruck"), (4, "linear_sync"),
+                              (5, "two_proc")]),
+    "gather": ("gather", [(1, "basic_linear"), (2, "binomial"), (3, "linear_sync")]),
+    "scatter": ("scatter", [(1, "basic_linear"), (2, "binomial"), (3, "linear_nb")]),
+}
+# collective ids of the classic rules file (Open MPI's COLLTYPE_T, coll_base_functions.h;
+# the table in docs/tuning-apps/coll-tuned.rst)
+OPENMPI_COLL_IDS = {"allgather": 0, "allreduce": 2, "alltoall": 3, "barrier": 6, "bcast": 7, "gather": 9,
+                    "reduce": 11, "reduce_scatter": 13, "scatter": 15}
+
+_PREFIX = "native:"
+
+
+class NotApplicableError(CCBenchError):
+    """The library refused a forced algorithm for this call (raised on every rank alike)."""
+
+
+def is_variant(algorithm: str) -> bool:
+    """True for a ``native:<alg>`` name."""
+    return algorithm.startswith(_PREFIX)
+
+
+def mpich_settings(collective: str, value: str) -> dict[str, str]:
+    """The environment that forces MPICH's `value` for `collective`."""
+    return {f"MPIR_CVAR_{MPICH[collective][0]}_INTRA_ALGORITHM": value}
+
+
+def openmpi_settings(collective: str, alg_id: int) -> dict[str, str]:
+    """The environment that forces Open MPI tuned's algorithm `alg_id` for `collective`."""
+    return {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+            f"OMPI_MCA_coll_tuned_{OPENMPI[collective][0]}_algorithm": str(alg_id)}
+
+
+def _register_all() -> None:
+    for coll in REGISTRY:
+        base = REGISTRY[coll].get("native")
+        if base is None:
+            continue
+        names: dict[str, dict[str, dict[str, str]]] = {}
+        where: dict[str, list[str]] = {}
+        for value, fn_name in MPICH.get(coll, ("", []))[1]:
+            names.setdefault(value, {})["mpich"] = mpich_settings(coll, value)
+            where.setdefault(value, []).append(f"MPICH {fn_name}")
+        for alg_id, name in OPENMPI.get(coll, ("", []))[1]:
+            names.setdefault(name, {})["openmpi"] = openmpi_settings(coll, alg_id)
+            where.setdefault(name, []).append(f"Open MPI tuned {OPENMPI[coll][0]} {alg_id}")
+        for name, settings in names.items():
+            base_fn = base.fn
+
+            def forced(*args, _fn=base_fn, **kwargs):
+                return _fn(*args, **kwargs)
+
+            forced.__doc__ = f"{base.summary.rstrip('.')} forced to {' / '.join(where[name])}."
+            register(coll, _PREFIX + name, source="the MPI library, one internal algorithm forced",
+                     native=True, settings=settings)(forced)
+
+
+def variant_names(collective: str, library: str | None = None) -> list[str]:
+    """The ``native:<alg>`` names of `collective` (those `library` has, when given)."""
+    return [n for n, a in REGISTRY[collective].items()
+            if a.settings and (library is None or library in a.settings)]
+
+
+def library_of_vendor(vendor: str) -> str | None:
+    """"mpich" or "openmpi" for mpi4py's MPI.get_vendor() name (None for others)."""
+    v = vendor.lower()
+    if "open mpi" in v or "openmpi" in v:
+        return "openmpi"
+    if "mpich" in v:
+        return "mpich"
+    return None
+
+
+def library_of_launcher(version_text: str) -> str | None:
+    """The library a launcher belongs to, from its ``--version`` output."""
+    if "Open MPI" in version_text or "OpenRTE" in version_text or "prte" in version_text.lower():
+        return "openmpi"
+    if "HYDRA" in version_text or "mpich" in version_text.lower():
+        return "mpich"
+    return None
+
+
+def current_library() -> str | None:
+    """The MPI library mpi4py is using ("mpich", "openmpi" or None)."""
+    from mpi4py import MPI
+
+    return library_of_vendor(MPI.get_vendor()[0])
+
+
+def variant_settings(alg, library: str | None) -> dict[str, str]:
+    """The forcing environment of `alg` in `library` ({} for anything but a variant)."""
+    if not alg.settings or library is None:
+        return {}
+    return dict(alg.settings.get(library, {}))
+
+
+def check_environment(cases, library: str | None, env=None):
+    """(cases that can run, (what, why) skips) -- refuse variants whose forcing is not set.
+
+    A variant the library does not have is skipped; one whose variables are not in this
+    process's environment (they are read at MPI_Init) is refused with the line to set.
+    """
+    env = os.environ if env is None else env
+    keep, skipped, missing = [], [], {}
+    seen_skip = set()
+    for case in cases:
+        alg = REGISTRY[case.collective][case.algorithm]
+        if not alg.settings:
+            keep.append(case)
+            continue
+        wanted = alg.settings.get(library) if library else None
+        if wanted is None:
+            what = f"{case.collective}/{case.algorithm}"
+            if what not in seen_skip:
+                seen_skip.add(what)
+                skipped.append((what, f"not an algorithm of {LIBRARIES.get(library, 'this MPI library')}"))
+            continue
+        wrong = {k: v for k, v in wanted.items() if env.get(k) != v}
+        if wrong:
+            missing[f"{case.collective}/{case.algorithm}"] = wrong
+            continue
+        keep.append(case)
+    if missing:
+        what, wrong = next(iter(missing.items()))
+        more = f" (and {len(missing) - 1} more variants)" if len(missing) > 1 else ""
+        raise UsageError(f"{what} needs {' '.join(f'{k}={v}' for k, v in wrong.items())} in the environment "
+                         f"of every rank (read at MPI_Init){more}; set it for the launch, or use ccbench launch, "
+                         "which starts one launch per variant")
+    return keep, skipped
+
+
+class _MpichFallback:
+    """MPICH's MPIR_CVAR_COLLECTIVE_FALLBACK, read and written through MPI_T after MPI_Init."""
+
+    ERROR = 0  # the enum's order in MPICH: error, print, silent
+
+    def __init__(self) -> None:
+        import ctypes
+
+        path = next((line.split()[-1] for line in open("/proc/self/maps")
+                     if "/libmpi" in line and ".so" in line), None)
+        if path is None:
+            raise OSError("libmpi not mapped")
+        lib = ctypes.CDLL(path)
+        provided, index, count = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        self.handle = ctypes.c_void_p()
+        if lib.MPI_T_init_thread(0, ctypes.byref(provided)) != 0:
+            raise OSError("MPI_T_init_thread failed")
+        if lib.MPI_T_cvar_get_index(b"MPIR_CVAR_COLLECTIVE_FALLBACK", ctypes.byref(index)) != 0:
+            raise OSError("no MPIR_CVAR_COLLECTIVE_FALLBACK")
+        if lib.MPI_T_cvar_handle_alloc(index, None, ctypes.byref(self.handle), ctypes.byref(count)) != 0:
+            raise OSError("MPI_T_cvar_handle_alloc failed")
+        self.lib, self.ctypes = lib, ctypes
+
+    def get(self) -> int:
+        v = self.ctypes.c_int()
+        self.lib.MPI_T_cvar_read(self.handle, self.ctypes.byref(v))
+        return v.value
+
+    def set(self, value: int) -> None:
+        v = self.ctypes.c_int(value)
+        if self.lib.MPI_T_cvar_write(self.handle, self.ctypes.byref(v)) != 0:
+            raise OSError("MPI_T_cvar_write failed")
+
+
+_FALLBACK: list = []
+
+
+def _mpich_fallback():
+    if not _FALLBACK:
+        try:
+            _FALLBACK.append(_MpichFallback())
+        except (OSError, AttributeError):
+            _FALLBACK.append(None)
+    return _FALLBACK[0]
+
+
+def _reason(exc) -> str:
+    """The library's own words for an MPI error: the last line of its error stack."""
+    text = exc.Get_error_string().strip().splitlines()[-1]
+    return text.split(": ", 1)[-1].strip() if "): " in text or ".: " in text else text
+
+
+def probe(comm, call, library: str | None) -> None:
+    """One call with fallback made an error; raise NotApplicableError on every rank if any refused.
+
+    Every rank sees the same arguments (count, op, ranks), so the library refuses on every
+    rank alike, before any message: no rank is left inside the collective.
+    """
+    from mpi4py import MPI
+
+    fb = _mpich_fallback() if library == "mpich" else None
+    old = fb.get() if fb is not None else None
+    err = None
+    try:
+        if fb is not None:
+            fb.set(_MpichFallback.ERROR)
+        call()
+    except MPI.Exception as exc:
+        err = _reason(exc)
+    finally:
+        if fb is not None:
+            fb.set(old)
+    errs = comm.allgather(err)
+    first = next((e for e in errs if e), None)
+    if first is not None:
+        raise NotApplicableError(first)
+    if library == "mpich" and fb is None:
+        raise NotApplicableError("cannot make MPICH's fallback an error (no MPI_T access): a forced algorithm "
+                            "that does not apply would be timed as another one")
+
+
+_register_all()

@@ -1,0 +1,278 @@
+"""ccbench tune: choice of the fastest variant, crossovers, the three file formats, and
+MPICH loading the generated selection file and obeying it."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ccbench.algorithms.native_variants import MPICH, OPENMPI, OPENMPI_COLL_IDS
+from ccbench.errors import UsageError
+from ccbench.results import Row, RunWriter
+from ccbench.tune import (
+    Range,
+    Selection,
+    SizeChoice,
+    crossover_nbytes,
+    mpich_json,
+    openmpi_json,
+    openmpi_rules,
+    read_json_with_comment,
+    select,
+    size_ranges,
+    tune_runs,
+    verdict,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _row(alg, nbytes, median, P=4, coll="allreduce", dtype="float32", op="sum", spread=0.01):
+    return Row(collective=coll, algorithm=alg, nbytes=nbytes, count=nbytes // 4, dtype=dtype, op=op,
+               in_place=False, root=0, nranks=P, samples=1, min_s=median, median_s=median, mean_s=median,
+               p95_s=median, p99_s=median, max_s=median, stddev_s=0.0, ci_low_s=median * (1 - spread),
+               ci_high_s=median * (1 + spread), algbw_gbs=1.0, busbw_gbs=1.0, msgs_max=None, bytes_max=None,
+               msgs_total=None, bytes_total=None, steps_max=None, step_bytes_max=None, reduced_bytes_max=None,
+               nwrong=0, stop_reason="target_rse", sync="barrier", samples_s=(median,))
+
+
+def test_crossover_is_where_the_log_log_lines_meet():
+    # tA = s, tB = 2 sqrt(s): equal at s = 4; A faster at 1, B faster at 16
+    assert crossover_nbytes(1, 1.0, 2.0, 16, 16.0, 8.0) == pytest.approx(4.0)
+    # from size 0 the interpolation is linear in size
+    assert crossover_nbytes(0, 1.0, 3.0, 10, 3.0, 1.0) == pytest.approx(5.0)
+
+
+def _choice(n, times):
+    order = sorted(times, key=times.get)
+    return SizeChoice(n, order[0], times[order[0]], order[1], times[order[1]], None, False, order[0], times)
+
+
+def test_size_ranges_place_the_boundary_at_the_crossover_and_say_when_coarse():
+    a, b = "native:ring", "native:recursive_doubling"
+    choices = [_choice(1, {a: 1.0, b: 2.0}), _choice(16, {a: 16.0, b: 8.0}), _choice(32, {a: 32.0, b: 11.3})]
+    ranges, notes = size_ranges(choices)
+    assert ranges == [Range(1, 3, a), Range(4, None, b)]
+    assert any("crossover at about 4 B" in n and "coarse" in n and "16x" in n for n in notes)
+    # the later winner refused at the earlier size: it starts exactly where it was measured
+    ranges, notes = size_ranges(choices, refused={(b, 1)})
+    assert ranges == [Range(1, 15, a), Range(16, None, b)]
+
+
+def test_select_takes_the_fastest_writable_variant_and_the_default_where_it_wins():
+    rows = [_row("native", 8, 1.0e-6), _row("native:ring", 8, 2.0e-6), _row("native:recursive_doubling", 8, 1.5e-6),
+            _row("native", 1 << 20, 9e-4), _row("native:ring", 1 << 20, 5e-4),
+            _row("native:recursive_doubling", 1 << 20, 8e-4),
+            _row("native:tree", 1 << 20, 1e-4),  # fastest, but a selection file cannot name it (parameters)
+            _row("ring", 1 << 20, 1e-5)]         # hand-written: never a candidate
+    (sel,) = select(rows, "mpich", "run-x")
+    assert [c.winner for c in sel.choices] == ["native", "native:ring"]
+    assert sel.choices[1].fastest_any == "native:tree" and any("native:tree" in n for n in sel.notes)
+    assert sel.ranges[0].algorithm == "native" and sel.ranges[-1] == Range(sel.ranges[-1].lo, None, "native:ring")
+    # the same rows for Open MPI: its tuned names differ (rabenseifner, ...), ring exists in both
+    (sel,) = select(rows, "openmpi", "run-x")
+    assert sel.choices[1].winner == "native:ring"
+
+
+def _check_csel_level(node: dict, where: str = "") -> None:
+    """MPICH's csel.c rules: an `=any` key ends its level; a size/comm-size/count test is
+    never the last key of a level (its failure path must exist); containers are leaves."""
+    keys = list(node)
+    booleans = ("is_", "comm_type=", "comm_hierarchy=", "collective=")
+    for i, k in enumerate(keys):
+        if k.startswith("algorithm="):
+            assert len(keys) == 1, where
+            for p in node[k]:
+                assert re.fullmatch(r"[a-z_]+=\d+", p), (where, p)
+            continue
+        if k.endswith("=any"):
+            assert i == len(keys) - 1, (where, k)
+        elif not k.startswith(booleans):
+            assert i < len(keys) - 1, (where, k)
+        _check_csel_level(node[k], f"{where}/{k}")
+
+
+def _sel(coll, P, ranges, choices=None):
+    s = Selection(coll, P, "float32", "sum", "run-x", choices or [])
+    s.ranges = ranges
+    return s
+
+
+FAKE_DEFAULT = {f"collective={c}": {"comm_type=intra": {"algorithm=MPIR_Default_intra_x": {}},
+                                    "comm_type=inter": {"algorithm=MPIR_Default_inter_x": {}}}
+                for c in ("bcast", "allreduce", "allgather", "reduce", "reduce_scatter_block", "alltoall",
+                          "barrier", "gatherv")}
+
+
+def test_mpich_json_is_a_complete_valid_tree():
+    sels = [_sel("allreduce", 4, [Range(8, 1023, "native:recursive_doubling"), Range(1024, 65535, "native"),
+                                  Range(65536, None, "native:recexch")]),
+            _sel("allreduce", 8, [Range(8, None, "native:ring")]),
+            _sel("alltoall", 4, [Range(64, None, "native:pairwise")])]
+    tree = mpich_json(sels, FAKE_DEFAULT)
+    assert set(tree) == set(FAKE_DEFAULT)  # every collective of the library's tree stays
+    assert tree["collective=gatherv"] == FAKE_DEFAULT["collective=gatherv"]
+    _check_csel_level(tree)
+    intra = tree["collective=allreduce"]["comm_type=intra"]
+    default = FAKE_DEFAULT["collective=allreduce"]["comm_type=intra"]
+    assert intra["is_op_built_in=no"] == default and intra["is_commutative=no"] == default
+    sizes = intra["count=any"]
+    assert list(sizes) == ["comm_size<=3", "comm_size<=4", "comm_size=any"] and sizes["comm_size<=3"] == default
+    p4 = sizes["comm_size<=4"]
+    assert p4["avg_msg_size<=7"] == default  # below the smallest measured size: the default
+    assert p4["avg_msg_size<=1023"] == {"algorithm=MPIR_Allreduce_intra_recursive_doubling": {}}
+    assert p4["avg_msg_size<=65535"] == default  # where the library's own choice won
+    assert p4["avg_msg_size=any"] == {"algorithm=MPIR_Allreduce_intra_recexch": {"k=2": {}, "single_phase_recv=0": {}}}
+    # alltoall's avg_msg_size is one block: nbytes / P
+    a2a = tree["collective=alltoall"]["comm_type=intra"]["comm_size=any"]
+    assert list(a2a) == ["avg_msg_size<=15", "avg_msg_size=any"]
+    assert tree["collective=alltoall"]["comm_type=inter"] == FAKE_DEFAULT["collective=alltoall"]["comm_type=inter"]
+
+
+def _ompi_numbers(text: str) -> list[int]:
+    """The numbers Open MPI's reader sees: '#' to the end of a line is a comment."""
+    return [int(t) for line in text.splitlines() for t in line.split("#")[0].split()]
+
+
+def test_openmpi_classic_rules_follow_the_format():
+    sels = [_sel("allreduce", 2, [Range(8, 4095, "native:recursive_doubling"), Range(4096, None, "native:ring")]),
+            _sel("allreduce", 8, [Range(0, 99, "native"), Range(100, None, "native:rabenseifner")]),
+            _sel("bcast", 4, [Range(8, None, "native:binomial")])]
+    text = openmpi_rules(sels, "run run-x (Open MPI v5.0.11, 2 ranks)")
+    assert text.startswith("# Open MPI coll/tuned dynamic rules") and "run-x" in text
+    nums = iter(_ompi_numbers(text))
+    ncoll = next(nums)
+    seen = []
+    for _ in range(ncoll):
+        cid = next(nums)
+        coll = {v: k for k, v in OPENMPI_COLL_IDS.items()}[cid]
+        ids = {i for i, _ in OPENMPI[coll][1]} | {0}
+        sizes = []
+        for _ in range(next(nums)):
+            sizes.append(next(nums))
+            rules = [(next(nums), next(nums), next(nums), next(nums)) for _ in range(next(nums))]
+            assert rules[0][0] == 0  # the first rule at message size 0
+            assert [r[0] for r in rules] == sorted({r[0] for r in rules})  # ascending, no repeats
+            assert all(r[1] in ids and r[2] == 0 and r[3] == 0 for r in rules)
+            seen.append((coll, sizes[-1], rules))
+        assert sizes == sorted(sizes)
+    assert next(nums, None) is None  # nothing after the last rule
+    assert seen == [("allreduce", 2, [(0, 0, 0, 0), (8, 3, 0, 0), (4096, 4, 0, 0)]),
+                    ("allreduce", 8, [(0, 0, 0, 0), (100, 6, 0, 0)]),
+                    ("bcast", 4, [(0, 0, 0, 0), (8, 6, 0, 0)])]
+
+
+def test_openmpi_json_rules():
+    sels = [_sel("allreduce", 2, [Range(8, 4095, "native:recursive_doubling"), Range(4096, None, "native:ring")]),
+            _sel("allreduce", 8, [Range(0, None, "native:ring")])]
+    doc = openmpi_json(sels)
+    assert doc["rule_file_version"] == 3 and doc["module"] == "tuned"
+    (a, b) = doc["collectives"]["allreduce"]
+    assert (a["comm_size_min"], a["comm_size_max"], b["comm_size_min"], b["comm_size_max"]) == (2, 7, 8, "inf")
+    assert a["rules"] == [{"msg_size_min": 8, "msg_size_max": 4095, "alg": "recursive_doubling"},
+                          {"msg_size_min": 4096, "msg_size_max": "inf", "alg": "ring"}]
+
+
+def test_verdict():
+    assert verdict(10.0, 5.0, 5.2) == "moved"
+    assert verdict(5.1, 5.0, 5.0) == "already best"
+    assert verdict(10.0, 5.0, 9.9) == "did not move"
+    assert verdict(5.0, 5.0, 20.0) == "worse"
+    assert verdict(10.0, 5.0, None) == "not measured"
+
+
+def _write_run(path: Path, rows, vendor="MPICH 5.0.2", library="MPICH Version:      5.0.2", skipped=()):
+    path.mkdir(parents=True)
+    w = RunWriter(path, {"mpi_vendor": vendor, "mpi_library": library, "nranks": rows[0].nranks,
+                         "start_time": "2026-01-01T00:00:00", "skipped": list(skipped), "config": {}})
+    for r in rows:
+        w.append(r)
+    w.update(status="complete")
+    w.close()
+    return path
+
+
+def test_tune_writes_once_and_refuses_foreign_input(tmp_path):
+    rows = [_row("native", 64, 2e-6), _row("native:ring", 64, 1e-6), _row("native:rabenseifner", 64, 3e-6)]
+    run = _write_run(tmp_path / "r", rows, vendor="Open MPI 5.0.11", library="Open MPI v5.0.11")
+    doc = tune_runs([run], "openmpi-rules")
+    assert Path(doc["path"]) == run / "tuning.openmpi-rules.txt" and "Open MPI v5.0.11" in doc["text"]
+    with pytest.raises(UsageError, match="never overwritten"):
+        tune_runs([run], "openmpi-rules")
+    with pytest.raises(UsageError, match="is for MPICH"):
+        tune_runs([run], "mpich-json", str(tmp_path / "x.json"))
+    doc = tune_runs([run], "openmpi-json", str(tmp_path / "o.json"))
+    side = json.loads((tmp_path / "o.json.source.json").read_text())
+    assert side["sources"][0]["run"] == "r" and any("6.0" in n for n in doc["notes"])
+    plain = _write_run(tmp_path / "p", [_row("native", 64, 2e-6), _row("ring", 64, 1e-6)],
+                       vendor="Open MPI 5.0.11", library="Open MPI v5.0.11")
+    with pytest.raises(UsageError, match="no measured native:<alg> variants"):
+        tune_runs([plain], "openmpi-rules")
+    with pytest.raises(UsageError, match="unknown format"):
+        tune_runs([run], "slurm")
+
+
+def _mpich_here() -> bool:
+    if shutil.which("mpiexec") is None and not (Path(sys.executable).parent / "mpiexec").exists():
+        return False
+    r = subprocess.run([sys.executable, "-c", "import mpi4py; mpi4py.rc.initialize = False; from mpi4py import MPI; "
+                        "print(MPI.get_vendor()[0])"], capture_output=True, text=True)
+    return r.stdout.strip() == "MPICH"
+
+
+# Each element's sum has a +1e8 on one rank, a -1e8 on another and 1 elsewhere: in float32
+# the result depends on the order of the additions, which differs between MPICH's ring
+# (position-dependent: "0101...") and recursive doubling ("0000...") at 4 ranks.
+SIGNATURE = """
+import numpy as np
+from mpi4py import MPI
+c = MPI.COMM_WORLD
+P, r = c.Get_size(), c.Get_rank()
+i = np.arange(64)
+a = np.ones(64, np.float32)
+a[(i % P) == r] = 1e8
+a[((i + 2) % P) == r] = -1e8
+b = np.empty_like(a)
+c.Allreduce(a, b, MPI.SUM)
+if r == 0:
+    print("".join(str(int(v)) for v in b[:16]))
+"""
+
+
+def _signature(tmp_path, env) -> str:
+    import os
+
+    script = tmp_path / "signature.py"
+    script.write_text(SIGNATURE)
+    exe = Path(sys.executable).parent / "mpiexec"
+    r = subprocess.run([str(exe) if exe.exists() else "mpiexec", "-n", "4", sys.executable, "-m", "mpi4py",
+                        str(script)], env=dict(os.environ, **env), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-1500:]
+    return r.stdout.strip()
+
+
+@pytest.mark.skipif(not _mpich_here(), reason="needs the MPICH library")
+def test_mpich_loads_the_generated_file_and_obeys_it(tmp_path):
+    """The file parses with MPICH's own loader (MPI_Init does not abort) and changes what runs:
+    a file choosing ring at 4 ranks gives ring's rounding, one choosing recursive doubling its."""
+    forced = {alg: _signature(tmp_path, {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": alg})
+              for alg in ("ring", "recursive_doubling")}
+    assert forced["ring"] != forced["recursive_doubling"]  # the probe can tell them apart
+    for alg, other in (("ring", "recursive_doubling"), ("recursive_doubling", "ring")):
+        rows = [_row(f"native:{alg}", n, 1e-6) for n in (8, 256, 4096)]
+        rows += [_row(f"native:{other}", n, 2e-6) for n in (8, 256, 4096)]
+        run = _write_run(tmp_path / f"run-{alg}", rows)
+        out = tmp_path / f"{alg}.json"
+        r = subprocess.run([sys.executable, "-m", "ccbench", "tune", str(run), "--format", "mpich-json", "-o",
+                            str(out)], capture_output=True, text=True, cwd=REPO)
+        assert r.returncode == 0, r.stderr
+        doc = read_json_with_comment(out.read_text())
+        assert out.read_text().startswith("/* MPICH collective selection") and f"run-{alg}" in out.read_text()
+        _check_csel_level(doc)
+        fn = dict(MPICH["allreduce"][1])[alg]
+        assert f"algorithm={fn}" in json.dumps(doc["collective=allreduce"])
+        assert _signature(tmp_path, {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": str(out)}) == forced[alg]
