@@ -41,8 +41,9 @@ __all__ = [
 
 #: Two-sided level of the Mann-Whitney U tests (fastest vs runner-up, run vs run).
 SIGNIFICANCE = 0.05
-#: Run kinds this module reads; anything else (e.g. "workload") is refused.
-COLLECTIVE_KINDS = (None, "collective", "collectives")
+#: Run kinds this module reads (a sweep's run.json may leave "kind" out); anything else,
+#: e.g. "workload", is refused.
+COLLECTIVE_KINDS = (None, "sweep")
 
 
 # --------------------------------------------------------------------------- loading
@@ -62,7 +63,7 @@ def load_collective_run(run, results_dir="results") -> tuple[Path, dict, list[Ro
     kind = raw.get("kind") if isinstance(raw, dict) else None
     if kind not in COLLECTIVE_KINDS:
         raise UsageError(f"{str(path)!r} is a {kind!r} run; report, compare and plot read collective "
-                         "benchmark runs only")
+                         "sweeps only (ccbench show prints it)")
     meta, rows, warnings = load_run(path)
     if not rows:
         raise UsageError(f"{str(path)!r} has no finished cases")
@@ -347,7 +348,8 @@ def _lab_blocks(lab: Mapping, pp: Mapping | None, block: Mapping | None) -> list
                          human_time(shown) if shown is not None else "-",
                          _ci_text(fit.get("alpha_ci_s"), human_time) if d is None else "-",
                          f"{shown / delay:.3g}" if shown is not None and delay > 0 else "-"])
-        fitted_gbs = fit.get("rate_bps") / 8e9 if fit.get("rate_bps") else None
+        r = fit.get("rate_bps")
+        fitted_gbs = r / 8e9 if isinstance(r, (int, float)) and math.isfinite(r) and r > 0 else None
         ci = fit.get("rate_ci_bps") or []
         ci_text = (f"[{ci[0] / 8e9:.3g}, {ci[1] / 8e9:.3g}]" if len(ci) == 2 and all(
             v is not None and math.isfinite(v) for v in ci) else "-")
@@ -549,6 +551,17 @@ def render_html(blocks: Sequence, title: str, images: Mapping[str, bytes]) -> st
     return "\n".join(out) + "\n"
 
 
+def _strict_json(x):
+    """`x` with every non-finite float replaced by None (strict JSON, RFC 8259 has no NaN)."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, Mapping):
+        return {k: _strict_json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_strict_json(v) for v in x]
+    return x
+
+
 def _write_new(path: Path, text: str) -> None:
     with open(path, "x", encoding="utf-8") as f:
         f.write(text)
@@ -604,7 +617,7 @@ def build_report(run, results_dir="results", *, n_boot: int | None = None) -> di
         fastest[label] = fastest_per_size(g)
     title = f"ccbench report: {path.name}"
     with open(out_dir / "fits.json", "x") as f:
-        json.dump(doc, f, indent=2, allow_nan=False)
+        json.dump(_strict_json(doc), f, indent=2, allow_nan=False)
         f.write("\n")
     _write_new(out_dir / "report.md", render_markdown(blocks))
     _write_new(out_dir / "report.html", render_html(blocks, title, images))

@@ -308,6 +308,13 @@ def test_human_time(seconds, text):
     assert human_time(seconds) == text
 
 
+def test_a_sweep_kind_is_read(run_copy):
+    meta = json.loads((run_copy / "run.json").read_text())
+    (run_copy / "run.json").write_text(json.dumps(dict(meta, kind="sweep")))
+    path, _, rows, _ = load_collective_run(run_copy)
+    assert path == run_copy and len(rows) == 95
+
+
 def test_load_refuses_runs_without_rows(run_copy):
     (run_copy / "cases.jsonl").write_text("")
     with pytest.raises(UsageError, match="no finished cases"):
