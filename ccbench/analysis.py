@@ -61,7 +61,7 @@ TWO_LEVEL_LEADERS = ("ring", "rabenseifner")
 #: Provenance of the source run repeated in fits.json (pyperf-style metadata, once).
 _PROVENANCE_KEYS = ("ccbench", "git_commit", "mpi_library", "nranks", "nodes", "ranks_per_node",
                     "hosts", "cores_per_node", "oversubscribed", "thread_level", "platform",
-                    "cpu", "argv", "start_time", "end_time", "status")
+                    "cpu", "argv", "start_time", "end_time", "status", "lab")
 CSV_COLUMNS = ("collective", "algorithm", "nranks", "dtype", "op", "in_place", "root", "model",
                "segment", "n_segments", "nbytes_lo", "nbytes_hi", "alpha_s", "alpha_ci_low_s",
                "alpha_ci_high_s", "beta_s_per_byte", "beta_ci_low_s_per_byte",
@@ -245,6 +245,10 @@ def fit_run(
         doc["who_wins"] = [w.to_dict() for w in who_wins(rows, params)]
     else:
         notes.append("no network parameters: predictions and who-wins skipped")
+    if meta.get("lab"):  # an emulated-lab run: fitted against injected delay and rate
+        from ccbench.lab.check import fitted_vs_injected
+
+        doc["lab"] = fitted_vs_injected(rows, meta["lab"], n_boot=n_boot)
     if write:
         jname, cname = _free_name(path, "fits")
         doc["files"] = {"json": jname, "csv": cname}

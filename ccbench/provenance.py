@@ -4,6 +4,7 @@ Also the launcher facts readable before MPI starts (this rank, ranks on this nod
 decide the thread level -- it must be chosen before MPI is initialised.
 """
 
+import json
 import os
 import platform
 import socket
@@ -83,6 +84,17 @@ def _git_commit() -> str | None:
     return out.stdout.strip() + ("-dirty" if dirty else "")
 
 
+def _lab() -> dict | None:
+    """The emulated lab's injected delay and rate, set by `ccbench lab run` (None outside a lab)."""
+    raw = os.environ.get("CCBENCH_LAB")
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return {"error": f"unreadable CCBENCH_LAB: {raw[:80]!r}"}
+
+
 def collect(comm, cfg_dict: dict, thread: tuple[str, str], argv: list[str]) -> dict:
     """Provenance of this run (collective: every rank must call it)."""
     import mpi4py
@@ -126,4 +138,5 @@ def collect(comm, cfg_dict: dict, thread: tuple[str, str], argv: list[str]) -> d
         "argv": argv,
         "config": cfg_dict,
         "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **({"lab": _lab()} if _lab() else {}),
     }

@@ -1,0 +1,280 @@
+"""Bring the lab up and down: namespaces, veth links, a bridge, NFQUEUE rules and the emulator.
+
+Layout (every name starts with ``ccb``; nothing outside these namespaces is touched):
+
+- ``ccb-sw``: the switch, a namespace holding the bridge ``ccb-br`` and one port
+  ``ccb-pI`` per host;
+- ``ccb-hI``: host I, with loopback and one interface ``ccb0`` (the peer of ``ccb-pI``),
+  address ``10.251.77.(I+1)/24``; no default route, so traffic can only reach the other
+  hosts; TCP congestion control ``reno`` and ``tcp_slow_start_after_idle = 0`` (the
+  host's BBR paces and inflates 12-64 KiB transfers; a restart after idle would make
+  every sample pay slow start), IPv6 off;
+- in each host, ``iptables -t mangle -A PREROUTING -i ccb0 -j NFQUEUE --queue-num 0``
+  (no bypass: fail closed) and the emulator process (`ccbench.lab.emulator`) holding
+  every host's queue.
+
+The state (hosts, link parameters, the emulator's pid, the zero-delay baseline) is a JSON
+file in `state_dir()`; `down` works from it and, after a crash, from the name prefix.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ccbench.errors import CCBenchError, UsageError
+
+__all__ = [
+    "HOST_IF",
+    "PREFIX",
+    "SUBNET",
+    "down",
+    "emulator_alive",
+    "host_addr",
+    "host_ns",
+    "lab_namespaces",
+    "load_state",
+    "preflight",
+    "read_stats",
+    "restart_emulator",
+    "save_state",
+    "state_dir",
+    "up",
+]
+
+PREFIX = "ccb"
+SWITCH_NS = f"{PREFIX}-sw"
+BRIDGE = f"{PREFIX}-br"
+HOST_IF = f"{PREFIX}0"
+SUBNET = "10.251.77.0/24"
+QUEUE = 0
+MAX_HOSTS = 64
+EMULATOR_NAME = "userspace NFQUEUE emulator at each receiver's ingress (ccbench.lab.emulator)"
+_SYSCTLS = ("net.ipv4.tcp_congestion_control=reno", "net.ipv4.tcp_slow_start_after_idle=0",
+            "net.ipv4.tcp_rmem=4096 4194304 16777216", "net.ipv4.tcp_wmem=4096 4194304 16777216",
+            "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+
+
+def host_ns(i: int) -> str:
+    return f"{PREFIX}-h{i}"
+
+
+def _port(i: int) -> str:
+    return f"{PREFIX}-p{i}"
+
+
+def host_addr(i: int) -> str:
+    return f"10.251.77.{i + 1}"
+
+
+def state_dir() -> Path:
+    """Where the lab keeps its state, the emulator's log and statistics."""
+    return Path(os.environ.get("CCBENCH_LAB_DIR", "/run/ccbench-lab"))
+
+
+def _state_path() -> Path:
+    return state_dir() / "state.json"
+
+
+def load_state() -> dict | None:
+    p = _state_path()
+    if not p.exists():
+        return None
+    try:
+        return json.loads(p.read_text())
+    except ValueError:
+        return {"corrupt": True}
+
+
+def save_state(state: dict) -> None:
+    p = _state_path()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(json.dumps(state, indent=1) + "\n")
+    os.replace(tmp, p)
+
+
+def read_stats() -> dict | None:
+    """The emulator's last statistics (counters, lateness), or None."""
+    p = state_dir() / "emulator-stats.json"
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def preflight() -> str | None:
+    """Why a lab cannot be built here, or None when it can (root, ip, iptables, netns)."""
+    if os.geteuid() != 0:
+        return "the lab needs root (network namespaces, iptables, NFQUEUE)"
+    for tool in ("ip", "iptables"):
+        if not shutil.which(tool):
+            return (f"the lab needs {tool!r}" + (" (Debian: apt-get install iptables)" if tool == "iptables" else ""))
+    r = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    if r.returncode != 0:
+        return f"network namespaces unavailable: {r.stderr.strip()}"
+    return None
+
+
+def _sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    r = subprocess.run(list(args), capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise CCBenchError(f"`{' '.join(args)}` failed: {(r.stderr or r.stdout).strip()}")
+    return r
+
+
+def lab_namespaces() -> list[str]:
+    """Namespaces with the lab's prefix (whatever state file there is or is not)."""
+    r = _sh("ip", "netns", "list", check=False)
+    names = [line.split()[0] for line in r.stdout.splitlines() if line.strip()]
+    return sorted(n for n in names if n.startswith(f"{PREFIX}-"))
+
+
+def _pid_is_emulator(pid: int) -> bool:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"ccbench.lab.emulator" in cmd
+
+
+def emulator_alive(state: dict) -> bool:
+    pid = (state.get("emulator") or {}).get("pid")
+    return bool(pid) and _pid_is_emulator(int(pid))
+
+
+def _stop_emulator(state: dict, timeout_s: float = 10.0) -> None:
+    """SIGTERM the emulator and wait until it has exited (its queues are then free to bind)."""
+    pid = (state.get("emulator") or {}).get("pid")
+    if not pid or not _pid_is_emulator(int(pid)):
+        return
+    os.kill(int(pid), signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while _pid_is_emulator(int(pid)):
+        if time.monotonic() > deadline:
+            os.kill(int(pid), signal.SIGKILL)
+            deadline = time.monotonic() + timeout_s
+        time.sleep(0.02)
+
+
+def _start_emulator(state: dict, timeout_s: float = 20.0) -> None:
+    """Start the emulator for `state` (saved first) and wait until every queue is bound."""
+    state["emulator"] = None
+    save_state(state)
+    stats = state_dir() / "emulator-stats.json"
+    stats.unlink(missing_ok=True)
+    log = open(state_dir() / "emulator.log", "ab")
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "ccbench.lab.emulator", str(_state_path())],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    finally:
+        log.close()
+    state["emulator"] = {"pid": proc.pid, "kind": EMULATOR_NAME}
+    save_state(state)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        s = read_stats()
+        if s and s.get("pid") == proc.pid and s.get("ready"):
+            state["emulator"]["priority"] = s.get("priority")
+            save_state(state)
+            return
+        code = proc.poll()
+        if code is not None or time.monotonic() > deadline:
+            tail = (state_dir() / "emulator.log").read_text(errors="replace").strip().splitlines()[-5:]
+            raise CCBenchError("the link emulator did not start" + (f" (exit code {code})" if code is not None
+                                                                    else " in time")
+                               + (": " + " | ".join(tail) if tail else ""))
+        time.sleep(0.02)
+
+
+def restart_emulator(state: dict, delay_s: float, rate_bps: float) -> None:
+    """Stop the running emulator, wait for it to exit, start one with new link parameters."""
+    _stop_emulator(state)
+    state.update(delay_s=float(delay_s), rate_bps=float(rate_bps))
+    _start_emulator(state)
+
+
+def up(hosts: int, delay_s: float, rate_bps: float) -> dict:
+    """Create the namespaces, links, bridge and rules, start the emulator; return the state.
+
+    Refuses when a lab (or a crashed lab's leftovers) exists.  On any failure, everything
+    created so far is removed.
+    """
+    if not 2 <= hosts <= MAX_HOSTS:
+        raise UsageError(f"--hosts must be between 2 and {MAX_HOSTS}, got {hosts}")
+    why = preflight()
+    if why:
+        raise CCBenchError(why)
+    if load_state() is not None or lab_namespaces():
+        raise CCBenchError("a lab is already up (or a crashed one left namespaces behind): "
+                           "run `ccbench lab down` first")
+    state = {"prefix": PREFIX, "hosts": hosts, "namespaces": [host_ns(i) for i in range(hosts)],
+             "switch": SWITCH_NS, "bridge": BRIDGE, "interface": HOST_IF, "subnet": SUBNET,
+             "addresses": [host_addr(i) for i in range(hosts)], "queue": QUEUE,
+             "delay_s": float(delay_s), "rate_bps": float(rate_bps), "emulator": None, "baseline": None,
+             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "status": "starting"}
+    save_state(state)  # first, so that `down` can clean up after a crash in the middle
+    try:
+        _sh("ip", "netns", "add", SWITCH_NS)
+        _sh("ip", "-n", SWITCH_NS, "link", "set", "lo", "up")
+        _sh("ip", "-n", SWITCH_NS, "link", "add", BRIDGE, "type", "bridge")
+        _sh("ip", "-n", SWITCH_NS, "link", "set", BRIDGE, "up")
+        for i in range(hosts):
+            ns = host_ns(i)
+            _sh("ip", "netns", "add", ns)
+            _sh("ip", "link", "add", HOST_IF, "netns", ns, "type", "veth", "peer", "name", _port(i),
+                "netns", SWITCH_NS)
+            _sh("ip", "-n", SWITCH_NS, "link", "set", _port(i), "master", BRIDGE)
+            _sh("ip", "-n", SWITCH_NS, "link", "set", _port(i), "up")
+            _sh("ip", "-n", ns, "link", "set", "lo", "up")
+            _sh("ip", "-n", ns, "addr", "add", f"{host_addr(i)}/24", "dev", HOST_IF)
+            _sh("ip", "-n", ns, "link", "set", HOST_IF, "up")
+            _sh("ip", "netns", "exec", ns, "sysctl", "-q", "-w", *_SYSCTLS)
+            _sh("ip", "netns", "exec", ns, "iptables", "-w", "-t", "mangle", "-A", "PREROUTING", "-i", HOST_IF,
+                "-j", "NFQUEUE", "--queue-num", str(QUEUE))
+        _start_emulator(state)
+        state["status"] = "up"
+        save_state(state)
+    except BaseException:
+        down()
+        raise
+    return state
+
+
+def _kill_namespace_processes(ns: str) -> list[int]:
+    """SIGTERM, then SIGKILL, the processes still inside a lab namespace (stuck ranks)."""
+    pids = [int(p) for p in _sh("ip", "netns", "pids", ns, check=False).stdout.split() if p.isdigit()]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = [p for p in pids if Path(f"/proc/{p}").exists()]
+        for p in alive:
+            try:
+                os.kill(p, sig)
+            except ProcessLookupError:
+                pass
+        if not alive:
+            break
+        time.sleep(0.5)
+    return pids
+
+
+def down() -> list[str]:
+    """Remove everything the lab created (also after a crash); return what was removed."""
+    removed = []
+    state = load_state() or {}
+    if emulator_alive(state):
+        _stop_emulator(state)
+        removed.append(f"emulator (pid {state['emulator']['pid']})")
+    for ns in lab_namespaces():
+        killed = _kill_namespace_processes(ns)
+        _sh("ip", "netns", "del", ns, check=False)
+        removed.append(f"namespace {ns}" + (f" ({len(killed)} processes ended)" if killed else ""))
+    d = state_dir()
+    for name in ("state.json", "state.json.tmp", "emulator-stats.json", "emulator-stats.json.tmp", "emulator.log"):
+        (d / name).unlink(missing_ok=True)
+    if d.exists() and not any(d.iterdir()):
+        d.rmdir()
+    return removed

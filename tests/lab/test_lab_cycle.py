@@ -1,0 +1,137 @@
+"""The lab end to end: fitted delay and rate recover the injected ones; the model orders allreduce right.
+
+One 4-host lab for the module: ping-pong sweeps at (500 us, 1 Gbit/s) and (2 ms,
+200 Mbit/s), each against a zero-delay baseline at the same rate; then ring against
+recursive doubling at 4 hosts on the slow link; then a crashed lab is cleaned up.
+Skipped, with the reason, where namespaces or the queue cannot be made (not root, no iptables).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.lab
+
+REPO = Path(__file__).resolve().parents[2]
+DELAY_TOL_S = 30e-6
+RATE_TOL = 0.05
+
+
+def ccb(*args, check=True, timeout=300):
+    r = subprocess.run([sys.executable, "-m", "ccbench", *args], capture_output=True, text=True, timeout=timeout,
+                       cwd=REPO, env=dict(os.environ, COLUMNS="200"))
+    if check:
+        assert r.returncode == 0, f"ccbench {' '.join(args)}: {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    return r
+
+
+def newest_run(root: Path) -> Path:
+    runs = sorted(d for d in root.iterdir() if d.is_dir() and "lab-baseline" not in d.name)
+    return runs[-1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    from ccbench.lab import core
+
+    why = core.preflight()
+    if why:
+        pytest.skip(why)
+    if core.load_state() is not None or core.lab_namespaces():
+        pytest.skip("a lab is already up on this machine; not touching it")
+    results = tmp_path_factory.mktemp("lab-runs")
+    try:
+        ccb("lab", "up", "--hosts", "4", "--delay", "500us", "--rate", "1gbit", "--results-dir", str(results))
+        yield results
+    finally:
+        ccb("lab", "down", check=False)
+        assert core.lab_namespaces() == [] and core.load_state() is None
+
+
+@pytest.mark.parametrize("delay,rate,delay_s,rate_bps", [("500us", "1gbit", 500e-6, 1e9),
+                                                          ("2ms", "200mbit", 2e-3, 200e6)])
+def test_fits_recover_injected_delay_and_rate(lab, delay, rate, delay_s, rate_bps):
+    from ccbench.analysis import fit_run
+    from ccbench.lab.run import SWEEP_ARGS
+
+    ccb("lab", "set", "--delay", delay, "--rate", rate, "--results-dir", str(lab))
+    status = ccb("lab", "status").stdout
+    assert "running" in status and "baseline: alpha" in status
+    r = ccb("lab", "run", "-n", "2", "--", *SWEEP_ARGS, "--results-dir", str(lab), "--no-show")
+    assert "traffic over the emulated links" in r.stdout
+    run = newest_run(lab)
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["lab"]["delay_s"] == delay_s and meta["lab"]["rate_bps"] == rate_bps
+    assert meta["lab"]["baseline"]["rate_bps"] == rate_bps  # measured at this rate, zero delay
+    traffic = json.loads((run / "lab-traffic.json").read_text())
+    rows = [json.loads(line) for line in (run / "cases.jsonl").read_text().splitlines()]
+    one_way = sum(r["nbytes"] * (len(r["samples_s"]) + 2) for r in rows)  # samples + warm-up, one direction
+    assert traffic["crossed_links"]
+    for ns in ("ccb-h0", "ccb-h1"):  # every message went through the emulated link, both ways
+        assert traffic["links"][ns]["rx_bytes"] >= one_way
+        assert traffic["links"][ns]["emulated_bytes"] >= one_way
+    doc = fit_run(run, write=False)
+    lab_fit = doc["lab"]
+    print(f"\n{delay} {rate}: alpha {lab_fit['fitted']['alpha_s'] * 1e6:.1f} us, baseline "
+          f"{lab_fit['baseline']['alpha_s'] * 1e6:.1f} us, fitted delay {lab_fit['fitted_delay_s'] * 1e6:.1f} us "
+          f"(error {lab_fit['delay_error_s'] * 1e6:+.1f} us), fitted rate {lab_fit['fitted']['rate_bps'] / 1e6:.1f} "
+          f"Mbit/s (error {lab_fit['rate_error']:+.2%}); run {run}")
+    assert abs(lab_fit["rate_error"]) < RATE_TOL
+    assert abs(lab_fit["delay_error_s"]) < DELAY_TOL_S
+    shown = ccb("fit", str(run)).stdout  # the report shows fitted against injected
+    assert "injected" in shown and "delay = alpha - baseline" in shown
+
+
+def test_allreduce_order_follows_the_model_on_the_slow_link(lab):
+    from ccbench.algorithms import REGISTRY
+    from ccbench.fit import NetworkParams
+    from ccbench.predict import predict
+
+    ccb("lab", "set", "--delay", "2ms", "--rate", "200mbit", "--results-dir", str(lab))
+    sizes = (8, 4 << 20)
+    algs = ("ring", "recursive_doubling")
+    ccb("lab", "run", "--", "-C", "allreduce", "-a", ",".join(algs), "-s", ",".join(map(str, sizes)),
+        "--budget", "0.3", "--warmup", "1", "--min-reps", "3", "--results-dir", str(lab), "--no-show")
+    run = newest_run(lab)
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["nranks"] == 4 and meta["lab"]["hosts"] == 4
+    traffic = json.loads((run / "lab-traffic.json").read_text())
+    assert traffic["crossed_links"] and len(traffic["links"]) == 4
+    rows = {(r["algorithm"], r["nbytes"]): r for r in map(json.loads, (run / "cases.jsonl").read_text().splitlines())}
+    state = json.loads((Path(os.environ.get("CCBENCH_LAB_DIR", "/run/ccbench-lab")) / "state.json").read_text())
+    params = NetworkParams(alpha_s=state["delay_s"] + state["baseline"]["alpha_s"],
+                           beta_s_per_byte=8.0 / state["rate_bps"], gamma_s_per_byte=None)
+    winners = []
+    for n in sizes:
+        predicted = {a: predict(REGISTRY["allreduce"][a], 4, n, params) for a in algs}
+        measured = {a: rows[(a, n)]["median_s"] for a in algs}
+        print(f"\nallreduce {n} B at 4 hosts: predicted {predicted}, measured median {measured}")
+        assert min(predicted, key=predicted.get) == min(measured, key=measured.get), n
+        winners.append(min(predicted, key=predicted.get))
+    assert winners[0] != winners[1]  # the model predicts a crossover between the two sizes, and it shows
+
+
+def test_down_cleans_up_after_a_crash(lab):
+    from ccbench.lab import core
+
+    state = core.load_state()
+    os.kill(state["emulator"]["pid"], signal.SIGKILL)  # the emulator dies: traffic must stop, not bypass
+    deadline = time.monotonic() + 5
+    while core.emulator_alive(state) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    st = ccb("lab", "status", check=False)
+    assert st.returncode == 1 and "NOT RUNNING" in st.stdout
+    r = ccb("lab", "run", "--", "-C", "barrier", check=False)
+    assert r.returncode == 1 and "emulator is not running" in r.stderr
+    (core.state_dir() / "state.json").unlink()  # and the state file is lost as well
+    removed = ccb("lab", "down").stdout
+    assert "namespace ccb-h0" in removed and "namespace ccb-sw" in removed
+    assert core.lab_namespaces() == []
+    # a fresh lab comes up afterwards (nothing left bound to the queues)
+    ccb("lab", "up", "--hosts", "2", "--no-baseline", "--results-dir", str(lab))
