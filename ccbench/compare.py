@@ -1,7 +1,8 @@
 """``ccbench compare``: stored runs side by side, with a significance test on the raw samples.
 
 The first run is the baseline A; every other run (B, C, ...) is matched to it case by
-case on (collective, algorithm, size, dtype, op, in place, root, settings).  For each
+case on (collective, algorithm, size, dtype, op, in place, root); ``native:<alg>``
+variants match by name whatever environment forced them in each library.  For each
 matched case: both stored medians, the ratio other / A (> 1: the other run is slower),
 and a two-sided Mann-Whitney U test of the two cases' stored raw samples (Mann & Whitney
 1947; ``ccbench.stats.mann_whitney_u``).  The p-values of one pair of runs form one family
@@ -39,17 +40,21 @@ PROVENANCE_FIELDS = (("mpi_library", "MPI library"), ("nranks", "ranks"), ("node
                      ("ranks_per_node", "ranks per node"), ("thread_level", "thread level"),
                      ("oversubscribed", "oversubscribed cores"))
 CSV_COLUMNS = ("baseline", "other", "collective", "algorithm", "nbytes", "dtype", "op", "in_place", "root",
-               "settings", "nranks_a", "nranks_b", "samples_a", "samples_b", "median_a_s", "median_b_s",
+               "settings_a", "settings_b", "nranks_a", "nranks_b", "samples_a", "samples_b", "median_a_s",
+               "median_b_s",
                "ci_low_a_s", "ci_high_a_s", "ci_low_b_s", "ci_high_b_s", "ratio", "p_value", "p_adjusted",
                "significant", "verdict")
 
 
 def match_key(r: Row) -> tuple:
     """What makes two rows of different runs the same case (rank count excluded: it is provenance)."""
-    settings = getattr(r, "settings", None)
-    if isinstance(settings, Mapping):
-        settings = ";".join(f"{k}={v}" for k, v in sorted(settings.items()))
-    return (r.collective, r.algorithm, r.nbytes, r.dtype, r.op, r.in_place, r.root, settings or None)
+    return (r.collective, r.algorithm, r.nbytes, r.dtype, r.op, r.in_place, r.root)
+
+
+def _settings(r: Row) -> str:
+    """A row's forcing environment (``native:<alg>`` variants) as NAME=value;... ("" when none)."""
+    s = getattr(r, "settings", None) or {}
+    return ";".join(f"{k}={v}" for k, v in s.items()) if isinstance(s, Mapping) else str(s)
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,8 @@ class Pair:
     op: str
     in_place: bool
     root: int
-    settings: str | None
+    settings_a: str
+    settings_b: str
     nranks_a: int
     nranks_b: int
     samples_a: int
@@ -187,15 +193,16 @@ def compare_runs(runs: Sequence, results_dir="results", *, level: float = SIGNIF
             tested.append((k, a, b, p))
         ps = [t[3] for t in tested if t[3] is not None]
         adj = iter(benjamini_hochberg(ps).tolist()) if ps else iter(())
-        for k, a, b, p in tested:
+        for _, a, b, p in tested:
             q = next(adj) if p is not None else None
             ratio = b.median_s / a.median_s if a.median_s > 0 else math.inf
             sig = None if q is None else q < level
             verdict = ("untested" if sig is None else "noise" if not sig
                        else "slower" if ratio > 1 else "faster")
             pairs.append(Pair(labels[0], lab, a.collective, a.algorithm, a.nbytes, a.dtype, a.op, a.in_place,
-                              a.root, k[7], a.nranks, b.nranks, a.samples, b.samples, a.median_s, b.median_s,
-                              a.ci_low_s, a.ci_high_s, b.ci_low_s, b.ci_high_s, ratio, p, q, sig, verdict))
+                              a.root, _settings(a), _settings(b), a.nranks, b.nranks, a.samples, b.samples,
+                              a.median_s, b.median_s, a.ci_low_s, a.ci_high_s, b.ci_low_s, b.ci_high_s, ratio,
+                              p, q, sig, verdict))
     return Comparison([(lab, p, m) for lab, (p, m, _, _) in zip(labels, loaded, strict=True)], pairs,
                       warnings, unmatched, level)
 
@@ -248,7 +255,7 @@ def markdown_blocks(cmp: Comparison, figure: str | None) -> list:
         blocks += [("h", 2, coll),
                    ("table", ["run", "algorithm", "size", "dtype", "op", f"{base} median", "other median", "ratio",
                               "p (adj.)", "verdict"],
-                    [[p.other, p.algorithm + (f" [{p.settings}]" if p.settings else ""), format_size(p.nbytes),
+                    [[p.other, p.algorithm, format_size(p.nbytes),
                       p.dtype, p.op, human_time(p.median_a_s), human_time(p.median_b_s), f"{p.ratio:.3g}",
                       _fmt_p(p.p_adjusted), p.verdict] for p in ps], {2, 5, 6, 7, 8})]
     return blocks

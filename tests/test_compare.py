@@ -110,6 +110,28 @@ def test_significance_on_synthetic_samples(tmp_path):
     assert rev[8].verdict == "faster" and rev[8].ratio == pytest.approx(1 / by[8].ratio)
 
 
+def test_native_variants_match_by_name_across_libraries(tmp_path):
+    import dataclasses
+
+    x = [1e-6 * (10 + i) for i in range(8)]
+    ra = dataclasses.replace(_row("allreduce", "native:ring", 64, x),
+                             settings={"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring"})
+    rb = dataclasses.replace(_row("allreduce", "native:ring", 64, [2 * v for v in x]),
+                             settings={"OMPI_MCA_coll_tuned_allreduce_algorithm": "4"})
+    a = _write_run(tmp_path / "a", [ra])
+    b = _write_run(tmp_path / "b", [rb], mpi_library="Open MPI v5.0.11")
+    cmp = compare_runs([a, b])
+    (p,) = cmp.pairs
+    assert p.algorithm == "native:ring" and p.ratio == pytest.approx(2.0)
+    assert (p.settings_a, p.settings_b) == ("MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=ring",
+                                            "OMPI_MCA_coll_tuned_allreduce_algorithm=4")
+    assert any("provenance differs in MPI library" in w for w in cmp.warnings)
+    files = write_comparison(cmp, tmp_path / "out", plot=False)
+    with open(files["csv"]) as f:
+        (row,) = list(csv.DictReader(f))
+    assert row["settings_b"] == "OMPI_MCA_coll_tuned_allreduce_algorithm=4" and float(row["ratio"]) == 2.0
+
+
 def test_provenance_that_matters_is_warned(tmp_path):
     rows = [_row("bcast", "native", 8, [1e-6] * 5)]
     a = {"mpi_library": "MPICH 5", "nranks": 4, "nodes": 1, "ranks_per_node": 4, "thread_level": "single",

@@ -107,12 +107,12 @@ def compare(runs, results_dir, out_dir, level, no_plot):
     others = [lab for lab, _, _ in cmp.runs[1:]]
     for coll in dict.fromkeys(p.collective for p in cmp.pairs):
         ps = [p for p in cmp.pairs if p.collective == coll]
-        vary = {k: len({getattr(p, k) for p in ps}) > 1 for k in ("dtype", "op", "in_place", "root", "settings")}
+        vary = {k: len({getattr(p, k) for p in ps}) > 1 for k in ("dtype", "op", "in_place", "root")}
         t = Table(title=f"{coll}: medians, ratio run / {base}, adjusted p", title_justify="left",
                   header_style="bold")
         t.add_column("algorithm")
         t.add_column("size", justify="right")
-        for k in ("dtype", "op", "in_place", "root", "settings"):
+        for k in ("dtype", "op", "in_place", "root"):
             if vary[k]:
                 t.add_column(k.replace("_", " "))
         t.add_column(f"{base} median", justify="right")
@@ -121,15 +121,15 @@ def compare(runs, results_dir, out_dir, level, no_plot):
             t.add_column(f"{lab}/{base}", justify="right")
             t.add_column("p", justify="right")
             t.add_column("", justify="left")
-        keys = list(dict.fromkeys((p.algorithm, p.nbytes, p.dtype, p.op, p.in_place, p.root, p.settings)
+        keys = list(dict.fromkeys((p.algorithm, p.nbytes, p.dtype, p.op, p.in_place, p.root)
                                   for p in ps))
-        index = {((p.algorithm, p.nbytes, p.dtype, p.op, p.in_place, p.root, p.settings), p.other): p for p in ps}
+        index = {((p.algorithm, p.nbytes, p.dtype, p.op, p.in_place, p.root), p.other): p for p in ps}
         prev = None
         for k in keys:
             first = next(index[(k, lab)] for lab in others if (k, lab) in index)
             cells = [k[0] if k[0] != prev else "", format_size(k[1])]
             prev = k[0]
-            cells += [str(getattr(first, f)) for f in ("dtype", "op", "in_place", "root", "settings") if vary[f]]
+            cells += [str(getattr(first, f)) for f in ("dtype", "op", "in_place", "root") if vary[f]]
             cells.append(fmt_time(first.median_a_s))
             for lab in others:
                 p = index.get((k, lab))
