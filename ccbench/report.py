@@ -383,8 +383,9 @@ def _collective_blocks(g: Curves, doc: Mapping, figures: Mapping[str, str], tole
     blocks: list = [("h", 2, variant_label(g))]
     if coll is not None:
         factor = coll.busbw_factor(g.nranks)
-        blocks.append(("p", f"Size: {coll.size_definition}. Bus bandwidth = size / time × {factor:.3g} "
-                            "(nccl-tests, doc/PERFORMANCE.md). Times are the median over samples, each "
+        bw = (f" Bus bandwidth = size / time × {factor:.3g} (nccl-tests, doc/PERFORMANCE.md)."
+              if g.collective != "barrier" else "")
+        blocks.append(("p", f"Size: {coll.size_definition}.{bw} Times are the median over samples, each "
                             "sample the slowest rank's time of one call; brackets: distribution-free 95% CI "
                             "of the median."))
     cell = {(r.algorithm, r.nbytes): r for a in algs for r in g.by_algorithm[a]}
