@@ -245,8 +245,8 @@ def _provenance_blocks(path: Path, meta: Mapping, rows: Sequence[Row], warnings:
     cfg = meta.get("config") or {}
     hosts = meta.get("hosts") or {}
     thread = meta.get("thread_level", "?")
-    if meta.get("thread_level_requested") or meta.get("thread_level_reason"):
-        thread += f" (requested {meta.get('thread_level_requested', '?')}: {meta.get('thread_level_reason', '')})"
+    if meta.get("thread_level_reason"):
+        thread += f" ({meta['thread_level_reason']})"
     sizes = cfg.get("sizes") or []
     kv = [
         ("run", f"{path.name} ({meta.get('status', '?')})"),
@@ -283,7 +283,7 @@ def _provenance_blocks(path: Path, meta: Mapping, rows: Sequence[Row], warnings:
     bad = [r for r in rows if not r.ok]
     kv.append(("cases", f"{len(rows)} finished of {meta.get('planned_cases', '?')} planned, "
                         f"{len(meta.get('skipped') or [])} skipped, {len(bad)} wrong"))
-    blocks: list = [("h", 2, "Provenance"), ("table", ["", ""], [[k, str(v)] for k, v in kv], set())]
+    blocks: list = [("h", 2, "Provenance"), ("table", ["what", "value"], [[k, str(v)] for k, v in kv], set())]
     items = [f"warning: {w}" for w in warnings]
     items += [f"FAILED: {r.collective}/{r.algorithm} {format_size(r.nbytes)}: {r.nwrong} wrong elements"
               for r in bad]
