@@ -103,14 +103,17 @@ def _size_axis(ax, sizes: Sequence[float], label: str) -> None:
     ax.set_xlabel(label)
 
 
-def _log_axis(axis, values: Sequence[float], fmt) -> None:
-    """A log10 axis whose ticks are labelled by `fmt`; 1-2-5 ticks when the range is narrow."""
+def _log_axis(axis, values: Sequence[float], fmt, max_ticks: int = 9) -> None:
+    """A log10 axis labelled by `fmt`: ticks at 1-2-...-9, 1-2-5, 1-3 or 1 per decade, the densest
+    that keeps at most `max_ticks` labels over the range of `values`."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     pos = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
-    decades = math.log10(max(pos) / min(pos)) if pos else 3.0
-    subs = (1.0,) if decades > 3 else (1.0, 2.0, 5.0) if decades > 0.8 else tuple(range(1, 10))
-    axis.set_major_locator(LogLocator(base=10, subs=subs))
+    decades = math.log10(max(pos) / min(pos)) + 0.35 if pos else 3.0  # + the axis margins
+    for subs in (tuple(float(k) for k in range(1, 10)), (1.0, 2.0, 5.0), (1.0, 3.0), (1.0,)):
+        if decades * len(subs) + 1 <= max_ticks:
+            break
+    axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=max_ticks + 4))
     axis.set_major_formatter(FuncFormatter(lambda v, _: fmt(v)))
     axis.set_minor_formatter(NullFormatter())
 
@@ -247,7 +250,7 @@ def predicted_figure(checks: Sequence[Mapping], title: str, tolerance: float):
         ax.set_ylim(lo, hi)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    _log_axis(ax.xaxis, allv, _time_fmt)
+    _log_axis(ax.xaxis, allv, _time_fmt, max_ticks=7)
     _log_axis(ax.yaxis, allv, _time_fmt)
     ax.set_xlabel("predicted time (α-β-γ model)")
     ax.set_ylabel("measured time (median)")
