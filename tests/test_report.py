@@ -320,3 +320,19 @@ def test_load_refuses_runs_without_rows(run_copy):
     with pytest.raises(UsageError, match="no finished cases"):
         load_collective_run(run_copy)
     assert load_run(RUN)[1]  # the stored run itself has rows
+
+
+def test_figures_label_sizes_and_times_in_human_units():
+    from ccbench.plots import latency_figure, size_label
+
+    _, _, rows, _ = load_collective_run(RUN)
+    g = next(g for g in group_rows(rows) if g.collective == "allreduce")
+    fig = latency_figure(g.by_algorithm, {}, "allreduce", size_label("allreduce"))
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["8 B", "64 B", "512 B", "4 KiB", "32 KiB"]
+    assert ax.get_xlabel() == "size: buffer size"
+    ylabels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert ylabels and all(t.endswith(" µs") or t.endswith(" ms") for t in ylabels)
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[0] == "native" and set(g.by_algorithm) <= set(legend)
