@@ -3,8 +3,9 @@
 The runs were made on this 2-core machine with
 ``ccbench launch -n 4 -C pingpong,allreduce,bcast,allgather -a all -s 8:64K:8 --min-reps 10
 --max-reps 100 --budget 0.05`` (run-np4: thread level auto = multiple, 4 ranks on 2 cores;
-run-np4-single: the same with ``--thread-level single``) and renamed.  They are only read
-here: every test that writes works on a copy.
+run-np4-single: the same with ``--thread-level single``) and renamed, argv[0] in run.json
+made relative to the repository.  They are only read here: every test that writes works
+on a copy.
 """
 
 import hashlib
