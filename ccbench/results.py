@@ -201,7 +201,12 @@ def mark_failed(path: str | Path, reason: str) -> bool:
         return False
     if not isinstance(meta, dict) or meta.get("schema") != SCHEMA or meta.get("status") != "running":
         return False
-    meta.update(status="failed", failure=reason, end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    try:
+        _, rows, _ = load_run(path)
+    except UsageError:
+        rows = []
+    meta.update(status="failed", failure=reason, end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                finished_cases=len(rows))
     write_json_atomic(meta_path, meta)
     return True
 

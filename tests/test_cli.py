@@ -158,6 +158,7 @@ def test_a_rank_that_dies_ends_the_job_and_the_run_says_failed(tmp_path):
     assert f"--resume {run}" in lines[0]
     meta = json.loads((run / "run.json").read_text())
     assert meta["status"] == "failed" and "a rank crashed, was killed or aborted" in meta["failure"]
+    assert meta["finished_cases"] == 3
     rows = [json.loads(x) for x in (run / "cases.jsonl").read_text().splitlines()]
     assert [x["nbytes"] for x in rows] == [8, 16, 32] and all(x["nwrong"] == 0 for x in rows)
     shown = CliRunner().invoke(cli, ["show", str(run)], env={"COLUMNS": "200"})

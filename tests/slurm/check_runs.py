@@ -1,12 +1,12 @@
 """Check the run directories one Slurm job left under a results root (used by ci_slurm.sh).
 
     python tests/slurm/check_runs.py RESULTS JOBID [--runs N] [--nranks 2,4] [--per-p]
-                                     [--interrupted] [--log FILE --expect-log TEXT]
+                                     [--interrupted | --failed] [--log FILE --expect-log TEXT]
 
 Every run directory whose name carries the job id (..._job<ID> or ..._job<ID>_P<P>) must
 hold a run.json whose status is complete (or interrupted by SIGTERM with --interrupted,
-keeping at least one finished row), rows with zero wrong elements, and a "slurm"
-provenance block naming the job. Prints what is wrong and exits 1, or exits 0 silently.
+or failed because a rank died with --failed, keeping some but not all rows), rows with
+zero wrong elements, and a "slurm" provenance block naming the job. Prints what is wrong and exits 1, or exits 0 silently.
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ def main() -> int:
     ap.add_argument("--nranks", default="")
     ap.add_argument("--per-p", action="store_true")
     ap.add_argument("--interrupted", action="store_true")
+    ap.add_argument("--failed", action="store_true", help="a rank died: status failed, some rows kept")
     ap.add_argument("--log")
     ap.add_argument("--expect-log")
     a = ap.parse_args()
@@ -42,16 +43,22 @@ def main() -> int:
         except (OSError, ValueError) as exc:
             errors.append(f"{where}: unreadable: {exc}")
             continue
-        want = "interrupted" if a.interrupted else "complete"
+        want = "interrupted" if a.interrupted else "failed" if a.failed else "complete"
         if meta.get("status") != want:
             errors.append(f"{where}: status {meta.get('status')!r}, want {want!r}")
+        if a.failed:
+            if "a rank crashed, was killed or aborted" not in str(meta.get("failure")):
+                errors.append(f"{where}: failure {meta.get('failure')!r} does not say a rank died")
+            if not rows or len(rows) >= meta.get("planned_cases", 0):
+                errors.append(f"{where}: {len(rows)} rows of {meta.get('planned_cases')} planned: "
+                              "want some but not all")
         if a.interrupted:
             if meta.get("signal") != "SIGTERM":
                 errors.append(f"{where}: signal {meta.get('signal')!r}, want 'SIGTERM'")
             if not rows or len(rows) >= meta.get("planned_cases", 0):
                 errors.append(f"{where}: {len(rows)} rows of {meta.get('planned_cases')} planned: "
                               "want some but not all")
-        elif not rows or len(rows) != meta.get("planned_cases"):
+        elif not a.failed and (not rows or len(rows) != meta.get("planned_cases")):
             errors.append(f"{where}: {len(rows)} rows, {meta.get('planned_cases')} planned")
         if meta.get("finished_cases") != len(rows):
             errors.append(f"{where}: finished_cases {meta.get('finished_cases')} but {len(rows)} rows kept")

@@ -145,6 +145,9 @@ jobs[refuse]=$(submit refuse -n 2 --wrap "srun --mpi=none $(command -v python) -
 # a real time limit: SIGTERM from Slurm (--signal, or at the limit) while a long sweep runs
 jobs[timelimit]=$(CCBENCH_EXTRA_ARGS="-C all -s 8:64K --budget 1 --min-reps 1000000 --max-reps 1000000" \
   submit timelimit -n 2 --overcommit --time=1 --signal=TERM@40 slurm/sweep.sbatch)
+# a rank that dies mid-sweep: srun ends the step at once, `ccbench launch` marks the run failed
+jobs[crash]=$(CCBENCH_FAULT="exit:1:allreduce/native:64" CCBENCH_EXTRA_ARGS="-C allreduce -s 8:1K --budget 0.05" \
+  submit crash -n 3 --overcommit slurm/sweep.sbatch)
 echo "slurm: submitted $(for k in "${!jobs[@]}"; do printf '%s=%s ' "$k" "${jobs[$k]}"; done)"
 
 wait_jobs() {  # wait_jobs TIMEOUT_S ID... (polls squeue; sbatch --wait is slower)
@@ -196,6 +199,13 @@ check mpinone FAILED --runs 0 --log "$work/out/mpinone-${jobs[mpinone]}.out" --e
 check signal FAILED --runs 1 --nranks 2 --interrupted
 check refuse FAILED --runs 0 --log "$work/out/refuse-${jobs[refuse]}.out" --expect-log "did not wire up MPI"
 check timelimit 'FAILED|TIMEOUT' --runs 1 --nranks 2 --interrupted
+check crash FAILED --runs 1 --nranks 3 --failed
+runtime=$(scontrol show job "${jobs[crash]}" | tr ' ' '\n' | sed -n 's/^RunTime=//p')
+if [[ $runtime =~ ^00:00:([0-5][0-9])$ ]]; then
+  echo "ok   crash ended promptly (RunTime=$runtime)"; passed=$((passed + 1))
+else
+  echo "FAIL crash job ran $runtime: the step was not ended when a rank died"; failed=$((failed + 1))
+fi
 echo "slurm: checks took $((SECONDS - t0)) s"
 echo "slurm: $passed passed, $failed failed"
 (( failed == 0 ))
