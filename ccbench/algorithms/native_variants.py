@@ -9,12 +9,15 @@ carries the environment settings that force one internal algorithm of the librar
   ``src/mpi/coll/mpir_coll.c``).  A forced algorithm that does not apply to a call
   (``reduce_scatter_allgather`` for fewer elements than the nearest power of two of the
   ranks, ...) silently falls back to MPICH's own choice unless
-  ``MPIR_CVAR_COLLECTIVE_FALLBACK=error``.  That variable cannot be set at launch: MPI_Init
-  runs small collectives of its own (a one-element allreduce) that a forced algorithm
-  may refuse, and MPI_Init aborts.  ccbench therefore sets it to ``error`` through the MPI
-  tool interface (MPI_T, MPI 4.1 section 15.3.6) around one probe call per case, so
-  an inapplicable case is recorded as not applicable instead of as a timing of another
-  algorithm.
+  ``MPIR_CVAR_COLLECTIVE_FALLBACK`` says otherwise.  ``error`` cannot be used: at launch it
+  aborts MPI_Init (which runs a one-element allreduce of its own), and during a call it
+  can hang the job, because the device layer composes collectives from node-level pieces
+  and only the node leaders run the forced algorithm on their own communicator -- a
+  refusal there is an error on those ranks only while the others wait in the collective.
+  ccbench therefore sets it to ``print`` through the MPI tool interface (MPI_T, MPI 4.1
+  section 15.3.6) around one probe call per case, captures what MPICH prints ("User set
+  collective algorithm is not usable ... cannot be applied") and agrees over all ranks:
+  such a case is recorded as not applicable instead of as a timing of another algorithm.
 * Open MPI (5.0.x): ``OMPI_MCA_coll_tuned_use_dynamic_rules=1`` and
   ``OMPI_MCA_coll_tuned_<coll>_algorithm=<id>``; ids and names as ``ompi_info --param
   coll tuned --level 9`` lists them for 5.0.11 (Open MPI's docs,
@@ -262,7 +265,7 @@ def check_environment(cases, library: str | None, env=None):
 class _MpichFallback:
     """MPICH's MPIR_CVAR_COLLECTIVE_FALLBACK, read and written through MPI_T after MPI_Init."""
 
-    ERROR = 0  # the enum's order in MPICH: error, print, silent
+    ERROR, PRINT = 0, 1  # the enum's order in MPICH: error, print, silent
 
     def __init__(self) -> None:
         import ctypes
@@ -311,33 +314,63 @@ def _reason(exc) -> str:
     return text.split(": ", 1)[-1].strip() if "): " in text or ".: " in text else text
 
 
-def probe(comm, call, library: str | None) -> None:
-    """One call with fallback made an error; raise NotApplicableError on every rank if any refused.
+def _captured_stderr(call):
+    """Run call() with file descriptor 2 sent to a file; return (exception or None, text written)."""
+    import sys
+    import tempfile
 
-    Every rank sees the same arguments (count, op, ranks), so the library refuses on every
-    rank alike, before any message: no rank is left inside the collective.
-    """
     from mpi4py import MPI
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    err = None
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            call()
+        except MPI.Exception as exc:
+            err = exc
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        tmp.seek(0)
+        return err, tmp.read().decode(errors="replace")
+
+
+_REFUSAL = ("not usable for the provided arguments", "cannot be applied")
+
+
+def probe(comm, call, library: str | None) -> None:
+    """One call with MPICH's fallback made to print; NotApplicableError on every rank if any saw it.
+
+    MPICH prints the refusal (on rank 0 of the communicator that ran the forced algorithm)
+    and goes on with its own choice, so no rank is left waiting; the ranks then agree.
+    Anything else written to stderr during the call is passed on.
+    """
+    import sys
 
     fb = _mpich_fallback() if library == "mpich" else None
     old = fb.get() if fb is not None else None
-    err = None
+    if fb is not None:
+        fb.set(_MpichFallback.PRINT)
     try:
-        if fb is not None:
-            fb.set(_MpichFallback.ERROR)
-        call()
-    except MPI.Exception as exc:
-        err = _reason(exc)
+        exc, text = _captured_stderr(call)
     finally:
         if fb is not None:
             fb.set(old)
-    errs = comm.allgather(err)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    refusal = [ln for ln in lines if any(r in ln for r in _REFUSAL)]
+    other = [ln for ln in lines if ln not in refusal]
+    if other:
+        print("\n".join(other), file=sys.stderr, flush=True)
+    why = " ".join(dict.fromkeys(refusal)) or (_reason(exc) if exc is not None else None)
+    errs = comm.allgather(why)
     first = next((e for e in errs if e), None)
     if first is not None:
         raise NotApplicableError(first)
     if library == "mpich" and fb is None:
-        raise NotApplicableError("cannot make MPICH's fallback an error (no MPI_T access): a forced algorithm "
-                            "that does not apply would be timed as another one")
+        raise NotApplicableError("cannot see MPICH's fallback (no MPI_T access): a forced algorithm that does "
+                                 "not apply would be timed as another one")
 
 
 _register_all()
