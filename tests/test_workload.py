@@ -340,6 +340,7 @@ def test_config_keys_are_strict():
         resolve_workload("straggler", {"delay_s": 0})
     with pytest.raises(UsageError, match="one collective"):
         resolve_workload("straggler", {"collectives": "allreduce,bcast"})
+    assert resolve_workload("ddp", {"modes": "both"}).modes == ("bucketed", "per_tensor")
     cfg = resolve_workload("ddp", {"algorithms": "all"})
     assert "ring" in cfg.algorithms and "native" in cfg.algorithms
     assert resolve_workload("straggler", {"delay_s": "2ms"}).delay_s == pytest.approx(2e-3)

@@ -236,8 +236,12 @@ def predict_cmd(kind, model, ranks, from_run, results_dir, alpha, beta, gamma, d
                               hidden=hidden, experts_per_rank=experts_per_rank, top_k=top_k,
                               capacity_factor=capacity_factor)
     console = _console()
-    console.print(f"parameters {source}: {params.alpha_s:.3g} s latency, {params.beta_s_per_byte:.3g} s/B, "
-                  f"gamma {params.gamma_s_per_byte or 0:.3g} s/B")
+    from ccbench.views import fmt_time
+
+    b, g = params.beta_s_per_byte, params.gamma_s_per_byte
+    console.print(f"parameters {source}: alpha = {fmt_time(params.alpha_s)}, beta = {b:.4g} s/B"
+                  + (f" ({1e-9 / b:.3g} GB/s)" if b > 0 else "")
+                  + (f", gamma = {g:.4g} s/B" if g is not None else ", gamma = 0 (not known)"))
     for t in prediction_tables(result):
         console.print(t)
 

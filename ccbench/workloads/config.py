@@ -197,6 +197,8 @@ def resolve_workload(workload: str, values: dict) -> WorkloadConfig:
             if not isinstance(value, str) or not value:
                 raise UsageError(f"config key 'results_dir': expected a path, got {value!r}")
             out[key] = value
+    if out.get("modes") == ("both",):
+        out["modes"] = DDP_MODES
     cfg = WorkloadConfig(**out)
     _choices("modes", cfg.modes, DDP_MODES)
     _choices("variants", cfg.variants, ZERO_VARIANTS)

@@ -126,23 +126,30 @@ class StepTimer:
 class ComputeKernel:
     """A calibrated compute kernel: a loop of small numpy matrix products (float64, 64 x 64).
 
-    Calibrated once per run: the median time of one product over a few hundred, taken
-    while every rank calibrates at once (so oversubscribed cores are accounted for).
-    `run` optionally polls a request `polls` times, evenly spread, as OSU's ``-t``
-    option calls MPI_Test inside its dummy compute.
+    Calibrated once per run, while every rank calibrates at once: the loop runs for
+    `calibrate_s` of wall time and one iteration's cost is that time over the
+    iterations done -- a mean that includes the time slices lost to other ranks, so a
+    kernel asked for 5 ms lasts about 5 ms on oversubscribed cores too.  `run`
+    optionally polls a request `polls` times, evenly spread, as OSU's ``-t`` option
+    calls MPI_Test inside its dummy compute.
     """
 
-    def __init__(self, size: int = 64, trials: int = 300) -> None:
+    def __init__(self, size: int = 64, calibrate_s: float = 0.2) -> None:
         rng = np.random.default_rng(0)
         self.a = rng.random((size, size))
         self.b = rng.random((size, size))
         self.c = np.empty((size, size))
-        times = np.empty(trials)
-        for k in range(trials):
-            t0 = _now()
-            np.matmul(self.a, self.b, out=self.c)
-            times[k] = _now() - t0
-        self.iter_s = float(np.median(times))
+        n = 0
+        t0 = _now()
+        end = t0 + calibrate_s
+        while True:
+            for _ in range(16):
+                np.matmul(self.a, self.b, out=self.c)
+            n += 16
+            t = _now()
+            if t >= end:
+                break
+        self.iter_s = (t - t0) / n
 
     def iterations(self, seconds: float) -> int:
         return max(1, round(seconds / self.iter_s)) if seconds > 0 else 0

@@ -140,6 +140,8 @@ def zero_schedule(model: Model, nranks: int, variant: str) -> Schedule:
       auto-wrap policy): all-gather before each unit's forward, again before its backward
       (parameters are freed after use), and a reduce-scatter of its gradients, units
       visited forward then backward (PyTorch FSDP documentation, "FullyShardedDataParallel").
+      Every unit is treated alike: FSDP's root unit, which it keeps gathered from forward
+      to backward, would skip its second all-gather.
     * ``ddp_flat`` / ``ddp_layer`` -- one allreduce of the same padded buffer(s): the DDP
       baseline that moves the same data.
     """
