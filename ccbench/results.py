@@ -150,13 +150,14 @@ def new_run_dir(root: str | Path, nranks: int, tag: str = "") -> Path:
 class RunWriter:
     """Rank 0's writer of one run directory."""
 
-    def __init__(self, path: Path, meta: dict, rows: int = 0) -> None:
+    def __init__(self, path: Path, meta: dict, rows: int = 0, columns: list[str] | None = None) -> None:
         self.path = path
         self.meta = dict(meta, schema=SCHEMA, status="running")
         write_json_atomic(path / "run.json", self.meta)
         self._jsonl = open(path / "cases.jsonl", "a")
         self._csv = open(path / "cases.csv", "a", newline="")
-        self._csvw = csv.DictWriter(self._csv, fieldnames=CSV_COLUMNS)
+        # another row type (a workload's) brings its own columns
+        self._csvw = csv.DictWriter(self._csv, fieldnames=columns or CSV_COLUMNS)
         if self._csv.tell() == 0:
             self._csvw.writeheader()
         self.rows = rows
@@ -232,11 +233,13 @@ def resolve_run(run: str | Path, results_dir: str | Path = "results") -> Path:
                      f"{str(results_dir)!r}, or latest)")
 
 
-def load_run(run: str | Path, results_dir: str | Path = "results") -> tuple[dict, list[Row], list[str]]:
+def load_run(run: str | Path, results_dir: str | Path = "results", row_cls=Row) -> tuple[dict, list[Row], list[str]]:
     """Load (meta, rows, warnings) of a run; refuse unknown schemas and foreign files.
 
     A torn last line of cases.jsonl (a crash mid-write) is dropped with a warning; a
-    corrupt line elsewhere is an error.
+    corrupt line elsewhere is an error.  run.json's ``kind`` (``sweep`` when absent) must
+    be `row_cls`'s ``KIND`` (``sweep`` for Row): a workload run is refused where a sweep is
+    expected, with a message saying so.
     """
     path = resolve_run(run, results_dir)
     meta_path = path / "run.json"
@@ -252,6 +255,10 @@ def load_run(run: str | Path, results_dir: str | Path = "results") -> tuple[dict
             raise UsageError(f"{str(path)!r} has schema {schema}; this ccbench reads {SCHEMA}: "
                              "use the ccbench version that wrote it, or re-run the sweep")
         raise UsageError(f"{str(meta_path)!r} is not a ccbench run file (schema {schema!r})")
+    kind, want = meta.get("kind", "sweep"), getattr(row_cls, "KIND", "sweep")
+    if kind != want:
+        raise UsageError(f"{str(path)!r} is a {kind} run, not a {want} run: use ccbench show"
+                         + (" or ccbench workload" if kind == "workload" else ""))
     rows: list[Row] = []
     warnings: list[str] = []
     try:
@@ -265,7 +272,7 @@ def load_run(run: str | Path, results_dir: str | Path = "results") -> tuple[dict
         if not line.strip():
             continue
         try:
-            rows.append(Row.from_dict(json.loads(line)))
+            rows.append(row_cls.from_dict(json.loads(line)))
         except (json.JSONDecodeError, ValueError, TypeError) as exc:
             last = i == len(lines) - 1 or all(not x.strip() for x in lines[i + 1:])
             if last and not text.endswith("\n"):
