@@ -414,3 +414,27 @@ def test_show_a_workload_run(tmp_path):
     assert header == WORKLOAD_COLUMNS
     with pytest.raises(UsageError, match="is a workload run"):
         load_run(run)  # a sweep reader refuses it with a message, not a corrupt-line error
+
+
+def test_launch_end_to_end_then_show(tmp_path):
+    """--launch starts the launcher (ccbench launch's helpers), the run lands on disk, show reads it."""
+    import subprocess
+    import sys
+
+    from ccbench.results import load_run
+
+    model = tmp_path / "m.txt"
+    model.write_text("300 a\n20 a\n5000 b\n")
+    r = subprocess.run([sys.executable, "-m", "ccbench", "workload", "ddp", "-m", str(model), "-a", "native,ring",
+                        "--bucket-mb", "0.01", "--first-bucket-mb", "0", "--warmup", "1", "--min-reps", "2",
+                        "--max-reps", "3", "--launch", "2", "--results-dir", str(tmp_path / "res"), "--no-show"],
+                       capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    (run,) = (tmp_path / "res").iterdir()
+    meta, rows, _ = load_run(run, row_cls=WorkloadRow)
+    assert meta["nranks"] == 2 and meta["kind"] == "workload" and meta["model"]["params"] == 5320
+    assert "--launch" not in meta["argv"] and all(r.ok for r in rows)
+    assert {r.variant for r in rows} == {"bucketed 0.01 MiB", "per_tensor"}
+    shown = subprocess.run([sys.executable, "-m", "ccbench", "show", str(run)], capture_output=True, text=True,
+                           env={**__import__("os").environ, "COLUMNS": "200"})
+    assert shown.returncode == 0 and "all correct" in shown.stdout

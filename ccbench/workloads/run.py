@@ -119,12 +119,10 @@ def _run_schedule(comm, cfg, model_name, schedule, algs, settings, timer_res) ->
     """Measure one schedule with one choice of algorithms; return its step row and part rows."""
     from mpi4py import MPI
 
-    from ccbench.runner import agree
-
     P, rank = comm.Get_size(), comm.Get_rank()
     G = schedule.group_ranks or P
     sub = comm if G == P else comm.Split(rank // G, rank)
-    bufs = agree(comm, lambda: _sized(comm, schedule, G, sub.Get_rank(), cfg))
+    bufs = StepBuffers(schedule, G, sub.Get_rank(), cfg.dtype)
     calls = step_calls(sub, schedule, algs, bufs)
     timer = StepTimer(calls, settings.warmup + settings.max_reps + 1)
     bufs.fill()
@@ -166,13 +164,14 @@ def _run_schedule(comm, cfg, model_name, schedule, algs, settings, timer_res) ->
     return rows
 
 
-def _sized(comm, schedule, G, grank, cfg) -> StepBuffers:
+def _buffer_bytes(schedule: Schedule, P: int, itemsize: int) -> int:
+    """Bytes of one rank's StepBuffers for `schedule` (send + receive regions of every call)."""
+    G = schedule.group_ranks or P
     elems = 0
     for c in schedule.calls:
         k = c.count * (G if COLLECTIVES[c.collective].blocked else 1)
         elems += k + (c.count if c.collective in ("reduce_scatter", "allgather") else k)
-    _check_memory(comm, elems * cfg.itemsize, f"{schedule.workload} {schedule.variant}")
-    return StepBuffers(schedule, G, grank, cfg.dtype)
+    return elems * itemsize
 
 
 _STARTERS = {
@@ -304,6 +303,9 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
         model = agree(comm, lambda: load_model(cfg.model))
     if cfg.workload in ("ddp", "zero", "moe"):
         items, skipped = agree(comm, lambda: plan_schedules(cfg, P, model))
+        big = max(items, key=lambda it: _buffer_bytes(it[0], P, cfg.itemsize))[0]
+        agree(comm, lambda: _check_memory(comm, _buffer_bytes(big, P, cfg.itemsize),
+                                          f"{big.workload} {big.variant}"))
     elif cfg.workload == "overlap":
         sizes, overlap_model = agree(comm, lambda: _overlap_sizes(cfg))
     elif cfg.delayed_rank >= P:

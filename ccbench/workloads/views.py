@@ -81,7 +81,7 @@ def _straggler_table(rows: list[WorkloadRow]) -> Table:
         t.add_column(col, justify="left" if col in ("algorithm", "flags", "check") else "right")
     for r in rows:
         t.add_row(r.algorithm, format_size(r.nbytes), fmt_time(r.baseline_s), fmt_time(r.median_s),
-                  f"{r.slowdown:.2f}", str(r.samples), ",".join(r.flags), _check(r))
+                  f"{r.slowdown:.2f}".replace("-0.00", "0.00"), str(r.samples), ",".join(r.flags), _check(r))
     return t
 
 
