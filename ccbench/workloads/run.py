@@ -284,6 +284,19 @@ def _progress(row: WorkloadRow) -> str:
             f"{row.samples} samples ({row.stop_reason}), " + ("ok" if row.ok else f"WRONG {row.nwrong}"))
 
 
+WATCHDOG_S = 300.0  # seconds an item may run past its timing budget before the job is ended
+
+
+class _Item:
+    """What the watchdog names when it ends the job."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def label(self) -> str:
+        return self.what
+
+
 def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str], tag: str = "",
                  quiet: bool = False):
     """Run a workload on MPI.COMM_WORLD; return (exit code, run directory on rank 0 or None)."""
@@ -291,7 +304,7 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
 
     from ccbench.provenance import collect
     from ccbench.results import RunWriter, new_run_dir
-    from ccbench.runner import agree
+    from ccbench.runner import Watchdog, agree
     from ccbench.timing import timer_resolution_s
 
     comm = MPI.COMM_WORLD
@@ -344,16 +357,25 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
                 if r.part == -1 or r.workload in ("overlap", "straggler"):
                     print(_progress(r), flush=True)
 
+    # a hung call (a deadlocked algorithm, a dead peer) ends the job with one line instead of
+    # hanging it: the sweep's watchdog, armed per measured item with room for its timings
+    watchdog = Watchdog(WATCHDOG_S, P, rank, writer)
     try:
         if cfg.workload in ("ddp", "zero", "moe"):
             for sch, algs in items:
+                watchdog.start(_Item(f"{sch.workload} {sch.variant} {_alg_label(algs)}"), 2 * cfg.budget_s)
                 emit(_run_schedule(comm, cfg, model.name if model else "-", sch, algs, settings, timer_res))
         elif cfg.workload == "overlap":
+            n = len(sizes) * len(cfg.collectives)
+            watchdog.start(_Item(f"overlap of {', '.join(cfg.collectives)}"), 4 * n * cfg.budget_s)
             emit(_run_overlap(comm, cfg, settings, timer_res, kernel, sizes, overlap_model))
         else:
+            n = len(cfg.sizes) * len(cfg.algorithms)
+            watchdog.start(_Item(f"straggler {cfg.collectives[0]}"), 3 * n * cfg.budget_s)
             emit(agree(comm, lambda: _run_straggler(comm, cfg, settings, timer_res, skipped)))
         status = "complete"
     finally:
+        watchdog.stop()
         if writer is not None:
             writer.update(status=status, end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"), finished_cases=writer.rows,
                           failed_cases=nwrong, skipped=skipped)
