@@ -438,3 +438,21 @@ def test_launch_end_to_end_then_show(tmp_path):
     shown = subprocess.run([sys.executable, "-m", "ccbench", "show", str(run)], capture_output=True, text=True,
                            env={**__import__("os").environ, "COLUMNS": "200"})
     assert shown.returncode == 0 and "all correct" in shown.stdout
+
+
+def test_views_of_overlap_and_straggler_rows():
+    from rich.console import Console
+
+    from ccbench.workloads.views import workload_tables
+
+    ov = _row(workload="overlap", variant="Iallreduce", part=0, label="1 MiB", collective="allreduce", ncalls=1,
+              comm_s=1e-3, compute_s=2e-3, total_s=2.5e-3, overlap_pct=50.0)
+    st = _row(workload="straggler", variant="rank 3 late by 2 ms", part=0, label="1 KiB", collective="bcast",
+              ncalls=1, delay_s=2e-3, delayed_rank=3, baseline_s=1e-5, slowdown=-0.001)
+    console = Console(width=200, record=True)
+    for rows in ([ov], [st]):
+        for t in workload_tables({}, rows):
+            console.print(t)
+    text = console.export_text()
+    assert "50%" in text and "OSU definition" in text
+    assert "rank 3 late by 2 ms" in text and " 0.00 " in text and "-0.00" not in text
