@@ -472,7 +472,9 @@ def verdict(before_s: float | None, best_s: float, after_s: float | None) -> str
     Times within NOISE (10%) of each other count as equal.  "already best": the default
     was at the best time before and is with the file; "moved": with the file it is at the
     best time, or closer to it than to the default's time before (in log time); "worse":
-    with the file it is slower than before; otherwise "did not move".
+    with the file it is slower than before; "faster than measured before": faster than both
+    (launch-to-launch variation, or a file better than any single variant); otherwise
+    "did not move".
     """
     if after_s is None:
         return "not measured"
@@ -482,6 +484,8 @@ def verdict(before_s: float | None, best_s: float, after_s: float | None) -> str
         return "already best"
     if at_best:
         return "moved"
+    if math.log(best_s / after_s) > tol and (before_s is None or math.log(before_s / after_s) > tol):
+        return "faster than measured before"  # launch-to-launch variation, or a better choice
     if before_s is not None and math.log(after_s / before_s) > tol:
         return "worse"
     if before_s is not None and abs(math.log(after_s / best_s)) < abs(math.log(after_s / before_s)):

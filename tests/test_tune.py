@@ -183,6 +183,7 @@ def test_verdict():
     assert verdict(10.0, 5.0, 9.9) == "did not move"
     assert verdict(5.0, 5.0, 20.0) == "worse"
     assert verdict(10.0, 5.0, None) == "not measured"
+    assert verdict(5.0, 5.0, 4.0) == "faster than measured before"
 
 
 def _write_run(path: Path, rows, vendor="MPICH 5.0.2", library="MPICH Version:      5.0.2", skipped=()):
