@@ -16,8 +16,9 @@ turn the ranges into the files the libraries read:
   keys follow ``csel.c``: ``avg_msg_size`` = count x type size of allreduce, bcast,
   reduce and of one alltoall block; ``total_msg_size`` = the whole gathered buffer of
   allgather and the whole input of reduce_scatter_block.  Sizes below the smallest one
-  measured, comm sizes below the smallest measured, non-commutative or user-defined
-  operations and counts below the power of two of the ranks keep MPICH's default.  The
+  measured, rank counts not measured, non-commutative or user-defined
+  operations, counts below the power of two of the ranks and (for the smp algorithms)
+  communicators without a node hierarchy keep MPICH's default.  The
   file starts with a ``/* ... */`` comment naming the run (json-c, MPICH's parser,
   accepts comments; read it back with `read_json_with_comment`).
 * Open MPI's classic dynamic-rules file (``coll_tuned_dynamic_rules_filename`` with
@@ -260,16 +261,19 @@ def mpich_default_tree() -> tuple[dict, str]:
     raise CCBenchError(f"no MPIR selection tree found in {path}")
 
 
-def _mpich_container(coll: str, algorithm: str) -> dict:
+def _mpich_container(coll: str, algorithm: str, default: dict) -> dict:
+    """The container of one MPICH algorithm (with its parameters); the smp ones only on a
+    communicator with a node hierarchy, as in MPICH's own tree, the default elsewhere."""
     fn = dict(MPICH[coll][1])[algorithm.split(":", 1)[1]]
-    return {f"algorithm={fn}": {f"{k}={v}": {} for k, v in MPICH_PARAMS.get(fn, {}).items()}}
+    cnt = {f"algorithm={fn}": {f"{k}={v}": {} for k, v in MPICH_PARAMS.get(fn, {}).items()}}
+    return {"comm_hierarchy=parent": cnt, "comm_hierarchy=any": default} if fn.endswith("_smp") else cnt
 
 
 def _mpich_sizes(sel: Selection, key: str | None, default: dict) -> dict:
     """The size rules of one selection, under MPICH's key (sizes converted to its meaning)."""
     if key is None:  # barrier: one algorithm, the one fastest at most sizes
         best = Counter(c.winner for c in sel.choices).most_common(1)[0][0]
-        return default if best == DEFAULT else _mpich_container(sel.collective, best)
+        return default if best == DEFAULT else _mpich_container(sel.collective, best, default)
 
     def conv(nbytes: int) -> int:  # alltoall's avg_msg_size is one block
         return nbytes // sel.nranks if sel.collective == "alltoall" else nbytes
@@ -279,7 +283,7 @@ def _mpich_sizes(sel: Selection, key: str | None, default: dict) -> dict:
     if first > 0:
         node[f"{key}<={first - 1}"] = default
     for r in sel.ranges:
-        sub = default if r.algorithm == DEFAULT else _mpich_container(sel.collective, r.algorithm)
+        sub = default if r.algorithm == DEFAULT else _mpich_container(sel.collective, r.algorithm, default)
         node[f"{key}=any" if r.hi is None else f"{key}<={conv(r.hi)}"] = sub
     return node
 
@@ -302,13 +306,16 @@ def mpich_json(selections: list[Selection], default_tree: dict) -> dict:
             intra["is_commutative=no"] = default
         if coll == "alltoall":
             intra["is_sendbuf_inplace=yes"] = default
+        # exactly the measured rank counts: some algorithms need a power of two of ranks
+        # (MPICH's allgather recursive_doubling, ...), so no rule is carried to another count
         sizes: dict = {}
-        sels = sorted(sels, key=lambda s: s.nranks)
-        if sels[0].nranks > 1:
-            sizes[f"comm_size<={sels[0].nranks - 1}"] = default
-        for i, s in enumerate(sels):
-            sizes["comm_size=any" if i == len(sels) - 1 else f"comm_size<={s.nranks}"] = \
-                _mpich_sizes(s, key, default)
+        below = 0
+        for s in sorted(sels, key=lambda s: s.nranks):
+            if s.nranks - 1 > below:
+                sizes[f"comm_size<={s.nranks - 1}"] = default
+            sizes[f"comm_size<={s.nranks}"] = _mpich_sizes(s, key, default)
+            below = s.nranks
+        sizes["comm_size=any"] = default
         if coll in ("allreduce", "reduce"):  # fewer elements than the power of two of the ranks
             intra["count<pow2"] = default
             intra["count=any"] = sizes

@@ -110,7 +110,7 @@ FAKE_DEFAULT = {f"collective={c}": {"comm_type=intra": {"algorithm=MPIR_Default_
 
 def test_mpich_json_is_a_complete_valid_tree():
     sels = [_sel("allreduce", 4, [Range(8, 1023, "native:recursive_doubling"), Range(1024, 65535, "native"),
-                                  Range(65536, None, "native:recexch")]),
+                                  Range(65536, 1 << 20, "native:recexch"), Range((1 << 20) + 1, None, "native:smp")]),
             _sel("allreduce", 8, [Range(8, None, "native:ring")]),
             _sel("alltoall", 4, [Range(64, None, "native:pairwise")])]
     tree = mpich_json(sels, FAKE_DEFAULT)
@@ -121,14 +121,20 @@ def test_mpich_json_is_a_complete_valid_tree():
     default = FAKE_DEFAULT["collective=allreduce"]["comm_type=intra"]
     assert intra["is_op_built_in=no"] == default and intra["is_commutative=no"] == default
     sizes = intra["count=any"]
-    assert list(sizes) == ["comm_size<=3", "comm_size<=4", "comm_size=any"] and sizes["comm_size<=3"] == default
+    # only the measured rank counts get rules: 4 and 8
+    assert list(sizes) == ["comm_size<=3", "comm_size<=4", "comm_size<=7", "comm_size<=8", "comm_size=any"]
+    assert sizes["comm_size<=3"] == sizes["comm_size<=7"] == sizes["comm_size=any"] == default
     p4 = sizes["comm_size<=4"]
     assert p4["avg_msg_size<=7"] == default  # below the smallest measured size: the default
     assert p4["avg_msg_size<=1023"] == {"algorithm=MPIR_Allreduce_intra_recursive_doubling": {}}
     assert p4["avg_msg_size<=65535"] == default  # where the library's own choice won
-    assert p4["avg_msg_size=any"] == {"algorithm=MPIR_Allreduce_intra_recexch": {"k=2": {}, "single_phase_recv=0": {}}}
+    assert p4["avg_msg_size<=1048576"] == {
+        "algorithm=MPIR_Allreduce_intra_recexch": {"k=2": {}, "single_phase_recv=0": {}}}
+    # smp only where the communicator has a node hierarchy, as MPICH's own tree has it
+    assert p4["avg_msg_size=any"] == {"comm_hierarchy=parent": {"algorithm=MPIR_Allreduce_intra_smp": {}},
+                                      "comm_hierarchy=any": default}
     # alltoall's avg_msg_size is one block: nbytes / P
-    a2a = tree["collective=alltoall"]["comm_type=intra"]["comm_size=any"]
+    a2a = tree["collective=alltoall"]["comm_type=intra"]["comm_size<=4"]
     assert list(a2a) == ["avg_msg_size<=15", "avg_msg_size=any"]
     assert tree["collective=alltoall"]["comm_type=inter"] == FAKE_DEFAULT["collective=alltoall"]["comm_type=inter"]
 
