@@ -26,7 +26,9 @@ turn the ranges into the files the libraries read:
   ``docs/tuning-apps/coll-tuned.rst``): number of collectives; per collective its id,
   number of comm sizes; per comm size the size, number of rules and the rules
   ``msg_size alg_id topo_faninout segsize``, the first at size 0, ascending.  Algorithm
-  0 (the fixed decision) covers sizes below the smallest measured.  ``#`` starts a
+  0 (the fixed decision) covers sizes below the smallest measured and every rank count
+  not measured (a comm size's rules hold up to the next size listed, so each measured
+  count is followed by the next count with only the fixed decision).  ``#`` starts a
   comment, which names the run.
 * Open MPI's JSON rules (``rule_file_version`` 3, ``module`` "tuned", ``collectives``:
   name -> list of ``comm_size_min``/``comm_size_max`` with ``rules`` of
@@ -364,11 +366,17 @@ def openmpi_rules(selections: list[Selection], source: str) -> str:
              f"{len(by_coll)}  # number of collectives"]
     for coll in sorted(by_coll, key=lambda c: OPENMPI_COLL_IDS[c]):
         sels = sorted(by_coll[coll], key=lambda s: s.nranks)
-        lines += [f"{OPENMPI_COLL_IDS[coll]}  # collective id: {coll}", f"{len(sels)}  # number of comm sizes"]
-        for s in sels:
-            rules = _ompi_rules(s)
-            lines += [f"{s.nranks}  # comm size", f"{len(rules)}  # number of message sizes"]
-            names = {i: n for i, n in OPENMPI[coll][1]}
+        # a comm size's rules hold up to the next one listed: after each measured rank count
+        # comes the next count with the fixed decision, so no rule reaches a count not measured
+        blocks = []
+        for i, s in enumerate(sels):
+            blocks.append((s.nranks, _ompi_rules(s)))
+            if i + 1 == len(sels) or sels[i + 1].nranks != s.nranks + 1:
+                blocks.append((s.nranks + 1, [(0, 0)]))
+        lines += [f"{OPENMPI_COLL_IDS[coll]}  # collective id: {coll}", f"{len(blocks)}  # number of comm sizes"]
+        names = {i: n for i, n in OPENMPI[coll][1]}
+        for nranks, rules in blocks:
+            lines += [f"{nranks}  # comm size", f"{len(rules)}  # number of message sizes"]
             lines += [f"{ms} {alg} 0 0  # {names.get(alg, 'fixed decision (library default)')}"
                       for ms, alg in rules]
     return "\n".join(lines) + "\n"
@@ -384,7 +392,7 @@ def openmpi_json(selections: list[Selection]) -> dict:
     for coll, sels in sorted(by_coll.items()):
         sels = sorted(sels, key=lambda s: s.nranks)
         entries = []
-        for i, s in enumerate(sels):
+        for s in sels:
             rules = _ompi_rules(s)
             out = []
             for j, (ms, alg) in enumerate(rules):
@@ -392,9 +400,7 @@ def openmpi_json(selections: list[Selection]) -> dict:
                     continue  # JSON: sizes without a rule fall back to the fixed decision
                 hi = rules[j + 1][0] - 1 if j + 1 < len(rules) else "inf"
                 out.append({"msg_size_min": ms, "msg_size_max": hi, "alg": dict(OPENMPI[coll][1])[alg]})
-            entries.append({"comm_size_min": s.nranks,
-                            "comm_size_max": sels[i + 1].nranks - 1 if i + 1 < len(sels) else "inf",
-                            "rules": out})
+            entries.append({"comm_size_min": s.nranks, "comm_size_max": s.nranks, "rules": out})
         colls[OPENMPI[coll][0]] = entries
     return {"rule_file_version": 3, "module": "tuned", "collectives": colls}
 
