@@ -151,7 +151,11 @@ def _resolve_with_resume(kw: dict):
 def _show(path, console, show_table=True) -> None:
     from ccbench.results import load_run
     from ccbench.views import rows_tables, run_header
+    from ccbench.workloads.views import is_workload_run, show_workload
 
+    if is_workload_run(path):
+        show_workload(path, console, show_table)
+        return
     meta, rows, warnings = load_run(path)
     if show_table:
         console.print(run_header(meta, path))
