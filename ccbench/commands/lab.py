@@ -13,6 +13,15 @@ def _link_summary(state: dict) -> str:
     return f"delay {format_delay(state['delay_s'])}, rate {format_rate(state['rate_bps'])}"
 
 
+def _shaper_summary(state: dict) -> str:
+    emu = state.get("emulator") or {}
+    if emu.get("pid") is None:
+        return f"shaper: {emu.get('kind')}"
+    why = (state.get("shaper_choice") or {}).get("netem")
+    return (f"shaper: {emu.get('kind')}, pid {emu['pid']} ({emu.get('priority')})"
+            + (f"; kernel netem: {why}" if why else ""))
+
+
 def _print_baseline(console, base: dict | None) -> None:
     from ccbench.lab.link import format_rate
     from ccbench.views import fmt_time
@@ -40,10 +49,13 @@ def lab():
 @click.option("--hosts", type=int, default=4, show_default=True, help="Hosts (namespaces), 2 to 64.")
 @click.option("--delay", default="500us", show_default=True, help="One-way delay of every link: 500us, 2ms, 0.")
 @click.option("--rate", default="1gbit", show_default=True, help="Rate of every link: 1gbit, 200mbit (tc units).")
+@click.option("--shaper", type=click.Choice(["auto", "netem", "userspace"]), default="auto", show_default=True,
+              help="Who shapes the links: the kernel's netem, ccbench's userspace emulator, or auto "
+                   "(netem where the kernel has it).")
 @click.option("--baseline/--no-baseline", default=True, show_default=True,
               help="Measure the software's own latency with a zero-delay ping-pong sweep (a few seconds).")
 @click.option("--results-dir", default="results", show_default=True, help="Where the baseline run is stored.")
-def up_cmd(hosts, delay, rate, baseline, results_dir):
+def up_cmd(hosts, delay, rate, shaper, baseline, results_dir):
     """Create the hosts, links and emulator (refused when a lab is already up)."""
     from ccbench.cli import _console
     from ccbench.lab import core
@@ -52,10 +64,9 @@ def up_cmd(hosts, delay, rate, baseline, results_dir):
 
     delay_s, rate_bps = parse_delay(delay), parse_rate(rate)
     console = _console()
-    state = core.up(hosts, delay_s, rate_bps)
+    state = core.up(hosts, delay_s, rate_bps, shaper)
     console.print(f"lab up: {hosts} hosts {', '.join(state['namespaces'])} ({state['subnet']}), "
-                  f"{_link_summary(state)}; emulator pid {state['emulator']['pid']} "
-                  f"({state['emulator'].get('priority')})")
+                  f"{_link_summary(state)}; {_shaper_summary(state)}")
     if baseline:
         console.print("measuring the zero-delay baseline (ping-pong, 8 B to 4 MiB) ...")
         try:
@@ -87,7 +98,7 @@ def set_cmd(delay, rate, baseline, results_dir):
     rate_changed = rate_bps != state["rate_bps"]
     core.restart_emulator(state, delay_s, rate_bps)
     console = _console()
-    console.print(f"lab links now: {_link_summary(state)}; emulator pid {state['emulator']['pid']}")
+    console.print(f"lab links now: {_link_summary(state)}; {_shaper_summary(state)}")
     if baseline or (baseline is None and rate_changed):
         console.print("measuring the zero-delay baseline ...")
         _print_baseline(console, measure_baseline(results_dir))
@@ -141,9 +152,7 @@ def status_cmd():
     alive = core.emulator_alive(state)
     console.print(f"lab {state.get('status')}: {state['hosts']} hosts {', '.join(state['namespaces'])} "
                   f"({state['subnet']}), {_link_summary(state)}")
-    emu = state.get("emulator") or {}
-    console.print(f"emulator: pid {emu.get('pid')}, {'running' if alive else 'NOT RUNNING (traffic blocked)'}, "
-                  f"{emu.get('priority')}")
+    console.print(("running" if alive else "NOT RUNNING (traffic blocked)") + f": {_shaper_summary(state)}")
     stats = core.read_stats()
     if stats:
         for ns, v in stats.get("links", {}).items():

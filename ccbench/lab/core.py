@@ -9,9 +9,11 @@ Layout (every name starts with ``ccb``; nothing outside these namespaces is touc
   hosts; TCP congestion control ``reno`` and ``tcp_slow_start_after_idle = 0`` (the
   host's BBR paces and inflates 12-64 KiB transfers; a restart after idle would make
   every sample pay slow start), IPv6 off;
-- in each host, ``iptables -t mangle -A PREROUTING -i ccb0 -j NFQUEUE --queue-num 0``
-  (no bypass: fail closed) and the emulator process (`ccbench.lab.emulator`) holding
-  every host's queue.
+- the links' delay and rate: the kernel's netem on each switch port where the kernel has
+  it, otherwise, in each host, ``iptables -t mangle -A PREROUTING -i ccb0 -j NFQUEUE
+  --queue-num 0`` (no bypass: fail closed) and the emulator process
+  (`ccbench.lab.emulator`) holding every host's queue.  Both act on the packets going
+  to a host: each host's ingress is its link.
 
 The state (hosts, link parameters, the emulator's pid, the zero-delay baseline) is a JSON
 file in `state_dir()`; `down` works from it and, after a crash, from the name prefix.
@@ -38,6 +40,8 @@ __all__ = [
     "host_ns",
     "lab_namespaces",
     "load_state",
+    "netem_available",
+    "netem_counters",
     "preflight",
     "read_stats",
     "restart_emulator",
@@ -54,6 +58,8 @@ SUBNET = "10.251.77.0/24"
 QUEUE = 0
 MAX_HOSTS = 64
 EMULATOR_NAME = "userspace NFQUEUE emulator at each receiver's ingress (ccbench.lab.emulator)"
+NETEM_NAME = "kernel netem on each switch port (the receiver's ingress link)"
+SHAPERS = ("auto", "netem", "userspace")
 _SYSCTLS = ("net.ipv4.tcp_congestion_control=reno", "net.ipv4.tcp_slow_start_after_idle=0",
             "net.ipv4.tcp_rmem=4096 4194304 16777216", "net.ipv4.tcp_wmem=4096 4194304 16777216",
             "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
@@ -142,7 +148,41 @@ def _pid_is_emulator(pid: int) -> bool:
     return b"ccbench.lab.emulator" in cmd
 
 
+def _netem(state: dict) -> bool:
+    return (state.get("emulator") or {}).get("kind") == NETEM_NAME
+
+
+def netem_available() -> tuple[bool, str]:
+    """Whether the kernel has netem: try a qdisc on the first switch port, then remove it."""
+    r = _sh("ip", "netns", "exec", SWITCH_NS, "tc", "qdisc", "add", "dev", _port(0), "root", "netem", "delay", "0ms",
+            check=False)
+    if r.returncode != 0:
+        return False, (r.stderr or r.stdout).strip() or f"tc exit code {r.returncode}"
+    _sh("ip", "netns", "exec", SWITCH_NS, "tc", "qdisc", "del", "dev", _port(0), "root", check=False)
+    return True, "kernel netem available"
+
+
+def _apply_netem(state: dict) -> None:
+    """netem with the state's delay and rate on every switch port (tc-netem(8): delay, rate, limit)."""
+    for i in range(state["hosts"]):
+        _sh("ip", "netns", "exec", SWITCH_NS, "tc", "qdisc", "replace", "dev", _port(i), "root", "netem",
+            "delay", f"{state['delay_s'] * 1e6:.3f}us", "rate", f"{state['rate_bps']:.0f}bit", "limit", "100000")
+
+
+def netem_counters(state: dict) -> dict:
+    """Packets and bytes each host's netem qdisc has sent (``tc -s -j qdisc``)."""
+    out = {}
+    for i in range(state["hosts"]):
+        r = _sh("ip", "netns", "exec", SWITCH_NS, "tc", "-s", "-j", "qdisc", "show", "dev", _port(i), check=False)
+        q = [d for d in (json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else [])
+             if d.get("kind") == "netem"]
+        out[host_ns(i)] = {"released": q[0].get("packets", 0), "bytes": q[0].get("bytes", 0)} if q else {}
+    return out
+
+
 def emulator_alive(state: dict) -> bool:
+    if _netem(state):
+        return all(netem_counters(state).values())
     pid = (state.get("emulator") or {}).get("pid")
     return bool(pid) and _pid_is_emulator(int(pid))
 
@@ -192,20 +232,30 @@ def _start_emulator(state: dict, timeout_s: float = 20.0) -> None:
 
 
 def restart_emulator(state: dict, delay_s: float, rate_bps: float) -> None:
-    """Stop the running emulator, wait for it to exit, start one with new link parameters."""
-    _stop_emulator(state)
+    """Stop the running emulator, wait for it to exit, start one with new link parameters.
+
+    With netem, the qdiscs are replaced instead.
+    """
     state.update(delay_s=float(delay_s), rate_bps=float(rate_bps))
+    if _netem(state):
+        _apply_netem(state)
+        save_state(state)
+        return
+    _stop_emulator(state)
     _start_emulator(state)
 
 
-def up(hosts: int, delay_s: float, rate_bps: float) -> dict:
+def up(hosts: int, delay_s: float, rate_bps: float, shaper: str = "auto") -> dict:
     """Create the namespaces, links, bridge and rules, start the emulator; return the state.
 
-    Refuses when a lab (or a crashed lab's leftovers) exists.  On any failure, everything
-    created so far is removed.
+    `shaper`: ``netem`` (the kernel's, on each switch port), ``userspace`` (ccbench's
+    emulator) or ``auto`` (netem where the kernel has it).  Refuses when a lab (or a
+    crashed lab's leftovers) exists.  On any failure, everything created so far is removed.
     """
     if not 2 <= hosts <= MAX_HOSTS:
         raise UsageError(f"--hosts must be between 2 and {MAX_HOSTS}, got {hosts}")
+    if shaper not in SHAPERS:
+        raise UsageError(f"unknown shaper {shaper!r}; choose from {', '.join(SHAPERS)}")
     why = preflight()
     if why:
         raise CCBenchError(why)
@@ -234,9 +284,18 @@ def up(hosts: int, delay_s: float, rate_bps: float) -> dict:
             _sh("ip", "-n", ns, "addr", "add", f"{host_addr(i)}/24", "dev", HOST_IF)
             _sh("ip", "-n", ns, "link", "set", HOST_IF, "up")
             _sh("ip", "netns", "exec", ns, "sysctl", "-q", "-w", *_SYSCTLS)
-            _sh("ip", "netns", "exec", ns, "iptables", "-w", "-t", "mangle", "-A", "PREROUTING", "-i", HOST_IF,
-                "-j", "NFQUEUE", "--queue-num", str(QUEUE))
-        _start_emulator(state)
+        has_netem, why = netem_available() if shaper != "userspace" else (False, "userspace shaper requested")
+        if shaper == "netem" and not has_netem:
+            raise CCBenchError(f"the kernel has no netem here ({why}): use --shaper userspace or auto")
+        state["shaper_choice"] = {"requested": shaper, "netem": why}
+        if has_netem:
+            state["emulator"] = {"pid": None, "kind": NETEM_NAME, "priority": None}
+            _apply_netem(state)
+        else:
+            for ns in state["namespaces"]:
+                _sh("ip", "netns", "exec", ns, "iptables", "-w", "-t", "mangle", "-A", "PREROUTING", "-i", HOST_IF,
+                    "-j", "NFQUEUE", "--queue-num", str(QUEUE))
+            _start_emulator(state)
         state["status"] = "up"
         save_state(state)
     except BaseException:
@@ -265,7 +324,7 @@ def down() -> list[str]:
     """Remove everything the lab created (also after a crash); return what was removed."""
     removed = []
     state = load_state() or {}
-    if emulator_alive(state):
+    if not _netem(state) and emulator_alive(state):
         _stop_emulator(state)
         removed.append(f"emulator (pid {state['emulator']['pid']})")
     for ns in lab_namespaces():

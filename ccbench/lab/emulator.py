@@ -36,7 +36,7 @@ from ccbench.lab.link import Link
 
 __all__ = ["LATENESS_EDGES_S", "SPIN_S", "main", "open_queue"]
 
-#: Sleep until this long before a release, then spin.
+#: Sleep until this long before a release, then spin (CCBENCH_LAB_SPIN_S overrides it, in seconds).
 SPIN_S = float(os.environ.get("CCBENCH_LAB_SPIN_S", "250e-6"))
 #: Bytes of each packet copied to us (the IPv4 header); NFQA_CAP_LEN carries the full length.
 COPY_RANGE = 20

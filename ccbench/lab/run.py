@@ -12,6 +12,7 @@ they are written beside the run as ``lab-traffic.json``.
 """
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -60,7 +61,8 @@ def lab_block(state: dict, nranks: int, role: str = "measurement") -> dict:
     return {"hosts": nranks, "lab_hosts": state["hosts"], "role": role, "delay_s": state["delay_s"],
             "rate_bps": state["rate_bps"], "emulator": (state.get("emulator") or {}).get("kind"),
             "emulator_priority": (state.get("emulator") or {}).get("priority"),
-            "subnet": state["subnet"], "namespaces": state["namespaces"][:nranks],
+            "shaper_choice": state.get("shaper_choice"), "subnet": state["subnet"],
+            "namespaces": state["namespaces"][:nranks],
             "baseline": None if base is None or role == "baseline" else base, "env": LAB_ENV}
 
 
@@ -78,17 +80,19 @@ def interface_counters(nranks: int) -> dict:
     return out
 
 
-def _emulator_counts() -> dict:
+def _emulator_counts(state: dict) -> dict:
+    if (state.get("emulator") or {}).get("kind") == core.NETEM_NAME:
+        return {"links": core.netem_counters(state), "lateness_counts": None, "written_at": math.inf, "pid": None}
     s = core.read_stats() or {}
     return {"links": s.get("links", {}), "lateness_counts": s.get("lateness_counts"),
             "written_at": s.get("written_at", 0.0), "pid": s.get("pid")}
 
 
-def _fresh_emulator_counts(after: float, timeout_s: float = 3.0) -> dict:
+def _fresh_emulator_counts(state: dict, after: float, timeout_s: float = 3.0) -> dict:
     """The emulator's counters written after `after` (it writes them about once a second)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        c = _emulator_counts()
+        c = _emulator_counts(state)
         if c["written_at"] > after or time.monotonic() > deadline:
             return c
         time.sleep(0.05)
@@ -149,7 +153,7 @@ def run_on_lab(run_args: list[str], nranks: int | None = None, role: str = "meas
                CCBENCH_RUN_RECORD=record)
     root = _results_root(run_args)
     existing = set(root.iterdir()) if root.is_dir() else set()
-    before, emu0 = interface_counters(n), _emulator_counts()
+    before, emu0 = interface_counters(n), _emulator_counts(state)
     out = subprocess.DEVNULL if quiet else None
     proc = subprocess.Popen(lab_command(n, run_args, _mpiexec()), env=env, stdout=out)
 
@@ -166,7 +170,7 @@ def run_on_lab(run_args: list[str], nranks: int | None = None, role: str = "meas
         os.unlink(record)
     ended = time.time()
     after = interface_counters(n)
-    traffic = _traffic(n, before, after, emu0, _fresh_emulator_counts(ended))
+    traffic = _traffic(n, before, after, emu0, _fresh_emulator_counts(state, ended))
     run_dir = Path(run_dir_text) if run_dir_text else None
     if run_dir is None:
         new = _new_dirs(root, existing)
