@@ -8,7 +8,10 @@ Layout (every name starts with ``ccb``; nothing outside these namespaces is touc
   address ``10.251.77.(I+1)/24``; no default route, so traffic can only reach the other
   hosts; TCP congestion control ``reno`` and ``tcp_slow_start_after_idle = 0`` (the
   host's BBR paces and inflates 12-64 KiB transfers; a restart after idle would make
-  every sample pay slow start), IPv6 off;
+  every sample pay slow start), 4 MiB default TCP socket buffers (tcp_rmem/tcp_wmem: the
+  window of a 2 ms, 200 Mbit/s path must exceed its ~100 KB bandwidth-delay product from
+  the first message on; with the kernel's 128 KiB default, 8-256 KiB messages paid window
+  growth and the fitted rate came out 3% low), IPv6 off;
 - the links' delay and rate: the kernel's netem on each switch port where the kernel has
   it, otherwise, in each host, ``iptables -t mangle -A PREROUTING -i ccb0 -j NFQUEUE
   --queue-num 0`` (no bypass: fail closed) and the emulator process
