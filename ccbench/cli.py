@@ -490,6 +490,10 @@ def fit(run_path, results_dir):
                       f"{fmt_time(over['seconds'])} (median over {over['cases']} cases <= {over['max_bytes']} B)"
                       + ("; negative: they pay less per step than this alpha, which is itself inflated "
                          "(ping-pong on oversubscribed cores?), so it explains no case" if over["seconds"] < 0 else ""))
+    if doc.get("lab"):
+        from ccbench.lab.check import lab_table
+
+        console.print(lab_table(doc["lab"]))
     console.print(_curves_table(doc["curves"]))
     for t in _who_wins_tables(doc["who_wins"]):
         console.print(t)
