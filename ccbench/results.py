@@ -20,15 +20,52 @@ from pathlib import Path
 
 from ccbench.errors import CCBenchError, UsageError
 
-__all__ = ["SCHEMA", "Row", "RunWriter", "load_run", "mark_failed", "new_run_dir", "reopen_run", "resolve_run",
-           "write_json_atomic"]
+__all__ = ["SCHEMA", "Row", "RunWriter", "StoredRow", "load_run", "mark_failed", "new_run_dir", "reopen_run",
+           "resolve_run", "write_json_atomic"]
 
 SCHEMA = "ccbench.run/1"
 STATUSES = ("running", "complete", "interrupted", "failed")
 
 
+class StoredRow:
+    """What every stored row type shares: a validity check and the JSON form of cases.jsonl.
+
+    Rows are frozen dataclasses with ``nwrong``, ``flags`` (a tuple) and ``samples_s``
+    (the raw samples, a tuple); fields with defaults may be absent from older files.
+    """
+
+    @property
+    def ok(self) -> bool:
+        """True when every element was right."""
+        return self.nwrong == 0
+
+    def to_dict(self, raw: bool = True) -> dict:
+        """The row as a JSON-ready dict (without raw samples if raw is False)."""
+        d = dataclasses.asdict(self)
+        d["flags"] = list(self.flags)
+        if raw:
+            d["samples_s"] = list(self.samples_s)
+        else:
+            del d["samples_s"]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        """Build (and validate) a row from a stored dict."""
+        fields = dataclasses.fields(cls)
+        required = {f.name for f in fields
+                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+        missing = required - set(d)
+        if missing:
+            raise ValueError(f"missing columns {sorted(missing)}")
+        kw = {k: v for k, v in d.items() if k in {f.name for f in fields}}
+        kw["flags"] = tuple(kw.get("flags", ()))
+        kw["samples_s"] = tuple(kw.get("samples_s", ()))
+        return cls(**kw)
+
+
 @dataclass(frozen=True)
-class Row:
+class Row(StoredRow):
     """One finished case: parameters, statistics (seconds), bandwidths (GB/s), traffic, checks."""
 
     collective: str
@@ -74,33 +111,10 @@ class Row:
         if self.samples != len(self.samples_s):
             raise ValueError("samples does not match the raw samples kept")
 
-    @property
-    def ok(self) -> bool:
-        """True when every element was right."""
-        return self.nwrong == 0
-
-    def to_dict(self, raw: bool = True) -> dict:
-        """The row as a JSON-ready dict (without raw samples if raw is False)."""
-        d = dataclasses.asdict(self)
-        d["flags"] = list(self.flags)
-        if raw:
-            d["samples_s"] = list(self.samples_s)
-        else:
-            del d["samples_s"]
-        return d
-
     @classmethod
     def from_dict(cls, d: dict) -> "Row":
-        """Build (and validate) a row from a stored dict."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        missing = names - set(d) - {"flags", "samples_s", "settings"}
-        if missing:
-            raise ValueError(f"missing columns {sorted(missing)}")
-        kw = {k: v for k, v in d.items() if k in names}
-        kw["flags"] = tuple(kw.get("flags", ()))
-        kw["samples_s"] = tuple(kw.get("samples_s", ()))
-        kw["settings"] = dict(kw.get("settings") or {})
-        return cls(**kw)
+        """Build (and validate) a row from a stored dict; `settings` absent from older rows."""
+        return super().from_dict({**d, "settings": dict(d.get("settings") or {})})
 
     def csv_dict(self) -> dict:
         """The row as one CSV line: flags joined by ';', settings as 'NAME=value;...'."""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import tomllib
 
-from ccbench.config import THREAD_LEVELS, _number, parse_sizes
+from ccbench.config import THREAD_LEVELS, _as_list, _check_choices, _number, parse_sizes
 from ccbench.dtypes import DTYPES
 from ccbench.errors import UsageError
 from ccbench.workloads.record import WORKLOADS
@@ -82,23 +82,8 @@ KEYS: dict[str, tuple[str, ...]] = {
 _NAMES = ("algorithms", "rs_algorithms", "ag_algorithms", "collectives")
 
 
-def _names(key, value) -> tuple[str, ...]:
-    if isinstance(value, str):
-        items = [v.strip() for v in value.split(",") if v.strip()]
-    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-        items = list(value)
-    else:
-        raise UsageError(f"config key {key!r}: expected a list of names, got {value!r}")
-    if not items:
-        raise UsageError(f"config key {key!r}: empty list")
-    return tuple(dict.fromkeys(items))
-
-
 def _choices(key, items, choices) -> tuple[str, ...]:
-    bad = [v for v in items if v not in choices]
-    if bad:
-        raise UsageError(f"{key}: unknown {bad[0]!r}; choose from {', '.join(choices)}")
-    return items
+    return _check_choices(key, items, tuple(choices), allow_all=False)
 
 
 def _time(key, value) -> float:
@@ -143,7 +128,7 @@ def resolve_workload(workload: str, values: dict) -> WorkloadConfig:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise UsageError(f"unknown {workload} key {key!r}{hint}; valid keys: {', '.join(sorted(allowed))}")
         if key in _NAMES or key in ("modes", "variants"):
-            out[key] = _names(key, value)
+            out[key] = _as_list(key, value)
         elif key == "model":
             if not isinstance(value, str) or not value:
                 raise UsageError(f"config key 'model': expected a model name or file, got {value!r}")

@@ -4,6 +4,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from ccbench.results import StoredRow
+
 __all__ = ["KIND", "WORKLOADS", "WORKLOAD_COLUMNS", "WorkloadRow"]
 
 KIND = "workload"  # run.json "kind" of a workload run
@@ -11,7 +13,7 @@ WORKLOADS = ("ddp", "zero", "moe", "overlap", "straggler")
 
 
 @dataclass(frozen=True)
-class WorkloadRow:
+class WorkloadRow(StoredRow):
     """One measured step of a workload, or one part of it (a bucket, a layer's collective).
 
     Times are seconds, each sample the maximum over ranks (DESIGN.md's timing method).
@@ -75,32 +77,6 @@ class WorkloadRow:
             raise ValueError(f"overlap_pct {self.overlap_pct} is outside 0..100")
         if self.samples != len(self.samples_s):
             raise ValueError("samples does not match the raw samples kept")
-
-    @property
-    def ok(self) -> bool:
-        return self.nwrong == 0
-
-    def to_dict(self, raw: bool = True) -> dict:
-        d = dataclasses.asdict(self)
-        d["flags"] = list(self.flags)
-        if raw:
-            d["samples_s"] = list(self.samples_s)
-        else:
-            del d["samples_s"]
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "WorkloadRow":
-        names = {f.name for f in dataclasses.fields(cls)}
-        required = {f.name for f in dataclasses.fields(cls)
-                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
-        missing = required - set(d)
-        if missing:
-            raise ValueError(f"missing columns {sorted(missing)}")
-        kw = {k: v for k, v in d.items() if k in names}
-        kw["flags"] = tuple(kw.get("flags", ()))
-        kw["samples_s"] = tuple(kw.get("samples_s", ()))
-        return cls(**kw)
 
 
 WORKLOAD_COLUMNS = [f.name for f in dataclasses.fields(WorkloadRow) if f.name != "samples_s"]
