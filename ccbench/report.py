@@ -20,9 +20,9 @@ from pathlib import Path
 
 from ccbench.collectives import COLLECTIVES
 from ccbench.config import format_size
-from ccbench.errors import CCBenchError, UsageError
+from ccbench.errors import UsageError
 from ccbench.plots import human_time
-from ccbench.results import Row, load_run, resolve_run
+from ccbench.results import Row, free_path, load_run, new_numbered_dir, resolve_run
 from ccbench.stats import mann_whitney_u
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
     "Curves",
     "build_report",
     "fastest_per_size",
-    "free_path",
     "group_figure",
     "group_rows",
     "group_slug",
@@ -68,29 +67,6 @@ def load_collective_run(run, results_dir="results") -> tuple[Path, dict, list[Ro
     if not rows:
         raise UsageError(f"{str(path)!r} has no finished cases")
     return path, meta, rows, warnings
-
-
-def free_path(folder: Path, stem: str, suffix: str = "") -> Path:
-    """The first ``stem``, ``stem-2``, ... (+ suffix) that does not exist in `folder`."""
-    for k in range(1, 10_000):
-        p = folder / (f"{stem}{suffix}" if k == 1 else f"{stem}-{k}{suffix}")
-        if not p.exists():
-            return p
-    raise CCBenchError(f"too many {stem}* in {folder}")
-
-
-def _new_dir(folder: Path, stem: str) -> Path:
-    """Create and return a new directory ``stem[-k]`` in `folder` (never an existing one)."""
-    for _ in range(100):
-        p = free_path(folder, stem)
-        try:
-            p.mkdir()
-            return p
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise UsageError(f"cannot create {str(p)!r}: {exc.strerror}") from None
-    raise CCBenchError(f"cannot find a free name for {stem} in {folder}")
 
 
 # --------------------------------------------------------------------------- grouping
@@ -592,7 +568,7 @@ def build_report(run, results_dir="results", *, n_boot: int | None = None) -> di
     for g in groups:
         per_coll[g.collective] = per_coll.get(g.collective, 0) + 1
 
-    out_dir = _new_dir(path, "report")
+    out_dir = new_numbered_dir(path, "report", "a report")
     images: dict[str, bytes] = {}
     blocks: list = [("h", 1, f"ccbench report: {path.name}"),
                     ("p", f"{meta.get('mpi_library', '?')}; {meta.get('nranks', '?')} ranks on "

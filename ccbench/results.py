@@ -20,8 +20,8 @@ from pathlib import Path
 
 from ccbench.errors import CCBenchError, UsageError
 
-__all__ = ["SCHEMA", "Row", "RunWriter", "StoredRow", "load_run", "mark_failed", "new_run_dir", "reopen_run",
-           "resolve_run", "write_json_atomic"]
+__all__ = ["SCHEMA", "Row", "RunWriter", "StoredRow", "free_path", "load_run", "mark_failed", "new_numbered_dir",
+           "new_run_dir", "reopen_run", "resolve_run", "write_json_atomic"]
 
 SCHEMA = "ccbench.run/1"
 STATUSES = ("running", "complete", "interrupted", "failed")
@@ -138,6 +138,29 @@ def write_json_atomic(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def free_path(folder: Path, stem: str, suffix: str = "") -> Path:
+    """The first ``stem``, ``stem-2``, ... (+ suffix) that does not exist in `folder`."""
+    for k in range(1, 10_000):
+        p = folder / (f"{stem}{suffix}" if k == 1 else f"{stem}-{k}{suffix}")
+        if not p.exists():
+            return p
+    raise CCBenchError(f"too many {stem}* in {folder}")
+
+
+def new_numbered_dir(folder: Path, stem: str, what: str = "a directory") -> Path:
+    """Create and return a new directory ``stem``, ``stem-2``, ... in `folder`, never an existing one."""
+    for _ in range(100):
+        p = free_path(folder, stem)
+        try:
+            p.mkdir()
+            return p
+        except FileExistsError:  # made by someone else in between: take the next name
+            continue
+        except OSError as exc:
+            raise UsageError(f"cannot create {what} in {str(folder)!r}: {exc.strerror}") from None
+    raise CCBenchError(f"cannot find a free name for {stem} in {folder}")
+
+
 def new_run_dir(root: str | Path, nranks: int, tag: str = "") -> Path:
     """Create a new, uniquely named run directory under `root` (never reuses a name)."""
     root = Path(root)
@@ -149,16 +172,7 @@ def new_run_dir(root: str | Path, nranks: int, tag: str = "") -> Path:
         raise UsageError(f"results directory {str(root)!r} is not writable")
     host = socket.gethostname().split(".")[0] or "host"
     stem = time.strftime("%Y%m%d-%H%M%S") + f"_{host}_np{nranks}" + (f"_{tag}" if tag else "")
-    for i in range(1, 1000):
-        path = root / (stem if i == 1 else f"{stem}-{i}")
-        try:
-            path.mkdir()
-            return path
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise UsageError(f"cannot create a run in {str(root)!r}: {exc.strerror}") from None
-    raise CCBenchError(f"too many runs named {stem} in {root}")
+    return new_numbered_dir(root, stem, "a run")
 
 
 class RunWriter:

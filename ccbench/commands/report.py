@@ -178,7 +178,8 @@ def plot(run_path, results_dir, collectives, kind, output):
 
 def _plot_run(path, rows, collectives, kind, output) -> list:
     from ccbench.plots import save_png
-    from ccbench.report import free_path, group_figure, group_rows, group_slug
+    from ccbench.report import group_figure, group_rows, group_slug
+    from ccbench.results import free_path
 
     groups = group_rows(rows)
     present = list(dict.fromkeys(g.collective for g in groups))
