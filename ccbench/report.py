@@ -22,7 +22,7 @@ from ccbench.collectives import COLLECTIVES
 from ccbench.config import format_size
 from ccbench.errors import UsageError
 from ccbench.plots import human_time
-from ccbench.results import Row, free_path, load_run, new_numbered_dir, resolve_run
+from ccbench.results import Row, load_run, new_numbered_dir, resolve_run
 from ccbench.stats import mann_whitney_u
 
 __all__ = [
