@@ -16,7 +16,11 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.lab
+# The lab tier: real namespaces, iptables and the emulator, as root, once per CI run
+# (tests/lab/ci_lab.sh sets CCBENCH_LAB_TESTS=1); the plain and MPI tiers skip it.
+pytestmark = [pytest.mark.lab,
+              pytest.mark.skipif(os.environ.get("CCBENCH_LAB_TESTS") != "1",
+                                 reason="lab tier: run with CCBENCH_LAB_TESTS=1 (bash tests/lab/ci_lab.sh)")]
 
 REPO = Path(__file__).resolve().parents[2]
 DELAY_TOL_S = 30e-6
