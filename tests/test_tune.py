@@ -284,3 +284,22 @@ def test_mpich_loads_the_generated_file_and_obeys_it(tmp_path):
         fn = dict(MPICH["allreduce"][1])[alg]
         assert f"algorithm={fn}" in json.dumps(doc["collective=allreduce"])
         assert _signature(tmp_path, {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": str(out)}) == forced[alg]
+
+
+@pytest.mark.skipif(not _mpich_here(), reason="needs the MPICH library")
+def test_tune_verify_end_to_end(tmp_path):
+    """launch the variants, tune, --verify: the relaunch runs the default selection with the file set."""
+    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "2", "-C", "allreduce", "-a",
+                        "native,native:ring,native:recursive_doubling", "-s", "64,64K", "--min-reps", "3",
+                        "--max-reps", "10", "--budget", "0.05", "--results-dir", str(tmp_path), "--no-show"],
+                       capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    r = subprocess.run([sys.executable, "-m", "ccbench", "tune", str(run), "--format", "mpich-json", "--verify"],
+                       capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "verification of" in r.stdout and (run / "tuning.mpich.json").is_file()
+    (check,) = [d for d in tmp_path.iterdir() if d.name.endswith("verify-mpich-json")]
+    meta = json.loads((check / "run.json").read_text())
+    assert meta["mpi_env"]["MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE"] == str((run / "tuning.mpich.json").resolve())
+    assert {json.loads(line)["algorithm"] for line in (check / "cases.jsonl").read_text().splitlines()} == {"native"}
