@@ -2,9 +2,10 @@
 
 `select` picks, per collective, rank count and measured size, the fastest variant the
 library can be told to use; `size_ranges` turns the per-size winners into size ranges,
-putting each boundary at the measured crossover (the sizes where the two curves cross,
-interpolated linearly in log size and log time between the two measured sizes that
-bracket it; a bracket wider than a factor of two is reported as coarse).  Three writers
+putting each boundary at the crossover: interpolated linearly in log size and log time
+between the two measured sizes that bracket it, or, where those are more than a factor
+of two apart (a coarse sweep, reported as such), where the two curves' alpha-beta fits
+(`ccbench.fit`) cross inside the bracket.  Three writers
 turn the ranges into the files the libraries read:
 
 * MPICH's collective-selection JSON (``MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE``):
@@ -63,7 +64,8 @@ from ccbench.algorithms.native_variants import (
 from ccbench.config import format_size
 from ccbench.errors import CCBenchError, UsageError
 
-__all__ = ["FORMATS", "Range", "Selection", "SizeChoice", "crossover_nbytes", "mpich_default_tree",
+__all__ = ["FORMATS", "Range", "Selection", "SizeChoice", "crossover_nbytes", "model_crossover_nbytes",
+           "mpich_default_tree",
            "mpich_json", "openmpi_json", "openmpi_rules", "read_json_with_comment", "select", "size_ranges",
            "tune_runs", "verdict"]
 
@@ -172,7 +174,7 @@ def select(rows, library: str, run: str = "", not_applicable=()) -> list[Selecti
         if not sel.choices:
             continue
         refused = {(a, n) for c, a, p, n in not_applicable if c == coll and p == P}
-        sel.ranges, more = size_ranges(sel.choices, refused)
+        sel.ranges, more = size_ranges(sel.choices, refused, _curve_fits(rs))
         sel.notes += more
         out.append(sel)
     return out
@@ -192,13 +194,49 @@ def crossover_nbytes(s0: int, a0: float, b0: float, s1: int, a1: float, b1: floa
     return math.exp(math.log(s0) + f * (math.log(s1) - math.log(s0)))
 
 
-def size_ranges(choices: list[SizeChoice], refused=frozenset()) -> tuple[list[Range], list[str]]:
+def _curve_fits(rows) -> dict:
+    """Segmented alpha-beta fits (`ccbench.fit.fit_segments`) of every variant's curve with 3+ sizes."""
+    from ccbench.fit import fit_segments
+
+    by_alg = defaultdict(list)
+    for r in rows:
+        if (is_variant(r.algorithm) or r.algorithm == DEFAULT) and r.median_s > 0:
+            by_alg[r.algorithm].append(r)
+    fits = {}
+    for alg, rs in by_alg.items():
+        if len({r.nbytes for r in rs}) >= 3:
+            try:
+                fits[alg] = fit_segments([r.nbytes for r in rs], [r.median_s for r in rs], n_boot=0)
+            except CCBenchError:
+                continue
+    return fits
+
+
+def model_crossover_nbytes(fit_a, fit_b, s0: int, s1: int) -> float | None:
+    """Where two alpha-beta fits cross inside (s0, s1), or None.
+
+    Used where the sweep is coarse.  Each curve must have one segment over the whole
+    bracket (no protocol change inside it); the crossing of T = alpha + beta n (Hockney
+    1994) lines is (alpha_b - alpha_a) / (beta_a - beta_b).
+    """
+    sa, sb = fit_a.segment_at(s0), fit_b.segment_at(s0)
+    if sa is not fit_a.segment_at(s1) or sb is not fit_b.segment_at(s1) or sa.beta_s_per_byte == sb.beta_s_per_byte:
+        return None
+    x = (sb.alpha_s - sa.alpha_s) / (sa.beta_s_per_byte - sb.beta_s_per_byte)
+    return x if s0 < x < s1 else None
+
+
+def size_ranges(choices: list[SizeChoice], refused=frozenset(), fits=None) -> tuple[list[Range], list[str]]:
     """Per-size winners -> size ranges from the smallest measured size up, and notes.
 
-    The boundary between two winners sits at their crossover; when the later winner was
-    not measured at the earlier size (the library refused it there), it starts exactly
-    at its first measured size.  The last range has no upper end.
+    The boundary between two winners sits at their crossover: from the two curves'
+    alpha-beta fits (`fits`, by algorithm) where the measured sizes bracketing it are more
+    than COARSE_FACTOR apart and both fits are straight over the bracket, else interpolated
+    between the two measured sizes.  When the later winner was not measured at the earlier
+    size (the library refused it there), it starts exactly at its first measured size.
+    The last range has no upper end.
     """
+    fits = fits or {}
     ranges: list[Range] = []
     notes: list[str] = []
     lo = choices[0].nbytes
@@ -211,12 +249,18 @@ def size_ranges(choices: list[SizeChoice], refused=frozenset()) -> tuple[list[Ra
             cut = nxt.nbytes - 1
             how = "not measured (or refused) on both sides: switch at the first size measured"
         else:
-            x = crossover_nbytes(prev.nbytes, prev.winner_s, b_prev, nxt.nbytes, a_next, nxt.winner_s)
+            coarse = prev.nbytes > 0 and nxt.nbytes / prev.nbytes > COARSE_FACTOR
+            x = None
+            if coarse and prev.winner in fits and nxt.winner in fits:
+                x = model_crossover_nbytes(fits[prev.winner], fits[nxt.winner], prev.nbytes, nxt.nbytes)
+            src = "the alpha-beta fits of both curves" if x is not None else "interpolation"
+            if x is None:
+                x = crossover_nbytes(prev.nbytes, prev.winner_s, b_prev, nxt.nbytes, a_next, nxt.winner_s)
             cut = min(max(int(x), prev.nbytes), nxt.nbytes - 1)
-            how = f"crossover at about {format_size(cut + 1)}"
+            how = f"crossover at about {format_size(cut + 1)} from {src}"
         if prev.nbytes > 0 and nxt.nbytes / prev.nbytes > COARSE_FACTOR:
             how += f" (coarse: sizes {format_size(prev.nbytes)} and {format_size(nxt.nbytes)} are " \
-                   f"{nxt.nbytes / prev.nbytes:g}x apart; measure in between to place it)"
+                   f"{nxt.nbytes / prev.nbytes:g}x apart; measure in between to confirm)"
         notes.append(f"{prev.winner} -> {nxt.winner} between {format_size(prev.nbytes)} and "
                      f"{format_size(nxt.nbytes)}: {how}")
         ranges.append(Range(lo, cut, prev.winner))

@@ -63,6 +63,16 @@ def test_size_ranges_place_the_boundary_at_the_crossover_and_say_when_coarse():
     assert ranges == [Range(1, 15, a), Range(16, None, b)]
 
 
+def test_coarse_sweeps_place_the_crossover_from_the_alpha_beta_fits():
+    """A: 1 us + 1 ns/B, B: 10 us + 0.1 ns/B cross at exactly 10,000 B, inside a 16x gap."""
+    sizes = [1000, 2000, 4000, 64000, 128000, 256000]
+    rows = [_row("native:ring", n, 1e-6 + 1e-9 * n) for n in sizes]
+    rows += [_row("native:recursive_doubling", n, 1e-5 + 1e-10 * n) for n in sizes]
+    (sel,) = select(rows, "mpich")
+    assert sel.ranges == [Range(1000, 10000, "native:ring"), Range(10001, None, "native:recursive_doubling")]
+    assert any("from the alpha-beta fits" in n and "coarse" in n for n in sel.notes)
+
+
 def test_select_takes_the_fastest_writable_variant_and_the_default_where_it_wins():
     rows = [_row("native", 8, 1.0e-6), _row("native:ring", 8, 2.0e-6), _row("native:recursive_doubling", 8, 1.5e-6),
             _row("native", 1 << 20, 9e-4), _row("native:ring", 1 << 20, 5e-4),
