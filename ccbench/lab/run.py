@@ -189,9 +189,12 @@ def run_on_lab(run_args: list[str], nranks: int | None = None, role: str = "meas
 
 #: The ping-pong sweep of the baseline (and of the recovery check): up to 4 MiB, about 0.3 s
 #: per size (shorter budgets or a 1 MiB maximum biased the bandwidth estimate by ~12%); the
-#: tight RSE target makes every size use its budget, so each minimum comes from many samples.
+#: tight RSE target makes every size use its budget, and at most 100 samples per size keep
+#: the minimum comparable between the zero-delay baseline (which would otherwise take 1000
+#: samples of a small size, and a lower minimum: 0-10 us lower here) and a run at 2 ms
+#: (~70 samples in 0.3 s).
 SWEEP_ARGS = ["-C", "pingpong", "-s", "8:4M:2", "--budget", "0.3", "--warmup", "2", "--min-reps", "30",
-              "--target-rse", "0.002"]
+              "--max-reps", "100", "--target-rse", "0.002"]
 
 
 def measure_baseline(results_dir: str = "results") -> dict:
