@@ -218,18 +218,7 @@ def launch(ctx, n, launcher, launcher_args, **kw):
     Options after `--` go to the launcher itself.
     """
     cfg, _ = _resolve_with_resume(kw)  # refuse bad input before starting anything
-    exe = _find_launcher(launcher)
-    version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
-    env = dict(os.environ)
-    if sys.stdout.isatty():
-        env["CCBENCH_TERMINAL"] = "1"
-        env.setdefault("COLUMNS", str(shutil.get_terminal_size().columns))
-    extra: list[str] = []
-    if "Open MPI" in version or "OpenRTE" in version:
-        if os.geteuid() == 0:
-            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        extra.append("--oversubscribe")
+    exe, version, env, extra = prepare_launcher(launcher)
     head = [exe, "-n", str(n), *extra, *launcher_args, sys.executable, "-m", "mpi4py", "-m", "ccbench", "run"]
     cmd = [*head, *_to_argv(ctx, kw)]
     from ccbench.multilaunch import has_variants, launch_parts
@@ -245,6 +234,28 @@ def launch(ctx, n, launcher, launcher_args, **kw):
     code = _run_launcher(cmd, env)
     if code:
         raise SystemExit(code if code > 0 else 128 - code)
+
+
+def prepare_launcher(launcher: str | None) -> tuple[str, str, dict, list[str]]:
+    """(executable, its --version text, environment, extra flags) for starting ranks.
+
+    Open MPI's mpirun refuses root without two variables and more ranks than cores
+    without --oversubscribe; both are given (the choice is the user's machine's, not a
+    benchmark parameter).  On a terminal the ranks are told so (progress bar, colours).
+    """
+    exe = _find_launcher(launcher)
+    version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
+    env = dict(os.environ)
+    if sys.stdout.isatty():
+        env["CCBENCH_TERMINAL"] = "1"
+        env.setdefault("COLUMNS", str(shutil.get_terminal_size().columns))
+    extra: list[str] = []
+    if "Open MPI" in version or "OpenRTE" in version:
+        if os.geteuid() == 0:
+            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        extra.append("--oversubscribe")
+    return exe, version, env, extra
 
 
 def _run_launcher(cmd: list[str], env: dict) -> int:

@@ -1,6 +1,5 @@
 """`ccbench workload ddp|zero|moe|overlap|straggler|predict`: training steps' collectives, measured or predicted."""
 
-import os
 import sys
 
 import click
@@ -60,19 +59,9 @@ def _overrides(kw: dict) -> dict:
 
 def _relaunch(ctx: click.Context, kind: str, kw: dict) -> None:
     """Start LAUNCHER -n N python -m mpi4py -m ccbench workload KIND ... (ccbench launch's helpers)."""
-    from ccbench.cli import _find_launcher, _run_launcher, _to_argv
+    from ccbench.cli import _run_launcher, _to_argv, prepare_launcher
 
-    exe = _find_launcher(kw["launcher"])
-    env = dict(os.environ)
-    extra: list[str] = []
-    import subprocess
-
-    version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
-    if "Open MPI" in version or "OpenRTE" in version:  # as `ccbench launch` does
-        if os.geteuid() == 0:
-            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        extra.append("--oversubscribe")
+    exe, _, env, extra = prepare_launcher(kw["launcher"])
     args = _to_argv(ctx, dict(kw, launch=None, launcher=None))
     cmd = [exe, "-n", str(kw["launch"]), *extra, sys.executable, "-m", "mpi4py", "-m", "ccbench", "workload",
            kind, *args]
