@@ -76,9 +76,14 @@ su -s /bin/sh munge -c "munged --socket=$sock --pid-file=$md/munged.pid --log-fi
 for _ in $(seq 50); do [[ -S $sock ]] && break; sleep 0.1; done
 
 # --- slurm.conf: one node, no cgroups, no accounting --------------------------------
+# Job ids differ from one CI run to the next: MPICH names its shared-memory segments after
+# the PMI job id, and a job whose ranks were killed (the crash check) leaves its segment
+# behind, on which a later job with the same id would wait forever in MPI_Init.
+first_job_id=$(( $(date +%s) % 50000000 + 1000 ))
 mkdir -p "$work/state" "$work/spool" "$work/out"
 cat > "$SLURM_CONF" <<CONF
 ClusterName=ccbenchci
+FirstJobId=$first_job_id
 SlurmctldHost=$node
 SlurmUser=root
 SlurmdUser=root
