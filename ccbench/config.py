@@ -18,7 +18,7 @@ from ccbench.dtypes import DTYPES, OPS
 from ccbench.errors import UsageError
 
 __all__ = ["Case", "Config", "THREAD_LEVELS", "SYNC_METHODS", "format_size", "load_config",
-           "parse_size", "parse_sizes", "plan"]
+           "parse_size", "parse_sizes", "plan", "read_toml"]
 
 THREAD_LEVELS = ("auto", "single", "funneled", "serialized", "multiple")
 SYNC_METHODS = ("barrier", "window")
@@ -226,23 +226,26 @@ def resolve(values: dict) -> Config:
     return dataclasses.replace(cfg, collectives=colls, algorithms=algs, dtypes=dtypes, ops=ops)
 
 
+def read_toml(path: str | Path) -> dict:
+    """The top-level keys of a TOML config file; one clear error for a missing, unreadable or nested file."""
+    p = Path(path)
+    try:
+        values = tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"config file {str(p)!r} not found") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"config file {str(p)!r} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"config file {str(p)!r} cannot be read: {exc.strerror}") from None
+    nested = [k for k, v in values.items() if isinstance(v, dict)]
+    if nested:
+        raise UsageError(f"config file {str(p)!r}: unexpected table [{nested[0]}]; keys go at the top level")
+    return values
+
+
 def load_config(path: str | Path | None = None, overrides: dict | None = None) -> Config:
     """Read a TOML sweep file (optional), apply flag overrides, validate."""
-    values: dict = {}
-    if path is not None:
-        p = Path(path)
-        try:
-            values = tomllib.loads(p.read_text())
-        except FileNotFoundError:
-            raise UsageError(f"config file {str(p)!r} not found") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise UsageError(f"config file {str(p)!r} is not valid TOML: {exc}") from None
-        except OSError as exc:
-            raise UsageError(f"config file {str(p)!r} cannot be read: {exc.strerror}") from None
-        nested = [k for k, v in values.items() if isinstance(v, dict)]
-        if nested:
-            raise UsageError(f"config file {str(p)!r}: unexpected table [{nested[0]}]; "
-                             "keys go at the top level")
+    values: dict = read_toml(path) if path is not None else {}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return resolve(values)
 

@@ -9,9 +9,7 @@ import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
-import tomllib
-
-from ccbench.config import THREAD_LEVELS, _as_list, _check_choices, _number, parse_sizes
+from ccbench.config import THREAD_LEVELS, _as_list, _check_choices, _number, parse_sizes, read_toml
 from ccbench.dtypes import DTYPES
 from ccbench.errors import UsageError
 from ccbench.workloads.record import WORKLOADS
@@ -222,19 +220,6 @@ def resolve_workload(workload: str, values: dict) -> WorkloadConfig:
 def load_workload_config(workload: str, path: str | Path | None = None,
                          overrides: dict | None = None) -> WorkloadConfig:
     """Read a TOML workload file (optional), apply flag overrides, validate."""
-    values: dict = {}
-    if path is not None:
-        p = Path(path)
-        try:
-            values = tomllib.loads(p.read_text())
-        except FileNotFoundError:
-            raise UsageError(f"config file {str(p)!r} not found") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise UsageError(f"config file {str(p)!r} is not valid TOML: {exc}") from None
-        except OSError as exc:
-            raise UsageError(f"config file {str(p)!r} cannot be read: {exc.strerror}") from None
-        nested = [k for k, v in values.items() if isinstance(v, dict)]
-        if nested:
-            raise UsageError(f"config file {str(p)!r}: unexpected table [{nested[0]}]; keys go at the top level")
+    values: dict = read_toml(path) if path is not None else {}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return resolve_workload(workload, values)

@@ -6,7 +6,8 @@
 Every run directory whose name carries the job id (..._job<ID> or ..._job<ID>_P<P>) must
 hold a run.json whose status is complete (or interrupted by SIGTERM with --interrupted,
 or failed because a rank died with --failed, keeping some but not all rows), rows with
-zero wrong elements, and a "slurm" provenance block naming the job. Prints what is wrong and exits 1, or exits 0 silently.
+zero wrong elements, and a "slurm" provenance block naming the job. Prints what is wrong
+and exits 1, or exits 0 silently.
 """
 from __future__ import annotations
 
