@@ -27,6 +27,7 @@ from ccbench.fit import (
     N_BOOT,
     SEED,
     NetworkParams,
+    _jsonable,
     compare_params,
     fit_curves,
     fit_joint,
@@ -257,7 +258,7 @@ def fit_run(
             w.writeheader()
             w.writerows(_csv_rows(curves))
         with open(path / jname, "x") as f:
-            json.dump(doc, f, indent=2, allow_nan=False)
+            json.dump(_jsonable(doc), f, indent=2, allow_nan=False)  # the lab block may hold NaN
             f.write("\n")
     return doc
 

@@ -251,3 +251,18 @@ def test_fit_and_predict_on_a_real_4_rank_run(tmp_path):
     assert res.exit_code == 0, res.output
     for coll in ("allreduce", "bcast", "allgather", "reduce_scatter", "alltoall"):
         assert f"predicted {coll} at 4096 ranks" in res.output
+
+
+def test_fit_of_a_lab_run_with_an_unfittable_rate_still_writes_strict_json(run_copy, monkeypatch):
+    """A lab block whose bandwidth cannot be fitted (NaN) is stored as null, not a crash."""
+    import ccbench.lab.check as check
+
+    meta = json.loads((run_copy / "run.json").read_text())
+    meta["lab"] = {"hosts": 2, "delay_s": 5e-4, "rate_bps": 1e9, "baseline": {"alpha_s": 3e-5}}
+    (run_copy / "run.json").write_text(json.dumps(meta))
+    real = check.fit_link
+    monkeypatch.setattr(check, "fit_link",
+                        lambda rows, statistic, n_boot: {**real(rows, statistic, n_boot=n_boot), "rate_bps": math.nan})
+    fit_run(run_copy, n_boot=50)
+    stored = json.loads((run_copy / "fits.json").read_text())
+    assert stored["lab"]["fitted"]["rate_bps"] is None and stored["lab"]["rate_error"] is None
