@@ -18,6 +18,7 @@ from ccbench.config import format_size
 from ccbench.errors import CCBenchError
 
 __all__ = [
+    "bar_panels_figure",
     "busbw_figure",
     "compare_figure",
     "human_time",
@@ -316,5 +317,93 @@ def compare_figure(panels: Mapping[str, Sequence[Mapping]], title: str):
                            label="within noise")]
         ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0),
                   borderaxespad=0.0, frameon=False)
+    fig.suptitle(title, fontsize="medium")
+    return fig
+
+
+def bar_panels_figure(panels: Mapping[str, Mapping[str, Mapping[str, Mapping]]], title: str, xlabel: str,
+                      fmt=_time_fmt, *, log: bool = False, ref: float | None = None, ref_label: str | None = None,
+                      legend_title: str | None = None, hollow_label: str | None = None):
+    """Horizontal grouped bars, one panel per key of `panels`, for values that have no size axis.
+
+    `panels`: {panel title: {group (a y label): {series (a colour): bar}}}, each bar a dict
+    with ``value`` and optionally ``lo``/``hi`` (drawn as a whisker, e.g. a 95% CI) and
+    ``hollow`` (drawn as an outline, e.g. a difference within noise).  The value axis is
+    labelled by `fmt` (times in ns/µs/ms/s by default), linear from 0 unless `log`; `ref`
+    draws a vertical reference line (e.g. a ratio of 1), where bars on a log axis start.
+    """
+    from matplotlib.patches import Patch
+
+    series = list(dict.fromkeys(s for groups in panels.values() for bars in groups.values() for s in bars))
+    colors = _colors(series)
+    heights = [sum(max(len(b), 1) + 0.8 for b in groups.values()) for groups in panels.values()]
+    fig = _new_figure(10.0, min(1.2 + 0.26 * sum(heights) + 0.5 * len(panels), 60.0))
+    axes = fig.subplots(len(panels), 1, squeeze=False, height_ratios=[max(h, 2.0) for h in heights])[:, 0]
+    values = [v for groups in panels.values() for bars in groups.values() for b in bars.values()
+              for v in (b["value"], b.get("lo"), b.get("hi")) if v is not None and math.isfinite(v)]
+    positive = [v for v in values if v > 0]
+    # log axis: bars start at the reference (a ratio of 1) when there is one, else below the smallest value
+    floor = min(positive + ([ref] if ref else [])) / 1.5 if positive else 1.0
+    base = ref if log and ref else floor
+    hollow_seen = False
+    for ax, (panel, groups) in zip(axes, panels.items(), strict=True):
+        y, ticks, labels = 0.0, [], []
+        for group, bars in groups.items():
+            n = len(bars)
+            for i, (name, b) in enumerate(bars.items()):
+                pos = y + i
+                v = b["value"]
+                if v is None or not math.isfinite(v) or (log and v <= 0):
+                    continue
+                hollow = bool(b.get("hollow"))
+                hollow_seen |= hollow
+                left = base if log else 0.0
+                ax.barh(pos, v - left, left=left, height=0.8, color="white" if hollow else colors[name],
+                        edgecolor=colors[name], linewidth=1.2)
+                lo, hi = b.get("lo"), b.get("hi")
+                end = v
+                if lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi):
+                    ax.errorbar(v, pos, xerr=[[max(v - lo, 0.0)], [max(hi - v, 0.0)]], fmt="none",
+                                ecolor="#444", elinewidth=1.0, capsize=3)
+                    end = max(v, hi)
+                if v < left:  # a bar to the left of the reference: its value on its left
+                    ax.text(min(v, lo if lo is not None else v), pos, fmt(v) + " ", va="center", ha="right",
+                            fontsize="x-small", color="#333")
+                else:
+                    ax.text(end, pos, " " + fmt(v), va="center", ha="left", fontsize="x-small", color="#333")
+            ticks.append(y + (n - 1) / 2)
+            labels.append(group)
+            y += n + 0.8
+        ax.set_yticks(ticks, labels, fontsize="small")
+        ax.invert_yaxis()
+        if ref is not None:
+            ax.axvline(ref, color="grey", linewidth=1.0, linestyle="--")
+        if log:
+            ax.set_xscale("log")
+            _log_axis(ax.xaxis, positive + ([ref] if ref else []), fmt)
+            lo_v, hi_v = min(positive + ([ref] if ref else [])), max(positive + ([ref] if ref else []))
+            room = (hi_v / lo_v) ** 0.25 * 1.1  # room for the values beside the bars
+            ax.set_xlim(lo_v / room if ref else floor, hi_v * room)
+        else:
+            from matplotlib.ticker import FuncFormatter
+
+            ax.set_xlim(0, max(values + [ref or 0.0]) * 1.15 if values else 1.0)  # room for the values
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt(v) if v else "0"))
+        ax.grid(True, axis="x", which="major", alpha=0.3)
+        ax.set_title(panel, fontsize="medium", loc="left")
+        ax.set_xlabel(xlabel)
+    handles = [Patch(facecolor=colors[s], edgecolor=colors[s], label=s) for s in series]
+    if hollow_seen and hollow_label:
+        handles.append(Patch(facecolor="white", edgecolor="grey", label=hollow_label))
+    if ref is not None and ref_label:
+        from matplotlib.lines import Line2D
+
+        handles.append(Line2D([], [], color="grey", linestyle="--", label=ref_label))
+    if any(b.get("lo") is not None for groups in panels.values() for bars in groups.values() for b in bars.values()):
+        from matplotlib.lines import Line2D
+
+        handles.append(Line2D([], [], color="#444", marker="|", linestyle="-", markersize=8, label="95% CI"))
+    axes[0].legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                   borderaxespad=0.0, frameon=False, title=legend_title, title_fontsize="small")
     fig.suptitle(title, fontsize="medium")
     return fig

@@ -29,19 +29,24 @@ __all__ = [
     "SIGNIFICANCE",
     "Curves",
     "build_report",
+    "fastest_of",
     "fastest_per_size",
     "group_figure",
     "group_rows",
     "group_slug",
     "lab_block",
     "load_collective_run",
+    "provenance_blocks",
+    "save_figure",
     "variant_label",
+    "writable_run_dir",
+    "write_page",
 ]
 
 #: Two-sided level of the Mann-Whitney U tests (fastest vs runner-up, run vs run).
 SIGNIFICANCE = 0.05
-#: Run kinds this module reads (a sweep's run.json may leave "kind" out); anything else,
-#: e.g. "workload", is refused.
+#: Run kinds this module reads (a sweep's run.json may leave "kind" out); a workload run's
+#: report is ``ccbench.workloads.report``'s.
 COLLECTIVE_KINDS = (None, "sweep")
 
 
@@ -61,8 +66,8 @@ def load_collective_run(run, results_dir="results") -> tuple[Path, dict, list[Ro
         raw = None  # load_run says what is wrong
     kind = raw.get("kind") if isinstance(raw, dict) else None
     if kind not in COLLECTIVE_KINDS:
-        raise UsageError(f"{str(path)!r} is a {kind!r} run; report, compare and plot read collective "
-                         "sweeps only (ccbench show prints it)")
+        raise UsageError(f"{str(path)!r} is a {kind!r} run; ccbench plot reads collective sweeps only "
+                         "(show, report and compare read it)")
     meta, rows, warnings = load_run(path)
     if not rows:
         raise UsageError(f"{str(path)!r} has no finished cases")
@@ -135,34 +140,42 @@ def group_slug(g: Curves, several: bool) -> str:
 # --------------------------------------------------------------------------- analyses
 
 
-def fastest_per_size(g: Curves, alpha: float = SIGNIFICANCE) -> list[dict]:
-    """Per size: the correct algorithm with the smallest stored median, the runner-up, and a test.
+def fastest_of(rows: Iterable, name=lambda r: r.algorithm, alpha: float = SIGNIFICANCE) -> dict | None:
+    """The correct row with the smallest stored median among `rows`, its runner-up, and a test.
 
-    ``margin`` = runner-up median / fastest median - 1; ``p_value`` is the two-sided
-    Mann-Whitney U test (Mann & Whitney 1947, ``ccbench.stats.mann_whitney_u``) of the two
-    algorithms' raw samples, ``significant`` when it is below `alpha` (None without a
-    runner-up or with fewer than two samples on a side).
+    ``fastest`` / ``runner_up`` are ``name(row)``; ``margin`` = runner-up median / fastest
+    median - 1; ``p_value`` is the two-sided Mann-Whitney U test (Mann & Whitney 1947,
+    ``ccbench.stats.mann_whitney_u``) of the two rows' raw samples, ``significant`` when it
+    is below `alpha` (None without a runner-up or with fewer than two samples on a side).
+    None when no row is correct with a finite median.
     """
+    cands = sorted((r for r in rows if r is not None and r.ok and math.isfinite(r.median_s)),
+                   key=lambda r: r.median_s)
+    if not cands:
+        return None
+    best = cands[0]
+    second = cands[1] if len(cands) > 1 else None
+    p = None
+    if second is not None and len(best.samples_s) > 1 and len(second.samples_s) > 1:
+        p = mann_whitney_u(best.samples_s, second.samples_s)[1]
+    return {
+        "fastest": name(best), "median_s": best.median_s,
+        "runner_up": name(second) if second else None,
+        "runner_up_s": second.median_s if second else None,
+        "margin": (second.median_s / best.median_s - 1.0) if second and best.median_s > 0 else None,
+        "p_value": p, "significant": None if p is None else p < alpha,
+    }
+
+
+def fastest_per_size(g: Curves, alpha: float = SIGNIFICANCE) -> list[dict]:
+    """Per size: the correct algorithm with the smallest stored median, the runner-up, and a test
+    (``fastest_of`` of the algorithms' rows at that size, with ``nbytes``)."""
     out = []
     for n in g.sizes:
-        cands = sorted((rows_at for rows_at in (
-            next((r for r in rows if r.nbytes == n), None) for rows in g.by_algorithm.values())
-            if rows_at is not None and rows_at.ok and math.isfinite(rows_at.median_s)),
-            key=lambda r: r.median_s)
-        if not cands:
-            continue
-        best = cands[0]
-        second = cands[1] if len(cands) > 1 else None
-        p = None
-        if second is not None and len(best.samples_s) > 1 and len(second.samples_s) > 1:
-            p = mann_whitney_u(best.samples_s, second.samples_s)[1]
-        out.append({
-            "nbytes": n, "fastest": best.algorithm, "median_s": best.median_s,
-            "runner_up": second.algorithm if second else None,
-            "runner_up_s": second.median_s if second else None,
-            "margin": (second.median_s / best.median_s - 1.0) if second and best.median_s > 0 else None,
-            "p_value": p, "significant": None if p is None else p < alpha,
-        })
+        f = fastest_of((next((r for r in rows if r.nbytes == n), None) for rows in g.by_algorithm.values()),
+                       alpha=alpha)
+        if f is not None:
+            out.append({"nbytes": n, **f})
     return out
 
 
@@ -216,14 +229,29 @@ def _gamma_text(g) -> str:
     return "-" if g is None or not math.isfinite(g) else f"{g * 1e12:.3g} ps/B"
 
 
-def _provenance_blocks(path: Path, meta: Mapping, rows: Sequence[Row], warnings: Sequence[str],
-                       notes: Sequence[str]) -> list:
+def provenance_blocks(path: Path, meta: Mapping, rows: Sequence, warnings: Sequence[str],
+                      notes: Sequence[str], settings: Sequence[tuple[str, str]] | None = None,
+                      cases: str | None = None, describe=None) -> list:
+    """The "Provenance" section: one table of the run's provenance, then warnings and failures.
+
+    `settings` replaces the sweep's rows (synchronisation, timer resolution, sizes,
+    repetitions) and `cases` its count of cases; `describe(row)` names a failed row.
+    """
     cfg = meta.get("config") or {}
     hosts = meta.get("hosts") or {}
     thread = meta.get("thread_level", "?")
     if meta.get("thread_level_reason"):
         thread += f" ({meta['thread_level_reason']})"
     sizes = cfg.get("sizes") or []
+    if settings is None:
+        settings = [
+            ("synchronisation", str(cfg.get("sync", "?"))),
+            ("timer resolution", human_time(meta["timer_resolution_s"]) if meta.get("timer_resolution_s") else "?"),
+            ("sizes", ", ".join(format_size(s) for s in sizes) if sizes else "?"),
+            ("repetitions", f"warm-up {cfg.get('warmup', '?')}, {cfg.get('min_reps', '?')} to "
+                            f"{cfg.get('max_reps', '?')} samples, target RSE {cfg.get('target_rse', '?')}, "
+                            f"budget {cfg.get('budget_s', '?')} s per case"),
+        ]
     kv = [
         ("run", f"{path.name} ({meta.get('status', '?')})"),
         ("MPI library", meta.get("mpi_library", "?")),
@@ -234,12 +262,7 @@ def _provenance_blocks(path: Path, meta: Mapping, rows: Sequence[Row], warnings:
         ("hosts (ranks)", ", ".join(f"{h} ({n})" for h, n in hosts.items()) or "?"),
         ("cores per node", ", ".join(f"{h}: {n}" for h, n in (meta.get("cores_per_node") or {}).items()) or "?"),
         ("thread level", thread),
-        ("synchronisation", str(cfg.get("sync", "?"))),
-        ("timer resolution", human_time(meta["timer_resolution_s"]) if meta.get("timer_resolution_s") else "?"),
-        ("sizes", ", ".join(format_size(s) for s in sizes) if sizes else "?"),
-        ("repetitions", f"warm-up {cfg.get('warmup', '?')}, {cfg.get('min_reps', '?')} to {cfg.get('max_reps', '?')} "
-                        f"samples, target RSE {cfg.get('target_rse', '?')}, budget {cfg.get('budget_s', '?')} s "
-                        "per case"),
+        *settings,
         ("versions", f"ccbench {meta.get('ccbench', '?')} (git {meta.get('git_commit') or '-'}), "
                      f"Python {meta.get('python', '?')}, numpy {meta.get('numpy', '?')}, "
                      f"mpi4py {meta.get('mpi4py', '?')}"),
@@ -257,12 +280,15 @@ def _provenance_blocks(path: Path, meta: Mapping, rows: Sequence[Row], warnings:
     if lab:
         kv.append(("emulated lab", ", ".join(f"{k}={v}" for k, v in lab.items() if not isinstance(v, (dict, list)))))
     bad = [r for r in rows if not r.ok]
-    kv.append(("cases", f"{len(rows)} finished of {meta.get('planned_cases', '?')} planned, "
-                        f"{len(meta.get('skipped') or [])} skipped, {len(bad)} wrong"))
+    kv.append(("cases", cases if cases is not None else
+               f"{len(rows)} finished of {meta.get('planned_cases', '?')} planned, "
+               f"{len(meta.get('skipped') or [])} skipped, {len(bad)} wrong"))
+    if describe is None:
+        def describe(r):
+            return f"{r.collective}/{r.algorithm} {format_size(r.nbytes)}"
     blocks: list = [("h", 2, "Provenance"), ("table", ["what", "value"], [[k, str(v)] for k, v in kv], set())]
     items = [f"warning: {w}" for w in warnings]
-    items += [f"FAILED: {r.collective}/{r.algorithm} {format_size(r.nbytes)}: {r.nwrong} wrong elements"
-              for r in bad]
+    items += [f"FAILED: {describe(r)}: {r.nwrong} wrong elements" for r in bad]
     items += [f"skipped: {s.get('what')}: {s.get('why')}" for s in meta.get("skipped") or []][:20]
     items += [f"fit note: {n}" for n in notes]
     if items:
@@ -544,6 +570,27 @@ def _write_new(path: Path, text: str) -> None:
         f.write(text)
 
 
+def write_page(out_dir: Path, blocks: Sequence, title: str, images: Mapping[str, bytes]) -> None:
+    """Write ``report.md`` and the self-contained ``report.html`` of `blocks` into `out_dir` (new files only)."""
+    _write_new(out_dir / "report.md", render_markdown(blocks))
+    _write_new(out_dir / "report.html", render_html(blocks, title, images))
+
+
+def save_figure(fig, out_dir: Path, name: str, images: dict[str, bytes]) -> str:
+    """Save `fig` as the new PNG `out_dir/name`, keep its bytes in `images` (for the HTML); return `name`."""
+    from ccbench.plots import save_png
+
+    save_png(fig, out_dir / name)
+    images[name] = (out_dir / name).read_bytes()
+    return name
+
+
+def writable_run_dir(path: Path) -> None:
+    """Refuse a run directory the report cannot be written beside."""
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"{str(path)!r} is not writable: the report goes beside the run")
+
+
 # --------------------------------------------------------------------------- the report
 
 
@@ -552,14 +599,20 @@ def build_report(run, results_dir="results", *, n_boot: int | None = None) -> di
 
     Returns {"dir": Path, "files": [names], "groups": [Curves], "fastest": {label: rows},
     "doc": the fit document}.  Needs matplotlib (the ``report`` extra) for the figures.
+    A training-workload run (``"kind": "workload"``) gets ``ccbench.workloads.report``'s
+    report instead (its dict has ``"kind": "workload"``).
     """
     from ccbench.analysis import fit_run
-    from ccbench.plots import require_matplotlib, save_png
+    from ccbench.plots import require_matplotlib
+    from ccbench.workloads.views import is_workload_run
 
     require_matplotlib()
+    if is_workload_run(resolve_run(run, results_dir)):
+        from ccbench.workloads.report import build_workload_report
+
+        return build_workload_report(run, results_dir)
     path, meta, rows, warnings = load_collective_run(run, results_dir)
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise UsageError(f"{str(path)!r} is not writable: the report goes beside the run")
+    writable_run_dir(path)
     kw = {} if n_boot is None else {"n_boot": n_boot}
     doc = fit_run(path, write=False, **kw)
     tolerance = doc["provenance"]["tolerance"]
@@ -575,7 +628,7 @@ def build_report(run, results_dir="results", *, n_boot: int | None = None) -> di
                           f"{meta.get('nodes', '?')} node(s); thread level {meta.get('thread_level', '?')}; "
                           f"{len(rows)} cases. Every time, interval and bandwidth below is a stored row of "
                           "cases.jsonl; fitted values are in fits.json beside this page.")]
-    blocks += _provenance_blocks(path, meta, rows, warnings, doc.get("notes", []))
+    blocks += provenance_blocks(path, meta, rows, warnings, doc.get("notes", []))
     blocks += _network_blocks(doc, meta)
     fastest = {}
     for g in groups:
@@ -586,17 +639,13 @@ def build_report(run, results_dir="results", *, n_boot: int | None = None) -> di
                           ("predicted", "predicted vs measured")):
             fig = group_figure(g, doc, kind)
             if fig is not None:
-                name = f"{slug}-{kind}.png"
-                save_png(fig, out_dir / name)
-                images[name] = (out_dir / name).read_bytes()
-                figures[name] = f"{label}: {alt}"
+                figures[save_figure(fig, out_dir, f"{slug}-{kind}.png", images)] = f"{label}: {alt}"
         blocks += _collective_blocks(g, doc, figures, tolerance)
         fastest[label] = fastest_per_size(g)
     title = f"ccbench report: {path.name}"
     with open(out_dir / "fits.json", "x") as f:
         json.dump(_strict_json(doc), f, indent=2, allow_nan=False)
         f.write("\n")
-    _write_new(out_dir / "report.md", render_markdown(blocks))
-    _write_new(out_dir / "report.html", render_html(blocks, title, images))
+    write_page(out_dir, blocks, title, images)
     return {"dir": out_dir, "files": ["report.md", "report.html", "fits.json", *images], "groups": groups,
             "fastest": fastest, "doc": doc, "meta": meta, "path": path}

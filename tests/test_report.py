@@ -337,3 +337,123 @@ def test_figures_label_sizes_and_times_in_human_units():
     assert ylabels and all(t.endswith(" µs") or t.endswith(" ms") for t in ylabels)
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend[0] == "native" and set(g.by_algorithm) <= set(legend)
+
+
+# -- training-workload runs ---------------------------------------------------------------------
+# tests/data/wl-ddp-np2 was made on this 2-core machine with
+# ``ccbench workload ddp -m tests/data/mlp-sizes.txt -a native,ring,rabenseifner --bucket-mb 0.5
+# --first-bucket-mb 0.125 --thread-level multiple --launch 2 --min-reps 10 --max-reps 30 --budget 0.2``
+# (wl-ddp-np2-single: the same with --thread-level single); wl-straggler-np2 with ``ccbench
+# workload straggler -C allreduce -a native,ring,recursive_doubling -s 1K,64K --delay 1ms --launch 2
+# --min-reps 10 --max-reps 20 --budget 0.2`` and wl-overlap-np2 with ``ccbench workload overlap -C
+# allreduce,allgather -s 64K,1M --launch 2 --min-reps 10 --max-reps 20 --budget 0.2``; run.json's
+# argv[0] and results directory made relative.
+
+
+def _wl_copy(tmp_path, name):
+    dst = tmp_path / name
+    shutil.copytree(DATA / name, dst)
+    return dst
+
+
+def test_workload_report_tables_are_the_stored_rows(tmp_path):
+    from ccbench.stats import mann_whitney_u
+
+    run = _wl_copy(tmp_path, "wl-ddp-np2")
+    res = build_report(run)
+    d = res["dir"]
+    assert res["kind"] == "workload" and d == run / "report"
+    assert sorted(p.name for p in d.iterdir()) == ["calls.png", "report.html", "report.md", "steps.png"]
+    for n in ("calls.png", "steps.png"):
+        assert (d / n).read_bytes()[:8] == PNG_MAGIC
+    assert (d / "report.html").read_text().count("data:image/png;base64,") == 2
+    md = (d / "report.md").read_text()
+    assert md.index("## Provenance") < md.index("## ddp at 2 ranks, float32") < md.index("### Step time")
+    _, prov = _md_table(md, "## Provenance")
+    kv = dict((r[0], r[1]) for r in prov)
+    assert kv["thread level"].startswith("multiple") and kv["ranks"].startswith("2 on 1 node(s)")
+    assert kv["model"].startswith("mlp-sizes: 8 tensors, 428,170 parameters")
+    stored = _stored_rows(run)
+    steps = [r for r in stored if r["part"] == -1]
+    head, rows = _md_table(md, "### Step time")
+    assert head[:2] == ["variant", "algorithm"] and len(rows) == len(steps) == 6
+    for line, r in zip(rows, steps, strict=True):
+        assert line[:2] == [r["variant"], r["algorithm"]]
+        assert line[5] == f"{human_time(r['median_s'])} [{human_time(r['ci_low_s'])}, {human_time(r['ci_high_s'])}]"
+    # the fastest algorithm per variant is the one with the smallest stored median; p from the raw samples
+    head, fast = _md_table(md, "### Fastest")
+    for line in fast:
+        among = steps if line[0] == "all variants" else [r for r in steps if r["variant"] == line[0]]
+        best, second = sorted(among, key=lambda r: r["median_s"])[:2]
+        name = (lambda r: f"{r['variant']}: {r['algorithm']}") if line[0] == "all variants" else (
+            lambda r: r["algorithm"])
+        assert (line[1], line[2], line[3]) == (name(best), human_time(best["median_s"]), name(second))
+        assert line[6] == f"{mann_whitney_u(best['samples_s'], second['samples_s'])[1]:.2g}"
+    assert [f["what"] for f in res["fastest"]["ddp"]] == ["bucketed 0.5/0.125 MiB", "per_tensor", "all variants"]
+    # per call: every bucket of every algorithm, with its stored median
+    head, calls = _md_table(md, "#### bucketed 0.5/0.125 MiB")
+    assert head[5:] == [f"{a}: median [95% CI] (share)" for a in ("native", "ring", "rabenseifner")]
+    buckets = [r for r in stored if r["variant"].startswith("bucketed") and r["part"] >= 0]
+    assert len(calls) * 3 == len(buckets)
+    for r in buckets:
+        line = calls[r["part"]]
+        col = 5 + ["allreduce=native", "allreduce=ring", "allreduce=rabenseifner"].index(r["algorithm"])
+        assert line[1] == r["label"] and line[col].startswith(human_time(r["median_s"]) + " [")
+
+
+def test_workload_report_overlap_and_straggler(tmp_path):
+    run = _wl_copy(tmp_path, "wl-straggler-np2")
+    res = build_report(run)
+    md = (res["dir"] / "report.md").read_text()
+    assert sorted(p.name for p in res["dir"].glob("*.png")) == ["straggler-slowdown.png", "straggler-time.png"]
+    _, rows = _md_table(md, "### Straggler")
+    stored = _stored_rows(run)
+    assert [(r[0], r[2], r[4]) for r in rows] == [
+        (s["algorithm"], human_time(s["baseline_s"]), f"{s['slowdown']:.2f}") for s in stored]
+    _, fast = _md_table(md, "### Fastest")
+    for line in fast:  # per size: the algorithm with the smallest delayed median
+        at = [s for s in stored if s["label"] == line[0]]
+        assert line[1] == min(at, key=lambda s: s["median_s"])["algorithm"]
+    run = _wl_copy(tmp_path, "wl-overlap-np2")
+    res = build_report(run)
+    md = (res["dir"] / "report.md").read_text()
+    _, rows = _md_table(md, "### Overlap")
+    stored = _stored_rows(run)
+    assert [(r[0], r[3], r[6]) for r in rows] == [
+        (s["collective"], human_time(s["comm_s"]), f"{s['overlap_pct']:.0f}%") for s in stored]
+    assert "### Fastest" not in md  # one (native) call per size: nothing to choose
+    assert sorted(p.name for p in res["dir"].glob("*.png")) == ["overlap-times.png", "overlap.png"]
+
+
+def test_workload_report_never_overwrites_and_raw_files_untouched(tmp_path, capsys):
+    run = _wl_copy(tmp_path, "wl-ddp-np2")
+    before = _digest(run)
+    main(["report", str(run)])
+    first = {p.name: p.read_bytes() for p in (run / "report").iterdir()}
+    main(["report", str(run)])
+    out = capsys.readouterr().out
+    assert "fastest: ddp" in out and "report-2" in out
+    assert {p.name: p.read_bytes() for p in (run / "report").iterdir()} == first
+    assert (run / "report-2" / "report.md").is_file()
+    assert _digest(run) == before
+
+
+@pytest.mark.parametrize("how,message", [
+    ("badline", "line 4 is corrupt"),
+    ("empty", "has no finished cases"),
+    ("schema", "has schema ccbench.run/99"),
+])
+def test_bad_workload_runs_give_one_line_and_write_nothing(tmp_path, capsys, how, message):
+    run = _wl_copy(tmp_path, "wl-ddp-np2")
+    _corrupt(run, how)
+    before = sorted(p.name for p in run.iterdir())
+    code, out, err = _run_main(["report", str(run)], capsys)
+    assert code == 2 and err.startswith("ccbench: error:") and err.count("\n") == 1 and message in err
+    assert "Traceback" not in out + err
+    assert sorted(p.name for p in run.iterdir()) == before
+
+
+def test_plot_still_refuses_workload_runs(tmp_path, capsys):
+    run = _wl_copy(tmp_path, "wl-ddp-np2")
+    code, _, err = _run_main(["plot", str(run)], capsys)
+    assert code == 2 and "is a 'workload' run" in err and "plot reads collective sweeps only" in err
