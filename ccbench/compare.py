@@ -30,8 +30,8 @@ from ccbench.report import SIGNIFICANCE, load_collective_run, render_markdown
 from ccbench.results import Row
 from ccbench.stats import benjamini_hochberg, geometric_mean, mann_whitney_u
 
-__all__ = ["CSV_COLUMNS", "Comparison", "Pair", "compare_runs", "match_key", "provenance_differences",
-           "write_comparison"]
+__all__ = ["CSV_COLUMNS", "Comparison", "Pair", "compare_runs", "index_rows", "match_key", "provenance_differences",
+           "test_pairs", "write_comparison"]
 
 #: Fewer raw samples than this on either side: the case is shown but not tested.
 MIN_SAMPLES = 2
@@ -98,6 +98,7 @@ class Comparison:
     warnings: list[str]
     unmatched: dict[str, tuple[int, int]]  # other run -> (cases only in the baseline, only in it)
     level: float
+    kind: str = "sweep"  # "workload": pairs are ``ccbench.workloads.compare.WorkloadPair``
 
     def summary(self) -> list[dict]:
         """Per other run and collective (then "all"): pairs, geometric mean of ratios, verdict counts."""
@@ -143,11 +144,12 @@ def provenance_differences(a: Mapping, b: Mapping, rows_a: Sequence[Row], rows_b
     return out
 
 
-def _index(rows: Sequence[Row], label: str, warnings: list[str]) -> dict[tuple, Row]:
-    out: dict[tuple, Row] = {}
+def index_rows(rows: Sequence, label: str, warnings: list[str], key=match_key) -> dict[tuple, object]:
+    """{key(row): row}, the first of repeated keys kept (with a warning naming run `label`)."""
+    out: dict[tuple, object] = {}
     dup = 0
     for r in rows:
-        k = match_key(r)
+        k = key(r)
         if k in out:
             dup += 1
             continue
@@ -157,12 +159,56 @@ def _index(rows: Sequence[Row], label: str, warnings: list[str]) -> dict[tuple, 
     return out
 
 
+def test_pairs(matched: Sequence[tuple], level: float) -> list[tuple]:
+    """[(a, b, ratio, p, p adjusted, significant, verdict)] of matched rows (a: baseline, b: other).
+
+    ratio = b's median / a's; p: two-sided Mann-Whitney U test of the raw samples (None
+    with fewer than MIN_SAMPLES on a side), adjusted over all of `matched` as one family
+    (Benjamini-Hochberg); verdict "slower"/"faster" when the adjusted p is below `level`,
+    "noise" otherwise, "untested" without a test.
+    """
+    tested = []
+    for a, b in matched:
+        p = None
+        if len(a.samples_s) >= MIN_SAMPLES and len(b.samples_s) >= MIN_SAMPLES:
+            p = mann_whitney_u(b.samples_s, a.samples_s)[1]
+        tested.append((a, b, p))
+    ps = [t[2] for t in tested if t[2] is not None]
+    adj = iter(benjamini_hochberg(ps).tolist()) if ps else iter(())
+    out = []
+    for a, b, p in tested:
+        q = next(adj) if p is not None else None
+        ratio = b.median_s / a.median_s if a.median_s > 0 else math.inf
+        sig = None if q is None else q < level
+        verdict = ("untested" if sig is None else "noise" if not sig
+                   else "slower" if ratio > 1 else "faster")
+        out.append((a, b, ratio, p, q, sig, verdict))
+    return out
+
+
 def compare_runs(runs: Sequence, results_dir="results", *, level: float = SIGNIFICANCE) -> Comparison:
-    """Compare every run after the first with the first (the baseline); see the module docstring."""
+    """Compare every run after the first with the first (the baseline); see the module docstring.
+
+    Training-workload runs are compared by ``ccbench.workloads.compare`` (all runs must
+    then be workload runs: a workload run and a collective sweep are refused).
+    """
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs")
     if not 0 < level < 1:
         raise UsageError(f"the significance level must be in (0, 1), got {level}")
+    from ccbench.results import resolve_run
+    from ccbench.workloads.views import is_workload_run
+
+    resolved = [resolve_run(r, results_dir) for r in runs]
+    workload = [is_workload_run(p) for p in resolved]
+    if any(workload):
+        if not all(workload):
+            w, c = resolved[workload.index(True)], resolved[workload.index(False)]
+            raise UsageError(f"{str(w)!r} is a 'workload' run but {str(c)!r} is a collective sweep: compare "
+                             "takes runs of one kind")
+        from ccbench.workloads.compare import compare_workload_runs
+
+        return compare_workload_runs(resolved, level=level)
     loaded = [load_collective_run(r, results_dir) for r in runs]
     paths = [p.resolve() for p, *_ in loaded]
     for i, p in enumerate(paths):
@@ -173,32 +219,18 @@ def compare_runs(runs: Sequence, results_dir="results", *, level: float = SIGNIF
     for lab, (_, _, _, w) in zip(labels, loaded, strict=True):
         warnings += [f"run {lab}: {x}" for x in w]
     base_path, base_meta, base_rows, _ = loaded[0]
-    base = _index(base_rows, labels[0], warnings)
+    base = index_rows(base_rows, labels[0], warnings)
     pairs: list[Pair] = []
     unmatched: dict[str, tuple[int, int]] = {}
     for lab, (_, meta, rows, _) in zip(labels[1:], loaded[1:], strict=True):
         warnings += provenance_differences(base_meta, meta, base_rows, rows, labels[0], lab)
-        other = _index(rows, lab, warnings)
+        other = index_rows(rows, lab, warnings)
         common = [k for k in base if k in other]
         unmatched[lab] = (len(base) - len(common), len(other) - len(common))
         if not common:
             raise UsageError(f"runs {labels[0]} ({base_path.name}) and {lab} ({loaded[labels.index(lab)][0].name}) "
                              "have no case in common (same collective, algorithm, size, dtype, op)")
-        tested = []
-        for k in common:
-            a, b = base[k], other[k]
-            p = None
-            if len(a.samples_s) >= MIN_SAMPLES and len(b.samples_s) >= MIN_SAMPLES:
-                p = mann_whitney_u(b.samples_s, a.samples_s)[1]
-            tested.append((k, a, b, p))
-        ps = [t[3] for t in tested if t[3] is not None]
-        adj = iter(benjamini_hochberg(ps).tolist()) if ps else iter(())
-        for _, a, b, p in tested:
-            q = next(adj) if p is not None else None
-            ratio = b.median_s / a.median_s if a.median_s > 0 else math.inf
-            sig = None if q is None else q < level
-            verdict = ("untested" if sig is None else "noise" if not sig
-                       else "slower" if ratio > 1 else "faster")
+        for a, b, ratio, p, q, sig, verdict in test_pairs([(base[k], other[k]) for k in common], level):
             pairs.append(Pair(labels[0], lab, a.collective, a.algorithm, a.nbytes, a.dtype, a.op, a.in_place,
                               a.root, _settings(a), _settings(b), a.nranks, b.nranks, a.samples, b.samples,
                               a.median_s, b.median_s, a.ci_low_s, a.ci_high_s, b.ci_low_s, b.ci_high_s, ratio,
@@ -280,6 +312,22 @@ def write_comparison(cmp: Comparison, out_dir: str | Path | None = None, *, plot
 
     An existing set is never replaced: the next free ``compare-2``, ``compare-3`` ... is used.
     """
+    if cmp.kind == "workload":
+        from ccbench.workloads import compare as wc
+
+        columns, blocks_of, comparison_figure = wc.CSV_COLUMNS, wc.markdown_blocks, wc.comparison_figure
+    else:
+        columns, blocks_of = CSV_COLUMNS, markdown_blocks
+
+        def comparison_figure(cmp):
+            from ccbench.plots import compare_figure
+
+            panels = figure_panels(cmp)
+            if not panels:
+                return None
+            title = ("time ratio vs run A = " + cmp.runs[0][1].name + "; "
+                     + ", ".join(f"{lab} = {p.name}" for lab, p, _ in cmp.runs[1:]))
+            return compare_figure(panels, title)
     folder = Path(out_dir) if out_dir is not None else cmp.runs[0][1]
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -289,22 +337,20 @@ def write_comparison(cmp: Comparison, out_dir: str | Path | None = None, *, plot
     files = {"csv": folder / f"{stem}.csv", "md": folder / f"{stem}.md"}
     figure = None
     if plot:
-        from ccbench.plots import compare_figure, save_png
+        from ccbench.plots import save_png
 
-        panels = figure_panels(cmp)
-        if panels:
-            title = ("time ratio vs run A = " + cmp.runs[0][1].name + "; "
-                     + ", ".join(f"{lab} = {p.name}" for lab, p, _ in cmp.runs[1:]))
-            files["png"] = save_png(compare_figure(panels, title), folder / f"{stem}.png")
+        fig = comparison_figure(cmp)
+        if fig is not None:
+            files["png"] = save_png(fig, folder / f"{stem}.png")
             figure = files["png"].name
     try:
         with open(files["csv"], "x", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+            w = csv.DictWriter(f, fieldnames=columns)
             w.writeheader()
             for p in cmp.pairs:
                 w.writerow(asdict(p))
         with open(files["md"], "x", encoding="utf-8") as f:
-            f.write(render_markdown(markdown_blocks(cmp, figure)))
+            f.write(render_markdown(blocks_of(cmp, figure)))
     except FileExistsError as exc:
         raise CCBenchError(f"{exc.filename!r} appeared while writing; nothing is overwritten") from None
     return files

@@ -268,3 +268,129 @@ def test_stored_runs_are_complete():
         meta, rows, warnings = load_run(DATA / name)
         assert meta["status"] == "complete" and len(rows) == 95 and not warnings
         assert all(r.ok and len(r.samples_s) == r.samples for r in rows)
+
+
+# -- training-workload runs (see test_report.py for the commands that made them) --------------------
+
+
+@pytest.fixture
+def wl_runs(tmp_path):
+    out = {}
+    for name in ("wl-ddp-np2", "wl-ddp-np2-single", "wl-straggler-np2", "run-np4"):
+        shutil.copytree(DATA / name, tmp_path / name)
+        out[name] = tmp_path / name
+    return out
+
+
+def test_workload_key_is_every_identifying_field():
+    import dataclasses
+
+    from ccbench.workloads.compare import DERIVED, KEY_FIELDS, MEASURED, PER_RUN
+    from ccbench.workloads.record import WorkloadRow
+
+    names = {f.name for f in dataclasses.fields(WorkloadRow)}
+    assert set(KEY_FIELDS) | MEASURED | PER_RUN | DERIVED == names  # every field classified once
+    assert KEY_FIELDS == ("workload", "variant", "model", "algorithm", "dtype", "part", "label", "collective",
+                          "nbytes", "delay_s", "delayed_rank")
+
+
+def test_workload_ratios_are_the_stored_medians_ratio(wl_runs, tmp_path, capsys):
+    from ccbench.workloads.compare import KEY_FIELDS
+
+    a, b = wl_runs["wl-ddp-np2"], wl_runs["wl-ddp-np2-single"]
+    out = tmp_path / "cmp"
+    main(["compare", str(a), str(b), "--out", str(out)])
+    text = capsys.readouterr().out
+    assert "warning: provenance differs in thread level: 'multiple' (A) vs 'single' (B)" in text
+
+    def stored(path):
+        rows = [json.loads(x) for x in (path / "cases.jsonl").read_text().splitlines() if x.strip()]
+        return {tuple(str(r[k]) for k in KEY_FIELDS): r for r in rows}
+
+    sa, sb = stored(a), stored(b)
+    with open(out / "compare.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(sa) == 39
+    ps = []
+    for r in rows:
+        k = tuple(r[f] if r[f] != "" else "None" for f in KEY_FIELDS)
+        assert float(r["median_a_s"]) == sa[k]["median_s"] and float(r["median_b_s"]) == sb[k]["median_s"]
+        assert float(r["ratio"]) == pytest.approx(sb[k]["median_s"] / sa[k]["median_s"], rel=1e-12)
+        from ccbench.stats import mann_whitney_u
+
+        p = mann_whitney_u(sb[k]["samples_s"], sa[k]["samples_s"])[1]
+        assert float(r["p_value"]) == pytest.approx(p)
+        ps.append(p)
+        assert (r["verdict"] != "noise") == (float(r["p_adjusted"]) < 0.05)
+    # one family per pair of runs: steps and calls adjusted together
+    assert [float(r["p_adjusted"]) for r in rows] == pytest.approx(benjamini_hochberg(ps).tolist())
+    md = (out / "compare.md").read_text()
+    assert "warning: provenance differs in thread level" in md
+    assert (out / "compare.png").read_bytes()[:4] == b"\x89PNG"
+    # geometric mean per workload, whole steps and calls apart
+    for what, whole in (("steps", True), ("calls", False)):
+        rs = [float(r["ratio"]) for r in rows if (r["part"] == "-1") == whole]
+        g = geometric_mean(rs)
+        assert f"| B | ddp | {what} | {len(rs)} | {g:.3g} |" in md
+        assert any(line.split("│")[3].strip() == what and line.split("│")[5].strip() == f"{g:.3g}"
+                   for line in text.splitlines() if line.count("│") == 10)
+
+
+def test_workload_compare_files_are_numbered(wl_runs, capsys):
+    a, b = wl_runs["wl-ddp-np2"], wl_runs["wl-ddp-np2-single"]
+    before = {n: (a / n).read_bytes() for n in ("run.json", "cases.jsonl", "cases.csv")}
+    main(["compare", str(a), str(b), "--no-plot"])
+    first = (a / "compare.md").read_bytes()
+    main(["compare", str(a), str(b), "--no-plot"])
+    assert (a / "compare-2.csv").is_file() and (a / "compare.md").read_bytes() == first
+    assert {n: (a / n).read_bytes() for n in before} == before
+
+
+def test_mixed_kinds_are_refused(wl_runs, capsys):
+    for pair in (("wl-ddp-np2", "run-np4"), ("run-np4", "wl-ddp-np2")):
+        code, out, err = _run_main(["compare", *(str(wl_runs[n]) for n in pair)], capsys)
+        assert code == 2 and err.count("\n") == 1 and "Traceback" not in out + err
+        assert "is a 'workload' run but" in err and "is a collective sweep" in err
+    assert not list(wl_runs["wl-ddp-np2"].glob("compare*")) and not list(wl_runs["run-np4"].glob("compare*"))
+
+
+def test_workload_runs_without_common_rows_are_refused(wl_runs, capsys):
+    code, _, err = _run_main(["compare", str(wl_runs["wl-ddp-np2"]), str(wl_runs["wl-straggler-np2"])], capsys)
+    assert code == 2 and "no row in common" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("how,message", [
+    ("badline", "line 2 is corrupt"),
+    ("schema", "has schema ccbench.run/2"),
+    ("empty", "has no finished cases"),
+])
+def test_corrupt_workload_runs_are_one_line(wl_runs, capsys, how, message):
+    a, b = wl_runs["wl-ddp-np2"], wl_runs["wl-ddp-np2-single"]
+    if how == "badline":
+        lines = (b / "cases.jsonl").read_text().splitlines()
+        lines[1] = lines[1][:40]
+        (b / "cases.jsonl").write_text("\n".join(lines) + "\n")
+    elif how == "schema":
+        meta = json.loads((b / "run.json").read_text())
+        (b / "run.json").write_text(json.dumps(dict(meta, schema="ccbench.run/2")))
+    else:
+        (b / "cases.jsonl").write_text("")
+    before = sorted(p.name for p in a.iterdir())
+    code, out, err = _run_main(["compare", str(a), str(b)], capsys)
+    assert code == 2 and err.startswith("ccbench: error:") and err.count("\n") == 1 and message in err
+    assert "Traceback" not in out + err
+    assert sorted(p.name for p in a.iterdir()) == before
+
+
+def test_workload_straggler_pairs_carry_the_slowdowns(tmp_path):
+    from ccbench.workloads.compare import compare_workload_runs
+
+    a = tmp_path / "a"
+    shutil.copytree(DATA / "wl-straggler-np2", a)
+    b = tmp_path / "b"
+    shutil.copytree(DATA / "wl-straggler-np2", b)
+    cmp = compare_workload_runs([a, b], level=0.05)
+    assert cmp.kind == "workload" and len(cmp.pairs) == 6
+    for p in cmp.pairs:  # the same samples: ratio 1, p = 1, noise; slowdowns carried from both runs
+        assert p.ratio == 1.0 and p.p_value == pytest.approx(1.0) and p.verdict == "noise"
+        assert p.slowdown_a == p.slowdown_b is not None and p.delayed_rank == 1

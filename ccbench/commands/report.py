@@ -23,7 +23,9 @@ def report(run_path, results_dir):
     Per collective: latency (median with 95% CI) and bus-bandwidth tables per algorithm and
     size, the fastest algorithm per size, fitted alpha-beta parameters, and figures
     (latency with CI bands and fitted lines, bus bandwidth, predicted vs measured).  Goes
-    into RUN/report (report-2, ... when one exists; never overwritten).
+    into RUN/report (report-2, ... when one exists; never overwritten).  A training-workload
+    run gets its step times, per-call rows, overlap or straggler tables, the fastest
+    algorithm per variant, and bar figures.
     """
     from rich.table import Table
 
@@ -35,6 +37,9 @@ def report(run_path, results_dir):
     res = build_report(run_path, results_dir)
     console = _console()
     console.print(run_header(res["meta"], res["path"]))
+    if res.get("kind") == "workload":
+        _print_workload_report(res, console)
+        return
     for label, rows in res["fastest"].items():
         if not rows or all(r["runner_up"] is None for r in rows):
             continue
@@ -56,6 +61,35 @@ def report(run_path, results_dir):
                   f"{len(pngs)} PNG figures and fits.json in {res['dir']}")
 
 
+def _print_workload_report(res, console) -> None:
+    from rich.table import Table
+
+    from ccbench.views import fmt_time
+    from ccbench.workloads.views import workload_tables
+
+    for t in workload_tables(res["meta"], res["rows"]):
+        if not isinstance(t, str) and "per call" in str(t.title):
+            continue  # the per-call tables are in the report
+        console.print(t)
+    for w, rows in res["fastest"].items():
+        if not rows or all(r["runner_up"] is None for r in rows):
+            continue
+        t = Table(title=f"fastest: {w} (runner-up by Mann-Whitney U on the raw samples)", title_justify="left",
+                  header_style="bold")
+        for col in ("among", "fastest", "median", "runner-up", "its median", "margin", "p", "significant"):
+            t.add_column(col, justify="right" if col in ("median", "its median", "margin", "p") else "left")
+        for r in rows:
+            t.add_row(r["what"], r["fastest"], fmt_time(r["median_s"]), r["runner_up"] or "-",
+                      fmt_time(r["runner_up_s"]) if r["runner_up_s"] is not None else "-",
+                      f"{r['margin']:.1%}" if r["margin"] is not None else "-",
+                      f"{r['p_value']:.2g}" if r["p_value"] is not None else "-",
+                      {None: "-", True: "yes", False: "no (noise)"}[r["significant"]])
+        console.print(t)
+    pngs = [f for f in res["files"] if f.endswith(".png")]
+    console.print(f"wrote {res['dir'] / 'report.md'}, {res['dir'] / 'report.html'} (figures embedded) and "
+                  f"{len(pngs)} PNG figures in {res['dir']}")
+
+
 @click.command()
 @click.argument("runs", nargs=-1, required=True, metavar="RUN_A RUN_B [RUN ...]")
 @click.option("--results-dir", default="results", help="Where to look for runs given by name or 'latest'.")
@@ -71,7 +105,8 @@ def compare(runs, results_dir, out_dir, level, no_plot):
     run / RUN_A (> 1: slower).  A difference is significant when the Mann-Whitney U test of
     the raw samples, adjusted over all cases (Benjamini-Hochberg), is below --level.
     Provenance that changes what is measured (MPI library, ranks, nodes, ranks per node,
-    dtypes, thread level, ...) is warned about.
+    dtypes, thread level, ...) is warned about.  Training-workload runs match on workload,
+    variant, model, algorithm, call, size and delay; a workload run and a sweep are refused.
     """
     from rich.table import Table
 
@@ -88,6 +123,13 @@ def compare(runs, results_dir, out_dir, level, no_plot):
         require_matplotlib()
     cmp = compare_runs(runs, results_dir, level=level)
     console = _console()
+    if cmp.kind == "workload":
+        from ccbench.workloads.compare import print_comparison
+
+        print_comparison(cmp, console)
+        files = write_comparison(cmp, out_dir, plot=not no_plot)
+        console.print("wrote " + ", ".join(str(p) for p in files.values()))
+        return
     base = cmp.runs[0][0]
     t = Table(title="runs", title_justify="left", header_style="bold")
     for col in ("run", "directory", "MPI library", "ranks", "nodes", "per node", "thread level", "cases"):
