@@ -375,7 +375,7 @@ def bar_panels_figure(panels: Mapping[str, Mapping[str, Mapping[str, Mapping]]],
             labels.append(group)
             y += n + 0.8
         ax.set_yticks(ticks, labels, fontsize="small")
-        ax.invert_yaxis()
+        ax.set_ylim(y - 0.8 - 0.4, -0.6)  # the bars' extent, first group at the top
         if ref is not None:
             ax.axvline(ref, color="grey", linewidth=1.0, linestyle="--")
         if log:

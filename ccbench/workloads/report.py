@@ -265,7 +265,7 @@ def workload_figures(rows: Sequence[WorkloadRow]) -> list[tuple[str, object, str
         for step, parts in _parts(rows):
             if not parts or len(parts) > MAX_PART_BARS:
                 continue
-            panel = panels.setdefault(f"{step.variant}: {len(parts)} calls", {})
+            panel = panels.setdefault(f"{step.variant}: {len(parts)} call{'s' if len(parts) > 1 else ''}", {})
             for p in parts:
                 panel.setdefault(f"{p.label} ({format_size(p.nbytes)})", {})[short_algorithm(step.algorithm)] = \
                     _bar(p)
