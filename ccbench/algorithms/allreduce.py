@@ -17,6 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from ccbench.algorithms._p2p import as_ufunc, block_bounds, is_in_place, pof2_below
+from ccbench.algorithms.bcast import binomial as binomial_bcast
 from ccbench.algorithms.reduce import binomial_reduce
 from ccbench.algorithms.reduce_scatter import (
     doubling_allgather,
@@ -28,7 +29,6 @@ from ccbench.algorithms.registry import Cost, register
 __all__ = [
     "CHUNK_BYTES",
     "binomial",
-    "binomial_bcast",
     "double_binary_tree",
     "hierarchical",
     "linear",
@@ -232,28 +232,6 @@ def rabenseifner(comm, sendbuf, recvbuf, op="sum") -> None:
 
 
 # -- binomial tree -----------------------------------------------------------------
-
-
-def binomial_bcast(comm, buf, root: int = 0) -> None:
-    """Binomial-tree broadcast of `buf` from `root` (relative ranks v = rank - root).
-
-    A rank first receives from v minus its lowest set bit, then sends to v + 2^k for
-    each 2^k below that bit, largest first; the root sends to v = 2^k for every
-    2^k < P.  ceil(lg P) steps, the mirror image of `reduce.binomial_reduce`.
-    """
-    P = comm.size
-    vrank = (comm.rank - root) % P
-    mask = 1
-    while mask < P:
-        if vrank & mask:
-            comm.Recv(buf, (vrank - mask + root) % P)
-            break
-        mask <<= 1
-    mask >>= 1
-    while mask:
-        if vrank + mask < P:
-            comm.Send(buf, (vrank + mask + root) % P)
-        mask >>= 1
 
 
 def _binomial_cost(P: int, nbytes: int) -> Cost:
