@@ -30,8 +30,8 @@ from ccbench.report import SIGNIFICANCE, load_collective_run, render_markdown
 from ccbench.results import Row
 from ccbench.stats import benjamini_hochberg, geometric_mean, mann_whitney_u
 
-__all__ = ["CSV_COLUMNS", "Comparison", "Pair", "compare_runs", "index_rows", "match_key", "provenance_differences",
-           "test_pairs", "write_comparison"]
+__all__ = ["CSV_COLUMNS", "VERDICT_STYLE", "Comparison", "Pair", "compare_runs", "index_rows", "match_key",
+           "print_warnings_and_legend", "provenance_differences", "test_pairs", "write_comparison"]
 
 #: Fewer raw samples than this on either side: the case is shown but not tested.
 MIN_SAMPLES = 2
@@ -56,6 +56,19 @@ def _settings(r: Row) -> str:
     s = getattr(r, "settings", None) or {}
     return ";".join(f"{k}={v}" for k, v in s.items()) if isinstance(s, Mapping) else str(s)
 
+
+#: How the terminal shows each verdict.
+VERDICT_STYLE = {"slower": "[red]slower[/]", "faster": "[green]faster[/]", "noise": "noise", "untested": "untested"}
+
+
+def print_warnings_and_legend(cmp: "Comparison", console, what: str = "cases") -> None:
+    """The provenance warnings of a comparison and how to read its ratios and p-values."""
+    base = cmp.runs[0][0]
+    for w in cmp.warnings:
+        console.print(f"[yellow bold]warning:[/] [yellow]{w}[/]")
+    console.print(f"ratio = run's median / {base}'s (> 1: slower); p = two-sided Mann-Whitney U test of the raw "
+                  f"samples, adjusted over all {what} of a pair of runs (Benjamini-Hochberg); significant below "
+                  f"{cmp.level}, otherwise noise")
 
 @dataclass(frozen=True)
 class Pair:

@@ -111,7 +111,7 @@ def compare(runs, results_dir, out_dir, level, no_plot):
     from rich.table import Table
 
     from ccbench.cli import _console
-    from ccbench.compare import compare_runs, write_comparison
+    from ccbench.compare import VERDICT_STYLE, compare_runs, print_warnings_and_legend, write_comparison
     from ccbench.config import format_size
     from ccbench.views import fmt_time
 
@@ -140,12 +140,8 @@ def compare(runs, results_dir, out_dir, level, no_plot):
         t.add_row(lab, str(p), str(m.get("mpi_library", "?")), str(m.get("nranks", "?")), str(m.get("nodes", "?")),
                   str(m.get("ranks_per_node", "?")), str(m.get("thread_level", "?")), f"{n} compared")
     console.print(t)
-    for w in cmp.warnings:
-        console.print(f"[yellow bold]warning:[/] [yellow]{w}[/]")
-    console.print(f"ratio = run's median / {base}'s (> 1: slower); p = two-sided Mann-Whitney U test of the raw "
-                  f"samples, adjusted over all cases of a pair of runs (Benjamini-Hochberg); significant below "
-                  f"{cmp.level}, otherwise noise")
-    style = {"slower": "[red]slower[/]", "faster": "[green]faster[/]", "noise": "noise", "untested": "untested"}
+    print_warnings_and_legend(cmp, console, "cases")
+    style = VERDICT_STYLE
     others = [lab for lab, _, _ in cmp.runs[1:]]
     for coll in dict.fromkeys(p.collective for p in cmp.pairs):
         ps = [p for p in cmp.pairs if p.collective == coll]

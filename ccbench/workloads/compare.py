@@ -18,7 +18,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ccbench.compare import Comparison, index_rows, provenance_differences, test_pairs
+from ccbench.compare import (
+    VERDICT_STYLE,
+    Comparison,
+    index_rows,
+    print_warnings_and_legend,
+    provenance_differences,
+    test_pairs,
+)
 from ccbench.config import format_size
 from ccbench.errors import UsageError
 from ccbench.plots import human_time
@@ -251,12 +258,8 @@ def print_comparison(cmp: Comparison, console) -> None:
                   str(m.get("mpi_library", "?")), str(m.get("nranks", "?")), str(m.get("ranks_per_node", "?")),
                   str(m.get("thread_level", "?")))
     console.print(t)
-    for w in cmp.warnings:
-        console.print(f"[yellow bold]warning:[/] [yellow]{w}[/]")
-    console.print(f"ratio = run's median / {base}'s (> 1: slower); p = two-sided Mann-Whitney U test of the raw "
-                  f"samples, adjusted over all rows of a pair of runs (Benjamini-Hochberg); significant below "
-                  f"{cmp.level}, otherwise noise")
-    style = {"slower": "[red]slower[/]", "faster": "[green]faster[/]", "noise": "noise", "untested": "untested"}
+    print_warnings_and_legend(cmp, console, "rows")
+    style = VERDICT_STYLE
     for w in dict.fromkeys(p.workload for p in cmp.pairs):
         for whole in (True, False):
             ps = [p for p in cmp.pairs if p.workload == w and p.whole == whole]
