@@ -242,33 +242,16 @@ def _mpich_here() -> bool:
     return r.stdout.strip() == "MPICH"
 
 
-# Each element's sum has a +1e8 on one rank, a -1e8 on another and 1 elsewhere: in float32
-# the result depends on the order of the additions, which differs between MPICH's ring
-# (position-dependent: "0101...") and recursive doubling ("0000...") at 4 ranks.
-SIGNATURE = """
-import numpy as np
-from mpi4py import MPI
-c = MPI.COMM_WORLD
-P, r = c.Get_size(), c.Get_rank()
-i = np.arange(64)
-a = np.ones(64, np.float32)
-a[(i % P) == r] = 1e8
-a[((i + 2) % P) == r] = -1e8
-b = np.empty_like(a)
-c.Allreduce(a, b, MPI.SUM)
-if r == 0:
-    print("".join(str(int(v)) for v in b[:16]))
-"""
+#: Prints which allreduce ran, from float32 rounding (ring "0101...", recursive doubling "0000...").
+SIGNATURE = Path(__file__).resolve().parent / "openmpi" / "signature.py"
 
 
 def _signature(tmp_path, env) -> str:
     import os
 
-    script = tmp_path / "signature.py"
-    script.write_text(SIGNATURE)
     exe = Path(sys.executable).parent / "mpiexec"
     r = subprocess.run([str(exe) if exe.exists() else "mpiexec", "-n", "4", sys.executable, "-m", "mpi4py",
-                        str(script)], env=dict(os.environ, **env), capture_output=True, text=True, timeout=120)
+                        str(SIGNATURE)], env=dict(os.environ, **env), capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-1500:]
     return r.stdout.strip()
 
