@@ -282,6 +282,26 @@ def params_from_run(run_path, results_dir="results", *, n_boot: int = N_BOOT) ->
     return params, path
 
 
+def given_params(from_run, results_dir, alpha, beta, gamma, command: str = "predict") -> tuple[NetworkParams, str]:
+    """(parameters, where they come from) for a prediction: a run's fits, or the values given.
+
+    Either `from_run` (ping-pong alpha and beta, gamma from the run's local reduction
+    benchmark; see `params_from_run`) or `alpha` and `beta` (and optionally `gamma`) as
+    the user typed them (`parse_time`, `parse_inverse_rate`), never both.
+    """
+    if from_run and (alpha or beta or gamma):
+        raise UsageError("give either --from RUN or --alpha/--beta/--gamma, not both")
+    if not from_run and (alpha is None or beta is None):
+        raise UsageError(f"{command} needs --from RUN, or both --alpha and --beta")
+    if from_run:
+        params, path = params_from_run(from_run, results_dir)
+        return params, (f"fitted to run {path.name} ({path}): ping-pong alpha and beta, gamma from its "
+                        "local reduction benchmark")
+    params = NetworkParams(parse_time(alpha, "--alpha"), parse_inverse_rate(beta, "--beta"),
+                           parse_inverse_rate(gamma, "--gamma") if gamma is not None else None)
+    return params, "given on the command line"
+
+
 def _check_params(params: NetworkParams) -> None:
     for name in ("alpha_s", "beta_s_per_byte", "gamma_s_per_byte"):
         v = getattr(params, name)

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ccbench.errors import CCBenchError, UsageError
+from ccbench.options import network_options
 
 __all__ = ["cli", "main"]
 
@@ -515,12 +516,7 @@ def fit(run_path, results_dir):
 
 
 @cli.command("predict")
-@click.option("--from", "from_run", metavar="RUN", help="Take alpha, beta, gamma from a run's ping-pong "
-              "and local reduction benchmark.")
-@click.option("--results-dir", default="results", help="Where to look for --from RUN by name or 'latest'.")
-@click.option("--alpha", help="Network latency: 2us, 1.5ms, 3e-6 (bare numbers are seconds).")
-@click.option("--beta", help="Inverse bandwidth in s/byte (1e-10) or a bandwidth in bytes/s (10GB/s, 800MiB/s).")
-@click.option("--gamma", help="Reduction time per byte, as --beta (default 0: reductions free).")
+@network_options
 @click.option("--intra-alpha", "intra_alpha", help="Intra-node latency for the two-level allreduce.")
 @click.option("--intra-beta", "intra_beta", help="Intra-node s/byte or bandwidth, as --beta.")
 @click.option("--ppn", type=int, help="Ranks per node for the two-level allreduce.")
@@ -532,26 +528,14 @@ def predict_cmd(from_run, results_dir, alpha, beta, gamma, intra_alpha, intra_be
     """Predict every modelled algorithm's time at any rank count and size, and the winner per size."""
     from rich.table import Table
 
-    from ccbench.analysis import params_from_run, parse_inverse_rate, parse_ranks, parse_time, predict_table
+    from ccbench.analysis import given_params, parse_inverse_rate, parse_ranks, parse_time, predict_table
     from ccbench.config import format_size, parse_sizes
-    from ccbench.fit import NetworkParams
     from ccbench.predict import TwoLevelParams
     from ccbench.views import fmt_time
 
-    if from_run and (alpha or beta or gamma):
-        raise UsageError("give either --from RUN or --alpha/--beta/--gamma, not both")
-    if not from_run and (alpha is None or beta is None):
-        raise UsageError("predict needs --from RUN, or both --alpha and --beta")
+    params, source = given_params(from_run, results_dir, alpha, beta, gamma)
     rank_list, size_list = parse_ranks(ranks), parse_sizes(sizes)
     colls = [c.strip() for c in collectives.split(",") if c.strip()] if collectives else None
-    if from_run:
-        params, path = params_from_run(from_run, results_dir)
-        source = (f"fitted to run {path.name} ({path}): ping-pong alpha and beta, gamma from its "
-                  "local reduction benchmark")
-    else:
-        params = NetworkParams(parse_time(alpha, "--alpha"), parse_inverse_rate(beta, "--beta"),
-                               parse_inverse_rate(gamma, "--gamma") if gamma is not None else None)
-        source = "given on the command line"
     two = None
     intra = (intra_alpha, intra_beta, ppn)
     if any(v is not None for v in intra):

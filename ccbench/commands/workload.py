@@ -5,6 +5,7 @@ import sys
 import click
 
 from ccbench.errors import CCBenchError, UsageError
+from ccbench.options import network_options
 
 __all__ = ["COMMANDS"]
 
@@ -175,12 +176,7 @@ def straggler(**kw):
 @click.argument("kind", type=click.Choice(["ddp", "zero", "moe"]))
 @_model_option
 @click.option("-n", "ranks", required=True, help="Rank counts: 1024 or 64,1024 or a range 64:65536:4.")
-@click.option("--from", "from_run", metavar="RUN", help="alpha, beta, gamma from a run's ping-pong and "
-                                                       "local reduction benchmark (as ccbench predict).")
-@click.option("--results-dir", default="results", help="Where to look for --from RUN.")
-@click.option("--alpha", help="Latency: 2us, 1.5ms, 3e-6.")
-@click.option("--beta", help="Inverse bandwidth in s/byte (1e-10) or a bandwidth (10GB/s).")
-@click.option("--gamma", help="Reduction time per byte, as --beta (default 0).")
+@network_options
 @click.option("-t", "--dtype", default="float32", show_default=True)
 @click.option("--bucket-mb", "bucket_mb", type=float, default=25.0, show_default=True)
 @click.option("--first-bucket-mb", "first_bucket_mb", type=float, default=1.0, show_default=True)
@@ -193,25 +189,14 @@ def straggler(**kw):
 def predict_cmd(kind, model, ranks, from_run, results_dir, alpha, beta, gamma, dtype, bucket_mb, first_bucket_mb,
                 ep, tokens, hidden, experts_per_rank, top_k, capacity_factor):
     """Predict a workload's step communication time at any scale from the alpha-beta-gamma model."""
-    from ccbench.analysis import params_from_run, parse_inverse_rate, parse_ranks, parse_time
+    from ccbench.analysis import given_params, parse_ranks
     from ccbench.cli import _console
     from ccbench.dtypes import dtype_of
-    from ccbench.fit import NetworkParams
     from ccbench.workloads.predict import predict_workload, prediction_tables
 
-    if from_run and (alpha or beta or gamma):
-        raise UsageError("give either --from RUN or --alpha/--beta/--gamma, not both")
-    if not from_run and (alpha is None or beta is None):
-        raise UsageError("workload predict needs --from RUN, or both --alpha and --beta")
+    params, source = given_params(from_run, results_dir, alpha, beta, gamma, "workload predict")
     itemsize = dtype_of(dtype).itemsize
     rank_list = parse_ranks(ranks)
-    if from_run:
-        params, path = params_from_run(from_run, results_dir)
-        source = f"fitted to run {path.name} ({path}): ping-pong alpha and beta, local reduction gamma"
-    else:
-        params = NetworkParams(parse_time(alpha, "--alpha"), parse_inverse_rate(beta, "--beta"),
-                               parse_inverse_rate(gamma, "--gamma") if gamma is not None else None)
-        source = "given on the command line"
     eps = None
     if ep:
         try:
