@@ -1,8 +1,6 @@
 """The ccbench command line: thin click commands over the library."""
 
 import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -170,25 +168,6 @@ def _show(path, console, show_table=True) -> None:
                   + (f", [red bold]{len(bad)} FAILED[/]" if bad else ", all correct"))
 
 
-def _find_launcher(explicit: str | None) -> str:
-    if explicit:
-        found = shutil.which(explicit)
-        if not found:
-            raise UsageError(f"MPI launcher {explicit!r} not found")
-        return found
-    here = Path(sys.executable).parent
-    for name in ("mpiexec", "mpirun"):
-        cand = here / name
-        if cand.is_file() and os.access(cand, os.X_OK):
-            return str(cand)
-    for name in ("mpiexec", "mpirun"):
-        found = shutil.which(name)
-        if found:
-            return found
-    raise CCBenchError("no MPI launcher (mpiexec or mpirun) found; install one with "
-                       "pip install 'ccbench[mpich]' or load your site's MPI module")
-
-
 def _to_argv(ctx: click.Context, kw: dict) -> list[str]:
     """Turn parsed sweep options back into `ccbench run` arguments."""
     out: list[str] = []
@@ -219,6 +198,8 @@ def launch(ctx, n, launcher, launcher_args, **kw):
     Options after `--` go to the launcher itself.
     """
     cfg, _ = _resolve_with_resume(kw)  # refuse bad input before starting anything
+    from ccbench.launcher import prepare_launcher
+
     exe, version, env, extra = prepare_launcher(launcher)
     head = [exe, "-n", str(n), *extra, *launcher_args, sys.executable, "-m", "mpi4py", "-m", "ccbench", "run"]
     cmd = [*head, *_to_argv(ctx, kw)]
@@ -237,63 +218,17 @@ def launch(ctx, n, launcher, launcher_args, **kw):
         raise SystemExit(code if code > 0 else 128 - code)
 
 
-def prepare_launcher(launcher: str | None) -> tuple[str, str, dict, list[str]]:
-    """(executable, its --version text, environment, extra flags) for starting ranks.
-
-    Open MPI's mpirun refuses root without two variables and more ranks than cores
-    without --oversubscribe; both are given (the choice is the user's machine's, not a
-    benchmark parameter).  On a terminal the ranks are told so (progress bar, colours).
-    """
-    exe = _find_launcher(launcher)
-    version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
-    env = dict(os.environ)
-    if sys.stdout.isatty():
-        env["CCBENCH_TERMINAL"] = "1"
-        env.setdefault("COLUMNS", str(shutil.get_terminal_size().columns))
-    extra: list[str] = []
-    if "Open MPI" in version or "OpenRTE" in version:
-        if os.geteuid() == 0:
-            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        extra.append("--oversubscribe")
-    return exe, version, env, extra
-
-
 def _run_launcher(cmd: list[str], env: dict) -> int:
-    """Run one launcher command, forwarding SIGTERM/SIGINT; return its exit code.
+    """Run one launcher command (`ccbench.launcher.run_job`); say how to continue a run it left failed."""
+    from ccbench.launcher import run_job
+    from ccbench.results import load_run
 
-    When the job ends badly (a rank crashed, was killed or aborted, so no rank could
-    record it), the run it was writing is marked failed with the reason, its finished
-    rows kept, and one line says how to continue it.
-    """
-    import signal
-    import tempfile
-
-    from ccbench.results import load_run, mark_failed
-
-    fd, record = tempfile.mkstemp(prefix="ccbench-run-")
-    os.close(fd)
-    proc = subprocess.Popen(cmd, env=dict(env, CCBENCH_RUN_RECORD=record))
-
-    def forward(signum, frame):  # noqa: ARG001 - a batch system signals us, not the ranks
-        proc.send_signal(signum)
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, forward)
-    try:
-        code = proc.wait()
-        run_dir = Path(record).read_text().strip()
-    finally:
-        os.unlink(record)
-    if code and run_dir:
-        why = (f"killed by signal {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals()
-               else f"exit code {code}")
-        if mark_failed(run_dir, f"the job ended before the sweep did ({why}): a rank crashed, was killed "
-                                "or aborted"):
-            _, rows, _ = load_run(run_dir)
-            _print_error(f"the job ended with {why} before the sweep finished; {len(rows)} finished cases kept "
-                         f"in {run_dir}, marked failed; continue it with --resume {run_dir}")
-    return code
+    job = run_job(cmd, env)
+    if job.marked_failed:
+        _, rows, _ = load_run(job.run_dir)
+        _print_error(f"the job ended with {job.why} before the sweep finished; {len(rows)} finished cases kept "
+                     f"in {job.run_dir}, marked failed; continue it with --resume {job.run_dir}")
+    return job.code
 
 
 @cli.command("list")

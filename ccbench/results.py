@@ -182,6 +182,9 @@ class RunWriter:
         self.path = path
         self.meta = dict(meta, schema=SCHEMA, status="running")
         write_json_atomic(path / "run.json", self.meta)
+        record = os.environ.get("CCBENCH_RUN_RECORD")
+        if record:  # the process that started the launcher marks the run failed if the job dies
+            Path(record).write_text(str(path))
         self._jsonl = open(path / "cases.jsonl", "a")
         self._csv = open(path / "cases.csv", "a", newline="")
         # another row type (a workload's) brings its own columns

@@ -366,9 +366,6 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     else:
         agree(comm, lambda: None)
 
-    record = os.environ.get("CCBENCH_RUN_RECORD")
-    if writer is not None and record:  # `ccbench launch` marks the run failed if the job dies
-        Path(record).write_text(str(writer.path))
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _on_signal)
     progress = _Progress(len(cases), console) if rank == 0 and console is not None else None

@@ -60,7 +60,8 @@ def _overrides(kw: dict) -> dict:
 
 def _relaunch(ctx: click.Context, kind: str, kw: dict) -> None:
     """Start LAUNCHER -n N python -m mpi4py -m ccbench workload KIND ... (ccbench launch's helpers)."""
-    from ccbench.cli import _run_launcher, _to_argv, prepare_launcher
+    from ccbench.cli import _run_launcher, _to_argv
+    from ccbench.launcher import prepare_launcher
 
     exe, _, env, extra = prepare_launcher(kw["launcher"])
     args = _to_argv(ctx, dict(kw, launch=None, launcher=None))

@@ -14,15 +14,14 @@ they are written beside the run as ``lab-traffic.json``.
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from ccbench.errors import CCBenchError, UsageError
 from ccbench.lab import core
+from ccbench.results import free_path
 
 __all__ = ["LAB_ENV", "SWEEP_ARGS", "interface_counters", "lab_block", "lab_command", "measure_baseline", "run_on_lab"]
 
@@ -147,41 +146,23 @@ def run_on_lab(run_args: list[str], nranks: int | None = None, role: str = "meas
         raise UsageError(f"-n must be between 2 and the lab's {state['hosts']} hosts, got {n}")
     if any(a in ("--resume",) or a.startswith("--resume=") for a in run_args):
         raise UsageError("--resume is not supported on the lab; start a new run")
-    fd, record = tempfile.mkstemp(prefix="ccbench-lab-run-")
-    os.close(fd)
-    env = dict(os.environ, **LAB_ENV, CCBENCH_LAB=json.dumps(lab_block(state, n, role)),
-               CCBENCH_RUN_RECORD=record)
+    from ccbench.launcher import run_job
+
+    env = dict(os.environ, **LAB_ENV, CCBENCH_LAB=json.dumps(lab_block(state, n, role)))
     root = _results_root(run_args)
     existing = set(root.iterdir()) if root.is_dir() else set()
     before, emu0 = interface_counters(n), _emulator_counts(state)
-    out = subprocess.DEVNULL if quiet else None
-    proc = subprocess.Popen(lab_command(n, run_args, _mpiexec()), env=env, stdout=out)
-
-    def forward(signum, frame):  # noqa: ARG001
-        proc.send_signal(signum)
-
-    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        code = proc.wait()
-        run_dir_text = Path(record).read_text().strip()
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-        os.unlink(record)
+    job = run_job(lab_command(n, run_args, _mpiexec()), env, stdout=subprocess.DEVNULL if quiet else None)
+    code = job.code
     ended = time.time()
     after = interface_counters(n)
     traffic = _traffic(n, before, after, emu0, _fresh_emulator_counts(state, ended))
-    run_dir = Path(run_dir_text) if run_dir_text else None
+    run_dir = job.run_dir
     if run_dir is None:
         new = _new_dirs(root, existing)
         run_dir = new[-1] if len(new) == 1 else None
     if run_dir is not None and run_dir.is_dir():
-        name = "lab-traffic.json"
-        k = 1
-        while (run_dir / name).exists():
-            k += 1
-            name = f"lab-traffic-{k}.json"
-        with open(run_dir / name, "x") as f:
+        with open(free_path(run_dir, "lab-traffic", ".json"), "x") as f:
             json.dump(dict(traffic, lab=lab_block(state, n, role)), f, indent=1)
             f.write("\n")
     return code, run_dir, traffic
