@@ -49,6 +49,15 @@ class StoredRow:
             del d["samples_s"]
         return d
 
+    def csv_dict(self) -> dict:
+        """The row as one CSV line: flags joined by ';', a dict field (a Row's settings) as 'NAME=value;...'."""
+        d = self.to_dict(raw=False)
+        d["flags"] = ";".join(self.flags)
+        for k, v in d.items():
+            if isinstance(v, dict):
+                d[k] = ";".join(f"{name}={value}" for name, value in v.items())
+        return d
+
     @classmethod
     def from_dict(cls, d: dict):
         """Build (and validate) a row from a stored dict."""
@@ -116,12 +125,6 @@ class Row(StoredRow):
         """Build (and validate) a row from a stored dict; `settings` absent from older rows."""
         return super().from_dict({**d, "settings": dict(d.get("settings") or {})})
 
-    def csv_dict(self) -> dict:
-        """The row as one CSV line: flags joined by ';', settings as 'NAME=value;...'."""
-        d = self.to_dict(raw=False)
-        d["flags"] = ";".join(self.flags)
-        d["settings"] = ";".join(f"{k}={v}" for k, v in self.settings.items())
-        return d
 
 
 CSV_COLUMNS = [f.name for f in dataclasses.fields(Row) if f.name != "samples_s"]
@@ -196,11 +199,7 @@ class RunWriter:
     def append(self, row: Row) -> None:
         """Append one finished case to both tables and push it to disk."""
         self._jsonl.write(json.dumps(row.to_dict()) + "\n")
-        d = row.to_dict(raw=False)
-        d["flags"] = ";".join(row.flags)
-        if isinstance(d.get("settings"), dict):  # a Row's forcing environment, NAME=value;...
-            d["settings"] = ";".join(f"{k}={v}" for k, v in d["settings"].items())
-        self._csvw.writerow(d)
+        self._csvw.writerow(row.csv_dict())
         for f in (self._jsonl, self._csv):
             f.flush()
             os.fsync(f.fileno())
