@@ -65,16 +65,19 @@ def _mem_available_bytes() -> int | None:
 
 def _check_memory(cases: list[Case], local_ranks: int) -> None:
     """Refuse, before allocating, a sweep whose largest case would not fit in memory."""
-    avail = _mem_available_bytes()
-    if avail is None or not cases:
+    if not cases:
         return
     big = max(cases, key=lambda c: c.nbytes)
     # send + receive buffers, the input template and the expected result: ~5 x nbytes
-    need = 5 * big.nbytes * local_ranks
-    if need > 0.8 * avail:
-        raise UsageError(
-            f"{big.label()} needs about {format_size(need)} on this node "
-            f"({local_ranks} ranks) but only {format_size(avail)} is available; lower the sizes")
+    require_memory(5 * big.nbytes * local_ranks, local_ranks, big.label(), "lower the sizes")
+
+
+def require_memory(need: int, local_ranks: int, what: str, hint: str) -> None:
+    """Refuse, before allocating, `need` bytes on this node that would not fit in 80% of its free memory."""
+    avail = _mem_available_bytes()
+    if avail is not None and need > 0.8 * avail:
+        raise UsageError(f"{what} needs about {format_size(need)} on this node ({local_ranks} ranks) but only "
+                         f"{format_size(avail)} is available; {hint}")
 
 
 def _check_sync(sync: str, local_ranks: int) -> None:

@@ -105,14 +105,11 @@ def _check_memory(comm, nbytes_per_rank: int, what: str) -> None:
     """Refuse, before allocating, buffers that would not fit in this node's memory."""
     from mpi4py import MPI
 
-    from ccbench.runner import _mem_available_bytes
+    from ccbench.runner import require_memory
 
-    avail = _mem_available_bytes()
     local = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()
-    need = int(1.5 * nbytes_per_rank * local)  # the buffers plus one call's templates
-    if avail is not None and need > 0.8 * avail:
-        raise UsageError(f"{what} needs about {format_size(need)} on this node ({local} ranks) but only "
-                         f"{format_size(avail)} is available; use a smaller model or fewer ranks per node")
+    # the buffers plus one call's templates
+    require_memory(int(1.5 * nbytes_per_rank * local), local, what, "use a smaller model or fewer ranks per node")
 
 
 def _run_schedule(comm, cfg, model_name, schedule, algs, settings, timer_res) -> list[WorkloadRow]:
