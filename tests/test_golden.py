@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ccbench.cli import main
-from ccbench.results import Row, RunWriter
+from ccbench.store.results import Row, RunWriter
 
 DATA = Path(__file__).resolve().parent / "data"
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -34,16 +34,16 @@ def runs(tmp_path, monkeypatch):
     160-column, colourless terminal."""
     for var in ("COLUMNS", "LINES", "FORCE_COLOR", "TTY_COMPATIBLE", "CCBENCH_TERMINAL", "NO_COLOR"):
         monkeypatch.delenv(var, raising=False)
-    root = tmp_path / "runs"
-    shutil.copytree(DATA, root)
+    shutil.copytree(DATA, tmp_path / "runs")
     monkeypatch.chdir(tmp_path)
-    return root
+    return Path("runs")  # relative: outputs do not depend on the temporary directory's name
 
 
 def _normalise(text: str, root: Path) -> str:
     from ccbench import __version__
 
-    text = text.replace(str(root), "<RUNS>").replace(str(root.parent), "<TMP>")
+    here = Path.cwd()
+    text = text.replace(str(here / root), "<RUNS>").replace(str(root), "<RUNS>").replace(str(here), "<TMP>")
     text = _ISO.sub("<TIME>", text)
     text = text.replace(f'"ccbench": "{__version__}"', '"ccbench": "<VERSION>"')
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"

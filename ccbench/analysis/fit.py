@@ -1,0 +1,940 @@
+"""Pure fitting of alpha-beta(-gamma) cost models to measurements (numpy only, no MPI).
+
+The model is Hockney's: a message of n bytes takes T(n) = alpha + beta * n (R. W. Hockney,
+"The communication challenge for MPP: Intel Paragon and Meiko CS-2", Parallel Computing
+20(3), 1994).  A collective's time is alpha * steps + beta * bytes + gamma * reduced bytes
+(Thakur, Rabenseifner & Gropp, "Optimization of Collective Communication Operations in
+MPICH", IJHPCA 19(1), 2005).
+
+Methods, each cited where it is coded:
+
+* weighted least squares with relative-error weights 1/T^2, because sizes span six
+  decades and an unweighted fit would only see the largest sizes;
+* percentile bootstrap confidence intervals over the stored raw samples (Efron &
+  Tibshirani, "An Introduction to the Bootstrap", Chapman & Hall 1993, ch. 6 and 13);
+* segmented regression over breakpoints between measured sizes (Hudson, "Fitting
+  segmented curves whose join points have to be estimated", JASA 61, 1966; Muggeo,
+  "Estimating regression models with unknown break-points", Stat. Med. 22, 2003), with the
+  number of segments chosen by the Bayesian information criterion (Schwarz, "Estimating
+  the dimension of a model", Ann. Statist. 6(2), 1978);
+* non-negative least squares for the joint fit (Lawson & Hanson, "Solving Least Squares
+  Problems", 1974), solved exactly by enumerating active sets (three unknowns).
+
+Every result is a frozen dataclass with the unit in each name and a ``to_dict()`` that is
+strict JSON (non-finite numbers become null).
+"""
+
+import itertools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from ccbench.core.errors import CCBenchError
+
+__all__ = [
+    "CONFIDENCE",
+    "CURVE_KEYS",
+    "N_BOOT",
+    "SEED",
+    "CurveFit",
+    "LineFit",
+    "NetworkParams",
+    "ParamComparison",
+    "Segment",
+    "SegmentedFit",
+    "compare_params",
+    "fit_curve",
+    "fit_curves",
+    "fit_gamma",
+    "fit_joint",
+    "fit_line",
+    "fit_pingpong",
+    "fit_segments",
+    "network_from_microbenchmarks",
+]
+
+N_BOOT = 1000          # bootstrap resamples
+SEED = 0               # the bootstrap's RNG seed: fits are deterministic
+CONFIDENCE = 0.95      # two-sided percentile interval
+MIN_POINTS = 3         # sizes per segment of a segmented fit
+MAX_SEGMENTS = 3
+MIN_EFFECT = 0.05      # a breakpoint must move the fitted curve by >= 5% somewhere ...
+EFFECT_SIGMAS = 4.0    # ... and by >= 4 residual standard deviations
+POOR_FIT = 0.25        # a relative residual above this flags the fit as poor
+_REL_FLOOR = 1e-6      # relative residual rms below this is timer noise, not signal
+
+#: The fields that tell one measured curve from another in ``cases.jsonl`` rows.
+CURVE_KEYS = ("collective", "algorithm", "nranks", "dtype", "op", "in_place", "root")
+COUNT_KEYS = ("steps_max", "step_bytes_max", "reduced_bytes_max")
+
+
+# --------------------------------------------------------------------------- records
+
+
+def _jsonable(x):
+    """`x` as strict JSON: tuples to lists, numpy scalars to Python, non-finite to None."""
+    if hasattr(x, "to_dict"):
+        return x.to_dict()
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        return float(x) if math.isfinite(x) else None
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, np.ndarray)):
+        return [_jsonable(v) for v in x]
+    return x
+
+
+class _Record:
+    """Mixin of the result dataclasses: ``to_dict()`` = fields plus derived properties."""
+
+    _derived: tuple = ()
+
+    def to_dict(self) -> dict:
+        """This record as a strict-JSON dict (non-finite numbers become None)."""
+        d = {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
+        d.update({k: _jsonable(getattr(self, k)) for k in self._derived})
+        return d
+
+
+def _gbs(beta_s_per_byte) -> float:
+    """Bandwidth in GB/s (1e9 bytes/s) of an inverse bandwidth; inf when beta <= 0."""
+    if beta_s_per_byte is None or not math.isfinite(beta_s_per_byte):
+        return math.nan
+    return 1.0 / beta_s_per_byte / 1e9 if beta_s_per_byte > 0 else math.inf
+
+
+def _gbs_ci(ci) -> tuple[float, float]:
+    """A bandwidth interval from an inverse-bandwidth interval (the bounds swap)."""
+    return (_gbs(ci[1]), _gbs(ci[0]))
+
+
+class _Bandwidth(_Record):
+    """A record with beta_s_per_byte and its interval: adds the bandwidth 1 / beta."""
+
+    _derived = ("bandwidth_gbs", "bandwidth_ci_gbs")
+
+    @property
+    def bandwidth_gbs(self) -> float:
+        """1 / beta in GB/s (1e9 bytes/s); inf when beta <= 0."""
+        return _gbs(self.beta_s_per_byte)
+
+    @property
+    def bandwidth_ci_gbs(self) -> tuple[float, float]:
+        """The interval of 1 / beta in GB/s; an upper bound of inf means unresolved."""
+        return _gbs_ci(self.beta_ci_s_per_byte)
+
+
+@dataclass(frozen=True)
+class LineFit(_Bandwidth):
+    """T(n) = alpha + beta * n by relative-weighted least squares, with bootstrap intervals.
+
+    ``bootstrap`` says how the intervals were made: "samples" (the raw samples of each
+    size resampled), "residuals" (relative residuals resampled, when samples are missing)
+    or "none".  ``r2`` is the weighted coefficient of determination.
+    """
+
+    alpha_s: float
+    beta_s_per_byte: float
+    alpha_ci_s: tuple[float, float]
+    beta_ci_s_per_byte: tuple[float, float]
+    r2: float
+    max_rel_residual: float
+    max_rel_residual_nbytes: int
+    n_sizes: int
+    nbytes_min: int
+    nbytes_max: int
+    bootstrap: str
+    n_boot: int
+    confidence: float
+    flags: tuple[str, ...] = ()
+
+
+
+@dataclass(frozen=True)
+class Segment(_Bandwidth):
+    """One segment of a segmented fit: T(n) = alpha + beta * n for nbytes_lo <= n <= nbytes_hi.
+
+    Its intervals are bootstrap percentiles conditional on the chosen breakpoints.
+    """
+
+    nbytes_lo: int
+    nbytes_hi: int
+    n_sizes: int
+    alpha_s: float
+    beta_s_per_byte: float
+    alpha_ci_s: tuple[float, float]
+    beta_ci_s_per_byte: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class SegmentedFit(_Record):
+    """A piecewise-linear fit with jumps allowed, the number of segments chosen by BIC.
+
+    ``breakpoints_bytes[i]`` is the first measured size of segment i + 1: the change
+    happens above ``segments[i].nbytes_hi`` and at or below this size.  ``bic[k - 1]`` is
+    the criterion of the best k-segment fit (None where k segments do not fit the data).
+    """
+
+    segments: tuple[Segment, ...]
+    breakpoints_bytes: tuple[int, ...]
+    bic: tuple[float, ...]
+    r2: float
+    max_rel_residual: float
+    criterion: str = "BIC"
+    flags: tuple[str, ...] = ()
+
+    _derived = ("n_segments",)
+
+    @property
+    def n_segments(self) -> int:
+        """How many segments were chosen."""
+        return len(self.segments)
+
+    def segment_at(self, nbytes: float) -> Segment:
+        """The segment that covers `nbytes` (the nearest one outside the measured range)."""
+        for seg, bp in zip(self.segments, self.breakpoints_bytes, strict=False):
+            if nbytes < bp:
+                return seg
+        return self.segments[-1]
+
+
+@dataclass(frozen=True)
+class CurveFit(_Record):
+    """The fits of one measured curve: a single line, and the segmented fit chosen by BIC."""
+
+    collective: str
+    algorithm: str
+    nranks: int | None
+    dtype: str | None
+    op: str | None
+    in_place: bool | None
+    root: int | None
+    line: LineFit
+    segmented: SegmentedFit
+    flags: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple:
+        """(collective, algorithm, nranks): the key predictions use."""
+        return (self.collective, self.algorithm, self.nranks)
+
+
+@dataclass(frozen=True)
+class NetworkParams(_Record):
+    """Network and reduction parameters for the alpha-beta-gamma model.
+
+    ``source`` is "pingpong" (alpha, beta from ping-pong, gamma from the local reduction
+    benchmark), "joint" (fitted across hand-written algorithms' counted traffic) or
+    "given".  A parameter that could not be estimated is None.  ``breakpoints_bytes`` are
+    the protocol changes the ping-pong curve showed (message sizes).
+    """
+
+    alpha_s: float | None
+    beta_s_per_byte: float | None
+    gamma_s_per_byte: float | None = None
+    alpha_ci_s: tuple[float, float] | None = None
+    beta_ci_s_per_byte: tuple[float, float] | None = None
+    gamma_ci_s_per_byte: tuple[float, float] | None = None
+    source: str = "given"
+    r2: float | None = None
+    max_rel_residual: float | None = None
+    n_points: int = 0
+    breakpoints_bytes: tuple[int, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    _derived = ("bandwidth_gbs",)
+
+    @property
+    def bandwidth_gbs(self) -> float:
+        """1 / beta in GB/s."""
+        return _gbs(self.beta_s_per_byte)
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "NetworkParams":
+        """The inverse of ``to_dict`` (unknown keys, such as derived ones, are ignored)."""
+        names = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names}
+        for k in ("alpha_ci_s", "beta_ci_s_per_byte", "gamma_ci_s_per_byte"):
+            if kw.get(k) is not None:
+                kw[k] = tuple(math.nan if v is None else v for v in kw[k])
+        for k in ("breakpoints_bytes", "notes"):
+            if k in kw:
+                kw[k] = tuple(kw[k] or ())
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class ParamComparison(_Record):
+    """One parameter from two estimates: ratio = other / reference, and whether CIs overlap."""
+
+    parameter: str
+    reference: float | None
+    other: float | None
+    ratio: float | None
+    cis_overlap: bool | None
+    reference_source: str
+    other_source: str
+
+
+# --------------------------------------------------------------------------- core maths
+
+
+def _wls_line(x: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Fit Y = a + b x with weights 1/Y^2, vectorised over the leading axes of Y.
+
+    Weighted least squares minimises sum_i w_i (y_i - a - b x_i)^2; with w_i = 1/y_i^2 that
+    is the sum of squared *relative* residuals.  The closed form about the weighted mean
+    (any regression text, e.g. Draper & Smith, "Applied Regression Analysis", 1998,
+    sec. 9.2) is numerically stable for x spanning six decades.
+    """
+    w = 1.0 / (Y * Y)
+    sw = w.sum(-1)
+    xbar = (w * x).sum(-1) / sw
+    ybar = (w * Y).sum(-1) / sw
+    dx = x - xbar[..., None]
+    sxx = (w * dx * dx).sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        b = (w * dx * (Y - ybar[..., None])).sum(-1) / sxx
+    a = ybar - b * xbar
+    return a, b
+
+
+def _rel_rss(x, y, a, b) -> float:
+    """Sum of squared relative residuals of y against a + b x."""
+    r = (y - a - b * x) / y
+    return float(r @ r)
+
+
+def _weighted_r2(y: np.ndarray, fitted: np.ndarray) -> float:
+    """Weighted R^2 = 1 - sum w r^2 / sum w (y - ybar_w)^2 with w = 1/y^2."""
+    w = 1.0 / (y * y)
+    ybar = (w * y).sum() / w.sum()
+    sst = float((w * (y - ybar) ** 2).sum())
+    sse = float((w * (y - fitted) ** 2).sum())
+    return 1.0 - sse / sst if sst > 0 else (1.0 if sse == 0 else 0.0)
+
+
+def _percentile_ci(v: np.ndarray, confidence: float) -> tuple[float, float]:
+    """Percentile bootstrap interval (Efron & Tibshirani 1993, sec. 13.3)."""
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return (math.nan, math.nan)
+    tail = 50.0 * (1.0 - confidence)
+    lo, hi = np.percentile(v, [tail, 100.0 - tail])
+    return (float(lo), float(hi))
+
+
+def _boot_medians(samples: list[np.ndarray], n_boot: int, rng) -> np.ndarray:
+    """(n_boot, sizes) medians of each size's raw samples resampled with replacement.
+
+    The nonparametric bootstrap of Efron & Tibshirani (1993, ch. 6): each size's samples
+    are resampled independently (sizes were measured independently) and the statistic the
+    fit uses -- the median -- is recomputed.
+    """
+    out = np.empty((n_boot, len(samples)))
+    for j, s in enumerate(samples):
+        m = len(s)
+        chunk = max(1, min(n_boot, 2_000_000 // m))
+        for i in range(0, n_boot, chunk):
+            k = min(chunk, n_boot - i)
+            out[i : i + k, j] = np.median(s[rng.integers(0, m, size=(k, m))], axis=1)
+    return out
+
+
+def _boot_residuals(fitted: np.ndarray, rel: np.ndarray, n_boot: int, rng) -> np.ndarray:
+    """(n_boot, n) synthetic curves: fitted * (1 + resampled relative residual).
+
+    The residual bootstrap for regression (Efron & Tibshirani 1993, sec. 9.5), used only
+    when raw samples are missing.  Values are kept positive so the 1/T^2 weights exist.
+    """
+    idx = rng.integers(0, len(rel), size=(n_boot, len(rel)))
+    Y = fitted * (1.0 + rel[idx])
+    floor = 1e-3 * float(np.min(np.abs(fitted[fitted != 0]))) if np.any(fitted != 0) else 1e-12
+    return np.maximum(Y, floor)
+
+
+def _prepare(nbytes, median_s, samples_s=None):
+    """Sorted distinct sizes, their medians and (if every size has >= 2) raw samples.
+
+    Rows with a non-positive or non-finite time are dropped.  Repeated sizes are merged:
+    their samples are pooled and the median recomputed (or the medians' median is taken).
+    """
+    x = np.asarray(nbytes, dtype=float).ravel()
+    y = np.asarray(median_s, dtype=float).ravel()
+    if x.shape != y.shape:
+        raise CCBenchError("nbytes and median_s differ in length")
+    raw = list(samples_s) if samples_s is not None else [None] * len(x)
+    if len(raw) != len(x):
+        raise CCBenchError("samples_s and median_s differ in length")
+    clean = []
+    for s in raw:
+        if s is None:
+            clean.append(None)
+            continue
+        s = np.asarray(s, dtype=float).ravel()
+        s = s[np.isfinite(s) & (s > 0)]
+        clean.append(s if s.size >= 2 else None)
+    keep = np.isfinite(x) & (x >= 0) & np.isfinite(y) & (y > 0)
+    idx_all = np.flatnonzero(keep)
+    idx_all = idx_all[np.argsort(x[idx_all], kind="stable")]
+    xs, ys, ss = [], [], []
+    for size, grp in itertools.groupby(idx_all, key=lambda i: x[i]):
+        grp = list(grp)
+        samp = [clean[i] for i in grp]
+        if len(grp) == 1:
+            xs.append(size)
+            ys.append(y[grp[0]])
+            ss.append(samp[0])
+            continue
+        pooled = np.concatenate(samp) if all(s is not None for s in samp) else None
+        xs.append(size)
+        ys.append(float(np.median(pooled)) if pooled is not None else float(np.median(y[grp])))
+        ss.append(pooled)
+    samples = ss if ss and all(s is not None for s in ss) else None
+    return np.array(xs, dtype=float), np.array(ys, dtype=float), samples
+
+
+def _line_flags(n, alpha, beta, beta_ci, max_rel, method) -> tuple[str, ...]:
+    """Warnings as data for one line fit."""
+    flags = []
+    if n < 4:
+        flags.append("few_sizes")
+    if alpha < 0:
+        flags.append("negative_alpha")
+    if beta < 0:
+        flags.append("negative_beta")
+    if math.isfinite(beta_ci[0]) and beta_ci[0] <= 0 <= beta_ci[1]:
+        flags.append("beta_ci_includes_zero")
+    if max_rel > POOR_FIT:
+        flags.append("poor_fit")
+    if method == "residuals":
+        flags.append("residual_bootstrap")
+    elif method == "none":
+        flags.append("no_intervals")
+    return tuple(flags)
+
+
+def _line(x, y, Yb, rng, n_boot, confidence) -> LineFit:
+    """The line fit given prepared points and (optionally) bootstrap medians."""
+    if len(x) < 2:
+        raise CCBenchError("a line fit needs at least two distinct sizes")
+    a, b = _wls_line(x, y)
+    a, b = float(a), float(b)
+    fitted = a + b * x
+    rel = (y - fitted) / y
+    method = "samples"
+    if Yb is None:
+        if n_boot > 0 and len(x) > 2:
+            Yb, method = _boot_residuals(fitted, rel, n_boot, rng), "residuals"
+        else:
+            method = "none"
+    if Yb is not None:
+        ab, bb = _wls_line(x, Yb)
+        a_ci, b_ci = _percentile_ci(ab, confidence), _percentile_ci(bb, confidence)
+    else:
+        a_ci = b_ci = (math.nan, math.nan)
+    i = int(np.argmax(np.abs(rel)))
+    max_rel = float(abs(rel[i]))
+    return LineFit(
+        alpha_s=a,
+        beta_s_per_byte=b,
+        alpha_ci_s=a_ci,
+        beta_ci_s_per_byte=b_ci,
+        r2=_weighted_r2(y, fitted),
+        max_rel_residual=max_rel,
+        max_rel_residual_nbytes=int(x[i]),
+        n_sizes=len(x),
+        nbytes_min=int(x[0]),
+        nbytes_max=int(x[-1]),
+        bootstrap=method if Yb is not None else "none",
+        n_boot=int(Yb.shape[0]) if Yb is not None else 0,
+        confidence=confidence,
+        flags=_line_flags(len(x), a, b, b_ci, max_rel, method),
+    )
+
+
+def _bic(rss: float, n: int, k_segments: int) -> float:
+    """Schwarz's (1978) criterion for k segments under Gaussian relative errors.
+
+    BIC = n ln(RSS/n) + p ln n, with p = 2k + (k - 1): an intercept and a slope per segment
+    plus each breakpoint counted as a parameter (the error variance is common to all k and
+    dropped).  RSS/n is floored at (1e-6)^2 so noise-free synthetic data is not "improved"
+    by fitting rounding error.
+    """
+    p = 3 * k_segments - 1
+    return n * math.log(max(rss / n, _REL_FLOOR**2)) + p * math.log(n)
+
+
+def _best_partitions(x, y, max_segments, min_points):
+    """For k = 1..max_segments: (rss, cuts) of the best k-segment fit, or None.
+
+    Exhaustive search over breakpoints between measured sizes (Hudson 1966's exact method
+    for a discrete set of candidate join points); each segment keeps >= min_points sizes.
+    """
+    n = len(x)
+    cache: dict[tuple[int, int], float] = {}
+
+    def seg_rss(i, j):
+        if (i, j) not in cache:
+            a, b = _wls_line(x[i:j], y[i:j])
+            cache[(i, j)] = _rel_rss(x[i:j], y[i:j], float(a), float(b))
+        return cache[(i, j)]
+
+    best = []
+    for k in range(1, max_segments + 1):
+        top = None
+        for cuts in itertools.combinations(range(min_points, n - min_points + 1), k - 1):
+            bounds = (0, *cuts, n)
+            if any(bounds[s + 1] - bounds[s] < min_points for s in range(k)):
+                continue
+            rss = sum(seg_rss(bounds[s], bounds[s + 1]) for s in range(k))
+            if top is None or rss < top[0]:
+                top = (rss, cuts)
+        best.append(top)
+    return best
+
+
+def _piecewise_fitted(x, y, cuts):
+    """Fitted values and (a, b) per segment of a partition."""
+    bounds = (0, *cuts, len(x))
+    fitted = np.empty_like(y)
+    coefs = []
+    for s in range(len(bounds) - 1):
+        i, j = bounds[s], bounds[s + 1]
+        a, b = _wls_line(x[i:j], y[i:j])
+        fitted[i:j] = float(a) + float(b) * x[i:j]
+        coefs.append((float(a), float(b)))
+    return fitted, coefs
+
+
+def _segments(x, y, Yb, rng, n_boot, confidence, max_segments, min_points) -> SegmentedFit:
+    """The segmented fit given prepared points and (optionally) bootstrap medians.
+
+    Choice of the number of segments: the k with the least BIC (Schwarz 1978), then a
+    practical-significance guard against fitting noise -- going from k-1 to k segments
+    must change the fitted curve at some measured size by at least MIN_EFFECT (5%) and by
+    EFFECT_SIGMAS (4) residual standard deviations; otherwise k-1 is kept.  The guard
+    answers the multiple-comparison optimism of choosing the breakpoint by least squares,
+    which plain BIC does not charge for.
+    """
+    n = len(x)
+    if n < 2:
+        raise CCBenchError("a segmented fit needs at least two distinct sizes")
+    min_points = max(2, int(min_points))
+    best = _best_partitions(x, y, max(1, max_segments), min_points)
+    if best[0] is None:  # fewer sizes than min_points: one segment regardless
+        best[0] = (_rel_rss(x, y, *map(float, _wls_line(x, y))), ())
+    bics = [None if b is None else _bic(b[0], n, k + 1) for k, b in enumerate(best)]
+    chosen = 0
+    for k in range(1, len(best)):
+        if bics[k] is None or bics[k] >= bics[chosen]:
+            continue
+        fit_k, _ = _piecewise_fitted(x, y, best[k][1])
+        fit_c, _ = _piecewise_fitted(x, y, best[chosen][1])
+        dof = max(n - (3 * (k + 1) - 1), 1)
+        sigma = math.sqrt(best[k][0] / dof)
+        change = float(np.max(np.abs(fit_k - fit_c) / y))
+        if change >= max(MIN_EFFECT, EFFECT_SIGMAS * sigma):
+            chosen = k
+    cuts = best[chosen][1]
+    fitted, coefs = _piecewise_fitted(x, y, cuts)
+    rel = (y - fitted) / y
+    method = "samples"
+    if Yb is None:
+        if n_boot > 0 and n > 2 * len(coefs):
+            Yb, method = _boot_residuals(fitted, rel, n_boot, rng), "residuals"
+        else:
+            method = "none"
+    bounds = (0, *cuts, n)
+    segs = []
+    for s, (a, b) in enumerate(coefs):
+        i, j = bounds[s], bounds[s + 1]
+        if Yb is not None:
+            ab, bb = _wls_line(x[i:j], Yb[:, i:j])
+            a_ci, b_ci = _percentile_ci(ab, confidence), _percentile_ci(bb, confidence)
+        else:
+            a_ci = b_ci = (math.nan, math.nan)
+        segs.append(Segment(int(x[i]), int(x[j - 1]), j - i, a, b, a_ci, b_ci))
+    flags = []
+    if method == "residuals":
+        flags.append("residual_bootstrap")
+    elif method == "none":
+        flags.append("no_intervals")
+    if len(segs) > 1:
+        flags.append("protocol_change")
+    return SegmentedFit(
+        segments=tuple(segs),
+        breakpoints_bytes=tuple(int(x[c]) for c in cuts),
+        bic=tuple(math.nan if b is None else b for b in bics),
+        r2=_weighted_r2(y, fitted),
+        max_rel_residual=float(np.max(np.abs(rel))),
+        flags=tuple(flags),
+    )
+
+
+# --------------------------------------------------------------------------- public fits
+
+
+def fit_line(
+    nbytes: Sequence[float],
+    median_s: Sequence[float],
+    samples_s: Sequence[Sequence[float]] | None = None,
+    *,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+    confidence: float = CONFIDENCE,
+) -> LineFit:
+    """Fit T(n) = alpha + beta n (Hockney 1994) by weighted least squares, weights 1/T^2.
+
+    Intervals: percentile bootstrap (Efron & Tibshirani 1993) over each size's raw samples
+    (median recomputed, line refitted), or over relative residuals when samples are missing.
+    """
+    x, y, samples = _prepare(nbytes, median_s, samples_s)
+    rng = np.random.default_rng(seed)
+    Yb = _boot_medians(samples, n_boot, rng) if samples is not None and n_boot > 0 else None
+    return _line(x, y, Yb, rng, n_boot, confidence)
+
+
+def fit_segments(
+    nbytes: Sequence[float],
+    median_s: Sequence[float],
+    samples_s: Sequence[Sequence[float]] | None = None,
+    *,
+    max_segments: int = MAX_SEGMENTS,
+    min_points: int = MIN_POINTS,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+    confidence: float = CONFIDENCE,
+) -> SegmentedFit:
+    """Segmented regression (Hudson 1966; Muggeo 2003) with 1..max_segments segments.
+
+    Segments are independent lines (jumps allowed: eager/rendezvous switches are often
+    discontinuous), breakpoints lie between measured sizes and are found by exhaustive
+    search, the number of segments by BIC (Schwarz 1978) plus a practical-significance
+    guard (see `_segments`).  Segment intervals: bootstrap with the breakpoints held fixed.
+    """
+    x, y, samples = _prepare(nbytes, median_s, samples_s)
+    rng = np.random.default_rng(seed)
+    Yb = _boot_medians(samples, n_boot, rng) if samples is not None and n_boot > 0 else None
+    return _segments(x, y, Yb, rng, n_boot, confidence, max_segments, min_points)
+
+
+def _curve_key(row: Mapping) -> tuple:
+    return tuple(row.get(k) for k in CURVE_KEYS)
+
+
+def fit_curve(
+    rows: Iterable[Mapping],
+    *,
+    max_segments: int = MAX_SEGMENTS,
+    min_points: int = MIN_POINTS,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+    confidence: float = CONFIDENCE,
+) -> CurveFit:
+    """Line and segmented fits of one curve's rows (``cases.jsonl`` dicts), one bootstrap.
+
+    The rows must share collective, algorithm and nranks (dtype, op, in_place and root
+    are recorded from the first row).  Uses ``nbytes``, ``median_s`` and ``samples_s``.
+    """
+    rows = list(rows)
+    if not rows:
+        raise CCBenchError("no rows to fit")
+    keys = {tuple(r.get(k) for k in CURVE_KEYS[:3]) for r in rows}
+    if len(keys) > 1:
+        raise CCBenchError(f"rows of several curves given to fit_curve: {sorted(map(str, keys))}")
+    x, y, samples = _prepare(
+        [r["nbytes"] for r in rows],
+        [r["median_s"] for r in rows],
+        [r.get("samples_s") for r in rows],
+    )
+    if len(x) < 2:
+        raise CCBenchError(
+            f"{rows[0].get('collective')}/{rows[0].get('algorithm')}: "
+            "a fit needs at least two distinct sizes with positive times"
+        )
+    rng = np.random.default_rng(seed)
+    Yb = _boot_medians(samples, n_boot, rng) if samples is not None and n_boot > 0 else None
+    line = _line(x, y, Yb, rng, n_boot, confidence)
+    seg = _segments(x, y, Yb, rng, n_boot, confidence, max_segments, min_points)
+    flags = tuple(dict.fromkeys(line.flags + seg.flags))
+    r0 = rows[0]
+    return CurveFit(
+        collective=r0.get("collective"),
+        algorithm=r0.get("algorithm"),
+        nranks=r0.get("nranks"),
+        dtype=r0.get("dtype"),
+        op=r0.get("op"),
+        in_place=r0.get("in_place"),
+        root=r0.get("root"),
+        line=line,
+        segmented=seg,
+        flags=flags,
+    )
+
+
+def fit_curves(rows: Iterable[Mapping], *, min_sizes: int = 3, **kw) -> list[CurveFit]:
+    """`fit_curve` for every curve (distinct values of CURVE_KEYS) with >= min_sizes sizes.
+
+    Curves are returned in first-seen order; curves with fewer distinct positive-time
+    sizes are skipped (a barrier, a single-size run).  ``kw`` goes to `fit_curve`.
+    """
+    groups: dict[tuple, list[Mapping]] = {}
+    for r in rows:
+        groups.setdefault(_curve_key(r), []).append(r)
+    out = []
+    for grp in groups.values():
+        sizes = {r["nbytes"] for r in grp if r.get("median_s") and r["median_s"] > 0}
+        if len(sizes) >= max(2, min_sizes):
+            out.append(fit_curve(grp, **kw))
+    return out
+
+
+# --------------------------------------------------------------------------- network params
+
+
+def fit_pingpong(rows: Iterable[Mapping], **kw) -> CurveFit:
+    """The fit of the ping-pong curve (rows with collective == "pingpong", one-way times).
+
+    Rows of several rank counts are pooled (ping-pong runs between two ranks).
+    """
+    pp = [dict(r, nranks=2) for r in rows if r.get("collective") == "pingpong"]
+    if not pp:
+        raise CCBenchError("no ping-pong rows: run the pingpong benchmark first")
+    return fit_curve(pp, **kw)
+
+
+def fit_gamma(
+    records: Iterable[Mapping], *, dtype: str | None = None, op: str | None = None, **kw
+) -> CurveFit:
+    """The fit of a local reduction microbenchmark: T(n) = overhead + gamma n.
+
+    `records` are dicts {dtype, op, nbytes, seconds} (``seconds`` a number or a list of
+    samples); records of one size are pooled as that size's samples.  With several dtypes
+    or ops present, `dtype` and `op` must pick one.  gamma is the slope of the last
+    (largest-size) segment, as for beta; the returned fit carries both line and segments.
+    """
+    recs = [
+        r for r in records
+        if (dtype is None or r.get("dtype") == dtype) and (op is None or r.get("op") == op)
+    ]
+    combos = sorted({(str(r.get("dtype")), str(r.get("op"))) for r in recs})
+    if not recs:
+        raise CCBenchError(f"no reduction records for dtype={dtype} op={op}")
+    if len(combos) > 1:
+        raise CCBenchError(
+            "reduction records of several dtype/op: choose one of "
+            + ", ".join(f"{d}/{o}" for d, o in combos)
+        )
+    by_size: dict[float, list[float]] = {}
+    for r in recs:
+        sec = r["seconds"]
+        by_size.setdefault(float(r["nbytes"]), []).extend(
+            [float(s) for s in sec] if isinstance(sec, (list, tuple, np.ndarray)) else [float(sec)]
+        )
+    rows = [
+        {
+            "collective": "local-reduction",
+            "algorithm": "numpy",
+            "nranks": 1,
+            "dtype": recs[0].get("dtype"),
+            "op": recs[0].get("op"),
+            "nbytes": n,
+            "median_s": float(np.median(s)),
+            "samples_s": s if len(s) >= 2 else None,
+        }
+        for n, s in by_size.items()
+    ]
+    return fit_curve(rows, **kw)
+
+
+def network_from_microbenchmarks(
+    pingpong_rows: Iterable[Mapping],
+    reduction_records: Iterable[Mapping] = (),
+    *,
+    dtype: str | None = None,
+    op: str | None = None,
+    **kw,
+) -> NetworkParams:
+    """alpha, beta from ping-pong and gamma from the local reduction benchmark.
+
+    alpha is the intercept of the first (small-size) segment of the ping-pong fit: the
+    latency of the protocol small messages use.  beta is the slope of the last
+    (large-size) segment: the bandwidth of the protocol large messages use.  gamma is the
+    slope of the last segment of the reduction fit (None without records).  With one
+    segment these are the single line's values (Hockney 1994).
+    """
+    pp = fit_pingpong(pingpong_rows, **kw)
+    first, last = pp.segmented.segments[0], pp.segmented.segments[-1]
+    notes = [f"pingpong: {pp.segmented.n_segments} segment(s)"]
+    gamma = gamma_ci = None
+    recs = list(reduction_records)
+    if recs:
+        g = fit_gamma(recs, dtype=dtype, op=op, **kw)
+        gamma, gamma_ci = g.segmented.segments[-1].beta_s_per_byte, g.segmented.segments[
+            -1
+        ].beta_ci_s_per_byte
+        notes.append(f"gamma from {g.dtype}/{g.op}, {g.segmented.n_segments} segment(s)")
+    else:
+        notes.append("gamma unknown: no reduction records")
+    return NetworkParams(
+        alpha_s=first.alpha_s,
+        beta_s_per_byte=last.beta_s_per_byte,
+        gamma_s_per_byte=gamma,
+        alpha_ci_s=first.alpha_ci_s,
+        beta_ci_s_per_byte=last.beta_ci_s_per_byte,
+        gamma_ci_s_per_byte=gamma_ci,
+        source="pingpong",
+        r2=pp.segmented.r2,
+        max_rel_residual=pp.segmented.max_rel_residual,
+        n_points=pp.line.n_sizes,
+        breakpoints_bytes=pp.segmented.breakpoints_bytes,
+        notes=tuple(notes),
+    )
+
+
+def _nnls_rel(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """min_theta>=0 sum_i ((X_i theta - y_i) / y_i)^2, vectorised over the rows of Y (B, n).
+
+    Non-negative least squares (Lawson & Hanson 1974) solved exactly by enumerating every
+    active set: the optimum is the unconstrained solution on its support, so the best
+    feasible subset solution is the NNLS solution.  Columns are scaled to unit norm first.
+    Returns (B, k).
+    """
+    B, n = Y.shape
+    k = X.shape[1]
+    chunk = max(1, 4_000_000 // max(1, n * k))
+    if B > chunk:
+        return np.concatenate([_nnls_rel(X, Y[i : i + chunk]) for i in range(0, B, chunk)])
+    A = X[None, :, :] / Y[:, :, None]                     # (B, n, k) relative design
+    scale = np.linalg.norm(X / np.median(Y, axis=0)[:, None], axis=0)
+    scale[scale == 0] = 1.0
+    A = A / scale
+    G = np.einsum("bni,bnj->bij", A, A)
+    c = A.sum(axis=1)                                      # A^T 1
+    best_rss = np.full(B, float(n))                        # theta = 0
+    best = np.zeros((B, k))
+    for size in range(1, k + 1):
+        for S in itertools.combinations(range(k), size):
+            S = list(S)
+            th = np.einsum("bij,bj->bi", np.linalg.pinv(G[:, S][:, :, S]), c[:, S])
+            r = 1.0 - np.einsum("bni,bi->bn", A[:, :, S], th)
+            rss = (r * r).sum(axis=1)
+            ok = np.all(th >= -1e-12, axis=1) & (rss < best_rss - 1e-15 * n)
+            best_rss = np.where(ok, rss, best_rss)
+            full = np.zeros((B, k))
+            full[:, S] = np.maximum(th, 0.0)
+            best = np.where(ok[:, None], full, best)
+    return best / scale
+
+
+def fit_joint(
+    rows: Iterable[Mapping],
+    *,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+    confidence: float = CONFIDENCE,
+) -> NetworkParams:
+    """alpha, beta, gamma fitted jointly: T = steps alpha + step_bytes beta + reduced gamma.
+
+    The regressors are the counted traffic of each hand-written case (``steps_max``,
+    ``step_bytes_max``, ``reduced_bytes_max``: per call, maximised over ranks), the cost
+    model of Thakur, Rabenseifner & Gropp (2005).  Rows without counts (native
+    algorithms) or with no traffic are ignored.  Relative weighting as in `fit_line`;
+    non-negative least squares (Lawson & Hanson 1974); percentile bootstrap intervals over
+    each row's raw samples (Efron & Tibshirani 1993), or over relative residuals when a
+    row lacks samples.  A parameter whose regressor is zero in every row is None.
+    """
+    use = []
+    for r in rows:
+        if any(r.get(k) is None for k in COUNT_KEYS):
+            continue
+        t = r.get("median_s")
+        if t is None or not (t > 0) or not math.isfinite(t):
+            continue
+        if all(float(r[k]) == 0 for k in COUNT_KEYS):
+            continue
+        use.append(r)
+    if len(use) < 3:
+        raise CCBenchError(
+            "a joint fit needs at least 3 rows of hand-written algorithms with counted traffic"
+        )
+    X = np.array([[float(r[k]) for k in COUNT_KEYS] for r in use])
+    y = np.array([float(r["median_s"]) for r in use])
+    cols = [j for j in range(3) if np.any(X[:, j] != 0)]
+    theta = np.full(3, math.nan)
+    theta[cols] = _nnls_rel(X[:, cols], y[None, :])[0]
+    fitted = X[:, cols] @ theta[cols]
+    rel = (y - fitted) / y
+    rng = np.random.default_rng(seed)
+    samples = []
+    for r in use:
+        s = r.get("samples_s")
+        s = None if s is None else np.asarray(s, dtype=float)
+        samples.append(s[np.isfinite(s) & (s > 0)] if s is not None else None)
+    method = "samples"
+    if n_boot <= 0:
+        Yb, method = None, "none"
+    elif all(s is not None and s.size >= 2 for s in samples):
+        Yb = _boot_medians(samples, n_boot, rng)
+    else:
+        Yb, method = _boot_residuals(fitted, rel, n_boot, rng), "residuals"
+    cis = [None, None, None]
+    if Yb is not None:
+        tb = _nnls_rel(X[:, cols], Yb)
+        for i, j in enumerate(cols):
+            cis[j] = _percentile_ci(tb[:, i], confidence)
+    names = ("alpha", "beta", "gamma")
+    notes = [f"{len(use)} rows, bootstrap: {method}"]
+    notes += [f"{names[j]} not identifiable: its regressor is zero in every row"
+              for j in range(3) if j not in cols]
+    notes += [f"{names[j]} at the zero bound" for j in cols if theta[j] == 0]
+
+    def val(j):
+        return None if j not in cols else float(theta[j])
+
+    if val(0) is None or val(1) is None:
+        raise CCBenchError("a joint fit needs rows with both messages and bytes")
+    return NetworkParams(
+        alpha_s=val(0),
+        beta_s_per_byte=val(1),
+        gamma_s_per_byte=val(2),
+        alpha_ci_s=cis[0],
+        beta_ci_s_per_byte=cis[1],
+        gamma_ci_s_per_byte=cis[2],
+        source="joint",
+        r2=_weighted_r2(y, fitted),
+        max_rel_residual=float(np.max(np.abs(rel))),
+        n_points=len(use),
+        notes=tuple(notes),
+    )
+
+
+def compare_params(reference: NetworkParams, other: NetworkParams) -> list[ParamComparison]:
+    """Both estimates of alpha, beta and gamma side by side: ratio other / reference.
+
+    ``cis_overlap`` is whether the two confidence intervals intersect (None when either is
+    missing) -- a rough agreement check, not a significance test.
+    """
+    out = []
+    for name, ci_name in (
+        ("alpha_s", "alpha_ci_s"),
+        ("beta_s_per_byte", "beta_ci_s_per_byte"),
+        ("gamma_s_per_byte", "gamma_ci_s_per_byte"),
+    ):
+        a, b = getattr(reference, name), getattr(other, name)
+        ratio = b / a if a is not None and b is not None and a != 0 else None
+        ca, cb = getattr(reference, ci_name), getattr(other, ci_name)
+        overlap = None
+        if ca is not None and cb is not None and all(map(math.isfinite, (*ca, *cb))):
+            overlap = bool(ca[0] <= cb[1] and cb[0] <= ca[1])
+        out.append(
+            ParamComparison(name, a, b, ratio, overlap, reference.source, other.source)
+        )
+    return out

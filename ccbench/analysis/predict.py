@@ -1,0 +1,610 @@
+"""Pure predictions from the alpha-beta-gamma model: at any scale, against measurements, winners.
+
+An algorithm's closed-form cost ``alg.cost(P, n)`` (a `ccbench.algorithms.registry.Cost`:
+steps, bytes and reduced bytes per call, from Thakur, Rabenseifner & Gropp, "Optimization
+of Collective Communication Operations in MPICH", IJHPCA 19(1), 2005) times the network
+parameters (Hockney, Parallel Computing 20(3), 1994) gives its predicted time.  Anything
+with a ``cost(nranks, nbytes)`` method or attribute returning a Cost will do, so tests and
+users can model algorithms the registry does not hold.  No MPI is imported.
+"""
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ccbench.algorithms.registry import Cost
+from ccbench.core.errors import CCBenchError
+from ccbench.analysis.fit import CurveFit, NetworkParams, _jsonable, _Record
+
+__all__ = [
+    "TOLERANCE",
+    "Crossover",
+    "ModelCheck",
+    "Prediction",
+    "TwoLevelParams",
+    "WhoWins",
+    "Winner",
+    "WinnerRow",
+    "compare_to_measured",
+    "crossovers",
+    "estimate_step_overhead",
+    "modelled",
+    "predict",
+    "predict_grid",
+    "predict_sizes",
+    "predicted_winners",
+    "prediction_table",
+    "to_json",
+    "two_level_allreduce_grid",
+    "two_level_allreduce_s",
+    "who_wins",
+]
+
+TOLERANCE = 0.25  # |measured / predicted - 1| above this flags a case
+
+
+# --------------------------------------------------------------------------- basics
+
+
+def _cost(alg, nranks: int, nbytes: int) -> Cost:
+    fn = getattr(alg, "cost", None)
+    if fn is None:
+        raise CCBenchError(
+            f"{getattr(alg, 'collective', '?')}/{getattr(alg, 'name', '?')} has no cost model"
+        )
+    return fn(int(nranks), int(nbytes))
+
+
+def _gamma(params) -> float:
+    g = getattr(params, "gamma_s_per_byte", None)
+    return 0.0 if g is None else float(g)
+
+
+def _unsupported(alg, nranks: int) -> str | None:
+    fn = getattr(alg, "unsupported", None)
+    return fn(int(nranks), None) if fn is not None else None
+
+
+def modelled(algorithms) -> list:
+    """The algorithms with a cost model, from a registry-shaped mapping or an iterable."""
+    if isinstance(algorithms, Mapping):
+        algorithms = [a for algs in algorithms.values() for a in algs.values()]
+    return [a for a in algorithms if getattr(a, "cost", None) is not None]
+
+
+def _registry(algorithms):
+    if algorithms is None:
+        from ccbench.algorithms import REGISTRY  # imports no MPI
+
+        return REGISTRY
+    return algorithms
+
+
+def predict(alg, nranks: int, nbytes: int, params: NetworkParams) -> float:
+    """Predicted seconds of one call: Cost(P, n) . (alpha, beta, gamma) (Thakur et al. 2005).
+
+    A gamma of None counts as 0 (no reduction cost known).
+    """
+    return _cost(alg, nranks, nbytes).time_s(
+        float(params.alpha_s), float(params.beta_s_per_byte), _gamma(params)
+    )
+
+
+def predict_sizes(alg, nranks: int, sizes: Iterable[int], params: NetworkParams) -> np.ndarray:
+    """`predict` over sizes: an array of seconds, one per size."""
+    return np.array([predict(alg, nranks, n, params) for n in sizes], dtype=float)
+
+
+def predict_grid(
+    alg, ranks: Iterable[int], sizes: Iterable[int], params: NetworkParams
+) -> np.ndarray:
+    """`predict` over rank counts x sizes: shape (len(ranks), len(sizes)).
+
+    NaN where the algorithm says it cannot run at that rank count (``alg.unsupported``).
+    """
+    ranks, sizes = list(ranks), list(sizes)
+    out = np.full((len(ranks), len(sizes)), math.nan)
+    for i, P in enumerate(ranks):
+        if _unsupported(alg, P) is None:
+            out[i] = predict_sizes(alg, P, sizes, params)
+    return out
+
+
+# --------------------------------------------------------------------------- at scale
+
+
+@dataclass(frozen=True)
+class Prediction(_Record):
+    """The predicted time of one algorithm at one (nranks, nbytes), with the cost terms it comes from
+    (along the critical path where the algorithm states one: `Cost.timing_cost`)."""
+
+    collective: str
+    algorithm: str
+    nranks: int
+    nbytes: int
+    predicted_s: float
+    steps: float
+    step_bytes: float
+    reduced_bytes: float
+
+
+@dataclass(frozen=True)
+class Winner(_Record):
+    """The predicted fastest algorithm at one (collective, nranks, nbytes), and the next."""
+
+    collective: str
+    nranks: int
+    nbytes: int
+    algorithm: str
+    predicted_s: float
+    runner_up: str | None
+    runner_up_s: float | None
+
+
+def prediction_table(
+    algorithms,
+    ranks: Iterable[int],
+    sizes: Iterable[int],
+    params: NetworkParams,
+    *,
+    collectives: Iterable[str] | None = None,
+    two_level: "TwoLevelParams | None" = None,
+) -> list[Prediction]:
+    """Every modelled algorithm at every rank count and size (skipping unsupported ranks).
+
+    `algorithms` is a registry-shaped mapping or an iterable of Algorithm-like objects.
+    With `two_level`, every allreduce algorithm also appears as the leader step of the
+    hierarchical allreduce, named ``two-level/<name>`` (see `two_level_allreduce_s`); its
+    cost terms are then NaN (it mixes two networks).
+    """
+    ranks, sizes = [int(p) for p in ranks], [int(n) for n in sizes]
+    wanted = None if collectives is None else set(collectives)
+    out = []
+    for alg in modelled(algorithms):
+        if wanted is not None and alg.collective not in wanted:
+            continue
+        for P in ranks:
+            if _unsupported(alg, P) is None:
+                for n in sizes:
+                    c = _cost(alg, P, n)
+                    t = c.time_s(float(params.alpha_s), float(params.beta_s_per_byte),
+                                 _gamma(params))
+                    tc = c.timing_cost
+                    out.append(Prediction(alg.collective, alg.name, P, n, t,
+                                          tc.alpha, tc.beta, tc.gamma))
+            if two_level is None or alg.collective != "allreduce":
+                continue
+            nodes = math.ceil(P / two_level.ranks_per_node)
+            if nodes > 1 and _unsupported(alg, nodes) is not None:
+                continue
+            for n in sizes:
+                t = two_level_allreduce_s(alg, P, n, two_level)
+                out.append(Prediction("allreduce", f"two-level/{alg.name}", P, n, t,
+                                      math.nan, math.nan, math.nan))
+    return out
+
+
+def predicted_winners(predictions: Iterable[Prediction]) -> list[Winner]:
+    """The fastest and second-fastest prediction per (collective, nranks, nbytes)."""
+    groups: dict[tuple, list[Prediction]] = {}
+    for p in predictions:
+        if math.isfinite(p.predicted_s):
+            groups.setdefault((p.collective, p.nranks, p.nbytes), []).append(p)
+    out = []
+    for (coll, P, n), ps in groups.items():
+        ps = sorted(ps, key=lambda p: p.predicted_s)
+        second = ps[1] if len(ps) > 1 else None
+        out.append(Winner(coll, P, n, ps[0].algorithm, ps[0].predicted_s,
+                          second.algorithm if second else None,
+                          second.predicted_s if second else None))
+    return out
+
+
+# --------------------------------------------------------------------------- vs measured
+
+
+@dataclass(frozen=True)
+class ModelCheck(_Record):
+    """One measured case against its prediction: ratio = measured / predicted.
+
+    ``off`` when |ratio - 1| > tolerance; ``reasons`` are the likely causes found (data,
+    possibly empty): "oversubscribed", "protocol change", "cache", "per-step overhead".
+    """
+
+    collective: str
+    algorithm: str
+    nranks: int
+    nbytes: int
+    dtype: str | None
+    op: str | None
+    measured_s: float
+    predicted_s: float
+    ratio: float
+    off: bool
+    reasons: tuple[str, ...] = ()
+
+
+def _near(n: float, points: Iterable[float], factor: float) -> bool:
+    return n > 0 and any(b / factor <= n <= b * factor for b in points if b and b > 0)
+
+
+def _breakpoint_map(curve_breakpoints) -> dict[tuple, tuple]:
+    if curve_breakpoints is None:
+        return {}
+    if isinstance(curve_breakpoints, Mapping):
+        return {tuple(k): tuple(v) for k, v in curve_breakpoints.items()}
+    out: dict[tuple, tuple] = {}
+    for f in curve_breakpoints:
+        if isinstance(f, CurveFit):
+            out[f.key] = out.get(f.key, ()) + f.segmented.breakpoints_bytes
+    return out
+
+
+def estimate_step_overhead(
+    rows: Iterable[Mapping], params: NetworkParams, *, algorithms=None, max_bytes: int = 1024
+) -> tuple[float, int] | None:
+    """(seconds, cases): the software cost per step of the hand-written algorithms beyond alpha.
+
+    A hand-written algorithm (a row with counted steps) pays, on every step, the cost of
+    its own code between messages (here: Python's), which a native ping-pong's alpha does
+    not contain.  For small messages (nbytes <= `max_bytes`), where the beta and gamma
+    terms are negligible, each case gives (measured - predicted) / steps along the
+    critical path; the median over the cases is robust to the few that other effects
+    dominate.  LogP calls this the per-message overhead o (Culler et al., "LogP: towards
+    a realistic model of parallel computation", PPoPP 1993).  None without such cases.
+    A negative value means the algorithms pay less per step than alpha: alpha itself is
+    inflated (ping-pong on oversubscribed cores) -- it is no overhead, and
+    `compare_to_measured` then gives no reason from it.
+    """
+    reg = _registry(algorithms)
+    per_step = []
+    for r in rows:
+        alg = reg.get(r.get("collective"), {}).get(r.get("algorithm"))
+        t = r.get("median_s")
+        if (alg is None or getattr(alg, "cost", None) is None or r.get("steps_max") is None
+                or t is None or not math.isfinite(t) or int(r["nbytes"]) > max_bytes):
+            continue
+        P, n = int(r["nranks"]), int(r["nbytes"])
+        steps = _cost(alg, P, n).timing_cost.alpha
+        if steps > 0:
+            per_step.append((t - predict(alg, P, n, params)) / steps)
+    if not per_step:
+        return None
+    return float(np.median(per_step)), len(per_step)
+
+
+def compare_to_measured(
+    rows: Iterable[Mapping],
+    params: NetworkParams,
+    *,
+    algorithms=None,
+    tolerance: float = TOLERANCE,
+    oversubscribed: bool = False,
+    curve_breakpoints=None,
+    network_breakpoints: Sequence[float] | None = None,
+    cache_bytes: float | None = None,
+    near_factor: float = 2.0,
+    step_overhead_s: float | None = None,
+) -> list[ModelCheck]:
+    """Predicted vs measured for every row whose algorithm has a cost model.
+
+    `algorithms`: registry-shaped {collective: {name: alg}} (default: the registry).
+    Reasons recorded for a case that is off:
+
+    * "oversubscribed": the caller says ranks > cores (from the run's provenance); busy-
+      polling ranks then share cores and the model's one-rank-per-core premise fails.
+    * "protocol change": nbytes is within `near_factor` of a breakpoint of the row's own
+      curve (`curve_breakpoints`: {(collective, algorithm, nranks): sizes}, or CurveFits),
+      or the row's mean message size (step_bytes_max / steps_max when counted, else nbytes)
+      is within `near_factor` of a network breakpoint (default ``params.breakpoints_bytes``).
+    * "cache": with `cache_bytes`, the case ran faster than predicted with nbytes fitting
+      in the cache, or slower with nbytes exceeding it (the model's single beta is one
+      memory level's).
+    * "per-step overhead": with a positive `step_overhead_s` (see `estimate_step_overhead`), a
+      hand-written case that the prediction plus that overhead on every step of its
+      critical path matches within `tolerance`.
+    """
+    reg = _registry(algorithms)
+    bps = _breakpoint_map(curve_breakpoints)
+    net_bps = tuple(params.breakpoints_bytes if network_breakpoints is None
+                    else network_breakpoints)
+    out = []
+    for r in rows:
+        alg = reg.get(r.get("collective"), {}).get(r.get("algorithm"))
+        if alg is None or getattr(alg, "cost", None) is None:
+            continue
+        t = r.get("median_s")
+        if t is None or not math.isfinite(t):
+            continue
+        P, n = int(r["nranks"]), int(r["nbytes"])
+        pred = predict(alg, P, n, params)
+        ratio = t / pred if pred > 0 else math.nan
+        off = not (math.isfinite(ratio) and abs(ratio - 1.0) <= tolerance)
+        reasons = []
+        if off:
+            if oversubscribed:
+                reasons.append("oversubscribed")
+            steps, sbytes = r.get("steps_max"), r.get("step_bytes_max")
+            msg = sbytes / steps if steps and sbytes is not None else n
+            if _near(n, bps.get((r["collective"], r["algorithm"], P), ()), near_factor) or \
+                    _near(msg, net_bps, near_factor):
+                reasons.append("protocol change")
+            if cache_bytes and math.isfinite(ratio) and (
+                (ratio < 1 and n <= cache_bytes) or (ratio > 1 and n > cache_bytes)
+            ):
+                reasons.append("cache")
+            if step_overhead_s is not None and step_overhead_s > 0 and r.get("steps_max") is not None:
+                with_o = pred + step_overhead_s * _cost(alg, P, n).timing_cost.alpha
+                if with_o > 0 and abs(t / with_o - 1.0) <= tolerance:
+                    reasons.append("per-step overhead")
+        out.append(ModelCheck(r["collective"], r["algorithm"], P, n, r.get("dtype"),
+                              r.get("op"), float(t), pred, ratio, off, tuple(reasons)))
+    return out
+
+
+# --------------------------------------------------------------------------- who wins
+
+
+@dataclass(frozen=True)
+class Crossover(_Record):
+    """Where two algorithms' predicted times cross at one rank count.
+
+    ``nbytes`` is the real-valued crossing size (linear interpolation inside the final
+    one-byte bracket: exact for costs linear in n); `faster_below` wins just below it.
+    """
+
+    collective: str
+    nranks: int
+    nbytes: float
+    faster_below: str
+    faster_above: str
+
+
+@dataclass(frozen=True)
+class WinnerRow(_Record):
+    """Measured and predicted fastest algorithm at one (nranks, nbytes, dtype, op).
+
+    ``measured_winner`` is over every measured algorithm (native ones too);
+    ``measured_winner_modelled`` only over those with a cost model, which is what
+    ``predicted_winner`` is compared with: ``agree`` (None with fewer than two modelled).
+    ``margin`` = second-fastest / fastest measured modelled time - 1: small margins make a
+    disagreement a coin toss.
+    """
+
+    nranks: int
+    nbytes: int
+    dtype: str | None
+    op: str | None
+    measured_winner: str
+    measured_s: float
+    measured_winner_modelled: str | None
+    predicted_winner: str | None
+    predicted_s: float | None
+    agree: bool | None
+    margin: float | None
+
+
+@dataclass(frozen=True)
+class WhoWins(_Record):
+    """Per collective: winners per size, predicted crossovers, and the agreement rate."""
+
+    collective: str
+    rows: tuple[WinnerRow, ...]
+    crossovers: tuple[Crossover, ...]
+
+    _derived = ("agreement",)
+
+    @property
+    def agreement(self) -> float | None:
+        """Fraction of sizes where measured and predicted winners agree (None if none)."""
+        rated = [r.agree for r in self.rows if r.agree is not None]
+        return sum(rated) / len(rated) if rated else None
+
+
+def crossovers(
+    alg_a,
+    alg_b,
+    nranks: int,
+    params: NetworkParams,
+    *,
+    lo: int = 1,
+    hi: int = 1 << 30,
+    points: int = 97,
+) -> list[Crossover]:
+    """Sizes in [lo, hi] where the predicted times of `alg_a` and `alg_b` cross.
+
+    Sign changes of t_a - t_b on a log-spaced grid of integer sizes, each refined by
+    bisection to a one-byte bracket and then interpolated linearly (bisection: e.g.
+    Press et al., "Numerical Recipes", 3rd ed., sec. 9.1).  Crossings closer together
+    than the grid spacing can be missed; raise `points` for such costs.
+    """
+    lo, hi = max(0, int(lo)), int(hi)
+    if hi <= lo:
+        return []
+    grid = np.unique(np.round(np.geomspace(max(lo, 1), hi, max(points, 2))).astype(np.int64))
+    if lo == 0:
+        grid = np.concatenate([[0], grid])
+
+    def diff(n: int) -> float:
+        return predict(alg_a, nranks, n, params) - predict(alg_b, nranks, n, params)
+
+    vals = [(int(n), diff(int(n))) for n in grid]
+    vals = [(n, d) for n, d in vals if math.isfinite(d) and d != 0.0]
+    out = []
+    for (n0, d0), (n1, d1) in zip(vals, vals[1:], strict=False):
+        if (d0 < 0) == (d1 < 0):
+            continue
+        a, b, da = n0, n1, d0
+        while b - a > 1:
+            m = (a + b) // 2
+            dm = diff(m)
+            if dm == 0.0:
+                a = b = m
+                break
+            if (dm < 0) == (da < 0):
+                a, da = m, dm
+            else:
+                b = m
+        if a == b:
+            x = float(a)
+        else:
+            db = diff(b)
+            x = a + da / (da - db) if da != db else float(b)
+        below, above = (alg_a, alg_b) if d0 < 0 else (alg_b, alg_a)
+        out.append(Crossover(getattr(alg_a, "collective", ""), int(nranks), float(x),
+                             below.name, above.name))
+    return out
+
+
+def who_wins(
+    rows: Iterable[Mapping],
+    params: NetworkParams,
+    *,
+    algorithms=None,
+    crossover_points: int = 97,
+) -> list[WhoWins]:
+    """Per collective: the measured fastest algorithm per size, the predicted one, crossovers.
+
+    Rows are grouped by (collective, nranks, nbytes, dtype, op); an algorithm measured
+    several times there (e.g. in-place and not) counts with its fastest median.  Crossovers
+    are searched between every pair of modelled algorithms measured at a rank count, over
+    that collective's measured size range.
+    """
+    reg = _registry(algorithms)
+    by_coll: dict[str, dict[tuple, dict[str, float]]] = {}
+    for r in rows:
+        t = r.get("median_s")
+        if t is None or not math.isfinite(t) or r.get("collective") == "pingpong":
+            continue
+        pt = by_coll.setdefault(r["collective"], {}).setdefault(
+            (int(r["nranks"]), int(r["nbytes"]), r.get("dtype"), r.get("op")), {}
+        )
+        pt[r["algorithm"]] = min(float(t), pt.get(r["algorithm"], math.inf))
+    out = []
+    for coll, points in by_coll.items():
+        models = {name: a for name, a in reg.get(coll, {}).items()
+                  if getattr(a, "cost", None) is not None}
+        wrows = []
+        span: dict[int, tuple[set, int, int]] = {}
+        for (P, n, dtype, op), times in sorted(points.items(), key=lambda kv: kv[0][:2]):
+            best = min(times, key=times.get)
+            mod = {a: t for a, t in times.items()
+                   if a in models and _unsupported(models[a], P) is None}
+            mw = pw = ps = agree = margin = None
+            if mod:
+                order = sorted(mod, key=mod.get)
+                mw = order[0]
+                preds = {a: predict(models[a], P, n, params) for a in mod}
+                pw = min(preds, key=preds.get)
+                ps = preds[pw]
+                if len(mod) > 1:
+                    agree = pw == mw
+                    margin = mod[order[1]] / mod[order[0]] - 1.0 if mod[order[0]] > 0 else None
+                names, lo, hi = span.get(P, (set(), n, n))
+                span[P] = (names | set(mod), min(lo, n), max(hi, n))
+            wrows.append(WinnerRow(P, n, dtype, op, best, times[best], mw, pw, ps, agree,
+                                   margin))
+        xs = []
+        for P, (names, lo, hi) in sorted(span.items()):
+            names = sorted(names)
+            for i, a in enumerate(names):
+                for b in names[i + 1:]:
+                    xs += crossovers(models[a], models[b], P, params, lo=lo, hi=hi,
+                                     points=crossover_points)
+        out.append(WhoWins(coll, tuple(wrows), tuple(xs)))
+    return out
+
+
+# --------------------------------------------------------------------------- two levels
+
+
+@dataclass(frozen=True)
+class TwoLevelParams(_Record):
+    """Intra-node and inter-node alpha-beta parameters, ranks per node, and gamma."""
+
+    intra_alpha_s: float
+    intra_beta_s_per_byte: float
+    inter_alpha_s: float
+    inter_beta_s_per_byte: float
+    ranks_per_node: int
+    gamma_s_per_byte: float = 0.0
+
+    def __post_init__(self):
+        if int(self.ranks_per_node) < 1:
+            raise CCBenchError("ranks per node must be at least 1")
+
+    @property
+    def intra(self) -> NetworkParams:
+        """The intra-node level as NetworkParams."""
+        return NetworkParams(self.intra_alpha_s, self.intra_beta_s_per_byte,
+                             self.gamma_s_per_byte, source="given")
+
+    @property
+    def inter(self) -> NetworkParams:
+        """The inter-node level as NetworkParams."""
+        return NetworkParams(self.inter_alpha_s, self.inter_beta_s_per_byte,
+                             self.gamma_s_per_byte, source="given")
+
+
+def two_level_allreduce_s(
+    leader_alg,
+    nranks: int,
+    nbytes: int,
+    params: TwoLevelParams,
+    *,
+    local_reduce=None,
+    local_bcast=None,
+) -> float:
+    """Predicted seconds of a hierarchical (SMP-aware) allreduce.
+
+    The scheme of MPICH's ``MPIR_Allreduce_intra_smp`` (Zhu, Goodell, Gropp, Thakur &
+    Balaji, "Hierarchical Collectives in MPICH2", EuroPVM/MPI 2009): reduce to a leader
+    inside each node, allreduce among the N = ceil(P / ppn) leaders, broadcast inside each
+    node.  With p = min(ppn, P) ranks on a node and L = ceil(log2 p)::
+
+        T = L (a_intra + n b_intra + n g)          binomial reduce   (Thakur et al. 2005)
+          + C_leader(N, n) . (a_inter, b_inter, g) any registry allreduce among leaders
+          + L (a_intra + n b_intra)                binomial bcast    (Thakur et al. 2005)
+
+    `local_reduce` / `local_bcast` (Algorithm-like, with costs) replace the binomial terms,
+    costed with the intra-node parameters.  The node-local phases of the fullest node
+    bound the time; the leader phase vanishes on one node, the local phases at ppn = 1.
+    """
+    P, n = int(nranks), int(nbytes)
+    ppn = int(params.ranks_per_node)
+    p = min(ppn, P)
+    nodes = math.ceil(P / ppn)
+    g = float(params.gamma_s_per_byte or 0.0)
+    lg = math.ceil(math.log2(p)) if p > 1 else 0
+    ai, bi = params.intra_alpha_s, params.intra_beta_s_per_byte
+    if local_reduce is not None:
+        t_red = predict(local_reduce, p, n, params.intra) if p > 1 else 0.0
+    else:
+        t_red = lg * (ai + n * bi + n * g)
+    if local_bcast is not None:
+        t_bc = predict(local_bcast, p, n, params.intra) if p > 1 else 0.0
+    else:
+        t_bc = lg * (ai + n * bi)
+    t_lead = predict(leader_alg, nodes, n, params.inter) if nodes > 1 else 0.0
+    return t_red + t_lead + t_bc
+
+
+def two_level_allreduce_grid(
+    leader_alg, ranks: Iterable[int], sizes: Iterable[int], params: TwoLevelParams, **kw
+) -> np.ndarray:
+    """`two_level_allreduce_s` over rank counts x sizes; NaN where the leader step can't run."""
+    ranks, sizes = list(ranks), list(sizes)
+    out = np.full((len(ranks), len(sizes)), math.nan)
+    for i, P in enumerate(ranks):
+        nodes = math.ceil(int(P) / int(params.ranks_per_node))
+        if nodes > 1 and _unsupported(leader_alg, nodes) is not None:
+            continue
+        out[i] = [two_level_allreduce_s(leader_alg, P, n, params, **kw) for n in sizes]
+    return out
+
+
+def to_json(records: Iterable) -> list:
+    """A list of records (or anything `to_dict`-able) as strict JSON values."""
+    return [_jsonable(r) for r in records]

@@ -1,0 +1,366 @@
+"""The analyses behind ``ccbench fit`` and ``ccbench predict`` (pure: no MPI import).
+
+`fit_run` fits every curve of a stored run, the network parameters two ways (ping-pong
+plus the local reduction benchmark, and jointly over the hand-written algorithms'
+counted traffic), checks every modelled case against its prediction and says who wins
+where; it writes ``fits.json`` and ``fits.csv`` beside the run, never into its files and
+never over an earlier analysis.  `predict_table` evaluates every modelled algorithm at
+rank counts and sizes from given or fitted parameters.  The maths lives in
+`ccbench.analysis.fit` and `ccbench.analysis.predict`; this module only assembles it.
+"""
+
+import csv
+import json
+import math
+import re
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from ccbench import __version__
+from ccbench.core.errors import CCBenchError, UsageError
+from ccbench.analysis.fit import (
+    CONFIDENCE,
+    N_BOOT,
+    SEED,
+    NetworkParams,
+    _jsonable,
+    compare_params,
+    fit_curves,
+    fit_joint,
+    network_from_microbenchmarks,
+)
+from ccbench.analysis.predict import (
+    TOLERANCE,
+    TwoLevelParams,
+    compare_to_measured,
+    estimate_step_overhead,
+    predict,
+    two_level_allreduce_s,
+    who_wins,
+)
+from ccbench.store.results import load_run, resolve_run
+
+__all__ = [
+    "FITS_SCHEMA",
+    "TWO_LEVEL_LEADERS",
+    "fit_run",
+    "params_from_run",
+    "parse_inverse_rate",
+    "parse_ranks",
+    "parse_time",
+    "predict_table",
+]
+
+FITS_SCHEMA = "ccbench.fits/1"
+#: Allreduce algorithms used as the leaders' step of the two-level model (the registry's
+#: own "hierarchical" allreduce is excluded: it is itself two-level).
+TWO_LEVEL_LEADERS = ("ring", "rabenseifner")
+#: Provenance of the source run repeated in fits.json (pyperf-style metadata, once).
+_PROVENANCE_KEYS = ("ccbench", "git_commit", "mpi_library", "nranks", "nodes", "ranks_per_node",
+                    "hosts", "cores_per_node", "oversubscribed", "thread_level", "platform",
+                    "cpu", "argv", "start_time", "end_time", "status", "lab")
+CSV_COLUMNS = ("collective", "algorithm", "nranks", "dtype", "op", "in_place", "root", "model",
+               "segment", "n_segments", "nbytes_lo", "nbytes_hi", "alpha_s", "alpha_ci_low_s",
+               "alpha_ci_high_s", "beta_s_per_byte", "beta_ci_low_s_per_byte",
+               "beta_ci_high_s_per_byte", "bandwidth_gbs", "r2", "max_rel_residual", "flags")
+
+
+# --------------------------------------------------------------------------- parsing
+
+_NUM = r"([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
+_TIME_UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_RATE_UNITS = {"B/s": 1.0, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9, "TB/s": 1e12,
+               "KiB/s": 2.0**10, "MiB/s": 2.0**20, "GiB/s": 2.0**30, "TiB/s": 2.0**40}
+
+
+def parse_time(text: str, what: str = "time") -> float:
+    """Seconds from ``2us``, ``1.5ms``, ``3e-6`` (bare numbers are seconds); >= 0."""
+    m = re.fullmatch(_NUM + r"\s*([a-zµ]*)", str(text).strip())
+    if not m or m.group(2) not in _TIME_UNITS:
+        raise UsageError(f"bad {what} {text!r}: expected a time such as 2us, 1.5ms or 3e-6 "
+                         f"(units {', '.join(u for u in _TIME_UNITS if u)})")
+    value = float(m.group(1)) * _TIME_UNITS[m.group(2)]
+    if value < 0:
+        raise UsageError(f"bad {what} {text!r}: a time must be >= 0")
+    return value
+
+
+def parse_inverse_rate(text: str, what: str = "beta") -> float:
+    """Seconds per byte from ``1e-10`` or ``1e-10s/B`` (s/byte), or a rate ``10GB/s``.
+
+    Rates are bytes per second with decimal (KB, MB, GB, TB = 1e3 ...) or binary (KiB,
+    MiB, GiB, TiB) prefixes, turned into their inverse; a zero rate is refused.
+    """
+    s = str(text).strip()
+    m = re.fullmatch(_NUM + r"\s*(s/B|s/byte)?", s)
+    if m:
+        if float(m.group(1)) < 0:
+            raise UsageError(f"bad {what} {text!r}: seconds per byte must be >= 0")
+        return float(m.group(1))
+    m = re.fullmatch(_NUM + r"\s*([KMGT]?i?B/s)", s)
+    if not m or m.group(2) not in _RATE_UNITS:
+        raise UsageError(f"bad {what} {text!r}: give seconds per byte (1e-10) or a rate "
+                         "in bytes per second (10GB/s, 800MiB/s)")
+    rate = float(m.group(1)) * _RATE_UNITS[m.group(2)]
+    if rate <= 0:
+        raise UsageError(f"bad {what} {text!r}: a rate must be positive")
+    return 1.0 / rate
+
+
+def parse_ranks(text: str) -> list[int]:
+    """Rank counts from ``1024,4096`` or a range ``64:65536:4`` (as sizes are written)."""
+    from ccbench.measure.config import parse_sizes
+
+    try:
+        ranks = parse_sizes(text)
+    except UsageError:
+        raise UsageError(f"bad rank counts {text!r}: expected counts such as 1024,4096 or a range "
+                         "MIN:MAX[:FACTOR] such as 64:65536:4") from None
+    if min(ranks) < 1:
+        raise UsageError(f"bad rank counts {text!r}: every count must be at least 1")
+    return ranks
+
+
+# --------------------------------------------------------------------------- fit a run
+
+
+def _free_name(folder: Path, stem: str) -> tuple[str, str]:
+    """The first ``stem[-k].json`` / ``.csv`` pair not yet in `folder` (never overwrite)."""
+    for k in range(1, 10_000):
+        base = stem if k == 1 else f"{stem}-{k}"
+        if not (folder / f"{base}.json").exists() and not (folder / f"{base}.csv").exists():
+            return f"{base}.json", f"{base}.csv"
+    raise CCBenchError(f"too many {stem}*.json files in {folder}")
+
+
+def _reduction_choice(rows: list[dict], records: list[Mapping]) -> tuple[str | None, str | None]:
+    """The (dtype, op) of gamma: the only one measured, else the one most reduced in the run."""
+    combos = {(r.get("dtype"), r.get("op")) for r in records}
+    if len(combos) <= 1:
+        return (None, None)
+    used = Counter((r["dtype"], r["op"]) for r in rows
+                   if r.get("reduced_bytes_max") and (r["dtype"], r["op"]) in combos)
+    return used.most_common(1)[0][0] if used else sorted(combos, key=str)[0]
+
+
+def _network(rows: list[dict], meta: Mapping, notes: list[str], **kw) -> NetworkParams | None:
+    """Ping-pong (+ reduce_local) parameters, or None with a note when there is no ping-pong."""
+    pp = [r for r in rows if r["collective"] == "pingpong"]
+    if not pp:
+        notes.append("no ping-pong rows: network parameters from ping-pong skipped "
+                     "(run the pingpong collective to get them)")
+        return None
+    recs = list(meta.get("reduce_local") or [])
+    dtype, op = _reduction_choice(rows, recs)
+    return network_from_microbenchmarks(pp, recs, dtype=dtype, op=op, **kw)
+
+
+def _csv_rows(curves) -> list[dict]:
+    """One CSV row per curve's single line and per segment of its segmented fit."""
+    out = []
+    for c in curves:
+        base = {k: getattr(c, k) for k in ("collective", "algorithm", "nranks", "dtype", "op",
+                                           "in_place", "root")}
+        parts = [("line", 0, 1, c.line.nbytes_min, c.line.nbytes_max, c.line, c.line.r2,
+                  c.line.max_rel_residual, c.line.flags)]
+        segs = c.segmented.segments
+        parts += [("segment", i + 1, len(segs), s.nbytes_lo, s.nbytes_hi, s, c.segmented.r2,
+                   c.segmented.max_rel_residual, c.segmented.flags) for i, s in enumerate(segs)]
+        for model, i, k, lo, hi, f, r2, mrr, flags in parts:
+            out.append(dict(base, model=model, segment=i, n_segments=k, nbytes_lo=lo,
+                            nbytes_hi=hi, alpha_s=f.alpha_s, alpha_ci_low_s=f.alpha_ci_s[0],
+                            alpha_ci_high_s=f.alpha_ci_s[1], beta_s_per_byte=f.beta_s_per_byte,
+                            beta_ci_low_s_per_byte=f.beta_ci_s_per_byte[0],
+                            beta_ci_high_s_per_byte=f.beta_ci_s_per_byte[1],
+                            bandwidth_gbs=f.bandwidth_gbs, r2=r2, max_rel_residual=mrr,
+                            flags=";".join(flags)))
+    return out
+
+
+def fit_run(
+    run_path,
+    results_dir="results",
+    *,
+    n_boot: int = N_BOOT,
+    tolerance: float = TOLERANCE,
+    write: bool = True,
+) -> dict:
+    """Fit a stored run and write ``fits.json`` + ``fits.csv`` beside it; return the document.
+
+    Fits every (collective, algorithm, nranks, dtype, op, in_place, root) curve
+    (`ccbench.analysis.fit.fit_curves`), the network from ping-pong and ``reduce_local``
+    (skipped with a note without ping-pong rows) and jointly over hand-written rows,
+    compares the two, checks predicted against measured times with the parameters from
+    ping-pong (else the joint ones) and says who wins where.  The run's own files are only
+    read; an existing ``fits.json`` is kept and ``fits-2.json`` (``-3`` ...) written instead.
+    """
+    path = resolve_run(run_path, results_dir)
+    meta, row_objs, warnings = load_run(path)
+    rows = [r.to_dict() for r in row_objs]
+    if not rows:
+        raise UsageError(f"{str(path)!r} has no finished cases to fit")
+    notes: list[str] = []
+    kw = {"n_boot": n_boot}
+    curves = fit_curves(rows, **kw)
+    pingpong = _network(rows, meta, notes, **kw)
+    try:
+        joint = fit_joint([r for r in rows if r["collective"] != "pingpong"], **kw)
+    except CCBenchError as exc:
+        joint = None
+        notes.append(f"joint fit skipped: {exc}")
+    params = pingpong or joint
+    doc: dict = {
+        "schema": FITS_SCHEMA,
+        "source_run": path.name,
+        "source_path": str(path),
+        "source_provenance": {k: meta.get(k) for k in _PROVENANCE_KEYS if k in meta},
+        "provenance": {"ccbench": __version__, "numpy": np.__version__,
+                       "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "n_boot": n_boot,
+                       "seed": SEED, "confidence": CONFIDENCE, "tolerance": tolerance},
+        "warnings": list(warnings),
+        "notes": notes,
+        "network": {
+            "pingpong": pingpong.to_dict() if pingpong else None,
+            "joint": joint.to_dict() if joint else None,
+            "comparison": ([c.to_dict() for c in compare_params(pingpong, joint)]
+                           if pingpong and joint else []),
+            "used_for_predictions": params.source if params else None,
+        },
+        "curves": [c.to_dict() for c in curves],
+        "model_checks": [],
+        "who_wins": [],
+    }
+    if params is not None:
+        overhead = estimate_step_overhead(rows, params)
+        doc["network"]["step_overhead"] = (None if overhead is None else
+                                           {"seconds": overhead[0], "cases": overhead[1], "max_bytes": 1024})
+        checks = compare_to_measured(rows, params, tolerance=tolerance,
+                                     oversubscribed=bool(meta.get("oversubscribed")),
+                                     curve_breakpoints=curves,
+                                     step_overhead_s=overhead[0] if overhead else None)
+        doc["model_checks"] = [c.to_dict() for c in checks]
+        doc["who_wins"] = [w.to_dict() for w in who_wins(rows, params)]
+    else:
+        notes.append("no network parameters: predictions and who-wins skipped")
+    if meta.get("lab"):  # an emulated-lab run: fitted against injected delay and rate
+        from ccbench.analysis.lab_check import fitted_vs_injected
+
+        doc["lab"] = fitted_vs_injected(rows, meta["lab"], n_boot=n_boot)
+    if write:
+        jname, cname = _free_name(path, "fits")
+        doc["files"] = {"json": jname, "csv": cname}
+        with open(path / cname, "x", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+            w.writeheader()
+            w.writerows(_csv_rows(curves))
+        with open(path / jname, "x") as f:
+            json.dump(_jsonable(doc), f, indent=2, allow_nan=False)  # the lab block may hold NaN
+            f.write("\n")
+    return doc
+
+
+# --------------------------------------------------------------------------- predict
+
+
+def params_from_run(run_path, results_dir="results", *, n_boot: int = N_BOOT) -> tuple[NetworkParams, Path]:
+    """Network parameters (ping-pong + reduce_local) of a stored run, and the run's path.
+
+    Deterministic (fixed bootstrap seed): the same values `fit_run` reports as "pingpong".
+    """
+    path = resolve_run(run_path, results_dir)
+    meta, row_objs, _ = load_run(path)
+    rows = [r.to_dict() for r in row_objs]
+    notes: list[str] = []
+    params = _network(rows, meta, notes, n_boot=n_boot)
+    if params is None:
+        raise UsageError(f"run {path.name!r} has no ping-pong rows: measure pingpong in it, "
+                         "or give --alpha and --beta")
+    return params, path
+
+
+def given_params(from_run, results_dir, alpha, beta, gamma, command: str = "predict") -> tuple[NetworkParams, str]:
+    """(parameters, where they come from) for a prediction: a run's fits, or the values given.
+
+    Either `from_run` (ping-pong alpha and beta, gamma from the run's local reduction
+    benchmark; see `params_from_run`) or `alpha` and `beta` (and optionally `gamma`) as
+    the user typed them (`parse_time`, `parse_inverse_rate`), never both.
+    """
+    if from_run and (alpha or beta or gamma):
+        raise UsageError("give either --from RUN or --alpha/--beta/--gamma, not both")
+    if not from_run and (alpha is None or beta is None):
+        raise UsageError(f"{command} needs --from RUN, or both --alpha and --beta")
+    if from_run:
+        params, path = params_from_run(from_run, results_dir)
+        return params, (f"fitted to run {path.name} ({path}): ping-pong alpha and beta, gamma from its "
+                        "local reduction benchmark")
+    params = NetworkParams(parse_time(alpha, "--alpha"), parse_inverse_rate(beta, "--beta"),
+                           parse_inverse_rate(gamma, "--gamma") if gamma is not None else None)
+    return params, "given on the command line"
+
+
+def _check_params(params: NetworkParams) -> None:
+    for name in ("alpha_s", "beta_s_per_byte", "gamma_s_per_byte"):
+        v = getattr(params, name)
+        if v is not None and not (math.isfinite(v) and v >= 0):
+            raise UsageError(f"{name.split('_')[0]} must be a finite number >= 0, got {v}")
+    if params.alpha_s is None or params.beta_s_per_byte is None:
+        raise UsageError("alpha and beta are both needed for predictions")
+
+
+def predict_table(
+    params: NetworkParams,
+    ranks: Iterable[int],
+    sizes: Iterable[int],
+    collectives: Iterable[str] | None = None,
+    *,
+    two_level: TwoLevelParams | None = None,
+    algorithms=None,
+) -> list[dict]:
+    """Predicted seconds of every modelled algorithm, per collective and rank count.
+
+    Returns one dict per (collective, nranks): ``sizes``, ``times_s`` {algorithm: [s per
+    size]} (NaN-free: algorithms that cannot run at that rank count are left out) and
+    ``winners`` (the fastest algorithm per size).  With `two_level`, allreduce also gets
+    ``two-level/ring`` and ``two-level/rabenseifner`` (`predict.two_level_allreduce_s`).
+    """
+    if algorithms is None:
+        from ccbench.algorithms import REGISTRY  # imports no MPI
+
+        algorithms = REGISTRY
+    _check_params(params)
+    ranks, sizes = [int(p) for p in ranks], [int(n) for n in sizes]
+    if collectives is None:
+        colls = [c for c, algs in algorithms.items()
+                 if any(a.cost is not None for a in algs.values())]
+    else:
+        colls = list(collectives)
+        for c in colls:
+            if c not in algorithms:
+                raise UsageError(f"unknown collective {c!r}; choose from {', '.join(algorithms)}")
+            if not any(a.cost is not None for a in algorithms[c].values()):
+                raise UsageError(f"collective {c!r} has no algorithm with a cost model")
+    out = []
+    for coll in colls:
+        for P in ranks:
+            times: dict[str, list[float]] = {}
+            for name, alg in algorithms[coll].items():
+                if alg.cost is not None and alg.unsupported(P) is None:
+                    times[name] = [predict(alg, P, n, params) for n in sizes]
+            if two_level is not None and coll == "allreduce":
+                nodes = math.ceil(P / two_level.ranks_per_node)
+                for lead in TWO_LEVEL_LEADERS:
+                    alg = algorithms[coll].get(lead)
+                    if alg is None or (nodes > 1 and alg.unsupported(nodes) is not None):
+                        continue
+                    times[f"two-level/{lead}"] = [two_level_allreduce_s(alg, P, n, two_level)
+                                                  for n in sizes]
+            if not times:
+                continue
+            winners = [min(times, key=lambda a, i=i: times[a][i]) for i in range(len(sizes))]
+            out.append({"collective": coll, "nranks": P, "sizes": sizes, "times_s": times,
+                        "winners": winners})
+    return out

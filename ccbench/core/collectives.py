@@ -1,0 +1,263 @@
+"""What each collective is: its size definition, bus-bandwidth factor, buffers and checks.
+
+These are the per-collective hooks of the one shared runner, in the manner of
+nccl-tests' per-collective files.  Sizes follow nccl-tests (`doc/PERFORMANCE.md`):
+``nbytes`` is the buffer of allreduce, reduce and bcast; the whole gathered buffer of
+allgather and gather; the whole input of reduce-scatter, scatter and alltoall (per rank).
+The bus-bandwidth factor turns algbw = nbytes / time into a figure comparable with the
+link speed: 2(P-1)/P for allreduce, (P-1)/P for the gathers, scatters, reduce-scatter and
+alltoall, 1 for bcast, reduce and ping-pong.
+
+Every case fills its inputs with a deterministic per-rank pattern of small integers, so
+the exact result is known in closed form for every dtype and op (integer-valued floats
+add exactly; unsigned bytes wrap modulo 256 exactly as MPI's do).
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["COLLECTIVES", "Collective", "CaseBuffers", "pattern"]
+
+POISON = 0  # never produced by a pattern: outputs are poisoned with it before a check
+
+
+def pattern(rank: int, start: int, n: int, dtype: np.dtype) -> np.ndarray:
+    """The data rank `rank` contributes at element offsets [start, start + n): 1..251."""
+    i = np.arange(start, start + n, dtype=np.int64)
+    return ((rank * 37 + i) % 251 + 1).astype(dtype)
+
+
+def _red_input(op: str, rank: int, nranks: int, start: int, n: int, dtype) -> np.ndarray:
+    """The input of rank `rank` to a reduction with `op` at element offsets [start, start+n)."""
+    i = np.arange(start, start + n, dtype=np.int64)
+    if op == "sum":
+        v = rank % 5 + i % 97
+    elif op == "prod":
+        v = np.where(i % nranks == rank, 2, 1)  # exactly one rank doubles each element
+    else:  # min, max
+        v = (rank + i) % 7 + 1
+    return v.astype(dtype)
+
+
+def _red_expected(op: str, nranks: int, start: int, n: int, dtype) -> np.ndarray:
+    """The exact reduction over all ranks of `_red_input`, in closed form."""
+    i = np.arange(start, start + n, dtype=np.int64)
+    if op == "sum":
+        v = sum(r % 5 for r in range(nranks)) + nranks * (i % 97)
+    elif op == "prod":
+        v = np.full(n, 2, dtype=np.int64)
+    else:
+        ranks = range(min(nranks, 7))  # (rank + i) % 7 takes every value once P >= 7
+        fn = np.minimum if op == "min" else np.maximum
+        v = (i + ranks[0]) % 7 + 1
+        for r in ranks[1:]:
+            v = fn(v, (r + i) % 7 + 1)
+    # through int64 then cast: unsigned bytes wrap modulo 256 as MPI's sums do
+    return v.astype(np.int64).astype(dtype)
+
+
+@dataclass
+class CaseBuffers:
+    """One rank's buffers for one case: what to pass, how to refill it, how to check it."""
+
+    args: tuple                      # positional arguments after the communicator
+    kwargs: dict                     # op= / root=
+    inputs: list                     # (array, template) pairs restored by fill()
+    outputs: list                    # (array view, expected) pairs checked by nwrong()
+    nbytes_allocated: int = 0
+
+    def fill(self) -> None:
+        """Poison every output, then restore every input (inputs may alias outputs)."""
+        for out, _ in self.outputs:
+            out.fill(POISON)
+        for arr, tmpl in self.inputs:
+            arr[...] = tmpl
+
+    def nwrong(self) -> int:
+        """How many output elements on this rank differ from the exact result."""
+        return int(sum(np.count_nonzero(out != exp) for out, exp in self.outputs))
+
+
+@dataclass(frozen=True)
+class Collective:
+    """The hooks of one collective."""
+
+    name: str
+    summary: str
+    size_definition: str
+    busbw_factor: Callable[[int], float]
+    reduction: bool = False
+    rooted: bool = False
+    blocked: bool = False   # nbytes covers P blocks of `count` elements
+    min_ranks: int = 1
+    make_buffers: Callable | None = None  # (count, nranks, rank, dtype, op, root, in_place, marker)
+
+    def count_for(self, nbytes: int, itemsize: int, nranks: int) -> int:
+        """Elements per block (or per buffer) for a requested size, at least one if nbytes > 0."""
+        if self.name == "barrier" or nbytes == 0:
+            return 0
+        per = itemsize * (nranks if self.blocked else 1)
+        return max(1, nbytes // per)
+
+    def nbytes_for(self, count: int, itemsize: int, nranks: int) -> int:
+        """The size in bytes (nccl-tests definition) of a case of `count` elements."""
+        return count * itemsize * (nranks if self.blocked else 1)
+
+
+# -- buffer hooks ----------------------------------------------------------------------
+# Each returns CaseBuffers for one rank.  `marker` is the in-place marker to pass
+# (MPI.IN_PLACE under MPI, None on the simulated communicator).
+
+
+def _alloc(n: int, dtype) -> np.ndarray:
+    return np.empty(n, dtype=dtype)
+
+
+def _allreduce(count, P, rank, dtype, op, root, in_place, marker):
+    inp = _red_input(op, rank, P, 0, count, dtype)
+    exp = _red_expected(op, P, 0, count, dtype)
+    recv = _alloc(count, dtype)
+    if in_place:
+        return CaseBuffers((marker, recv), {"op": op}, [(recv, inp)], [(recv, exp)])
+    send = _alloc(count, dtype)
+    return CaseBuffers((send, recv), {"op": op}, [(send, inp)], [(recv, exp)])
+
+
+def _reduce(count, P, rank, dtype, op, root, in_place, marker):
+    inp = _red_input(op, rank, P, 0, count, dtype)
+    kw = {"op": op, "root": root}
+    if rank != root:
+        send = _alloc(count, dtype)
+        return CaseBuffers((send, None), kw, [(send, inp)], [])
+    exp = _red_expected(op, P, 0, count, dtype)
+    recv = _alloc(count, dtype)
+    if in_place:
+        return CaseBuffers((marker, recv), kw, [(recv, inp)], [(recv, exp)])
+    send = _alloc(count, dtype)
+    return CaseBuffers((send, recv), kw, [(send, inp)], [(recv, exp)])
+
+
+def _bcast(count, P, rank, dtype, op, root, in_place, marker):
+    buf = _alloc(count, dtype)
+    data = pattern(root, 0, count, dtype)
+    if rank == root:
+        return CaseBuffers((buf,), {"root": root}, [(buf, data)], [])
+    return CaseBuffers((buf,), {"root": root}, [], [(buf, data)])
+
+
+def _gather(count, P, rank, dtype, op, root, in_place, marker):
+    mine = pattern(rank, 0, count, dtype)
+    kw = {"root": root}
+    if rank != root:
+        send = _alloc(count, dtype)
+        return CaseBuffers((send, None), kw, [(send, mine)], [])
+    recv = _alloc(P * count, dtype)
+    exp = np.concatenate([pattern(r, 0, count, dtype) for r in range(P)]) if count else recv[:0].copy()
+    if in_place:
+        own = recv[root * count:(root + 1) * count]
+        return CaseBuffers((marker, recv), kw, [(own, mine)], [(recv, exp)])
+    send = _alloc(count, dtype)
+    return CaseBuffers((send, recv), kw, [(send, mine)], [(recv, exp)])
+
+
+def _scatter(count, P, rank, dtype, op, root, in_place, marker):
+    kw = {"root": root}
+    exp = pattern(root, rank * count, count, dtype)
+    if rank != root:
+        recv = _alloc(count, dtype)
+        return CaseBuffers((None, recv), kw, [], [(recv, exp)])
+    send = _alloc(P * count, dtype)
+    data = pattern(root, 0, P * count, dtype)
+    if in_place:  # the root's own block stays where it is in sendbuf
+        return CaseBuffers((send, marker), kw, [(send, data)], [(send, data.copy())])
+    recv = _alloc(count, dtype)
+    return CaseBuffers((send, recv), kw, [(send, data)], [(recv, exp)])
+
+
+def _allgather(count, P, rank, dtype, op, root, in_place, marker):
+    mine = pattern(rank, 0, count, dtype)
+    recv = _alloc(P * count, dtype)
+    exp = np.concatenate([pattern(r, 0, count, dtype) for r in range(P)]) if count else recv[:0].copy()
+    if in_place:
+        own = recv[rank * count:(rank + 1) * count]
+        return CaseBuffers((marker, recv), {}, [(own, mine)], [(recv, exp)])
+    send = _alloc(count, dtype)
+    return CaseBuffers((send, recv), {}, [(send, mine)], [(recv, exp)])
+
+
+def _reduce_scatter(count, P, rank, dtype, op, root, in_place, marker):
+    inp = _red_input(op, rank, P, 0, P * count, dtype)
+    exp = _red_expected(op, P, rank * count, count, dtype)
+    if in_place:  # input is the whole recvbuf; the result lands in its first block
+        recv = _alloc(P * count, dtype)
+        return CaseBuffers((marker, recv), {"op": op}, [(recv, inp)], [(recv[:count], exp)])
+    send = _alloc(P * count, dtype)
+    recv = _alloc(count, dtype)
+    return CaseBuffers((send, recv), {"op": op}, [(send, inp)], [(recv, exp)])
+
+
+def _alltoall(count, P, rank, dtype, op, root, in_place, marker):
+    # block j of rank r's input goes to rank j: pattern(r, j*count ...)
+    inp = pattern(rank, 0, P * count, dtype)
+    parts = [pattern(j, rank * count, count, dtype) for j in range(P)]
+    exp = np.concatenate(parts) if count else inp[:0].copy()
+    recv = _alloc(P * count, dtype)
+    if in_place:
+        return CaseBuffers((marker, recv), {}, [(recv, inp)], [(recv, exp)])
+    send = _alloc(P * count, dtype)
+    return CaseBuffers((send, recv), {}, [(send, inp)], [(recv, exp)])
+
+
+def _pingpong(count, P, rank, dtype, op, root, in_place, marker):
+    buf = _alloc(count, dtype)
+    data = pattern(0, 0, count, dtype)
+    if rank == 0:
+        return CaseBuffers((buf,), {}, [(buf, data)], [(buf, data.copy())])
+    return CaseBuffers((buf,), {}, [], [(buf, data)] if rank == 1 else [])
+
+
+def _barrier(count, P, rank, dtype, op, root, in_place, marker):
+    return CaseBuffers((), {}, [], [])
+
+
+def _factor_one(P: int) -> float:
+    return 1.0
+
+
+def _factor_spread(P: int) -> float:
+    return (P - 1) / P
+
+
+COLLECTIVES: dict[str, Collective] = {
+    c.name: c
+    for c in (
+        Collective("barrier", "synchronise all ranks", "no data (0 bytes)",
+                   lambda P: 0.0, make_buffers=_barrier),
+        Collective("pingpong", "point-to-point round trip between ranks 0 and 1; time is half the round trip",
+                   "message size", _factor_one, min_ranks=2, make_buffers=_pingpong),
+        Collective("bcast", "root's buffer to every rank", "buffer size", _factor_one,
+                   rooted=True, make_buffers=_bcast),
+        Collective("scatter", "block i of root's buffer to rank i",
+                   "root's send buffer (P blocks)", _factor_spread, rooted=True, blocked=True,
+                   make_buffers=_scatter),
+        Collective("gather", "every rank's block to the root",
+                   "root's receive buffer (P blocks)", _factor_spread, rooted=True, blocked=True,
+                   make_buffers=_gather),
+        Collective("allgather", "every rank's block to every rank",
+                   "receive buffer (P blocks)", _factor_spread, blocked=True,
+                   make_buffers=_allgather),
+        Collective("reduce", "elementwise reduction to the root", "buffer size", _factor_one,
+                   reduction=True, rooted=True, make_buffers=_reduce),
+        Collective("reduce_scatter", "reduction whose block i lands on rank i (block variant)",
+                   "send buffer (P blocks)", _factor_spread, reduction=True, blocked=True,
+                   make_buffers=_reduce_scatter),
+        Collective("allreduce", "elementwise reduction, result on every rank", "buffer size",
+                   lambda P: 2 * (P - 1) / P, reduction=True, make_buffers=_allreduce),
+        Collective("alltoall", "block j of rank i to block i of rank j",
+                   "send buffer per rank (P blocks)", _factor_spread, blocked=True,
+                   make_buffers=_alltoall),
+    )
+}
+

@@ -1,0 +1,324 @@
+"""Sweep configuration: TOML files plus command-line flags, validated, turned into cases.
+
+Pure: no MPI.  Sizes are bytes and accept human units everywhere: ``8``, ``4K``,
+``1M``, ``2G`` (binary multiples, as MPI benchmarks use), as a list (``8,64,4K``) or as a
+range swept by a factor of two (``8:1M``; ``8:1M:4`` for another factor).
+"""
+
+import dataclasses
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tomllib
+
+from ccbench.core.collectives import COLLECTIVES
+from ccbench.core.dtypes import DTYPES, OPS
+from ccbench.core.errors import UsageError
+
+__all__ = ["Case", "Config", "THREAD_LEVELS", "SYNC_METHODS", "format_size", "load_config",
+           "parse_size", "parse_sizes", "plan", "read_toml"]
+
+THREAD_LEVELS = ("auto", "single", "funneled", "serialized", "multiple")
+SYNC_METHODS = ("barrier", "window")
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20,
+          "MB": 1 << 20, "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
+MAX_SIZE = 1 << 40  # 1 TiB: anything larger is a typo
+
+
+def parse_size(text) -> int:
+    """Bytes in a human size such as ``8``, ``4K``, ``1M``, ``1.5K`` (must be whole bytes)."""
+    if isinstance(text, bool):
+        raise UsageError(f"bad size {text!r}: expected a number of bytes such as 8, 4K or 1M")
+    if isinstance(text, int):
+        value = text
+    else:
+        m = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
+        unit = m.group(2).upper() if m else None
+        if m is None or unit not in _UNITS:
+            raise UsageError(f"bad size {text!r}: expected a number of bytes such as 8, 4K or 1M")
+        exact = float(m.group(1)) * _UNITS[unit]
+        if exact < 0:
+            raise UsageError(f"bad size {text!r}: sizes cannot be negative")
+        if exact != int(exact):
+            raise UsageError(f"bad size {text!r}: not a whole number of bytes")
+        value = int(exact)
+    if value < 0:
+        raise UsageError(f"bad size {text!r}: sizes cannot be negative")
+    if value > MAX_SIZE:
+        raise UsageError(f"bad size {text!r}: larger than {format_size(MAX_SIZE)}")
+    return value
+
+
+def parse_sizes(spec) -> list[int]:
+    """Sizes from a list, a comma list ``8,64,4K`` or a range ``MIN:MAX[:FACTOR]``."""
+    if isinstance(spec, (list, tuple)):
+        sizes = [parse_size(s) for s in spec]
+    elif isinstance(spec, str) and ":" in spec:
+        parts = spec.split(":")
+        if len(parts) not in (2, 3):
+            raise UsageError(f"bad size range {spec!r}: expected MIN:MAX or MIN:MAX:FACTOR")
+        lo, hi = parse_size(parts[0]), parse_size(parts[1])
+        try:
+            factor = int(parts[2]) if len(parts) == 3 else 2
+        except ValueError:
+            raise UsageError(f"bad size range {spec!r}: the factor must be an integer >= 2") from None
+        if factor < 2:
+            raise UsageError(f"bad size range {spec!r}: the factor must be an integer >= 2")
+        if hi < lo:
+            raise UsageError(f"bad size range {spec!r}: the maximum is below the minimum")
+        sizes, s = [], lo
+        if s == 0:
+            sizes.append(0)
+            s = 1
+        while s <= hi:
+            sizes.append(s)
+            s *= factor
+    elif isinstance(spec, (str, int)):
+        items = str(spec).split(",")
+        if len(items) > 1 and not all(s.strip() for s in items):
+            raise UsageError(f"bad size list {spec!r}: an empty item between commas")
+        sizes = [parse_size(s) for s in items if s.strip()]
+    else:
+        raise UsageError(f"bad sizes {spec!r}: expected a list, 8,64,4K or MIN:MAX")
+    if not sizes:
+        raise UsageError("no sizes given")
+    return sorted(set(sizes))
+
+
+def format_size(nbytes: int) -> str:
+    """A compact human size: 8 B, 4 KiB, 1.5 MiB."""
+    for unit, mult in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= mult:
+            v = nbytes / mult
+            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.3g} {unit}"
+    return f"{nbytes} B"
+
+
+@dataclass(frozen=True)
+class Config:
+    """A validated sweep configuration; a field left out of a file or the flags keeps this default."""
+
+    collectives: tuple[str, ...] = tuple(COLLECTIVES)
+    algorithms: tuple[str, ...] = ("native",)  # or ("all",)
+    sizes: tuple[int, ...] = tuple(parse_sizes("8:1M"))
+    dtypes: tuple[str, ...] = ("float32",)
+    ops: tuple[str, ...] = ("sum",)
+    in_place: str = "no"  # no | yes | both
+    root: str = "0"       # an integer, or "rotate" (every root in turn)
+    warmup: int = 5
+    min_reps: int = 20
+    max_reps: int = 1000
+    target_rse: float = 0.05
+    budget_s: float = 1.0
+    sync: str = "barrier"
+    thread_level: str = "auto"
+    watchdog_s: float = 300.0  # a case may run this long past its budget before the job is ended
+    results_dir: str = "results"
+    extra: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def to_dict(self) -> dict:
+        """The resolved configuration, as stored in run.json."""
+        d = dataclasses.asdict(self)
+        d.pop("extra")
+        return d
+
+
+_LIST_KEYS = ("collectives", "algorithms", "dtypes", "ops")
+
+
+def _as_list(key, value) -> tuple[str, ...]:
+    if isinstance(value, str):
+        items = [v.strip() for v in value.split(",") if v.strip()]
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        items = list(value)
+    else:
+        raise UsageError(f"config key {key!r}: expected a list of names, got {value!r}")
+    if not items:
+        raise UsageError(f"config key {key!r}: empty list")
+    return tuple(dict.fromkeys(items))
+
+
+def _check_choices(key, items, choices, allow_all=True):
+    if allow_all and items == ("all",):
+        return tuple(choices)
+    bad = [v for v in items if v not in choices]
+    if bad:
+        close = difflib.get_close_matches(bad[0], list(choices), n=1)
+        raise UsageError(f"{key}: unknown {bad[0]!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+                         + f"; choose from {', '.join(choices)}" + (" or all" if allow_all else ""))
+    return items
+
+
+def _number(key, value, kind, lo, hi):
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int and isinstance(value, float):
+        ok = False
+    if not ok:
+        raise UsageError(f"config key {key!r}: expected {'an integer' if kind is int else 'a number'}, "
+                         f"got {value!r}")
+    if not lo <= value <= hi:
+        raise UsageError(f"config key {key!r}: {value} is outside {lo}..{hi}")
+    return kind(value)
+
+
+def resolve(values: dict) -> Config:
+    """Validate raw key/values (from TOML and flags) into a Config; unknown keys are refused."""
+    from ccbench.algorithms import REGISTRY
+
+    fields = {f.name for f in dataclasses.fields(Config)} - {"extra"}
+    out: dict = {}
+    for key, value in values.items():
+        if key not in fields:
+            close = difflib.get_close_matches(key, sorted(fields), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UsageError(f"unknown config key {key!r}{hint}; valid keys: {', '.join(sorted(fields))}")
+        if key in _LIST_KEYS:
+            out[key] = _as_list(key, value)
+        elif key == "sizes":
+            try:
+                out[key] = tuple(parse_sizes(value))
+            except UsageError as exc:
+                raise UsageError(f"sizes: {exc}") from None
+        elif key in ("warmup", "min_reps", "max_reps"):
+            out[key] = _number(key, value, int, 0 if key == "warmup" else 1, 10_000_000)
+        elif key == "target_rse":
+            out[key] = _number(key, value, float, 1e-6, 1.0)
+        elif key == "budget_s":
+            out[key] = _number(key, value, float, 1e-4, 86400.0)
+        elif key == "watchdog_s":
+            out[key] = _number(key, value, float, 0.0, 604800.0)
+        elif key == "in_place":
+            v = {True: "yes", False: "no"}.get(value, value) if isinstance(value, bool) else value
+            if v not in ("no", "yes", "both"):
+                raise UsageError(f"config key 'in_place': {value!r}; choose from no, yes, both")
+            out[key] = v
+        elif key == "root":
+            v = str(value) if not isinstance(value, bool) else "?"
+            if v != "rotate" and not v.isdigit():
+                raise UsageError(f"config key 'root': {value!r}; expected a rank >= 0 or rotate")
+            out[key] = v
+        elif key in ("sync", "thread_level"):
+            choices = SYNC_METHODS if key == "sync" else THREAD_LEVELS
+            if value not in choices:
+                raise UsageError(f"config key {key!r}: {value!r}; choose from {', '.join(choices)}")
+            out[key] = value
+        elif key == "results_dir":
+            if not isinstance(value, str) or not value:
+                raise UsageError(f"config key 'results_dir': expected a path, got {value!r}")
+            out[key] = value
+    cfg = Config(**out)
+    colls = _check_choices("collective", cfg.collectives, list(COLLECTIVES))
+    names = sorted({a for c in colls for a in REGISTRY[c]})
+    if "native:all" in cfg.algorithms:  # every forced variant of the library's own algorithms
+        variants = [a for c in colls for a, alg in REGISTRY[c].items() if alg.settings]
+        cfg = dataclasses.replace(cfg, algorithms=tuple(dict.fromkeys(
+            v for a in cfg.algorithms for v in (variants if a == "native:all" else [a]))))
+    algs = ("all",) if cfg.algorithms == ("all",) else _check_choices("algorithm", cfg.algorithms, names)
+    unused = [a for a in algs if a != "all" and not any(a in REGISTRY[c] for c in colls)]
+    if unused:
+        raise UsageError(f"algorithm {unused[0]!r} exists for none of {', '.join(colls)}")
+    dtypes = _check_choices("dtype", cfg.dtypes, list(DTYPES), allow_all=True)
+    ops = _check_choices("op", cfg.ops, list(OPS), allow_all=True)
+    if cfg.max_reps < cfg.min_reps:
+        raise UsageError(f"max_reps ({cfg.max_reps}) is below min_reps ({cfg.min_reps})")
+    return dataclasses.replace(cfg, collectives=colls, algorithms=algs, dtypes=dtypes, ops=ops)
+
+
+def read_toml(path: str | Path) -> dict:
+    """The top-level keys of a TOML config file; one clear error for a missing, unreadable or nested file."""
+    p = Path(path)
+    try:
+        values = tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"config file {str(p)!r} not found") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"config file {str(p)!r} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"config file {str(p)!r} cannot be read: {exc.strerror}") from None
+    nested = [k for k, v in values.items() if isinstance(v, dict)]
+    if nested:
+        raise UsageError(f"config file {str(p)!r}: unexpected table [{nested[0]}]; keys go at the top level")
+    return values
+
+
+def load_config(path: str | Path | None = None, overrides: dict | None = None) -> Config:
+    """Read a TOML sweep file (optional), apply flag overrides, validate."""
+    values: dict = read_toml(path) if path is not None else {}
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return resolve(values)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measured configuration: a row of the results."""
+
+    collective: str
+    algorithm: str
+    nbytes: int
+    count: int
+    dtype: str
+    op: str
+    in_place: bool
+    root: int
+
+    def label(self) -> str:
+        """Short human label for logs and error messages."""
+        extra = f" {self.op}" if COLLECTIVES[self.collective].reduction else ""
+        extra += " in-place" if self.in_place else ""
+        extra += f" root={self.root}" if COLLECTIVES[self.collective].rooted else ""
+        return f"{self.collective}/{self.algorithm} {format_size(self.nbytes)} {self.dtype}{extra}"
+
+
+def plan(cfg: Config, nranks: int) -> tuple[list[Case], list[tuple[str, str]]]:
+    """Expand a Config into cases for `nranks` ranks; also return (what, why) of skips.
+
+    A named algorithm that cannot run at this rank count is an error; one selected by
+    ``all`` is skipped with its reason.
+    """
+    from ccbench.algorithms import REGISTRY
+
+    cases: list[Case] = []
+    skipped: list[tuple[str, str]] = []
+    if cfg.root != "rotate" and int(cfg.root) >= nranks and any(
+            COLLECTIVES[c].rooted for c in cfg.collectives):
+        raise UsageError(f"root {cfg.root} does not exist with {nranks} ranks")
+    for coll_name in cfg.collectives:
+        coll = COLLECTIVES[coll_name]
+        # `all` is every algorithm but the forced variants of the library's (native:all)
+        algs = [a for a, x in REGISTRY[coll_name].items() if not x.settings] if cfg.algorithms == ("all",) else [
+            a for a in cfg.algorithms if a in REGISTRY[coll_name]]
+        dtypes = cfg.dtypes if coll_name != "barrier" else cfg.dtypes[:1]
+        ops = cfg.ops if coll.reduction else ("none",)
+        places = {"no": (False,), "yes": (True,), "both": (False, True)}[cfg.in_place]
+        if coll_name in ("barrier", "pingpong", "bcast"):
+            places = (False,)
+        roots = (range(nranks) if cfg.root == "rotate" else (int(cfg.root),)) if coll.rooted else (0,)
+        for alg_name in algs:
+            alg = REGISTRY[coll_name][alg_name]
+            for op in ops:
+                why = alg.unsupported(nranks, None if op == "none" else op)
+                if why:
+                    if cfg.algorithms != ("all",) and not alg.native:
+                        raise UsageError(f"{coll_name}/{alg_name} cannot run here: {why}")
+                    skipped.append((f"{coll_name}/{alg_name}" + (f" {op}" if op != "none" else ""), why))
+                    continue
+                for dtype in dtypes:
+                    itemsize = DTYPES[dtype].itemsize
+                    seen = set()
+                    sizes = (0,) if coll_name == "barrier" else cfg.sizes
+                    for size in sizes:
+                        count = coll.count_for(size, itemsize, nranks)
+                        if count in seen:
+                            continue
+                        seen.add(count)
+                        nbytes = coll.nbytes_for(count, itemsize, nranks)
+                        for in_place in places:
+                            for root in roots:
+                                cases.append(Case(coll_name, alg_name, nbytes, count, dtype, op,
+                                                  in_place, root))
+    if not cases:
+        why = "; ".join(f"{w}: {r}" for w, r in skipped[:3])
+        raise UsageError("nothing to run" + (f" ({why})" if why else ""))
+    return cases, skipped

@@ -1,0 +1,163 @@
+"""The one timing loop: warm-up, synchronised single-call samples, adaptive repetitions.
+
+Method (DESIGN.md, after SKaMPI and IMB):
+
+* every sample is one call between two synchronisations, the synchronisation outside
+  the timed region (``sync="barrier"``: an MPI_Barrier before each call;
+  ``sync="window"``: every rank starts the call at the same instant of a common clock,
+  estimated by ping-pong offsets to rank 0, the window method of SKaMPI / ReproMPI --
+  Hunold & Carpen-Amarie 2016, "Reproducible MPI benchmarking is still not as easy as
+  you think");
+* a sample's time is the maximum over ranks of that call's local time (the collective
+  is finished when its slowest rank is);
+* repetitions adapt: stop once the relative standard error of the mean is below a
+  target after a minimum count (SKaMPI), at a maximum count, or when the case's time
+  budget is spent (IMB's per-size time limit).  The stop reason is returned.
+
+Per-rank times are reduced to their maximum in batches (one MPI_Allreduce per check,
+not per sample), and every stop decision is taken from those reduced values, so all
+ranks agree on it without extra messages.
+"""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ccbench.core.stats import relative_standard_error
+
+__all__ = ["TimingSettings", "measure", "timer_resolution_s"]
+
+_now = time.perf_counter
+
+
+@dataclass(frozen=True)
+class TimingSettings:
+    """How to repeat one case (the defaults are `ccbench.measure.config.Config`'s)."""
+
+    warmup: int = 5
+    min_reps: int = 20
+    max_reps: int = 1000
+    target_rse: float = 0.05
+    budget_s: float = 1.0
+    sync: str = "barrier"
+
+    @classmethod
+    def from_config(cls, cfg) -> "TimingSettings":
+        """The timing fields of a sweep configuration."""
+        return cls(**{f: getattr(cfg, f) for f in cls.__dataclass_fields__})
+
+
+def timer_resolution_s(trials: int = 200) -> float:
+    """The smallest non-zero step seen between consecutive perf_counter() readings."""
+    best = float("inf")
+    for _ in range(trials):
+        t0 = _now()
+        t1 = _now()
+        while t1 == t0:
+            t1 = _now()
+        best = min(best, t1 - t0)
+    return max(best, time.get_clock_info("perf_counter").resolution)
+
+
+class _Window:
+    """Start times on a common clock: offsets to rank 0 by ping-pong (Cristian 1989)."""
+
+    def __init__(self, comm, rounds: int = 20) -> None:
+        from mpi4py import MPI
+
+        self.comm = comm
+        rank, size = comm.Get_rank(), comm.Get_size()
+        buf = np.zeros(1)
+        self.offset = 0.0  # local clock - rank 0's clock
+        for peer in range(1, size):
+            best = (float("inf"), 0.0)
+            for _ in range(rounds):
+                if rank == 0:
+                    comm.Recv(buf, peer, 91)
+                    buf[0] = _now()
+                    comm.Send(buf, peer, 92)
+                elif rank == peer:
+                    t0 = _now()
+                    comm.Send(buf, 0, 91)
+                    comm.Recv(buf, 0, 92)
+                    t1 = _now()
+                    rtt = t1 - t0
+                    if rtt < best[0]:
+                        best = (rtt, (t0 + t1) / 2 - buf[0])
+            if rank == peer:
+                self.offset = best[1]
+        self.start = np.zeros(1)
+        self._bcast = comm.Bcast
+        self._op = MPI.MAX
+
+    def start_after(self, gap_s: float) -> float:
+        """Agree on a start instant `gap_s` from now (rank 0's clock); return it locally."""
+        if self.comm.Get_rank() == 0:
+            self.start[0] = _now() + gap_s
+        self._bcast(self.start, 0)
+        return float(self.start[0]) + self.offset
+
+
+def measure(comm, call: Callable[[], object], s: TimingSettings) -> tuple[np.ndarray, str]:
+    """Time `call` on every rank of `comm`; return (per-sample max-over-ranks seconds, stop reason)."""
+    from mpi4py import MPI
+
+    barrier = comm.Barrier
+    allreduce = comm.Allreduce
+    # warm-up, and an estimate of one call's time to size the first batch
+    est = np.zeros(1)
+    if s.warmup:
+        barrier()
+        t0 = _now()
+        for _ in range(s.warmup):
+            call()
+        est[0] = (_now() - t0) / s.warmup
+        allreduce(MPI.IN_PLACE, est, MPI.MAX)
+    window = _Window(comm) if s.sync == "window" else None
+    gap = max(4 * est[0], 50e-6) if window else 0.0
+
+    local = np.empty(s.max_reps + 1)
+    samples = np.empty(s.max_reps + 1)
+    first = s.min_reps
+    if est[0] > 0 and est[0] * first > s.budget_s:
+        first = max(2, min(first, int(s.budget_s / est[0])))
+    n = done = 0
+    check = min(first, s.max_reps)
+    t_begin = _now()
+    while True:
+        if window is None:
+            barrier()
+            t0 = _now()
+            call()
+            local[n] = _now() - t0
+        else:
+            # everyone starts at the agreed instant; the sample spans from it to the end
+            start = window.start_after(gap)
+            while _now() < start:
+                pass
+            call()
+            local[n] = _now() - start
+        n += 1
+        if n < check:
+            continue
+        # one reduction per batch: maxima of the new samples + elapsed time
+        local[n] = _now() - t_begin
+        batch = local[done:n + 1].copy()
+        allreduce(MPI.IN_PLACE, batch, MPI.MAX)
+        samples[done:n] = batch[:-1]
+        elapsed = batch[-1]
+        done = n
+        if n >= s.max_reps:
+            return samples[:n].copy(), "max_reps"
+        if n >= s.min_reps and relative_standard_error(samples[:n]) <= s.target_rse:
+            return samples[:n].copy(), "target_rse"
+        if elapsed >= s.budget_s:
+            return samples[:n].copy(), "budget"
+        # next check after ~25% more samples, but not past the budget's estimate
+        per = elapsed / n
+        more = max(1, n // 4)
+        if per > 0:
+            more = max(1, min(more, int((s.budget_s - elapsed) / per) + 1))
+        check = min(n + more, s.max_reps)

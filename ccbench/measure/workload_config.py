@@ -1,0 +1,225 @@
+"""Workload configuration: TOML files plus flags, validated as strictly as sweep configs.
+
+Pure: no MPI.  Each workload accepts its own keys (`KEYS`); any other key is refused by
+name, with the closest valid one suggested, as `ccbench.measure.config` does for sweeps.
+"""
+
+import dataclasses
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+
+from ccbench.measure.config import THREAD_LEVELS, _as_list, _check_choices, _number, parse_sizes, read_toml
+from ccbench.core.dtypes import DTYPES
+from ccbench.core.errors import UsageError
+from ccbench.store.workload_rows import WORKLOADS
+from ccbench.workloads.schedule import DDP_BUCKET_MB, DDP_FIRST_BUCKET_MB
+
+__all__ = ["KEYS", "NONBLOCKING", "WorkloadConfig", "load_workload_config", "resolve_workload"]
+
+#: collectives with a native non-blocking form (mpi4py: Iallreduce, Ireduce_scatter_block, ...)
+NONBLOCKING = ("allreduce", "reduce_scatter", "allgather", "alltoall", "bcast")
+ZERO_VARIANTS = ("zero2", "ddp_flat", "zero3", "ddp_layer")
+DDP_MODES = ("bucketed", "per_tensor")
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    """A validated workload configuration; a key left out keeps this default."""
+
+    workload: str = "ddp"
+    model: str = "resnet50"
+    dtype: str = "float32"
+    algorithms: tuple[str, ...] = ("native",)     # allreduce (ddp, zero's ddp_*), alltoall (moe), any (straggler)
+    modes: tuple[str, ...] = DDP_MODES
+    bucket_mb: float = DDP_BUCKET_MB
+    first_bucket_mb: float = DDP_FIRST_BUCKET_MB  # 0: no smaller first bucket
+    variants: tuple[str, ...] = ZERO_VARIANTS
+    rs_algorithms: tuple[str, ...] = ("native",)
+    ag_algorithms: tuple[str, ...] = ("native",)
+    ep: tuple[int, ...] = ()                      # expert-parallel degrees; empty: every divisor of P >= 2
+    tokens: int = 1024
+    hidden: int = 1024
+    experts_per_rank: int = 2
+    top_k: int = 2
+    capacity_factor: float = 1.0
+    collectives: tuple[str, ...] = ("allreduce",)  # overlap: non-blocking natives; straggler: one
+    sizes: tuple[int, ...] = ()                    # overlap/straggler sizes; overlap: empty = the model's buckets
+    compute_s: float = 0.0                         # overlap: 0 = as long as the collective alone (OSU)
+    test_calls: int = 0                            # overlap: MPI_Test calls spread over the compute
+    delay_s: float = 1e-3
+    delayed_rank: int = -1                         # -1: the last rank
+    warmup: int = 3
+    min_reps: int = 10
+    max_reps: int = 200
+    target_rse: float = 0.05
+    budget_s: float = 2.0
+    thread_level: str = "auto"
+    results_dir: str = "results"
+
+    def to_dict(self) -> dict:
+        """The keys of this workload (and `workload`), as stored in run.json."""
+        d = dataclasses.asdict(self)
+        return {k: d[k] for k in ("workload", *KEYS[self.workload])}
+
+    @property
+    def itemsize(self) -> int:
+        return DTYPES[self.dtype].itemsize
+
+
+_TIMING = ("warmup", "min_reps", "max_reps", "target_rse", "budget_s", "thread_level", "results_dir")
+KEYS: dict[str, tuple[str, ...]] = {
+    "ddp": ("model", "dtype", "algorithms", "modes", "bucket_mb", "first_bucket_mb", *_TIMING),
+    "zero": ("model", "dtype", "variants", "rs_algorithms", "ag_algorithms", "algorithms", *_TIMING),
+    "moe": ("dtype", "algorithms", "ep", "tokens", "hidden", "experts_per_rank", "top_k", "capacity_factor",
+            *_TIMING),
+    "overlap": ("model", "dtype", "collectives", "sizes", "bucket_mb", "first_bucket_mb", "compute_s",
+                "test_calls", *_TIMING),
+    "straggler": ("dtype", "collectives", "algorithms", "sizes", "delay_s", "delayed_rank", *_TIMING),
+}
+_NAMES = ("algorithms", "rs_algorithms", "ag_algorithms", "collectives")
+
+
+def _choices(key, items, choices) -> tuple[str, ...]:
+    return _check_choices(key, items, tuple(choices), allow_all=False)
+
+
+def _time(key, value) -> float:
+    from ccbench.analysis.runs import parse_time
+
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise UsageError(f"config key {key!r}: expected a time such as 1ms, got {value!r}")
+    return parse_time(value, key)
+
+
+def _algorithms(key: str, names: tuple[str, ...], collectives: list[str]) -> tuple[str, ...]:
+    from ccbench.algorithms import REGISTRY
+
+    valid = sorted({a for c in collectives for a in REGISTRY[c]})
+    # forced native variants (native:<alg>) are chosen by environment variables read at MPI_Init:
+    # they need a launch of their own, so a workload, one launch, cannot mix them
+    forced = {a for c in collectives for a, alg in REGISTRY[c].items() if getattr(alg, "settings", None)}
+    if names == ("all",):
+        return tuple(a for a in valid if a not in forced)
+    bad = [a for a in names if a in forced]
+    if bad:
+        raise UsageError(f"{key}: {bad[0]!r} is forced through the MPI library's environment at start-up; "
+                         "set its variables yourself and measure it as native")
+    return _choices(key, names, valid)
+
+
+def resolve_workload(workload: str, values: dict) -> WorkloadConfig:
+    """Validate raw key/values (from TOML and flags) of `workload` into a WorkloadConfig."""
+    if workload not in WORKLOADS:
+        raise UsageError(f"unknown workload {workload!r}; choose from {', '.join(WORKLOADS)}")
+    allowed = KEYS[workload]
+    out: dict = {"workload": workload}
+    for key, value in values.items():
+        if key == "workload":
+            if value != workload:
+                raise UsageError(f"this configuration is for workload {value!r}, not {workload!r}")
+            continue
+        if key not in allowed:
+            close = difflib.get_close_matches(key, allowed, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UsageError(f"unknown {workload} key {key!r}{hint}; valid keys: {', '.join(sorted(allowed))}")
+        if key in _NAMES or key in ("modes", "variants"):
+            out[key] = _as_list(key, value)
+        elif key == "model":
+            if not isinstance(value, str) or not value:
+                raise UsageError(f"config key 'model': expected a model name or file, got {value!r}")
+            out[key] = value
+        elif key == "dtype":
+            if value not in DTYPES:
+                raise UsageError(f"config key 'dtype': {value!r}; choose from {', '.join(DTYPES)}")
+            out[key] = value
+        elif key == "sizes":
+            try:
+                out[key] = tuple(parse_sizes(value))
+            except UsageError as exc:
+                raise UsageError(f"sizes: {exc}") from None
+            if min(out[key]) < 1:
+                raise UsageError("sizes: every size must be at least 1 byte")
+        elif key == "ep":
+            items = value.split(",") if isinstance(value, str) else value if isinstance(value, list) else [value]
+            try:
+                eps = tuple(sorted({int(v) for v in items}))
+            except (TypeError, ValueError):
+                raise UsageError(f"config key 'ep': expected expert-parallel degrees such as 2,4, got {value!r}") \
+                    from None
+            if not eps or min(eps) < 1:
+                raise UsageError(f"config key 'ep': degrees must be >= 1, got {value!r}")
+            out[key] = eps
+        elif key in ("bucket_mb", "first_bucket_mb"):
+            out[key] = _number(key, value, float, 0.0 if key == "first_bucket_mb" else 1e-6, 1e6)
+        elif key == "capacity_factor":
+            out[key] = _number(key, value, float, 1e-3, 1e3)
+        elif key in ("tokens", "hidden", "experts_per_rank", "top_k"):
+            out[key] = _number(key, value, int, 1, 1 << 30)
+        elif key in ("warmup", "test_calls"):
+            out[key] = _number(key, value, int, 0, 10_000_000)
+        elif key in ("min_reps", "max_reps"):
+            out[key] = _number(key, value, int, 1, 10_000_000)
+        elif key == "delayed_rank":
+            out[key] = _number(key, value, int, -1, 1 << 30)
+        elif key == "target_rse":
+            out[key] = _number(key, value, float, 1e-6, 1.0)
+        elif key == "budget_s":
+            out[key] = _number(key, value, float, 1e-4, 86400.0)
+        elif key in ("compute_s", "delay_s"):
+            out[key] = _time(key, value)
+            if out[key] > 60:
+                raise UsageError(f"config key {key!r}: {out[key]} s is longer than a minute")
+        elif key == "thread_level":
+            if value not in THREAD_LEVELS:
+                raise UsageError(f"config key 'thread_level': {value!r}; choose from {', '.join(THREAD_LEVELS)}")
+            out[key] = value
+        elif key == "results_dir":
+            if not isinstance(value, str) or not value:
+                raise UsageError(f"config key 'results_dir': expected a path, got {value!r}")
+            out[key] = value
+    if out.get("modes") == ("both",):
+        out["modes"] = DDP_MODES
+    cfg = WorkloadConfig(**out)
+    _choices("modes", cfg.modes, DDP_MODES)
+    _choices("variants", cfg.variants, ZERO_VARIANTS)
+    if workload == "straggler":
+        from ccbench.core.collectives import COLLECTIVES
+
+        _choices("collectives", cfg.collectives, [c for c in COLLECTIVES if c != "pingpong"])
+        if len(cfg.collectives) != 1:
+            raise UsageError("straggler measures one collective at a time")
+        if cfg.delay_s <= 0:
+            raise UsageError("straggler needs a delay > 0 (the slowdown is relative to it)")
+        cfg = dataclasses.replace(cfg, algorithms=_algorithms("algorithms", cfg.algorithms, list(cfg.collectives)),
+                                  sizes=cfg.sizes or (1 << 20,))
+    elif workload == "overlap":
+        _choices("collectives", cfg.collectives, NONBLOCKING)
+        if cfg.sizes and "model" in values:
+            raise UsageError("overlap takes sizes or a model (its DDP bucket sizes), not both")
+    elif workload == "ddp":
+        cfg = dataclasses.replace(cfg, algorithms=_algorithms("algorithms", cfg.algorithms, ["allreduce"]))
+    elif workload == "zero":
+        cfg = dataclasses.replace(
+            cfg, algorithms=_algorithms("algorithms", cfg.algorithms, ["allreduce"]),
+            rs_algorithms=_algorithms("rs_algorithms", cfg.rs_algorithms, ["reduce_scatter"]),
+            ag_algorithms=_algorithms("ag_algorithms", cfg.ag_algorithms, ["allgather"]))
+    elif workload == "moe":
+        cfg = dataclasses.replace(cfg, algorithms=_algorithms("algorithms", cfg.algorithms, ["alltoall"]))
+    if workload in ("ddp", "zero") or (workload == "overlap" and not cfg.sizes):
+        from ccbench.workloads.models import load_model
+
+        load_model(cfg.model)  # an unknown name or a bad file is refused before anything starts
+    if cfg.max_reps < cfg.min_reps:
+        raise UsageError(f"max_reps ({cfg.max_reps}) is below min_reps ({cfg.min_reps})")
+    return cfg
+
+
+def load_workload_config(workload: str, path: str | Path | None = None,
+                         overrides: dict | None = None) -> WorkloadConfig:
+    """Read a TOML workload file (optional), apply flag overrides, validate."""
+    values: dict = read_toml(path) if path is not None else {}
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return resolve_workload(workload, values)

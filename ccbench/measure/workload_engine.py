@@ -1,0 +1,213 @@
+"""Run workload schedules under MPI: buffers, the one timing loop, validation, overlap, stragglers.
+
+Steps are timed with `ccbench.measure.timing.measure` (warm-up, barrier before each sample, the
+maximum over ranks, adaptive repetitions); every call of a step is also timed on its own
+inside the timed steps, which gives the per-bucket (per-part) rows.  After timing, each
+schedule runs once more on fresh inputs and poisoned outputs and every output element is
+compared with the exact result (`ccbench.core.collectives` patterns), as the runner does.
+
+`StepBuffers` and `step_calls` need no MPI: the tests run schedules on the simulated
+communicator (`ccbench.algorithms.simcomm`) to count their traffic.
+"""
+
+import functools
+import time
+
+import numpy as np
+
+from ccbench.algorithms.p2p import counted
+from ccbench.core.collectives import COLLECTIVES
+from ccbench.workloads.schedule import Schedule
+
+__all__ = ["ComputeKernel", "DelayedSync", "StepBuffers", "measure_overlap", "step_calls"]
+
+_now = time.perf_counter
+
+
+class StepBuffers:
+    """One rank's buffers for a schedule: a flat send and a flat receive array, one region per call.
+
+    Like DDP's bucket views into a flat gradient buffer, every call gets its own slice, so
+    one validation pass checks every call of the step.  Inputs and expected outputs come
+    from the collective's own buffer hook (`Collective.make_buffers`, out of place), made
+    on demand, so no template of the whole step is kept.
+    """
+
+    def __init__(self, schedule: Schedule, group_size: int, group_rank: int, dtype) -> None:
+        self.schedule, self.P, self.rank, self.dtype = schedule, group_size, group_rank, np.dtype(dtype)
+        self.layout = []  # per call: (send offset, send elems, recv offset, recv elems)
+        so = ro = 0
+        for c in schedule.calls:
+            sn, rn = self._sizes(c.collective, c.count)
+            self.layout.append((so, sn, ro, rn))
+            so, ro = so + sn, ro + rn
+        self.send = np.zeros(so, dtype=self.dtype)
+        self.recv = np.zeros(ro, dtype=self.dtype)
+
+    def _sizes(self, coll: str, count: int) -> tuple[int, int]:
+        P = self.P
+        return {"allreduce": (count, count), "reduce_scatter": (P * count, count),
+                "allgather": (count, P * count), "alltoall": (P * count, P * count)}[coll]
+
+    @property
+    def nbytes_allocated(self) -> int:
+        return self.send.nbytes + self.recv.nbytes
+
+    def views(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        so, sn, ro, rn = self.layout[i]
+        return self.send[so:so + sn], self.recv[ro:ro + rn]
+
+    def _hook(self, i: int):
+        c = self.schedule.calls[i]
+        cb = COLLECTIVES[c.collective].make_buffers(c.count, self.P, self.rank, self.dtype, "sum", 0, False, None)
+        return cb
+
+    def fill(self) -> None:
+        """Fresh inputs in every send region, the poison value in every receive region."""
+        from ccbench.core.collectives import POISON
+
+        self.recv.fill(POISON)
+        for i in range(len(self.layout)):
+            cb = self._hook(i)
+            send, _ = self.views(i)
+            for arr, tmpl in cb.inputs:
+                if arr is not cb.args[0]:
+                    raise AssertionError("out-of-place inputs live in the send buffer")
+                send[...] = tmpl
+
+    def nwrong_call(self, i: int) -> int:
+        """Output elements of call `i` on this rank that differ from the exact result."""
+        cb = self._hook(i)
+        _, recv = self.views(i)
+        bad = 0
+        for arr, exp in cb.outputs:
+            if arr is not cb.args[1]:
+                raise AssertionError("out-of-place outputs live in the receive buffer")
+            bad += int(np.count_nonzero(recv != exp))
+        return bad
+
+    def nwrong(self) -> int:
+        """Output elements on this rank that differ from the exact result, over every call."""
+        return sum(self.nwrong_call(i) for i in range(len(self.layout)))
+
+
+def step_calls(comm, schedule: Schedule, algorithms: dict, bufs: StepBuffers) -> list:
+    """One zero-argument callable per call of the step, bound to its algorithm and buffers.
+
+    Hand-written algorithms get the one counting wrapper of `comm` (`_p2p.counted`).
+    """
+    out = []
+    for i, c in enumerate(schedule.calls):
+        alg = algorithms[c.collective]
+        target = comm if alg.native else counted(comm)
+        kw = {"op": "sum"} if COLLECTIVES[c.collective].reduction else {}
+        send, recv = bufs.views(i)
+        out.append(functools.partial(alg.fn, target, send, recv, **kw))
+    return out
+
+
+class StepTimer:
+    """The step callable for `measure`: runs every call, keeping each call's local time per step."""
+
+    def __init__(self, calls: list, max_steps: int) -> None:
+        self.calls = calls
+        self.times = np.zeros((max_steps, len(calls)))
+        self.i = 0
+
+    def __call__(self) -> None:
+        row = self.times[self.i % len(self.times)]
+        for j, call in enumerate(self.calls):
+            t0 = _now()
+            call()
+            row[j] = _now() - t0
+        self.i += 1
+
+
+class ComputeKernel:
+    """A calibrated compute kernel: a loop of small numpy matrix products (float64, 64 x 64).
+
+    Calibrated once per run, while every rank calibrates at once: the loop runs for
+    `calibrate_s` of wall time and one iteration's cost is that time over the
+    iterations done -- a mean that includes the time slices lost to other ranks, so a
+    kernel asked for 5 ms lasts about 5 ms on oversubscribed cores too.  `run`
+    optionally polls a request `polls` times, evenly spread, as OSU's ``-t`` option
+    calls MPI_Test inside its dummy compute.
+    """
+
+    def __init__(self, size: int = 64, calibrate_s: float = 0.2) -> None:
+        rng = np.random.default_rng(0)
+        self.a = rng.random((size, size))
+        self.b = rng.random((size, size))
+        self.c = np.empty((size, size))
+        n = 0
+        t0 = _now()
+        end = t0 + calibrate_s
+        while True:
+            for _ in range(16):
+                np.matmul(self.a, self.b, out=self.c)
+            n += 16
+            t = _now()
+            if t >= end:
+                break
+        self.iter_s = (t - t0) / n
+
+    def iterations(self, seconds: float) -> int:
+        return max(1, round(seconds / self.iter_s)) if seconds > 0 else 0
+
+    def run(self, iters: int, poll=None, polls: int = 0) -> None:
+        a, b, c = self.a, self.b, self.c
+        every = max(1, iters // polls) if poll is not None and polls > 0 else 0
+        for k in range(iters):
+            np.matmul(a, b, out=c)
+            if every and (k + 1) % every == 0:
+                poll()
+
+
+def measure_overlap(comm, start, kernel, compute_s: float, settings, polls: int = 0) -> tuple[dict, dict, int]:
+    """OSU's three timings of a non-blocking collective: alone, compute alone, both together.
+
+    `start()` starts the collective and returns a request (``Wait``, ``Test``); `kernel`
+    is a `ComputeKernel` (``iterations(seconds)``, ``run(iters, poll=, polls=)``).  The
+    compute lasts `compute_s`, or as long as the collective alone when 0 (OSU's default:
+    the dummy compute is sized to the pure communication latency).  Each timing goes
+    through `timing.measure`.  Returns ({"comm", "compute", "total": samples}, stop
+    reasons, compute iterations).
+    """
+    from ccbench.measure.timing import measure
+
+    def pure():
+        start().Wait()
+
+    samples, stops = {}, {}
+    samples["comm"], stops["comm"] = measure(comm, pure, settings)
+    iters = kernel.iterations(compute_s if compute_s > 0 else float(np.median(samples["comm"])))
+
+    def compute():
+        kernel.run(iters)
+
+    def total():
+        req = start()
+        kernel.run(iters, poll=req.Test, polls=polls)
+        req.Wait()
+
+    for name, fn in (("compute", compute), ("total", total)):
+        samples[name], stops[name] = measure(comm, fn, settings)
+    return samples, stops, iters
+
+
+class DelayedSync:
+    """`comm` for `timing.measure` whose barrier makes one rank late by `delay_s`.
+
+    The late rank sleeps after each barrier, before its timer starts: every other rank's
+    sample includes waiting for it, the late rank's own does not.  So a sample's
+    maximum over ranks grows by the part of the delay the collective passes on.
+    """
+
+    def __init__(self, comm, delay_s: float, late: bool) -> None:
+        self.comm, self.delay_s, self.late = comm, delay_s, late
+        self.Allreduce = comm.Allreduce
+
+    def Barrier(self) -> None:
+        self.comm.Barrier()
+        if self.late:
+            time.sleep(self.delay_s)

@@ -1,0 +1,651 @@
+"""``ccbench report``: a self-contained Markdown + HTML report of a stored run, with PNG figures.
+
+The report is written into a new directory beside the run's files (``RUN/report``, then
+``report-2``, ...; never an existing one): ``report.md`` (figures as PNG files next to
+it), ``report.html`` (the same page with the figures embedded as data URIs, so it opens
+from disk on its own), the PNGs, and ``fits.json``, the fit document the parameter
+tables were taken from (``ccbench.analysis.runs.fit_run``, not written into the run itself).
+Every time, bandwidth and interval in the tables is a stored row's value; the fitted
+parameters, predictions and who-wins come from ``ccbench.analysis.fit`` / ``ccbench.analysis.predict``.
+"""
+
+import base64
+import html
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ccbench.core.collectives import COLLECTIVES
+from ccbench.measure.config import format_size
+from ccbench.core.errors import UsageError
+from ccbench.present.plots import human_time
+from ccbench.store.results import Row, load_run, new_numbered_dir, resolve_run
+from ccbench.core.stats import mann_whitney_u
+
+__all__ = [
+    "SIGNIFICANCE",
+    "Curves",
+    "build_report",
+    "fastest_of",
+    "fastest_per_size",
+    "group_figure",
+    "group_rows",
+    "group_slug",
+    "lab_block",
+    "load_collective_run",
+    "provenance_blocks",
+    "save_figure",
+    "variant_label",
+    "writable_run_dir",
+    "write_page",
+]
+
+#: Two-sided level of the Mann-Whitney U tests (fastest vs runner-up, run vs run).
+SIGNIFICANCE = 0.05
+#: Run kinds this module reads (a sweep's run.json may leave "kind" out); a workload run's
+#: report is ``ccbench.present.workload_report``'s.
+COLLECTIVE_KINDS = (None, "sweep")
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_collective_run(run, results_dir="results") -> tuple[Path, dict, list[Row], list[str]]:
+    """(path, meta, rows, warnings) of a stored collective run; one clear error otherwise.
+
+    Refuses what ``ccbench.store.results.load_run`` refuses (no run, corrupt or foreign files,
+    unknown schema), runs of another kind (``"kind": "workload"``) and runs without rows.
+    """
+    path = resolve_run(run, results_dir)
+    try:
+        raw = json.loads((path / "run.json").read_text())
+    except (OSError, ValueError):
+        raw = None  # load_run says what is wrong
+    kind = raw.get("kind") if isinstance(raw, dict) else None
+    if kind not in COLLECTIVE_KINDS:
+        raise UsageError(f"{str(path)!r} is a {kind!r} run; ccbench plot reads collective sweeps only "
+                         "(show, report and compare read it)")
+    meta, rows, warnings = load_run(path)
+    if not rows:
+        raise UsageError(f"{str(path)!r} has no finished cases")
+    return path, meta, rows, warnings
+
+
+# --------------------------------------------------------------------------- grouping
+
+
+@dataclass
+class Curves:
+    """The rows of one collective at one (nranks, dtype, op, in_place, root): {algorithm: rows by size}."""
+
+    collective: str
+    nranks: int
+    dtype: str
+    op: str
+    in_place: bool
+    root: int
+    by_algorithm: dict[str, list[Row]] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple:
+        return (self.collective, self.nranks, self.dtype, self.op, self.in_place, self.root)
+
+    @property
+    def sizes(self) -> list[int]:
+        return sorted({r.nbytes for rows in self.by_algorithm.values() for r in rows})
+
+
+def _alg_order(name: str) -> tuple:
+    return (name != "native", name.startswith("native"), name)
+
+
+def group_rows(rows: Iterable[Row]) -> list[Curves]:
+    """Rows grouped per collective (registry order) and variant, algorithms native first."""
+    groups: dict[tuple, Curves] = {}
+    for r in rows:
+        k = (r.collective, r.nranks, r.dtype, r.op, r.in_place, r.root)
+        g = groups.get(k) or groups.setdefault(k, Curves(*k))
+        g.by_algorithm.setdefault(r.algorithm, []).append(r)
+    order = {c: i for i, c in enumerate(COLLECTIVES)}
+    out = sorted(groups.values(), key=lambda g: (order.get(g.collective, len(order)), g.collective,
+                                                 g.nranks, g.dtype, g.op, g.in_place, g.root))
+    for g in out:
+        g.by_algorithm = {a: sorted(g.by_algorithm[a], key=lambda r: r.nbytes)
+                          for a in sorted(g.by_algorithm, key=_alg_order)}
+    return out
+
+
+def variant_label(g: Curves) -> str:
+    """"allreduce at 4 ranks, float32 sum" (+ in place, root k where they apply)."""
+    parts = [f"{g.collective} at {g.nranks} ranks", g.dtype + (f" {g.op}" if g.op and g.op != "none" else "")]
+    if g.in_place:
+        parts.append("in place")
+    coll = COLLECTIVES.get(g.collective)
+    if coll is not None and coll.rooted:
+        parts.append(f"root {g.root}")
+    return ", ".join(parts)
+
+
+def group_slug(g: Curves, several: bool) -> str:
+    """A file-name stem for a group: the collective, plus its variant when it has `several`."""
+    if not several:
+        return g.collective
+    return "-".join([g.collective, f"np{g.nranks}", g.dtype, g.op, "inplace" if g.in_place else "out",
+                     f"root{g.root}"])
+
+
+# --------------------------------------------------------------------------- analyses
+
+
+def fastest_of(rows: Iterable, name=lambda r: r.algorithm, alpha: float = SIGNIFICANCE) -> dict | None:
+    """The correct row with the smallest stored median among `rows`, its runner-up, and a test.
+
+    ``fastest`` / ``runner_up`` are ``name(row)``; ``margin`` = runner-up median / fastest
+    median - 1; ``p_value`` is the two-sided Mann-Whitney U test (Mann & Whitney 1947,
+    ``ccbench.core.stats.mann_whitney_u``) of the two rows' raw samples, ``significant`` when it
+    is below `alpha` (None without a runner-up or with fewer than two samples on a side).
+    None when no row is correct with a finite median.
+    """
+    cands = sorted((r for r in rows if r is not None and r.ok and math.isfinite(r.median_s)),
+                   key=lambda r: r.median_s)
+    if not cands:
+        return None
+    best = cands[0]
+    second = cands[1] if len(cands) > 1 else None
+    p = None
+    if second is not None and len(best.samples_s) > 1 and len(second.samples_s) > 1:
+        p = mann_whitney_u(best.samples_s, second.samples_s)[1]
+    return {
+        "fastest": name(best), "median_s": best.median_s,
+        "runner_up": name(second) if second else None,
+        "runner_up_s": second.median_s if second else None,
+        "margin": (second.median_s / best.median_s - 1.0) if second and best.median_s > 0 else None,
+        "p_value": p, "significant": None if p is None else p < alpha,
+    }
+
+
+def fastest_per_size(g: Curves, alpha: float = SIGNIFICANCE) -> list[dict]:
+    """Per size: the correct algorithm with the smallest stored median, the runner-up, and a test
+    (``fastest_of`` of the algorithms' rows at that size, with ``nbytes``)."""
+    out = []
+    for n in g.sizes:
+        f = fastest_of((next((r for r in rows if r.nbytes == n), None) for rows in g.by_algorithm.values()),
+                       alpha=alpha)
+        if f is not None:
+            out.append({"nbytes": n, **f})
+    return out
+
+
+def lab_block(meta: Mapping) -> dict | None:
+    """The emulated-lab settings of a run (``lab`` in its provenance), if any."""
+    lab = meta.get("lab")
+    if lab is None and isinstance(meta.get("provenance"), Mapping):
+        lab = meta["provenance"].get("lab")
+    return lab if isinstance(lab, Mapping) else None
+
+
+def _curve_segments(doc: Mapping, g: Curves) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for c in doc.get("curves", []):
+        if (c["collective"], c["nranks"], c["dtype"], c["op"], c["in_place"], c["root"]) == g.key:
+            out[c["algorithm"]] = list(c["segmented"]["segments"])
+    return out
+
+
+def _checks(doc: Mapping, g: Curves) -> list[dict]:
+    return [c for c in doc.get("model_checks", [])
+            if (c["collective"], c["nranks"], c["dtype"], c["op"]) == (g.collective, g.nranks, g.dtype, g.op)
+            and c["algorithm"] in g.by_algorithm]
+
+
+# --------------------------------------------------------------------------- page model
+# A page is a list of blocks rendered twice, as Markdown (GitHub-flavoured tables) and as
+# HTML: ("h", level, text), ("p", text), ("ul", [items]), ("table", headers, rows, right),
+# ("img", file name, alt text).
+
+
+def _ci_text(ci, fmt) -> str:
+    if not ci or any(v is None or (isinstance(v, float) and not math.isfinite(v)) for v in ci):
+        return "-"
+    return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+
+
+def _gbs_of_beta(beta) -> str:
+    if beta is None or not math.isfinite(beta):
+        return "-"
+    return "inf" if beta <= 0 else f"{1e-9 / beta:.3g}"
+
+
+def _bw_ci(ci) -> str:
+    if not ci or any(v is None for v in ci):
+        return "-"
+    return f"[{_gbs_of_beta(ci[1])}, {_gbs_of_beta(ci[0])}]"  # the bounds swap
+
+
+def _gamma_text(g) -> str:
+    return "-" if g is None or not math.isfinite(g) else f"{g * 1e12:.3g} ps/B"
+
+
+def provenance_blocks(path: Path, meta: Mapping, rows: Sequence, warnings: Sequence[str],
+                      notes: Sequence[str], settings: Sequence[tuple[str, str]] | None = None,
+                      cases: str | None = None, describe=None) -> list:
+    """The "Provenance" section: one table of the run's provenance, then warnings and failures.
+
+    `settings` replaces the sweep's rows (synchronisation, timer resolution, sizes,
+    repetitions) and `cases` its count of cases; `describe(row)` names a failed row.
+    """
+    cfg = meta.get("config") or {}
+    hosts = meta.get("hosts") or {}
+    thread = meta.get("thread_level", "?")
+    if meta.get("thread_level_reason"):
+        thread += f" ({meta['thread_level_reason']})"
+    sizes = cfg.get("sizes") or []
+    if settings is None:
+        settings = [
+            ("synchronisation", str(cfg.get("sync", "?"))),
+            ("timer resolution", human_time(meta["timer_resolution_s"]) if meta.get("timer_resolution_s") else "?"),
+            ("sizes", ", ".join(format_size(s) for s in sizes) if sizes else "?"),
+            ("repetitions", f"warm-up {cfg.get('warmup', '?')}, {cfg.get('min_reps', '?')} to "
+                            f"{cfg.get('max_reps', '?')} samples, target RSE {cfg.get('target_rse', '?')}, "
+                            f"budget {cfg.get('budget_s', '?')} s per case"),
+        ]
+    kv = [
+        ("run", f"{path.name} ({meta.get('status', '?')})"),
+        ("MPI library", meta.get("mpi_library", "?")),
+        ("MPI vendor / standard", f"{meta.get('mpi_vendor', '?')} / MPI {meta.get('mpi_standard', '?')}"),
+        ("ranks", f"{meta.get('nranks', '?')} on {meta.get('nodes', '?')} node(s), "
+                  f"{meta.get('ranks_per_node', '?')} per node"
+                  + (" (oversubscribed: more ranks than cores)" if meta.get("oversubscribed") else "")),
+        ("hosts (ranks)", ", ".join(f"{h} ({n})" for h, n in hosts.items()) or "?"),
+        ("cores per node", ", ".join(f"{h}: {n}" for h, n in (meta.get("cores_per_node") or {}).items()) or "?"),
+        ("thread level", thread),
+        *settings,
+        ("versions", f"ccbench {meta.get('ccbench', '?')} (git {meta.get('git_commit') or '-'}), "
+                     f"Python {meta.get('python', '?')}, numpy {meta.get('numpy', '?')}, "
+                     f"mpi4py {meta.get('mpi4py', '?')}"),
+        ("platform", f"{meta.get('platform', '?')}, {meta.get('cpu', '?')}"),
+        ("started / ended", f"{meta.get('start_time', '?')} / {meta.get('end_time', '-')}"),
+        ("command", " ".join(str(a) for a in meta.get("argv") or []) or "?"),
+    ]
+    env = meta.get("mpi_env") or {}
+    if env:
+        kv.append(("MPI environment", ", ".join(f"{k}={v}" for k, v in env.items())))
+    slurm = meta.get("slurm") or {}
+    if slurm.get("SLURM_JOB_ID"):
+        kv.append(("Slurm job", f"{slurm['SLURM_JOB_ID']} ({slurm.get('SLURM_JOB_NUM_NODES', '?')} nodes)"))
+    lab = lab_block(meta)
+    if lab:
+        kv.append(("emulated lab", ", ".join(f"{k}={v}" for k, v in lab.items() if not isinstance(v, (dict, list)))))
+    bad = [r for r in rows if not r.ok]
+    kv.append(("cases", cases if cases is not None else
+               f"{len(rows)} finished of {meta.get('planned_cases', '?')} planned, "
+               f"{len(meta.get('skipped') or [])} skipped, {len(bad)} wrong"))
+    if describe is None:
+        def describe(r):
+            return f"{r.collective}/{r.algorithm} {format_size(r.nbytes)}"
+    blocks: list = [("h", 2, "Provenance"), ("table", ["what", "value"], [[k, str(v)] for k, v in kv], set())]
+    items = [f"warning: {w}" for w in warnings]
+    items += [f"FAILED: {describe(r)}: {r.nwrong} wrong elements" for r in bad]
+    items += [f"skipped: {s.get('what')}: {s.get('why')}" for s in meta.get("skipped") or []][:20]
+    items += [f"fit note: {n}" for n in notes]
+    if items:
+        blocks.append(("ul", items))
+    return blocks
+
+
+def _network_blocks(doc: Mapping, meta: Mapping) -> list:
+    net = doc.get("network") or {}
+    pp, jt = net.get("pingpong"), net.get("joint")
+    if not pp and not jt:
+        return []
+    rows = []
+    for label, key, ci_key, fmt, cifmt in (
+        ("α (latency)", "alpha_s", "alpha_ci_s", human_time, lambda ci: _ci_text(ci, human_time)),
+        ("bandwidth 1/β (GB/s)", "beta_s_per_byte", "beta_ci_s_per_byte", _gbs_of_beta, _bw_ci),
+        ("γ (reduction, per byte)", "gamma_s_per_byte", "gamma_ci_s_per_byte", _gamma_text,
+         lambda ci: _ci_text(ci, _gamma_text)),
+    ):
+        cells = [label]
+        for est in (pp, jt):
+            cells += [fmt(est.get(key)) if est and est.get(key) is not None else "-",
+                      cifmt(est.get(ci_key)) if est else "-"]
+        rows.append(cells)
+    blocks = [("h", 2, "Network parameters"),
+              ("p", "Hockney's model T(n) = α + β·n with γ per reduced byte (Thakur, Rabenseifner & Gropp, "
+                    "IJHPCA 2005), fitted by `ccbench fit`'s library (relative-weighted least squares, 95% "
+                    "bootstrap intervals over the raw samples). Predictions below use: "
+                    f"{net.get('used_for_predictions') or 'none'}."),
+              ("table", ["parameter", "ping-pong + local reduction", "95% CI", "joint (counted traffic)", "95% CI"],
+               rows, {1, 2, 3, 4})]
+    lab = lab_block(meta)
+    if lab:
+        blocks += _lab_blocks(lab, pp, doc.get("lab"))
+    return blocks
+
+
+def _lab_blocks(lab: Mapping, pp: Mapping | None, block: Mapping | None) -> list:
+    """Injected (emulated lab) vs fitted one-way delay and bandwidth.
+
+    ``delay_s`` is the one-way delay the lab adds to every message and ``rate_bps`` its
+    link rate in bits per second, so the injected bandwidth is rate_bps / 8 bytes/s.  When
+    the fit document carries the lab's own comparison (``block``: fitted from a low
+    statistic per size, delay = alpha minus a zero-delay baseline's alpha), it is shown;
+    otherwise the run's ping-pong fit `pp` (medians; its alpha includes the hosts' own
+    latency).
+    """
+    rows = []
+    delay, rate = lab.get("delay_s"), lab.get("rate_bps")
+    fit = (block or {}).get("fitted")
+    if fit:
+        what = f"the lab's fit (each size's {fit.get('statistic', '?')}"
+        what += "; delay = α − the zero-delay baseline's α)" if (block.get("baseline") or {}).get("alpha_s") \
+            is not None else "; no zero-delay baseline: the fitted α includes the hosts' own latency)"
+        d = block.get("fitted_delay_s")
+        shown = d if d is not None else fit.get("alpha_s")
+        if isinstance(delay, (int, float)):
+            rows.append(["one-way delay" if d is not None else "one-way latency α", human_time(delay),
+                         human_time(shown) if shown is not None else "-",
+                         _ci_text(fit.get("alpha_ci_s"), human_time) if d is None else "-",
+                         f"{shown / delay:.3g}" if shown is not None and delay > 0 else "-"])
+        r = fit.get("rate_bps")
+        fitted_gbs = r / 8e9 if isinstance(r, (int, float)) and math.isfinite(r) and r > 0 else None
+        ci = fit.get("rate_ci_bps") or []
+        ci_text = (f"[{ci[0] / 8e9:.3g}, {ci[1] / 8e9:.3g}]" if len(ci) == 2 and all(
+            v is not None and math.isfinite(v) for v in ci) else "-")
+    elif pp:
+        what = "the run's ping-pong fit (medians; α includes the hosts' own latency)"
+        a = pp.get("alpha_s")
+        if isinstance(delay, (int, float)):
+            rows.append(["one-way latency α", human_time(delay), human_time(a) if a is not None else "-",
+                         _ci_text(pp.get("alpha_ci_s"), human_time),
+                         f"{a / delay:.3g}" if a is not None and delay > 0 else "-"])
+        beta = pp.get("beta_s_per_byte")
+        fitted_gbs = 1e-9 / beta if beta and beta > 0 else None
+        ci_text = _bw_ci(pp.get("beta_ci_s_per_byte"))
+    else:
+        return []
+    if isinstance(rate, (int, float)) and rate > 0:
+        injected = rate / 8e9
+        rows.append(["bandwidth (GB/s)", f"{injected:.3g}", f"{fitted_gbs:.3g}" if fitted_gbs else "-", ci_text,
+                     f"{fitted_gbs / injected:.3g}" if fitted_gbs else "-"])
+    if not rows:
+        return []
+    return [("h", 3, "Injected vs fitted (emulated lab)"),
+            ("p", f"What the lab injected (rate_bps in bits per second, so bandwidth = rate_bps / 8) against "
+                  f"{what}."),
+            ("table", ["quantity", "injected", "fitted", "95% CI", "fitted / injected"], rows, {1, 2, 3, 4})]
+
+
+def _collective_blocks(g: Curves, doc: Mapping, figures: Mapping[str, str], tolerance: float) -> list:
+    coll = COLLECTIVES.get(g.collective)
+    algs = list(g.by_algorithm)
+    blocks: list = [("h", 2, variant_label(g))]
+    if coll is not None:
+        factor = coll.busbw_factor(g.nranks)
+        bw = (f" Bus bandwidth = size / time × {factor:.3g} (nccl-tests, doc/PERFORMANCE.md)."
+              if g.collective != "barrier" else "")
+        blocks.append(("p", f"Size: {coll.size_definition}.{bw} Times are the median over samples, each "
+                            "sample the slowest rank's time of one call; brackets: distribution-free 95% CI "
+                            "of the median."))
+    cell = {(r.algorithm, r.nbytes): r for a in algs for r in g.by_algorithm[a]}
+
+    def lat(r: Row | None) -> str:
+        if r is None:
+            return "-"
+        s = f"{human_time(r.median_s)} [{human_time(r.ci_low_s)}, {human_time(r.ci_high_s)}]"
+        return s + ("" if r.ok else f" WRONG ({r.nwrong})")
+
+    blocks += [("h", 3, "Latency (median [95% CI])"),
+               ("table", ["size", *algs], [[format_size(n), *[lat(cell.get((a, n))) for a in algs]]
+                                          for n in g.sizes], set(range(len(algs) + 1)))]
+    if g.collective != "barrier":
+        blocks += [("h", 3, "Bus bandwidth (GB/s)"),
+                   ("table", ["size", *algs],
+                    [[format_size(n), *[f"{cell[(a, n)].busbw_gbs:.3g}" if (a, n) in cell else "-" for a in algs]]
+                     for n in g.sizes], set(range(len(algs) + 1)))]
+    fast = fastest_per_size(g)
+    if len(algs) > 1 and fast:
+        blocks += [("h", 3, "Fastest algorithm per size"),
+                   ("p", f"Smallest stored median among correct cases; runner-up compared with a two-sided "
+                         f"Mann-Whitney U test of the raw samples (significant at p < {SIGNIFICANCE})."),
+                   ("table", ["size", "fastest", "median", "runner-up", "its median", "margin", "p",
+                              "significant"],
+                    [[format_size(f["nbytes"]), f["fastest"], human_time(f["median_s"]), f["runner_up"] or "-",
+                      human_time(f["runner_up_s"]) if f["runner_up_s"] is not None else "-",
+                      f"{f['margin']:.1%}" if f["margin"] is not None else "-",
+                      f"{f['p_value']:.2g}" if f["p_value"] is not None else "-",
+                      {None: "-", True: "yes", False: "no (noise)"}[f["significant"]]] for f in fast],
+                    {0, 2, 4, 5, 6})]
+    curves = [c for c in doc.get("curves", [])
+              if (c["collective"], c["nranks"], c["dtype"], c["op"], c["in_place"], c["root"]) == g.key]
+    if curves:
+        rows = []
+        for c in sorted(curves, key=lambda c: _alg_order(c["algorithm"])):
+            seg = c["segmented"]
+            for s in seg["segments"]:
+                rows.append([c["algorithm"], f"{format_size(s['nbytes_lo'])} - {format_size(s['nbytes_hi'])}",
+                             human_time(s["alpha_s"]), _ci_text(s["alpha_ci_s"], human_time),
+                             _gbs_of_beta(s["beta_s_per_byte"]), _bw_ci(s["beta_ci_s_per_byte"]),
+                             f"{seg['r2']:.3f}", f"{seg['max_rel_residual']:.0%}", ", ".join(c["flags"]) or "-"])
+        blocks += [("h", 3, "Fitted parameters"),
+                   ("p", "T(n) = α + β·n per curve, segmented at protocol changes (number of segments by "
+                         "BIC), 95% bootstrap CIs; bandwidth = 1/β in GB/s."),
+                   ("table", ["algorithm", "sizes", "α", "95% CI", "1/β GB/s", "95% CI", "R²", "max rel. resid.",
+                              "flags"], rows, {2, 3, 4, 5, 6, 7})]
+    checks = _checks(doc, g)
+    if checks:
+        off = [c for c in checks if c["off"]]
+        line = (f"Predicted vs measured ({(doc.get('network') or {}).get('used_for_predictions')} parameters): "
+                f"{len(checks) - len(off)} of {len(checks)} modelled cases within ±{tolerance:.0%}.")
+        ww = next((w for w in doc.get("who_wins", []) if w["collective"] == g.collective), None)
+        if ww and ww.get("agreement") is not None:
+            line += f" The predicted fastest algorithm matches the measured one at {ww['agreement']:.0%} of sizes."
+        blocks += [("h", 3, "Model check"), ("p", line)]
+        if off:
+            blocks.append(("table", ["algorithm", "size", "measured", "predicted", "measured / predicted",
+                                     "likely reason"],
+                           [[c["algorithm"], format_size(c["nbytes"]), human_time(c["measured_s"]),
+                             human_time(c["predicted_s"]), f"{c['ratio']:.2f}" if c["ratio"] is not None else "-",
+                             ", ".join(c["reasons"]) or "unknown"] for c in off], {1, 2, 3, 4}))
+    flagged = [f"{r.algorithm} {format_size(r.nbytes)}: {', '.join(r.flags)}"
+               for a in algs for r in g.by_algorithm[a] if r.flags]
+    if flagged:
+        blocks += [("p", f"Flagged cases ({len(flagged)} of {len(cell)}; see `ccbench show` for the definitions):"),
+                   ("ul", flagged)]
+    if figures:
+        blocks.append(("h", 3, "Figures"))
+        for name, alt in figures.items():
+            blocks.append(("img", name, alt))
+    return blocks
+
+
+def group_figure(g: Curves, doc: Mapping | None, kind: str):
+    """One figure of a variant group: "latency", "busbw" or "predicted"; None when there is nothing to draw.
+
+    Only sizes above 0 B with a positive median are drawn, and only groups with two or
+    more such sizes; "latency" adds the fitted segments of `doc` (a ``fit_run`` document),
+    "predicted" needs its model checks.
+    """
+    from ccbench.present.plots import busbw_figure, latency_figure, predicted_figure, size_label
+
+    curves = {a: [r for r in rs if r.nbytes > 0 and r.median_s > 0] for a, rs in g.by_algorithm.items()}
+    curves = {a: rs for a, rs in curves.items() if rs}
+    if not curves or len({r.nbytes for rs in curves.values() for r in rs}) < 2:
+        return None
+    label = variant_label(g)
+    if kind == "latency":
+        return latency_figure(curves, _curve_segments(doc or {}, g), f"{label}: median time per call",
+                              size_label(g.collective))
+    if kind == "busbw":
+        if g.collective in ("barrier",):
+            return None
+        return busbw_figure(curves, f"{label}: bus bandwidth", size_label(g.collective))
+    if kind == "predicted":
+        checks = _checks(doc or {}, g)
+        if not checks:
+            return None
+        used = (doc.get("network") or {}).get("used_for_predictions")
+        return predicted_figure(checks, f"{label}: measured vs predicted (parameters from {used})",
+                                doc["provenance"]["tolerance"])
+    raise ValueError(f"unknown figure kind {kind!r}")
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _md_cell(s: str) -> str:
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(blocks: Sequence) -> str:
+    """Blocks as Markdown (GitHub-flavoured pipe tables)."""
+    out = []
+    for b in blocks:
+        if b[0] == "h":
+            out.append("#" * b[1] + " " + b[2])
+        elif b[0] == "p":
+            out.append(b[1])
+        elif b[0] == "ul":
+            out.append("\n".join(f"- {_md_cell(i)}" for i in b[1]))
+        elif b[0] == "table":
+            _, head, rows, right = b
+            lines = ["| " + " | ".join(_md_cell(h) for h in head) + " |",
+                     "|" + "|".join("---:" if i in right else "---" for i in range(len(head))) + "|"]
+            lines += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
+            out.append("\n".join(lines))
+        elif b[0] == "img":
+            out.append(f"![{b[2]}]({b[1]})")
+    return "\n\n".join(out) + "\n"
+
+
+_CSS = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:0.6em 0 1.2em;font-size:0.9em}
+th,td{border:1px solid #ccc;padding:0.25em 0.6em}th{background:#f3f3f3}td.r{text-align:right}
+img{max-width:100%;display:block;margin:0.5em 0 1.5em}h2{border-bottom:1px solid #ddd;margin-top:2em}
+code{background:#f3f3f3;padding:0 0.2em}"""
+
+
+def render_html(blocks: Sequence, title: str, images: Mapping[str, bytes]) -> str:
+    """Blocks as one HTML page; images (name -> PNG bytes) embedded as data URIs."""
+    e = html.escape
+    out = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">", f"<title>{e(title)}</title>",
+           f"<style>{_CSS}</style></head><body>"]
+    for b in blocks:
+        if b[0] == "h":
+            out.append(f"<h{b[1]}>{e(b[2])}</h{b[1]}>")
+        elif b[0] == "p":
+            out.append(f"<p>{e(b[1])}</p>")
+        elif b[0] == "ul":
+            out.append("<ul>" + "".join(f"<li>{e(str(i))}</li>" for i in b[1]) + "</ul>")
+        elif b[0] == "table":
+            _, head, rows, right = b
+            out.append("<table><thead><tr>" + "".join(f"<th>{e(str(h))}</th>" for h in head) + "</tr></thead><tbody>")
+            for r in rows:
+                out.append("<tr>" + "".join(f"<td class=\"r\">{e(str(c))}</td>" if i in right else
+                                            f"<td>{e(str(c))}</td>" for i, c in enumerate(r)) + "</tr>")
+            out.append("</tbody></table>")
+        elif b[0] == "img":
+            data = base64.b64encode(images[b[1]]).decode("ascii")
+            out.append(f"<img alt=\"{e(b[2])}\" src=\"data:image/png;base64,{data}\">")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def _strict_json(x):
+    """`x` with every non-finite float replaced by None (strict JSON, RFC 8259 has no NaN)."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, Mapping):
+        return {k: _strict_json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_strict_json(v) for v in x]
+    return x
+
+
+def _write_new(path: Path, text: str) -> None:
+    with open(path, "x", encoding="utf-8") as f:
+        f.write(text)
+
+
+def write_page(out_dir: Path, blocks: Sequence, title: str, images: Mapping[str, bytes]) -> None:
+    """Write ``report.md`` and the self-contained ``report.html`` of `blocks` into `out_dir` (new files only)."""
+    _write_new(out_dir / "report.md", render_markdown(blocks))
+    _write_new(out_dir / "report.html", render_html(blocks, title, images))
+
+
+def save_figure(fig, out_dir: Path, name: str, images: dict[str, bytes]) -> str:
+    """Save `fig` as the new PNG `out_dir/name`, keep its bytes in `images` (for the HTML); return `name`."""
+    from ccbench.present.plots import save_png
+
+    save_png(fig, out_dir / name)
+    images[name] = (out_dir / name).read_bytes()
+    return name
+
+
+def writable_run_dir(path: Path) -> None:
+    """Refuse a run directory the report cannot be written beside."""
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"{str(path)!r} is not writable: the report goes beside the run")
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def build_report(run, results_dir="results", *, n_boot: int | None = None) -> dict:
+    """Write a report of a stored run into a new ``report[-k]`` directory beside its files.
+
+    Returns {"dir": Path, "files": [names], "groups": [Curves], "fastest": {label: rows},
+    "doc": the fit document}.  Needs matplotlib (the ``report`` extra) for the figures.
+    A training-workload run (``"kind": "workload"``) gets ``ccbench.present.workload_report``'s
+    report instead (its dict has ``"kind": "workload"``).
+    """
+    from ccbench.analysis.runs import fit_run
+    from ccbench.present.plots import require_matplotlib
+    from ccbench.present.workload_views import is_workload_run
+
+    require_matplotlib()
+    if is_workload_run(resolve_run(run, results_dir)):
+        from ccbench.present.workload_report import build_workload_report
+
+        return build_workload_report(run, results_dir)
+    path, meta, rows, warnings = load_collective_run(run, results_dir)
+    writable_run_dir(path)
+    kw = {} if n_boot is None else {"n_boot": n_boot}
+    doc = fit_run(path, write=False, **kw)
+    tolerance = doc["provenance"]["tolerance"]
+    groups = group_rows(rows)
+    per_coll: dict[str, int] = {}
+    for g in groups:
+        per_coll[g.collective] = per_coll.get(g.collective, 0) + 1
+
+    out_dir = new_numbered_dir(path, "report", "a report")
+    images: dict[str, bytes] = {}
+    blocks: list = [("h", 1, f"ccbench report: {path.name}"),
+                    ("p", f"{meta.get('mpi_library', '?')}; {meta.get('nranks', '?')} ranks on "
+                          f"{meta.get('nodes', '?')} node(s); thread level {meta.get('thread_level', '?')}; "
+                          f"{len(rows)} cases. Every time, interval and bandwidth below is a stored row of "
+                          "cases.jsonl; fitted values are in fits.json beside this page.")]
+    blocks += provenance_blocks(path, meta, rows, warnings, doc.get("notes", []))
+    blocks += _network_blocks(doc, meta)
+    fastest = {}
+    for g in groups:
+        label = variant_label(g)
+        slug = group_slug(g, per_coll[g.collective] > 1)
+        figures: dict[str, str] = {}
+        for kind, alt in (("latency", "latency vs size"), ("busbw", "bus bandwidth vs size"),
+                          ("predicted", "predicted vs measured")):
+            fig = group_figure(g, doc, kind)
+            if fig is not None:
+                figures[save_figure(fig, out_dir, f"{slug}-{kind}.png", images)] = f"{label}: {alt}"
+        blocks += _collective_blocks(g, doc, figures, tolerance)
+        fastest[label] = fastest_per_size(g)
+    title = f"ccbench report: {path.name}"
+    with open(out_dir / "fits.json", "x") as f:
+        json.dump(_strict_json(doc), f, indent=2, allow_nan=False)
+        f.write("\n")
+    write_page(out_dir, blocks, title, images)
+    return {"dir": out_dir, "files": ["report.md", "report.html", "fits.json", *images], "groups": groups,
+            "fastest": fastest, "doc": doc, "meta": meta, "path": path}

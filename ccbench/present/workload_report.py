@@ -1,0 +1,362 @@
+"""``ccbench report`` of a training-workload run: the sweep report's page, tables and figures for workload rows.
+
+The report goes where a sweep's does (a new ``RUN/report``, ``report-2`` ... directory;
+``report.md``, the self-contained ``report.html`` and PNG figures, written with
+``ccbench.present.report``'s page writer).  It starts with the run's provenance, then shows what
+``ccbench show`` prints: for ddp, zero and moe the step time per variant and algorithm
+(median and distribution-free 95% CI of the median, each sample the slowest rank's
+step), the fastest algorithm per variant and overall with a two-sided Mann-Whitney U test
+against the runner-up (``ccbench.present.report.fastest_of``), and per variant every call of the
+step (bucket, layer collective, dispatch/combine); for overlap the OSU times and overlap
+percentage per size; for stragglers the on-time and delayed medians and the slowdown.
+Every number is a stored row's value or a test of its raw samples.
+"""
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ccbench.measure.config import format_size
+from ccbench.core.errors import UsageError
+from ccbench.present.plots import human_time
+from ccbench.present.report import (
+    SIGNIFICANCE,
+    fastest_of,
+    provenance_blocks,
+    save_figure,
+    writable_run_dir,
+    write_page,
+)
+from ccbench.store.results import load_run, new_numbered_dir, resolve_run
+from ccbench.store.workload_rows import KIND, WorkloadRow
+
+__all__ = ["MAX_PART_ROWS", "build_workload_report", "fastest_per_variant", "load_workload_run", "short_algorithm",
+           "step_rows", "workload_blocks"]
+
+#: A step with more calls than this gets a one-line summary instead of a per-call table.
+MAX_PART_ROWS = 40
+#: Most calls of a variant drawn in the per-call figure (more: that variant is left out).
+MAX_PART_BARS = 24
+
+
+def load_workload_run(run, results_dir="results") -> tuple[Path, dict, list[WorkloadRow], list[str]]:
+    """(path, meta, rows, warnings) of a stored workload run; one clear error otherwise.
+
+    Refuses what ``ccbench.store.results.load_run`` refuses (corrupt or foreign files, unknown
+    schema), a run whose run.json says ``workload`` but whose rows are not workload rows,
+    and a run without rows.
+    """
+    path = resolve_run(run, results_dir)
+    try:
+        first = next((ln for ln in (path / "cases.jsonl").read_text().splitlines() if ln.strip()), "")
+        head = json.loads(first) if first else None
+    except (OSError, ValueError):
+        head = None  # load_run says what is wrong
+    if isinstance(head, dict) and "workload" not in head:
+        raise UsageError(f"{str(path)!r} is a {KIND!r} run but its cases.jsonl holds rows of another kind "
+                         "(no 'workload' column)")
+    meta, rows, warnings = load_run(path, row_cls=WorkloadRow)
+    if not rows:
+        raise UsageError(f"{str(path)!r} has no finished cases")
+    return path, meta, rows, warnings
+
+
+def short_algorithm(algorithm: str) -> str:
+    """"allreduce=ring" -> "ring"; several collective=algorithm pairs are kept as they are."""
+    pairs = algorithm.split(",")
+    return pairs[0].split("=", 1)[-1] if len(pairs) == 1 else algorithm.replace(",", ", ")
+
+
+def step_rows(rows: Sequence[WorkloadRow]) -> list[WorkloadRow]:
+    """The rows that are whole measurements: steps of ddp/zero/moe (part -1), every overlap/straggler row."""
+    return [r for r in rows if r.part == -1 or r.workload in ("overlap", "straggler")]
+
+
+def _parts(rows: Sequence[WorkloadRow]) -> list[tuple[WorkloadRow, list[WorkloadRow]]]:
+    """(step row, its part rows) in stored order (a step's parts follow it)."""
+    out: list[tuple[WorkloadRow, list[WorkloadRow]]] = []
+    for r in rows:
+        if r.part == -1:
+            out.append((r, []))
+        elif out and (r.variant, r.algorithm) == (out[-1][0].variant, out[-1][0].algorithm):
+            out[-1][1].append(r)
+    return out
+
+
+def fastest_per_variant(rows: Sequence[WorkloadRow], alpha: float = SIGNIFICANCE) -> list[dict]:
+    """The fastest algorithm per variant (per size for stragglers) and overall, each against its runner-up.
+
+    Each entry is ``ccbench.present.report.fastest_of`` of the candidates' stored rows (smallest
+    median among correct rows, two-sided Mann-Whitney U test of the two raw sample sets)
+    with ``what``: the variant, the size, or "all variants" (every variant and algorithm).
+    Overlap runs have one algorithm per call (native) and get none.
+    """
+    steps = step_rows(rows)
+    if not steps or steps[0].workload == "overlap":
+        return []
+    by: dict[str, list[WorkloadRow]] = {}
+    for r in steps:
+        by.setdefault(r.label if r.workload == "straggler" else r.variant, []).append(r)
+    out = []
+    for what, rs in by.items():
+        f = fastest_of(rs, name=lambda r: r.algorithm, alpha=alpha)
+        if f is not None:
+            out.append({"what": what, **f})
+    if len(by) > 1 and steps[0].workload != "straggler":
+        f = fastest_of(steps, name=lambda r: f"{r.variant}: {r.algorithm}", alpha=alpha)
+        if f is not None:
+            out.append({"what": "all variants", **f})
+    return out
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def _ci(r: WorkloadRow) -> str:
+    return f"{human_time(r.median_s)} [{human_time(r.ci_low_s)}, {human_time(r.ci_high_s)}]"
+
+
+def _check(r: WorkloadRow) -> str:
+    return "ok" if r.ok else f"FAILED ({r.nwrong} wrong)"
+
+
+def _gbs(nbytes: int, seconds: float) -> str:
+    return f"{nbytes / seconds / 1e9:.3g}" if seconds > 0 else "-"
+
+
+def _fastest_block(fast: Sequence[Mapping]) -> list:
+    if not fast or all(f["runner_up"] is None for f in fast):
+        return []
+    return [("h", 3, "Fastest"),
+            ("p", f"Smallest stored median among correct rows; runner-up compared with a two-sided "
+                  f"Mann-Whitney U test of the raw samples (significant at p < {SIGNIFICANCE})."),
+            ("table", ["among", "fastest", "median", "runner-up", "its median", "margin", "p", "significant"],
+             [[f["what"], f["fastest"], human_time(f["median_s"]), f["runner_up"] or "-",
+               human_time(f["runner_up_s"]) if f["runner_up_s"] is not None else "-",
+               f"{f['margin']:.1%}" if f["margin"] is not None else "-",
+               f"{f['p_value']:.2g}" if f["p_value"] is not None else "-",
+               {None: "-", True: "yes", False: "no (noise)"}[f["significant"]]] for f in fast],
+             {2, 4, 5, 6})]
+
+
+def _step_blocks(rows: Sequence[WorkloadRow], figures: Mapping[str, str]) -> list:
+    steps = step_rows(rows)
+    w = steps[0].workload
+    per = "ranks/comm" if w == "moe" else "tensors"
+    blocks: list = [
+        ("h", 3, "Step time"),
+        ("p", "One step's collectives, called one after another. Size: the calls' buffers summed (nccl-tests "
+              "definitions); time: median over timed steps, each sample the slowest rank's step; brackets: "
+              "distribution-free 95% CI of the median; algbw = size / median; sent: bytes counted on the wire "
+              "by all ranks (hand-written algorithms only)."),
+        ("table", ["variant", "algorithm", per, "calls", "size", "step time (median [95% CI])", "algbw GB/s",
+                   "sent (counted)", "n", "flags", "check"],
+         [[r.variant, r.algorithm, str(r.group_ranks if w == "moe" else r.ntensors), str(r.ncalls),
+           format_size(r.nbytes), _ci(r), _gbs(r.nbytes, r.median_s),
+           "-" if r.bytes_sent_total is None else format_size(r.bytes_sent_total), str(r.samples),
+           ", ".join(r.flags) or "-", _check(r)] for r in steps], {2, 3, 4, 5, 6, 7, 8})]
+    blocks += _fastest_block(fastest_per_variant(rows))
+    blocks += [("h", 3, "Per call"),
+               ("p", "Each call's median over the timed steps (its own time within the step) and 95% CI, per "
+                     "algorithm; share = the call's part of the calls' summed medians.")]
+    by_variant: dict[str, list[tuple[WorkloadRow, list[WorkloadRow]]]] = {}
+    for step, parts in _parts(rows):
+        by_variant.setdefault(step.variant, []).append((step, parts))
+    for variant, items in by_variant.items():
+        n = max(len(p) for _, p in items)
+        if n > MAX_PART_ROWS:
+            for step, parts in items:
+                med = sorted(p.median_s for p in parts)
+                blocks.append(("p", f"{variant}, {step.algorithm}: {len(parts)} calls, per call median "
+                                    f"{human_time(med[len(med) // 2])} (fastest {human_time(med[0])}, slowest "
+                                    f"{human_time(med[-1])}); every call's row is in cases.csv."))
+            continue
+        algs = [short_algorithm(s.algorithm) for s, _ in items]
+        totals = [sum(p.median_s for p in parts) for _, parts in items]
+        table = []
+        for j, p0 in enumerate(items[0][1]):
+            cells = [str(p0.part), p0.label, p0.collective, str(p0.ntensors), format_size(p0.nbytes)]
+            for (_, parts), total in zip(items, totals, strict=True):
+                p = parts[j] if j < len(parts) else None
+                cells.append("-" if p is None else _ci(p) + (f" ({p.median_s / total:.0%})" if total > 0 else "")
+                             + ("" if p.ok else f" WRONG ({p.nwrong})"))
+            table.append(cells)
+        blocks += [("h", 4, variant),
+                   ("table", ["#", "call", "collective", "tensors", "size",
+                              *[f"{a}: median [95% CI] (share)" for a in algs]],
+                    table, {0, 3, 4, *range(5, 5 + len(algs))})]
+    return blocks + _figure_blocks(figures)
+
+
+def _overlap_blocks(rows: Sequence[WorkloadRow], figures: Mapping[str, str]) -> list:
+    return [("h", 3, "Overlap"),
+            ("p", "A non-blocking collective started before a compute kernel and waited for after it (OSU's "
+                  "non-blocking benchmarks): comm alone = the call by itself, compute = the kernel by itself, "
+                  "total = start + compute + wait (median [95% CI] over samples, each the slowest rank's); "
+                  "overlap = max(0, 100 (1 - (total - compute) / comm alone))."),
+            ("table", ["collective", "variant", "size", "comm alone", "compute", "total (median [95% CI])",
+                       "overlap", "n", "flags", "check"],
+             [[r.collective, r.variant, format_size(r.nbytes), human_time(r.comm_s), human_time(r.compute_s),
+               _ci(r), f"{r.overlap_pct:.0f}%", str(r.samples), ", ".join(r.flags) or "-", _check(r)]
+              for r in rows], {2, 3, 4, 5, 6, 7})] + _figure_blocks(figures)
+
+
+def _straggler_blocks(rows: Sequence[WorkloadRow], figures: Mapping[str, str]) -> list:
+    r0 = rows[0]
+    return [("h", 3, "Straggler"),
+            ("p", f"{r0.variant} before each {r0.collective}: on time = median without the delay, one rank late = "
+                  "median [95% CI] with it (each sample the slowest rank's call); slowdown = (late - on time) / "
+                  "delay: 1 when every rank waits for the late one, 0 when none does."),
+            ("table", ["algorithm", "size", "on time", "one rank late (median [95% CI])", "slowdown", "n", "flags",
+                       "check"],
+             [[r.algorithm, format_size(r.nbytes), human_time(r.baseline_s), _ci(r),
+               f"{r.slowdown:.2f}".replace("-0.00", "0.00"), str(r.samples), ", ".join(r.flags) or "-", _check(r)]
+              for r in rows], {1, 2, 3, 4, 5})] + _fastest_block(fastest_per_variant(rows)) + _figure_blocks(figures)
+
+
+def _figure_blocks(figures: Mapping[str, str]) -> list:
+    if not figures:
+        return []
+    return [("h", 3, "Figures"), *[("img", name, alt) for name, alt in figures.items()]]
+
+
+def workload_blocks(meta: Mapping, rows: Sequence[WorkloadRow], figures: Mapping[str, str]) -> list:
+    """The report section of one workload (`rows` all of one workload) as page blocks."""
+    w = rows[0].workload
+    head = f"{w} at {rows[0].nranks} ranks, {rows[0].dtype}"
+    m = meta.get("model")
+    intro = (f"Model {m['name']}: {m['tensors']} tensors, {m['params']:,} parameters ({m['source']})."
+             if isinstance(m, Mapping) and m.get("name") else "")
+    blocks: list = [("h", 2, head)] + ([("p", intro)] if intro else [])
+    if w == "overlap":
+        k = meta.get("compute_kernel") or {}
+        if k:
+            blocks.append(("p", f"Compute kernel: {k.get('what', '?')}, one iteration "
+                                f"{human_time(k.get('iteration_s_max_over_ranks'))} (slowest rank)."))
+        return blocks + _overlap_blocks(rows, figures)
+    if w == "straggler":
+        return blocks + _straggler_blocks(rows, figures)
+    return blocks + _step_blocks(rows, figures)
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def _bar(r: WorkloadRow, value=None, ci: bool = True) -> dict:
+    v = r.median_s if value is None else value
+    return {"value": v, "lo": r.ci_low_s if ci else None, "hi": r.ci_high_s if ci else None}
+
+
+def workload_figures(rows: Sequence[WorkloadRow]) -> list[tuple[str, object, str]]:
+    """[(file name, figure, alt text)]: one or two figures of a workload run's rows."""
+    from ccbench.present.plots import bar_panels_figure
+
+    w, P = rows[0].workload, rows[0].nranks
+    out = []
+    if w in ("ddp", "zero", "moe"):
+        steps: dict[str, dict[str, dict]] = {}
+        for r in step_rows(rows):
+            steps.setdefault(r.variant, {})[short_algorithm(r.algorithm)] = _bar(r)
+        out.append(("steps.png", bar_panels_figure(
+            {f"{w}, {rows[0].model}": steps}, f"{w} at {P} ranks: step time per variant and algorithm "
+            "(median over steps, each the slowest rank's; whiskers: 95% CI)", "step time (median)",
+            legend_title="algorithm"), f"{w}: step time per variant and algorithm"))
+        panels: dict[str, dict[str, dict]] = {}
+        for step, parts in _parts(rows):
+            if not parts or len(parts) > MAX_PART_BARS:
+                continue
+            panel = panels.setdefault(f"{step.variant}: {len(parts)} call{'s' if len(parts) > 1 else ''}", {})
+            for p in parts:
+                panel.setdefault(f"{p.label} ({format_size(p.nbytes)})", {})[short_algorithm(step.algorithm)] = \
+                    _bar(p)
+        if panels:
+            out.append(("calls.png", bar_panels_figure(
+                panels, f"{w} at {P} ranks: each call's time within the step (median; whiskers: 95% CI)",
+                "time per call (median)", legend_title="algorithm"), f"{w}: time of each call of the step"))
+    elif w == "overlap":
+        pct: dict[str, dict[str, dict]] = {}
+        times: dict[str, dict[str, dict]] = {}
+        for r in rows:
+            pct.setdefault(format_size(r.nbytes), {})[r.variant] = {"value": r.overlap_pct}
+            g = times.setdefault(f"{r.variant} {format_size(r.nbytes)}", {})
+            g["comm alone"] = {"value": r.comm_s}
+            g["compute"] = {"value": r.compute_s}
+            g["total"] = _bar(r)
+        out.append(("overlap.png", bar_panels_figure(
+            {"overlap = 100 (1 - (total - compute) / comm alone), OSU's definition": pct},
+            f"overlap of non-blocking collectives with compute at {P} ranks", "overlap (% of the call hidden)",
+            fmt=lambda v: f"{v:.0f}%", ref=100.0, ref_label="full overlap", legend_title="call"),
+            "overlap per size and collective"))
+        out.append(("overlap-times.png", bar_panels_figure(
+            {"medians: the call alone, the compute alone, both together (whiskers: 95% CI of total)": times},
+            f"overlap at {P} ranks: the three OSU times", "time (median)", legend_title="time"),
+            "overlap: the call alone, the compute alone and both"))
+    else:
+        late: dict[str, dict[str, dict]] = {}
+        slow: dict[str, dict[str, dict]] = {}
+        for r in rows:
+            late.setdefault(format_size(r.nbytes), {})[short_algorithm(r.algorithm)] = _bar(r)
+            slow.setdefault(format_size(r.nbytes), {})[short_algorithm(r.algorithm)] = {"value": r.slowdown}
+        r0 = rows[0]
+        out.append(("straggler-time.png", bar_panels_figure(
+            {f"{r0.collective} with {r0.variant}": late},
+            f"straggler at {P} ranks: time per call with one rank late (median; whiskers: 95% CI)",
+            "time per call (median)", legend_title="algorithm"), "straggler: time per call with one rank late"))
+        out.append(("straggler-slowdown.png", bar_panels_figure(
+            {f"{r0.collective} with {r0.variant}": slow},
+            f"straggler at {P} ranks: slowdown = (late - on time) / delay", "slowdown (fraction of the delay "
+            "passed on)", fmt=lambda v: f"{v:.2g}", ref=1.0, ref_label="the whole delay",
+            legend_title="algorithm"), "straggler: slowdown per algorithm and size"))
+    return out
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def build_workload_report(run, results_dir="results") -> dict:
+    """Write the report of a stored workload run into a new ``report[-k]`` directory beside its files.
+
+    Returns {"kind": "workload", "dir", "files", "fastest": {workload: entries of
+    ``fastest_per_variant``}, "meta", "path", "rows"}.
+    """
+    from ccbench.present.plots import require_matplotlib
+
+    require_matplotlib()
+    path, meta, rows, warnings = load_workload_run(run, results_dir)
+    writable_run_dir(path)
+    out_dir = new_numbered_dir(path, "report", "a report")
+    images: dict[str, bytes] = {}
+    cfg = meta.get("config") or {}
+    m = meta.get("model")
+    settings = [
+        ("timer resolution", human_time(meta["timer_resolution_s"]) if meta.get("timer_resolution_s") else "?"),
+        ("workload", ", ".join(f"{k}={v}" for k, v in cfg.items()
+                               if k not in ("warmup", "min_reps", "max_reps", "target_rse", "budget_s",
+                                            "thread_level", "results_dir"))),
+        ("model", f"{m['name']}: {m['tensors']} tensors, {m['params']:,} parameters ({m['source']})"
+         if isinstance(m, Mapping) else "-"),
+        ("repetitions", f"warm-up {cfg.get('warmup', '?')}, {cfg.get('min_reps', '?')} to "
+                        f"{cfg.get('max_reps', '?')} samples, target RSE {cfg.get('target_rse', '?')}, budget "
+                        f"{cfg.get('budget_s', '?')} s per measurement"),
+    ]
+    bad = [r for r in rows if not r.ok]
+    cases = (f"{len(step_rows(rows))} measurements, {len(rows)} rows (steps and their calls), "
+             f"{len(meta.get('skipped') or [])} skipped, {len(bad)} wrong")
+    blocks: list = [("h", 1, f"ccbench report: {path.name}"),
+                    ("p", f"Training workload {meta.get('workload', rows[0].workload)}: "
+                          f"{meta.get('mpi_library', '?')}; {meta.get('nranks', '?')} ranks on "
+                          f"{meta.get('nodes', '?')} node(s); thread level {meta.get('thread_level', '?')}. Every "
+                          "time and interval below is a stored row of cases.jsonl.")]
+    blocks += provenance_blocks(path, meta, rows, warnings, [], settings=settings, cases=cases,
+                                describe=lambda r: f"{r.variant} {r.algorithm} {r.label}")
+    fastest = {}
+    for w in dict.fromkeys(r.workload for r in rows):
+        rs = [r for r in rows if r.workload == w]
+        figures = {}
+        for name, fig, alt in workload_figures(rs):
+            figures[save_figure(fig, out_dir, name, images)] = alt
+        blocks += workload_blocks(meta, rs, figures)
+        fastest[w] = fastest_per_variant(rs)
+    write_page(out_dir, blocks, f"ccbench report: {path.name}", images)
+    return {"kind": KIND, "dir": out_dir, "files": ["report.md", "report.html", *images], "fastest": fastest,
+            "meta": meta, "path": path, "rows": rows}

@@ -1,0 +1,340 @@
+"""Results on disk: one directory per run, never overwritten, with a schema version.
+
+A run directory holds ``run.json`` (schema, provenance once, configuration, status,
+skipped cases), ``cases.jsonl`` (one JSON row per finished case, raw samples included)
+and ``cases.csv`` (the same rows without raw samples, one column per parameter).  Rows
+are appended and flushed to disk as each case finishes; ``run.json`` is replaced
+atomically (write a temporary file, then rename).  Analyses are written beside these
+files, never into them.
+"""
+
+import csv
+import dataclasses
+import io
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ccbench.core.errors import CCBenchError, UsageError
+
+__all__ = ["SCHEMA", "Row", "RunWriter", "StoredRow", "free_path", "load_run", "mark_failed", "new_numbered_dir",
+           "new_run_dir", "reopen_run", "resolve_run", "write_json_atomic"]
+
+SCHEMA = "ccbench.run/1"
+STATUSES = ("running", "complete", "interrupted", "failed")
+
+
+class StoredRow:
+    """What every stored row type shares: a validity check and the JSON form of cases.jsonl.
+
+    Rows are frozen dataclasses with ``nwrong``, ``flags`` (a tuple) and ``samples_s``
+    (the raw samples, a tuple); fields with defaults may be absent from older files.
+    """
+
+    @property
+    def ok(self) -> bool:
+        """True when every element was right."""
+        return self.nwrong == 0
+
+    def to_dict(self, raw: bool = True) -> dict:
+        """The row as a JSON-ready dict (without raw samples if raw is False)."""
+        d = dataclasses.asdict(self)
+        d["flags"] = list(self.flags)
+        if raw:
+            d["samples_s"] = list(self.samples_s)
+        else:
+            del d["samples_s"]
+        return d
+
+    def csv_dict(self) -> dict:
+        """The row as one CSV line: flags joined by ';', a dict field (a Row's settings) as 'NAME=value;...'."""
+        d = self.to_dict(raw=False)
+        d["flags"] = ";".join(self.flags)
+        for k, v in d.items():
+            if isinstance(v, dict):
+                d[k] = ";".join(f"{name}={value}" for name, value in v.items())
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        """Build (and validate) a row from a stored dict."""
+        fields = dataclasses.fields(cls)
+        required = {f.name for f in fields
+                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+        missing = required - set(d)
+        if missing:
+            raise ValueError(f"missing columns {sorted(missing)}")
+        kw = {k: v for k, v in d.items() if k in {f.name for f in fields}}
+        kw["flags"] = tuple(kw.get("flags", ()))
+        kw["samples_s"] = tuple(kw.get("samples_s", ()))
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class Row(StoredRow):
+    """One finished case: parameters, statistics (seconds), bandwidths (GB/s), traffic, checks."""
+
+    collective: str
+    algorithm: str
+    nbytes: int
+    count: int
+    dtype: str
+    op: str
+    in_place: bool
+    root: int
+    nranks: int
+    samples: int
+    min_s: float
+    median_s: float
+    mean_s: float
+    p95_s: float
+    p99_s: float
+    max_s: float
+    stddev_s: float
+    ci_low_s: float
+    ci_high_s: float
+    algbw_gbs: float
+    busbw_gbs: float
+    msgs_max: int | None      # messages sent by the busiest rank (hand-written only)
+    bytes_max: int | None     # bytes sent by the busiest rank
+    msgs_total: int | None    # messages sent by all ranks
+    bytes_total: int | None   # bytes sent by all ranks
+    steps_max: int | None     # alpha-count: sequential steps of the busiest rank
+    step_bytes_max: int | None  # beta-count: bytes on those steps
+    reduced_bytes_max: int | None  # gamma-count: bytes reduced locally
+    nwrong: int
+    stop_reason: str
+    sync: str
+    flags: tuple[str, ...] = ()
+    # environment that forced a native:<alg> variant of the library (empty otherwise;
+    # absent from rows written before it existed)
+    settings: dict[str, str] = field(default_factory=dict)
+    samples_s: tuple[float, ...] = field(default=(), repr=False)
+
+    def __post_init__(self):
+        if self.nbytes < 0 or self.count < 0 or self.nranks < 1 or self.nwrong < 0:
+            raise ValueError(f"invalid row {self.collective}/{self.algorithm}: negative field")
+        if self.samples != len(self.samples_s):
+            raise ValueError("samples does not match the raw samples kept")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Row":
+        """Build (and validate) a row from a stored dict; `settings` absent from older rows."""
+        return super().from_dict({**d, "settings": dict(d.get("settings") or {})})
+
+
+
+CSV_COLUMNS = [f.name for f in dataclasses.fields(Row) if f.name != "samples_s"]
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Replace `path` with `data` as JSON: write a temporary file, fsync, rename."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=False)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def free_path(folder: Path, stem: str, suffix: str = "") -> Path:
+    """The first ``stem``, ``stem-2``, ... (+ suffix) that does not exist in `folder`."""
+    for k in range(1, 10_000):
+        p = folder / (f"{stem}{suffix}" if k == 1 else f"{stem}-{k}{suffix}")
+        if not p.exists():
+            return p
+    raise CCBenchError(f"too many {stem}* in {folder}")
+
+
+def new_numbered_dir(folder: Path, stem: str, what: str = "a directory") -> Path:
+    """Create and return a new directory ``stem``, ``stem-2``, ... in `folder`, never an existing one."""
+    for _ in range(100):
+        p = free_path(folder, stem)
+        try:
+            p.mkdir()
+            return p
+        except FileExistsError:  # made by someone else in between: take the next name
+            continue
+        except OSError as exc:
+            raise UsageError(f"cannot create {what} in {str(folder)!r}: {exc.strerror}") from None
+    raise CCBenchError(f"cannot find a free name for {stem} in {folder}")
+
+
+def new_run_dir(root: str | Path, nranks: int, tag: str = "") -> Path:
+    """Create a new, uniquely named run directory under `root` (never reuses a name)."""
+    root = Path(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"results directory {str(root)!r} cannot be created: {exc.strerror}") from None
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise UsageError(f"results directory {str(root)!r} is not writable")
+    host = socket.gethostname().split(".")[0] or "host"
+    stem = time.strftime("%Y%m%d-%H%M%S") + f"_{host}_np{nranks}" + (f"_{tag}" if tag else "")
+    return new_numbered_dir(root, stem, "a run")
+
+
+class RunWriter:
+    """Rank 0's writer of one run directory."""
+
+    def __init__(self, path: Path, meta: dict, rows: int = 0, columns: list[str] | None = None) -> None:
+        self.path = path
+        self.meta = dict(meta, schema=SCHEMA, status="running")
+        write_json_atomic(path / "run.json", self.meta)
+        record = os.environ.get("CCBENCH_RUN_RECORD")
+        if record:  # the process that started the launcher marks the run failed if the job dies
+            Path(record).write_text(str(path))
+        self._jsonl = open(path / "cases.jsonl", "a")
+        self._csv = open(path / "cases.csv", "a", newline="")
+        # another row type (a workload's) brings its own columns
+        self._csvw = csv.DictWriter(self._csv, fieldnames=columns or CSV_COLUMNS)
+        if self._csv.tell() == 0:
+            self._csvw.writeheader()
+        self.rows = rows
+
+    def append(self, row: Row) -> None:
+        """Append one finished case to both tables and push it to disk."""
+        self._jsonl.write(json.dumps(row.to_dict()) + "\n")
+        self._csvw.writerow(row.csv_dict())
+        for f in (self._jsonl, self._csv):
+            f.flush()
+            os.fsync(f.fileno())
+        self.rows += 1
+
+    def update(self, **fields) -> None:
+        """Update run.json atomically with new fields (status, end time, ...)."""
+        if "status" in fields and fields["status"] not in STATUSES:
+            raise ValueError(fields["status"])
+        self.meta.update(fields)
+        write_json_atomic(self.path / "run.json", self.meta)
+
+    def close(self) -> None:
+        """Close the tables."""
+        self._jsonl.close()
+        self._csv.close()
+
+
+def mark_failed(path: str | Path, reason: str) -> bool:
+    """Mark a run that its ranks left ``running`` as ``failed`` with `reason`; True if it was changed.
+
+    For the process that started the launcher: when a rank crashes or is killed, the
+    launcher ends the others at once and none of them can record why. A run whose own
+    ranks already set a final status (complete, interrupted, failed) is left alone.
+    """
+    meta_path = Path(path) / "run.json"
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    if not isinstance(meta, dict) or meta.get("schema") != SCHEMA or meta.get("status") != "running":
+        return False
+    try:
+        _, rows, _ = load_run(path)
+    except UsageError:
+        rows = []
+    meta.update(status="failed", failure=reason, end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                finished_cases=len(rows))
+    write_json_atomic(meta_path, meta)
+    return True
+
+
+def resolve_run(run: str | Path, results_dir: str | Path = "results") -> Path:
+    """A run directory from a path, a name under `results_dir`, or ``latest``."""
+    p = Path(run)
+    if str(run) == "latest":
+        root = Path(results_dir)
+        runs = sorted(
+            (d for d in root.glob("*") if (d / "run.json").is_file()),
+            key=lambda d: d.stat().st_mtime,
+        ) if root.is_dir() else []
+        if not runs:
+            raise UsageError(f"no runs under {str(root)!r}")
+        return runs[-1]
+    for cand in (p, Path(results_dir) / p):
+        if cand.is_dir():
+            return cand
+        if cand.is_file() and cand.name in ("run.json", "cases.jsonl", "cases.csv"):
+            return cand.parent
+    raise UsageError(f"no run at {str(run)!r} (give a run directory, its name under "
+                     f"{str(results_dir)!r}, or latest)")
+
+
+def load_run(run: str | Path, results_dir: str | Path = "results", row_cls=Row) -> tuple[dict, list[Row], list[str]]:
+    """Load (meta, rows, warnings) of a run; refuse unknown schemas and foreign files.
+
+    A torn last line of cases.jsonl (a crash mid-write) is dropped with a warning; a
+    corrupt line elsewhere is an error.  run.json's ``kind`` (``sweep`` when absent) must
+    be `row_cls`'s ``KIND`` (``sweep`` for Row): a workload run is refused where a sweep is
+    expected, with a message saying so.
+    """
+    path = resolve_run(run, results_dir)
+    meta_path = path / "run.json"
+    try:
+        meta = json.loads(meta_path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{str(path)!r} is not a ccbench run (no run.json)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise UsageError(f"{str(meta_path)!r} is corrupt (not JSON)") from None
+    schema = meta.get("schema") if isinstance(meta, dict) else None
+    if schema != SCHEMA:
+        if isinstance(schema, str) and schema.startswith("ccbench.run/"):
+            raise UsageError(f"{str(path)!r} has schema {schema}; this ccbench reads {SCHEMA}: "
+                             "use the ccbench version that wrote it, or re-run the sweep")
+        raise UsageError(f"{str(meta_path)!r} is not a ccbench run file (schema {schema!r})")
+    kind, want = meta.get("kind", "sweep"), getattr(row_cls, "KIND", "sweep")
+    if kind != want:
+        raise UsageError(f"{str(path)!r} is a {kind} run, not a {want} run: use ccbench show"
+                         + (" or ccbench workload" if kind == "workload" else ""))
+    rows: list[Row] = []
+    warnings: list[str] = []
+    try:
+        text = (path / "cases.jsonl").read_text()
+    except FileNotFoundError:
+        text = ""
+    except UnicodeDecodeError:
+        raise UsageError(f"{str(path / 'cases.jsonl')!r} is corrupt (not text)") from None
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rows.append(row_cls.from_dict(json.loads(line)))
+        except (json.JSONDecodeError, ValueError, TypeError) as exc:
+            last = i == len(lines) - 1 or all(not x.strip() for x in lines[i + 1:])
+            if last and not text.endswith("\n"):
+                warnings.append(f"dropped a torn last line of cases.jsonl (line {i + 1})")
+                continue
+            raise UsageError(f"{str(path / 'cases.jsonl')!r} line {i + 1} is corrupt: {exc}") from None
+    return meta, rows, warnings
+
+
+def rows_to_csv(rows: list[Row]) -> str:
+    """Rows as CSV text (no raw samples)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS)
+    w.writeheader()
+    for r in rows:
+        w.writerow(r.csv_dict())
+    return buf.getvalue()
+
+
+def reopen_run(path: Path, rows: list[Row]) -> None:
+    """Make a loaded run's tables ready to append to: drop a torn last line, rebuild cases.csv.
+
+    `rows` are the run's rows as `load_run` returned them.  The JSON Lines file is the
+    record (it has the raw samples); the CSV is rebuilt from it atomically, so a CSV line
+    torn by the same crash disappears too.
+    """
+    jsonl = path / "cases.jsonl"
+    if jsonl.exists():
+        text = jsonl.read_text()
+        if text and not text.endswith("\n"):
+            with open(jsonl, "r+") as f:
+                f.truncate(len(text[: text.rfind("\n") + 1].encode()))
+    tmp = path / f".cases.csv.tmp{os.getpid()}"
+    tmp.write_text(rows_to_csv(rows))
+    os.replace(tmp, path / "cases.csv")
