@@ -28,7 +28,7 @@ def overhead_worker(out: str, iters: int = 20000) -> None:
     import numpy as np
     from mpi4py import MPI
 
-    from ccbench.algorithms._p2p import CountedComm
+    from ccbench.algorithms.p2p import CountedComm
 
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -76,8 +76,8 @@ def main() -> int:
         overhead_worker(args.overhead_worker)
         return 0
 
-    from ccbench.config import format_size
-    from ccbench.results import load_run
+    from ccbench.measure.config import format_size
+    from ccbench.store.results import load_run
 
     root = Path(args.results_dir)
     root.mkdir(parents=True, exist_ok=True)

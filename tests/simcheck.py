@@ -3,9 +3,9 @@
 import numpy as np
 
 from ccbench.algorithms import get
-from ccbench.algorithms._p2p import CountedComm
-from ccbench.collectives import COLLECTIVES
-from ccbench.simcomm import simulate
+from ccbench.algorithms.p2p import CountedComm
+from ccbench.core.collectives import COLLECTIVES
+from ccbench.algorithms.simcomm import simulate
 
 
 def run_sim(collective, algorithm, nranks, count, dtype="float64", op="sum", in_place=False, root=0,

@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 from simcheck import run_sim
 
 from ccbench.algorithms import get
-from ccbench.collectives import COLLECTIVES
-from ccbench.dtypes import DTYPES, OPS
+from ccbench.core.collectives import COLLECTIVES
+from ccbench.core.dtypes import DTYPES, OPS
 
 
 def _ops(coll):
@@ -105,7 +105,7 @@ def test_every_collective_has_native():
 def test_critical_path_is_never_shorter_than_the_schedule(coll, name, P):
     """The modelled cost covers the longest chain of dependent steps of the executed schedule;
     where an algorithm states its critical path, it equals that chain (lock-step rounds: at least)."""
-    from ccbench.algorithms._p2p import critical_path
+    from ccbench.algorithms.p2p import critical_path
 
     alg = get(coll, name)
     if alg.unsupported(P, "sum"):
@@ -125,7 +125,7 @@ def test_critical_path_is_never_shorter_than_the_schedule(coll, name, P):
 
 def test_critical_path_of_known_schedules():
     """A chain of P ranks passing one message: P-1 dependent steps; a ring exchange: one step each."""
-    from ccbench.algorithms._p2p import critical_path
+    from ccbench.algorithms.p2p import critical_path
 
     P, n = 5, 100
     chain = [[(((1, n),), ())]]

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from ccbench.algorithms import REGISTRY
-from ccbench.analysis import (
+from ccbench.analysis.runs import (
     FITS_SCHEMA,
     fit_run,
     parse_inverse_rate,
@@ -24,9 +24,9 @@ from ccbench.analysis import (
     predict_table,
 )
 from ccbench.cli import cli, main
-from ccbench.fit import NetworkParams
-from ccbench.predict import TwoLevelParams, predict, two_level_allreduce_s
-from ccbench.views import fmt_time
+from ccbench.analysis.fit import NetworkParams
+from ccbench.analysis.predict import TwoLevelParams, predict, two_level_allreduce_s
+from ccbench.present.views import fmt_time
 
 RUN = Path(__file__).resolve().parent / "data" / "run-np2"
 RAW = ("run.json", "cases.jsonl", "cases.csv")
@@ -255,7 +255,7 @@ def test_fit_and_predict_on_a_real_4_rank_run(tmp_path):
 
 def test_fit_of_a_lab_run_with_an_unfittable_rate_still_writes_strict_json(run_copy, monkeypatch):
     """A lab block whose bandwidth cannot be fitted (NaN) is stored as null, not a crash."""
-    import ccbench.lab.check as check
+    import ccbench.analysis.lab_check as check
 
     meta = json.loads((run_copy / "run.json").read_text())
     meta["lab"] = {"hosts": 2, "delay_s": 5e-4, "rate_bps": 1e9, "baseline": {"alpha_s": 3e-5}}

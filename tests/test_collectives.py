@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from ccbench.collectives import COLLECTIVES, _red_expected, _red_input
-from ccbench.dtypes import DTYPES, OPS
+from ccbench.core.collectives import COLLECTIVES, _red_expected, _red_input
+from ccbench.core.dtypes import DTYPES, OPS
 
 
 def test_busbw_factors_follow_nccl_tests():

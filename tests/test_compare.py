@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from ccbench.cli import main
-from ccbench.compare import compare_runs, provenance_differences, write_comparison
-from ccbench.results import SCHEMA, Row, load_run
-from ccbench.stats import benjamini_hochberg, geometric_mean, summarize
+from ccbench.analysis.compare import compare_runs, provenance_differences, write_comparison
+from ccbench.store.results import SCHEMA, Row, load_run
+from ccbench.core.stats import benjamini_hochberg, geometric_mean, summarize
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -285,8 +285,8 @@ def wl_runs(tmp_path):
 def test_workload_key_is_every_identifying_field():
     import dataclasses
 
-    from ccbench.workloads.compare import DERIVED, KEY_FIELDS, MEASURED, PER_RUN
-    from ccbench.workloads.record import WorkloadRow
+    from ccbench.analysis.workload_compare import DERIVED, KEY_FIELDS, MEASURED, PER_RUN
+    from ccbench.store.workload_rows import WorkloadRow
 
     names = {f.name for f in dataclasses.fields(WorkloadRow)}
     assert set(KEY_FIELDS) | MEASURED | PER_RUN | DERIVED == names  # every field classified once
@@ -295,7 +295,7 @@ def test_workload_key_is_every_identifying_field():
 
 
 def test_workload_ratios_are_the_stored_medians_ratio(wl_runs, tmp_path, capsys):
-    from ccbench.workloads.compare import KEY_FIELDS
+    from ccbench.analysis.workload_compare import KEY_FIELDS
 
     a, b = wl_runs["wl-ddp-np2"], wl_runs["wl-ddp-np2-single"]
     out = tmp_path / "cmp"
@@ -316,7 +316,7 @@ def test_workload_ratios_are_the_stored_medians_ratio(wl_runs, tmp_path, capsys)
         k = tuple(r[f] if r[f] != "" else "None" for f in KEY_FIELDS)
         assert float(r["median_a_s"]) == sa[k]["median_s"] and float(r["median_b_s"]) == sb[k]["median_s"]
         assert float(r["ratio"]) == pytest.approx(sb[k]["median_s"] / sa[k]["median_s"], rel=1e-12)
-        from ccbench.stats import mann_whitney_u
+        from ccbench.core.stats import mann_whitney_u
 
         p = mann_whitney_u(sb[k]["samples_s"], sa[k]["samples_s"])[1]
         assert float(r["p_value"]) == pytest.approx(p)
@@ -383,7 +383,7 @@ def test_corrupt_workload_runs_are_one_line(wl_runs, capsys, how, message):
 
 
 def test_workload_straggler_pairs_carry_the_slowdowns(tmp_path):
-    from ccbench.workloads.compare import compare_workload_runs
+    from ccbench.analysis.workload_compare import compare_workload_runs
 
     a = tmp_path / "a"
     shutil.copytree(DATA / "wl-straggler-np2", a)

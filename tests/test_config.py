@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from ccbench.config import Config, format_size, load_config, parse_size, parse_sizes, plan
-from ccbench.errors import UsageError
+from ccbench.measure.config import Config, format_size, load_config, parse_size, parse_sizes, plan
+from ccbench.core.errors import UsageError
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
@@ -132,6 +132,6 @@ def test_plan_rejects_missing_root_and_skips_pingpong_alone():
 
 
 def test_timing_defaults_are_the_config_defaults():
-    from ccbench.timing import TimingSettings
+    from ccbench.measure.timing import TimingSettings
 
     assert TimingSettings() == TimingSettings.from_config(Config())

@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from ccbench.errors import CCBenchError
-from ccbench.fit import (
+from ccbench.core.errors import CCBenchError
+from ccbench.analysis.fit import (
     NetworkParams,
     compare_params,
     fit_curve,
@@ -310,5 +310,5 @@ def test_compare_pingpong_and_joint_estimates():
 
 
 def test_fit_modules_import_no_mpi():
-    code = "import sys, ccbench.fit, ccbench.predict; assert 'mpi4py' not in sys.modules"
+    code = "import sys, ccbench.analysis.fit, ccbench.analysis.predict; assert 'mpi4py' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

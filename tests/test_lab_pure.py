@@ -6,9 +6,9 @@ import struct
 import numpy as np
 import pytest
 
-from ccbench.errors import UsageError
+from ccbench.core.errors import UsageError
 from ccbench.lab import netlink as nl
-from ccbench.lab.check import fit_link, fitted_vs_injected, lab_table, low_statistic_rows
+from ccbench.analysis.lab_check import fit_link, fitted_vs_injected, lab_table, low_statistic_rows
 from ccbench.lab.link import Link, format_delay, format_rate, parse_delay, parse_rate
 
 # ------------------------------------------------------------------ units
@@ -156,7 +156,7 @@ def test_parse_errors():
 # ------------------------------------------------------------------ launch command and provenance
 
 def test_lab_command_is_one_mpmd_section_per_host():
-    from ccbench.lab.run import lab_command
+    from ccbench.measure.lab import lab_command
 
     cmd = lab_command(3, ["-C", "pingpong"], mpiexec="mpiexec", python="py")
     assert cmd[:3] == ["mpiexec", "-launcher", "fork"]
@@ -165,7 +165,7 @@ def test_lab_command_is_one_mpmd_section_per_host():
 
 
 def test_provenance_reads_the_lab_block(monkeypatch):
-    from ccbench.provenance import _lab
+    from ccbench.measure.provenance import _lab
 
     monkeypatch.delenv("CCBENCH_LAB", raising=False)
     assert _lab() is None

@@ -1,12 +1,12 @@
-"""ccbench.launcher.run_job: a job that opens a run and dies leaves it marked failed; a clean one does not."""
+"""ccbench.measure.launcher.run_job: a job that opens a run and dies leaves it marked failed; a clean one does not."""
 
 import json
 import os
 import sys
 
-from ccbench.launcher import run_job
+from ccbench.measure.launcher import run_job
 
-OPEN_RUN = ("import os, sys; from ccbench.results import RunWriter, new_run_dir; "
+OPEN_RUN = ("import os, sys; from ccbench.store.results import RunWriter, new_run_dir; "
             "RunWriter(new_run_dir(sys.argv[1], 1), {{}}); {end}")
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from ccbench.algorithms import REGISTRY
-from ccbench.collectives import COLLECTIVES
-from ccbench.config import Case, load_config
-from ccbench.dtypes import DTYPES, OPS
-from ccbench.timing import TimingSettings
+from ccbench.core.collectives import COLLECTIVES
+from ccbench.measure.config import Case, load_config
+from ccbench.core.dtypes import DTYPES, OPS
+from ccbench.measure.timing import TimingSettings
 
 pytestmark = pytest.mark.mpi
 
@@ -26,7 +26,7 @@ def _comm():
 
 @pytest.mark.parametrize("coll", list(COLLECTIVES))
 def test_native_every_dtype_op_place_root(coll):
-    from ccbench.runner import run_case
+    from ccbench.measure.sweep import run_case
 
     comm = _comm()
     P = comm.Get_size()
@@ -51,8 +51,8 @@ def test_native_every_dtype_op_place_root(coll):
 
 
 def test_sweep_writes_a_complete_run(tmp_path):
-    from ccbench.results import load_run
-    from ccbench.runner import run_sweep
+    from ccbench.store.results import load_run
+    from ccbench.measure.sweep import run_sweep
 
     comm = _comm()
     root_dir = comm.bcast(str(tmp_path), root=0)  # rank 0 owns the run directory
@@ -98,8 +98,8 @@ def test_hand_written_algorithms_under_mpi():
 
 
 def test_window_sync_when_ranks_fit_the_cores():
-    from ccbench.provenance import usable_cores
-    from ccbench.runner import run_case
+    from ccbench.measure.provenance import usable_cores
+    from ccbench.measure.sweep import run_case
 
     comm = _comm()
     P = comm.Get_size()

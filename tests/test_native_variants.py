@@ -18,10 +18,10 @@ from ccbench.algorithms.native_variants import (
     library_of_vendor,
     variant_names,
 )
-from ccbench.config import load_config, plan
-from ccbench.errors import UsageError
-from ccbench.multilaunch import plan_parts
-from ccbench.results import load_run
+from ccbench.measure.config import load_config, plan
+from ccbench.core.errors import UsageError
+from ccbench.measure.multilaunch import plan_parts
+from ccbench.store.results import load_run
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from ccbench.algorithms.registry import Cost
-from ccbench.errors import CCBenchError
-from ccbench.fit import NetworkParams
-from ccbench.predict import (
+from ccbench.core.errors import CCBenchError
+from ccbench.analysis.fit import NetworkParams
+from ccbench.analysis.predict import (
     TwoLevelParams,
     compare_to_measured,
     crossovers,
@@ -226,8 +226,8 @@ def test_step_overhead_is_recovered_and_named_as_the_reason():
     """Hand-written cases that pay o per step on top of the model: the estimate finds o, and the
     cases the plain model misses are explained by it."""
     from ccbench.algorithms import REGISTRY
-    from ccbench.fit import NetworkParams
-    from ccbench.predict import compare_to_measured, estimate_step_overhead, predict
+    from ccbench.analysis.fit import NetworkParams
+    from ccbench.analysis.predict import compare_to_measured, estimate_step_overhead, predict
 
     params = NetworkParams(alpha_s=2e-6, beta_s_per_byte=1e-10, gamma_s_per_byte=1e-11, source="given")
     o = 3e-6
@@ -250,8 +250,8 @@ def test_step_overhead_is_recovered_and_named_as_the_reason():
 
 def test_negative_step_overhead_explains_nothing():
     from ccbench.algorithms import REGISTRY
-    from ccbench.fit import NetworkParams
-    from ccbench.predict import compare_to_measured, predict
+    from ccbench.analysis.fit import NetworkParams
+    from ccbench.analysis.predict import compare_to_measured, predict
 
     params = NetworkParams(alpha_s=5e-6, beta_s_per_byte=1e-10, source="given")
     alg = REGISTRY["allreduce"]["ring"]

@@ -8,10 +8,10 @@ from simcheck import run_sim
 
 from ccbench.algorithms import allreduce as ar
 from ccbench.algorithms import get
-from ccbench.algorithms._p2p import CountedComm
+from ccbench.algorithms.p2p import CountedComm
 from ccbench.algorithms.reduce_scatter import pof2_group
-from ccbench.collectives import COLLECTIVES
-from ccbench.simcomm import simulate
+from ccbench.core.collectives import COLLECTIVES
+from ccbench.algorithms.simcomm import simulate
 
 
 def _steps(messages):
@@ -193,8 +193,8 @@ def test_under_mpi_exact(coll, name):
 
 def test_calling_an_algorithm_reuses_one_counting_wrapper():
     """ccbench.algorithms.get(...)(comm, ...) wraps a plain communicator once, keeping its scratch."""
-    from ccbench.algorithms._p2p import counted
-    from ccbench.simcomm import SimWorld
+    from ccbench.algorithms.p2p import counted
+    from ccbench.algorithms.simcomm import SimWorld
 
     comm = SimWorld(1).comm(0)
     assert counted(comm) is counted(comm)

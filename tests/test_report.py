@@ -19,13 +19,13 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from ccbench.analysis import fit_run  # noqa: E402
+from ccbench.analysis.runs import fit_run  # noqa: E402
 from ccbench.cli import main  # noqa: E402
-from ccbench.config import format_size  # noqa: E402
-from ccbench.errors import CCBenchError, UsageError  # noqa: E402
-from ccbench.plots import human_time, require_matplotlib  # noqa: E402
-from ccbench.report import build_report, fastest_per_size, group_rows, load_collective_run  # noqa: E402
-from ccbench.results import load_run  # noqa: E402
+from ccbench.measure.config import format_size  # noqa: E402
+from ccbench.core.errors import CCBenchError, UsageError  # noqa: E402
+from ccbench.present.plots import human_time, require_matplotlib  # noqa: E402
+from ccbench.present.report import build_report, fastest_per_size, group_rows, load_collective_run  # noqa: E402
+from ccbench.store.results import load_run  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 RUN = DATA / "run-np4"
@@ -324,7 +324,7 @@ def test_load_refuses_runs_without_rows(run_copy):
 
 
 def test_figures_label_sizes_and_times_in_human_units():
-    from ccbench.plots import latency_figure, size_label
+    from ccbench.present.plots import latency_figure, size_label
 
     _, _, rows, _ = load_collective_run(RUN)
     g = next(g for g in group_rows(rows) if g.collective == "allreduce")
@@ -357,7 +357,7 @@ def _wl_copy(tmp_path, name):
 
 
 def test_workload_report_tables_are_the_stored_rows(tmp_path):
-    from ccbench.stats import mann_whitney_u
+    from ccbench.core.stats import mann_whitney_u
 
     run = _wl_copy(tmp_path, "wl-ddp-np2")
     res = build_report(run)

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from ccbench.errors import UsageError
-from ccbench.results import SCHEMA, Row, RunWriter, load_run, new_run_dir, resolve_run
+from ccbench.core.errors import UsageError
+from ccbench.store.results import SCHEMA, Row, RunWriter, load_run, new_run_dir, resolve_run
 
 
 def make_row(**over) -> Row:

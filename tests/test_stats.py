@@ -1,12 +1,12 @@
-"""ccbench.stats on synthetic data with known answers (plain pytest, no MPI)."""
+"""ccbench.core.stats on synthetic data with known answers (plain pytest, no MPI)."""
 
 import math
 
 import numpy as np
 import pytest
 
-from ccbench import stats
-from ccbench.stats import (
+from ccbench.core import stats
+from ccbench.core.stats import (
     FLAG_DESCRIPTIONS,
     Summary,
     geometric_mean,

@@ -8,10 +8,10 @@ import pytest
 from rich.console import Console
 
 from ccbench.algorithms import REGISTRY, Cost
-from ccbench.algorithms._p2p import is_in_place
+from ccbench.algorithms.p2p import is_in_place
 from ccbench.algorithms.registry import register
-from ccbench.errors import UsageError
-from ccbench.trace import Trace, render, schedule_lines, trace
+from ccbench.core.errors import UsageError
+from ccbench.analysis.trace import Trace, render, schedule_lines, trace
 
 
 def _text(t: Trace, **kw) -> str:
@@ -177,7 +177,7 @@ def test_bad_root():
 
 def test_trace_needs_no_mpi():
     code = (
-        "import sys; from ccbench.trace import trace; "
+        "import sys; from ccbench.analysis.trace import trace; "
         "t = trace('allreduce', 'ring', 3, 7); "
         "assert t.nwrong == 0; assert 'mpi4py.MPI' not in sys.modules, 'MPI imported'"
     )

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from ccbench.algorithms.native_variants import MPICH, OPENMPI, OPENMPI_COLL_IDS
-from ccbench.errors import UsageError
-from ccbench.results import Row, RunWriter
-from ccbench.tune import (
+from ccbench.core.errors import UsageError
+from ccbench.store.results import Row, RunWriter
+from ccbench.analysis.tune import (
     Range,
     Selection,
     SizeChoice,

@@ -9,16 +9,16 @@ import pytest
 from click.testing import CliRunner
 
 from ccbench.algorithms import get
-from ccbench.algorithms._p2p import CountedComm
-from ccbench.errors import UsageError
-from ccbench.fit import NetworkParams
-from ccbench.predict import predict
-from ccbench.simcomm import simulate
-from ccbench.workloads.config import KEYS, load_workload_config, resolve_workload
-from ccbench.workloads.engine import StepBuffers, step_calls
+from ccbench.algorithms.p2p import CountedComm
+from ccbench.core.errors import UsageError
+from ccbench.analysis.fit import NetworkParams
+from ccbench.analysis.predict import predict
+from ccbench.algorithms.simcomm import simulate
+from ccbench.measure.workload_config import KEYS, load_workload_config, resolve_workload
+from ccbench.measure.workload_engine import StepBuffers, step_calls
 from ccbench.workloads.models import BUILTIN, Model, Tensor, load_model
-from ccbench.workloads.predict import predict_workload
-from ccbench.workloads.record import WorkloadRow
+from ccbench.analysis.workload_predict import predict_workload
+from ccbench.store.workload_rows import WorkloadRow
 from ccbench.workloads.schedule import (
     ddp_buckets,
     ddp_schedule,
@@ -397,8 +397,8 @@ def test_cli_bad_input_is_one_line(tmp_path, capsys):
 
 def test_show_a_workload_run(tmp_path):
     from ccbench.cli import cli
-    from ccbench.results import RunWriter, load_run
-    from ccbench.workloads.record import KIND, WORKLOAD_COLUMNS
+    from ccbench.store.results import RunWriter, load_run
+    from ccbench.store.workload_rows import KIND, WORKLOAD_COLUMNS
 
     run = tmp_path / "run1"
     run.mkdir()
@@ -421,7 +421,7 @@ def test_launch_end_to_end_then_show(tmp_path):
     import subprocess
     import sys
 
-    from ccbench.results import load_run
+    from ccbench.store.results import load_run
 
     model = tmp_path / "m.txt"
     model.write_text("300 a\n20 a\n5000 b\n")
@@ -443,7 +443,7 @@ def test_launch_end_to_end_then_show(tmp_path):
 def test_views_of_overlap_and_straggler_rows():
     from rich.console import Console
 
-    from ccbench.workloads.views import workload_tables
+    from ccbench.present.workload_views import workload_tables
 
     ov = _row(workload="overlap", variant="Iallreduce", part=0, label="1 MiB", collective="allreduce", ncalls=1,
               comm_s=1e-3, compute_s=2e-3, total_s=2.5e-3, overlap_pct=50.0)

@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from ccbench.timing import TimingSettings
-from ccbench.workloads.config import resolve_workload
+from ccbench.measure.timing import TimingSettings
+from ccbench.measure.workload_config import resolve_workload
 
 pytestmark = pytest.mark.mpi
 
@@ -47,9 +47,9 @@ def model_file(tmp_path_factory):
 def _run(kind, results, **values):
     from mpi4py import MPI
 
-    from ccbench.results import load_run
-    from ccbench.workloads.record import WorkloadRow
-    from ccbench.workloads.run import run_workload
+    from ccbench.store.results import load_run
+    from ccbench.store.workload_rows import WorkloadRow
+    from ccbench.measure.workload import run_workload
 
     cfg = resolve_workload(kind, dict(FAST, results_dir=results, **values))
     code, path = run_workload(cfg, thread=("multiple", "test"), argv=["test"], quiet=True)
@@ -157,7 +157,7 @@ class _SleepKernel:
 def test_overlap_known_answers():
     from mpi4py import MPI
 
-    from ccbench.workloads.engine import measure_overlap
+    from ccbench.measure.workload_engine import measure_overlap
     from ccbench.workloads.schedule import overlap_pct
 
     comm = MPI.COMM_WORLD
@@ -177,8 +177,8 @@ def test_overlap_known_answers():
 def test_straggler_known_answers():
     from mpi4py import MPI
 
-    from ccbench.timing import measure
-    from ccbench.workloads.engine import DelayedSync
+    from ccbench.measure.timing import measure
+    from ccbench.measure.workload_engine import DelayedSync
     from ccbench.workloads.schedule import straggler_slowdown
 
     comm = MPI.COMM_WORLD

@@ -11,7 +11,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ccbench.algorithms._p2p import critical_path, is_in_place
+from ccbench.algorithms.p2p import critical_path, is_in_place
 from ccbench.algorithms.registry import Cost, register
 
 __all__ = ["bruck", "linear", "recursive_doubling", "ring"]

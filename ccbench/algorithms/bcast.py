@@ -1,7 +1,7 @@
 """Hand-written broadcasts: binomial tree, linear, scatter + ring allgather, pipelined chain.
 
 Every function has the signature of mpi4py's ``comm.Bcast(buf, root)``:
-``fn(comm, buf, root=0)``, with `comm` a counting communicator (`ccbench.algorithms._p2p`).
+``fn(comm, buf, root=0)``, with `comm` a counting communicator (`ccbench.algorithms.p2p`).
 Ranks are renumbered relative to the root, ``vr = (rank - root) mod P``, so that every
 schedule can be written as if the root were rank 0.  None of these functions uses
 ``comm.scratch``: other algorithms (binomial-reduce + binomial-bcast allreduce) may call
@@ -10,7 +10,7 @@ schedule can be written as if the root were rank 0.  None of these functions use
 
 from functools import lru_cache
 
-from ccbench.algorithms._p2p import block_bounds
+from ccbench.algorithms.p2p import block_bounds
 from ccbench.algorithms.registry import Cost, register
 
 __all__ = ["SEGMENT_BYTES", "binomial", "linear", "pipelined_chain", "scatter_allgather"]

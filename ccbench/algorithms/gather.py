@@ -9,7 +9,7 @@ nccl-tests: n = P * block bytes, the root's receive buffer.
 
 import numpy as np
 
-from ccbench.algorithms._p2p import is_in_place
+from ccbench.algorithms.p2p import is_in_place
 from ccbench.algorithms.registry import Cost, register
 
 __all__ = ["binomial", "linear"]

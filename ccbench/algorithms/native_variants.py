@@ -32,7 +32,7 @@ collective: ``ccbench launch`` starts one launch per variant and merges them.
 import os
 
 from ccbench.algorithms.registry import REGISTRY, register
-from ccbench.errors import CCBenchError, UsageError
+from ccbench.core.errors import CCBenchError, UsageError
 
 __all__ = ["LIBRARIES", "MPICH", "MPICH_PARAMS", "NotApplicableError", "OPENMPI", "OPENMPI_COLL_IDS",
            "check_environment", "current_library", "is_variant", "library_of_launcher",
@@ -102,7 +102,7 @@ MPICH: dict[str, tuple[str, list[tuple[str, str]]]] = {
 # JSON parser leaves a missing one unset), with MPICH's CVAR defaults -- the values a forced
 # run used (MPIR_CVAR_*_KVAL = 2, *_SINGLE_PHASE_RECV = 0).  Algorithms that take more
 # (the tree broadcasts and allreduce: tree type, chunk size, topology costs) are measured
-# but never written into a selection file; see `ccbench.tune`.
+# but never written into a selection file; see `ccbench.analysis.tune`.
 MPICH_PARAMS: dict[str, dict[str, int]] = {
     "MPIR_Barrier_intra_k_dissemination": {"k": 2},
     "MPIR_Barrier_intra_recexch": {"k": 2, "single_phase_recv": 0},

@@ -7,7 +7,7 @@ Collective Reduction Operations", ICCS 2004.
 
 import numpy as np
 
-from ccbench.algorithms._p2p import as_ufunc, block_bounds, is_in_place, pof2_below
+from ccbench.algorithms.p2p import as_ufunc, block_bounds, is_in_place, pof2_below
 from ccbench.algorithms.reduce_scatter import halving_reduce_scatter, pof2_group
 from ccbench.algorithms.registry import Cost, register
 

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ccbench.algorithms._p2p import as_ufunc, is_in_place, pof2_below
+from ccbench.algorithms.p2p import as_ufunc, is_in_place, pof2_below
 from ccbench.algorithms.registry import Cost, register
 
 __all__ = [

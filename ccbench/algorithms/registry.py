@@ -4,9 +4,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ccbench.algorithms._p2p import counted
-from ccbench.collectives import COLLECTIVES
-from ccbench.errors import UsageError
+from ccbench.algorithms.p2p import counted
+from ccbench.core.collectives import COLLECTIVES
+from ccbench.core.errors import UsageError
 
 __all__ = ["REGISTRY", "Algorithm", "Cost", "get", "register"]
 
@@ -17,11 +17,11 @@ class Cost(NamedTuple):
     Time = alpha * a + beta * b + gamma * g for network latency a (s), inverse
     bandwidth b (s/byte) and reduction cost g (s/byte).  ``alpha``, ``beta`` and
     ``gamma`` are per rank, maximised over ranks, under the full-duplex model of
-    `ccbench.algorithms._p2p`: what the busiest rank does, and what the traffic tests
+    `ccbench.algorithms.p2p`: what the busiest rank does, and what the traffic tests
     count.
 
     ``critical`` is the cost along the schedule's longest chain of dependent steps
-    (`ccbench.algorithms._p2p.critical_path`) where that is longer than the busiest
+    (`ccbench.algorithms.p2p.critical_path`) where that is longer than the busiest
     rank's own work: in pipelines, where a rank idles while the pipeline fills (a chain
     broadcast's last rank waits P-2 rounds for its first segment), and in the forwarding
     steps of non-power-of-two schedules.  For the double binary tree's lock-step rounds

@@ -1,6 +1,7 @@
 """Command families that live in their own modules (report, compare, tune, lab, workload, ...).
 
-Each module here defines ``COMMANDS``, a list of click commands; ``ccbench.cli`` adds them all to
+Each command module here defines ``COMMANDS``, a list of click commands (helper modules such as
+``options`` define none); ``ccbench.cli`` adds them all to
 the ``ccbench`` group. A module must import nothing heavy at import time (mpi4py, matplotlib):
 ``ccbench --help`` imports every one of them.
 """
@@ -16,5 +17,5 @@ def load() -> list:
     commands = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{__name__}.{info.name}")
-        commands.extend(module.COMMANDS)
+        commands.extend(getattr(module, "COMMANDS", ()))
     return commands

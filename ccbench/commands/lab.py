@@ -2,7 +2,7 @@
 
 import click
 
-from ccbench.errors import CCBenchError
+from ccbench.core.errors import CCBenchError
 
 __all__ = ["COMMANDS"]
 
@@ -24,7 +24,7 @@ def _shaper_summary(state: dict) -> str:
 
 def _print_baseline(console, base: dict | None) -> None:
     from ccbench.lab.link import format_rate
-    from ccbench.views import fmt_time
+    from ccbench.present.views import fmt_time
 
     if not base:
         console.print("zero-delay baseline: none (fits show alpha only; `ccbench lab set --baseline` measures it)")
@@ -57,13 +57,13 @@ def lab():
 @click.option("--results-dir", default="results", show_default=True, help="Where the baseline run is stored.")
 def up_cmd(hosts, delay, rate, shaper, baseline, results_dir):
     """Create the hosts, links and emulator (refused when a lab is already up)."""
-    from ccbench.cli import _console
+    from ccbench.commands.common import new_console
     from ccbench.lab import core
     from ccbench.lab.link import parse_delay, parse_rate
-    from ccbench.lab.run import measure_baseline
+    from ccbench.measure.lab import measure_baseline
 
     delay_s, rate_bps = parse_delay(delay), parse_rate(rate)
-    console = _console()
+    console = new_console()
     state = core.up(hosts, delay_s, rate_bps, shaper)
     console.print(f"lab up: {hosts} hosts {', '.join(state['namespaces'])} ({state['subnet']}), "
                   f"{_link_summary(state)}; {_shaper_summary(state)}")
@@ -85,10 +85,10 @@ def up_cmd(hosts, delay, rate, shaper, baseline, results_dir):
 @click.option("--results-dir", default="results", show_default=True, help="Where a baseline run is stored.")
 def set_cmd(delay, rate, baseline, results_dir):
     """Change the links' delay and rate (restarts the emulator; the hosts stay)."""
-    from ccbench.cli import _console
+    from ccbench.commands.common import new_console
     from ccbench.lab import core
     from ccbench.lab.link import parse_delay, parse_rate
-    from ccbench.lab.run import measure_baseline
+    from ccbench.measure.lab import measure_baseline
 
     state = core.load_state()
     if state is None or state.get("status") != "up":
@@ -97,7 +97,7 @@ def set_cmd(delay, rate, baseline, results_dir):
     rate_bps = parse_rate(rate) if rate is not None else state["rate_bps"]
     rate_changed = rate_bps != state["rate_bps"]
     core.restart_emulator(state, delay_s, rate_bps)
-    console = _console()
+    console = new_console()
     console.print(f"lab links now: {_link_summary(state)}; {_shaper_summary(state)}")
     if baseline or (baseline is None and rate_changed):
         console.print("measuring the zero-delay baseline ...")
@@ -114,12 +114,12 @@ def set_cmd(delay, rate, baseline, results_dir):
 @click.argument("run_args", nargs=-1, type=click.UNPROCESSED)
 def run_cmd(nranks, run_args):
     """Run `ccbench run RUN_ARGS` with one rank per host: ccbench lab run -- -C pingpong -s 8:4M:2."""
-    from ccbench.cli import _console
-    from ccbench.config import format_size
-    from ccbench.lab.run import run_on_lab
+    from ccbench.commands.common import new_console
+    from ccbench.measure.config import format_size
+    from ccbench.measure.lab import run_on_lab
 
     code, run_dir, traffic = run_on_lab(list(run_args), nranks)
-    console = _console()
+    console = new_console()
     parts = [f"{ns} received {format_size(v['rx_bytes'])} ({v['emulated_packets']} packets through the emulator)"
              for ns, v in traffic["links"].items()]
     console.print("traffic over the emulated links: " + "; ".join(parts))
@@ -139,10 +139,10 @@ def run_cmd(nranks, run_args):
 @lab.command("status")
 def status_cmd():
     """Say whether a lab is up, its links, emulator, counters and baseline."""
-    from ccbench.cli import _console
+    from ccbench.commands.common import new_console
     from ccbench.lab import core
 
-    console = _console()
+    console = new_console()
     state = core.load_state()
     leftovers = core.lab_namespaces()
     if state is None:
@@ -166,11 +166,11 @@ def status_cmd():
 @lab.command("down")
 def down_cmd():
     """Remove every namespace, link, rule and process the lab created (also after a crash)."""
-    from ccbench.cli import _console
+    from ccbench.commands.common import new_console
     from ccbench.lab import core
 
     removed = core.down()
-    _console().print("removed: " + ", ".join(removed) if removed else "nothing to remove: no lab")
+    new_console().print("removed: " + ", ".join(removed) if removed else "nothing to remove: no lab")
 
 
 COMMANDS = [lab]

@@ -1,13 +1,13 @@
 """``ccbench report``, ``ccbench compare`` and ``ccbench plot``: views of stored runs.
 
-Thin click commands over `ccbench.report`, `ccbench.compare` and `ccbench.plots`; what
+Thin click commands over `ccbench.present.report`, `ccbench.analysis.compare` and `ccbench.present.plots`; what
 they print are rich tables of stored rows (medians, CIs, bandwidths) and of numbers
 derived from them (ratios, tests, fits).  Nothing heavy is imported at module level.
 """
 
 import click
 
-from ccbench.errors import UsageError
+from ccbench.core.errors import UsageError
 
 __all__ = ["COMMANDS"]
 
@@ -29,13 +29,13 @@ def report(run_path, results_dir):
     """
     from rich.table import Table
 
-    from ccbench.cli import _console
-    from ccbench.config import format_size
-    from ccbench.report import build_report
-    from ccbench.views import fmt_time, run_header
+    from ccbench.commands.common import new_console
+    from ccbench.measure.config import format_size
+    from ccbench.present.report import build_report
+    from ccbench.present.views import fmt_time, run_header
 
     res = build_report(run_path, results_dir)
-    console = _console()
+    console = new_console()
     console.print(run_header(res["meta"], res["path"]))
     if res.get("kind") == "workload":
         _print_workload_report(res, console)
@@ -64,8 +64,8 @@ def report(run_path, results_dir):
 def _print_workload_report(res, console) -> None:
     from rich.table import Table
 
-    from ccbench.views import fmt_time
-    from ccbench.workloads.views import workload_tables
+    from ccbench.present.views import fmt_time
+    from ccbench.present.workload_views import workload_tables
 
     for t in workload_tables(res["meta"], res["rows"]):
         if not isinstance(t, str) and "per call" in str(t.title):
@@ -110,21 +110,21 @@ def compare(runs, results_dir, out_dir, level, no_plot):
     """
     from rich.table import Table
 
-    from ccbench.cli import _console
-    from ccbench.compare import VERDICT_STYLE, compare_runs, print_warnings_and_legend, write_comparison
-    from ccbench.config import format_size
-    from ccbench.views import fmt_time
+    from ccbench.commands.common import new_console
+    from ccbench.analysis.compare import VERDICT_STYLE, compare_runs, print_warnings_and_legend, write_comparison
+    from ccbench.measure.config import format_size
+    from ccbench.present.views import fmt_time
 
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs: RUN_A RUN_B [RUN ...]")
     if not no_plot:
-        from ccbench.plots import require_matplotlib
+        from ccbench.present.plots import require_matplotlib
 
         require_matplotlib()
     cmp = compare_runs(runs, results_dir, level=level)
-    console = _console()
+    console = new_console()
     if cmp.kind == "workload":
-        from ccbench.workloads.compare import print_comparison
+        from ccbench.analysis.workload_compare import print_comparison
 
         print_comparison(cmp, console)
         files = write_comparison(cmp, out_dir, plot=not no_plot)
@@ -204,20 +204,20 @@ def plot(run_path, results_dir, collectives, kind, output):
     """Write single PNG figures of a stored run, one per collective (never overwriting a file)."""
     from pathlib import Path
 
-    from ccbench.cli import _console
-    from ccbench.plots import require_matplotlib
-    from ccbench.report import load_collective_run
+    from ccbench.commands.common import new_console
+    from ccbench.present.plots import require_matplotlib
+    from ccbench.present.report import load_collective_run
 
     require_matplotlib()
     path, meta, rows, _ = load_collective_run(run_path, results_dir)
     written = _plot_run(path, rows, collectives, kind, Path(output) if output else None)
-    _console().print("wrote " + ", ".join(str(p) for p in written))
+    new_console().print("wrote " + ", ".join(str(p) for p in written))
 
 
 def _plot_run(path, rows, collectives, kind, output) -> list:
-    from ccbench.plots import save_png
-    from ccbench.report import group_figure, group_rows, group_slug
-    from ccbench.results import free_path
+    from ccbench.present.plots import save_png
+    from ccbench.present.report import group_figure, group_rows, group_slug
+    from ccbench.store.results import free_path
 
     groups = group_rows(rows)
     present = list(dict.fromkeys(g.collective for g in groups))
@@ -237,7 +237,7 @@ def _plot_run(path, rows, collectives, kind, output) -> list:
         raise UsageError(f"{str(output)!r} exists; it is never overwritten (choose another name)")
     doc = None
     if kind in ("latency", "predicted"):
-        from ccbench.analysis import fit_run
+        from ccbench.analysis.runs import fit_run
 
         doc = fit_run(path, write=False)
     per_coll: dict[str, int] = {}

@@ -23,13 +23,13 @@ def tune(runs, fmt, output, results_dir, verify):
     """
     from rich.table import Table
 
-    from ccbench.cli import _console
-    from ccbench.config import format_size
-    from ccbench.tune import tune_runs
-    from ccbench.tune import verify as do_verify
-    from ccbench.views import fmt_time
+    from ccbench.commands.common import new_console
+    from ccbench.measure.config import format_size
+    from ccbench.analysis.tune import tune_runs
+    from ccbench.analysis.tune import verify as do_verify
+    from ccbench.present.views import fmt_time
 
-    console = _console()
+    console = new_console()
     doc = tune_runs(runs, fmt, output, results_dir)
     for s in doc["selections"]:
         t = Table(title=f"{s.collective} at {s.nranks} ranks ({s.dtype}{'/' + s.op if s.op != 'none' else ''}) "

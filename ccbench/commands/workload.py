@@ -4,8 +4,8 @@ import sys
 
 import click
 
-from ccbench.errors import CCBenchError, UsageError
-from ccbench.options import network_options
+from ccbench.core.errors import CCBenchError, UsageError
+from ccbench.commands.options import network_options
 
 __all__ = ["COMMANDS"]
 
@@ -60,20 +60,20 @@ def _overrides(kw: dict) -> dict:
 
 def _relaunch(ctx: click.Context, kind: str, kw: dict) -> None:
     """Start LAUNCHER -n N python -m mpi4py -m ccbench workload KIND ... (ccbench launch's helpers)."""
-    from ccbench.cli import _run_launcher, _to_argv
-    from ccbench.launcher import prepare_launcher
+    from ccbench.commands.common import run_launcher, to_argv
+    from ccbench.measure.launcher import prepare_launcher
 
     exe, _, env, extra = prepare_launcher(kw["launcher"])
-    args = _to_argv(ctx, dict(kw, launch=None, launcher=None))
+    args = to_argv(ctx, dict(kw, launch=None, launcher=None))
     cmd = [exe, "-n", str(kw["launch"]), *extra, sys.executable, "-m", "mpi4py", "-m", "ccbench", "workload",
            kind, *args]
-    code = _run_launcher(cmd, env)
+    code = run_launcher(cmd, env)
     if code:
         raise SystemExit(code if code > 0 else 128 - code)
 
 
 def _measure(kind: str, kw: dict) -> None:
-    from ccbench.workloads.config import load_workload_config
+    from ccbench.measure.workload_config import load_workload_config
 
     cfg = load_workload_config(kind, kw.get("config_file"), _overrides(kw))  # refuse bad input first
     if kw.get("launch"):
@@ -81,14 +81,14 @@ def _measure(kind: str, kw: dict) -> None:
         return
     import mpi4py
 
-    from ccbench.provenance import choose_thread_level
+    from ccbench.measure.provenance import choose_thread_level
 
     thread = choose_thread_level(cfg.thread_level)
     mpi4py.rc.thread_level = thread[0]
     from mpi4py import MPI
 
-    from ccbench.cli import _console
-    from ccbench.workloads.run import run_workload
+    from ccbench.commands.common import new_console
+    from ccbench.measure.workload import run_workload
 
     rank = MPI.COMM_WORLD.Get_rank()
     try:
@@ -99,9 +99,9 @@ def _measure(kind: str, kw: dict) -> None:
         MPI.Finalize()
         raise SystemExit(exc.exit_code) from None
     if rank == 0 and path is not None:
-        from ccbench.workloads.views import show_workload
+        from ccbench.present.workload_views import show_workload
 
-        show_workload(path, _console(), show_table=kw.get("show", True))
+        show_workload(path, new_console(), show_table=kw.get("show", True))
     MPI.Finalize()
     if code:
         raise SystemExit(code)
@@ -190,10 +190,10 @@ def straggler(**kw):
 def predict_cmd(kind, model, ranks, from_run, results_dir, alpha, beta, gamma, dtype, bucket_mb, first_bucket_mb,
                 ep, tokens, hidden, experts_per_rank, top_k, capacity_factor):
     """Predict a workload's step communication time at any scale from the alpha-beta-gamma model."""
-    from ccbench.analysis import given_params, parse_ranks
-    from ccbench.cli import _console
-    from ccbench.dtypes import dtype_of
-    from ccbench.workloads.predict import predict_workload, prediction_tables
+    from ccbench.analysis.runs import given_params, parse_ranks
+    from ccbench.commands.common import new_console
+    from ccbench.core.dtypes import dtype_of
+    from ccbench.analysis.workload_predict import predict_workload, prediction_tables
 
     params, source = given_params(from_run, results_dir, alpha, beta, gamma, "workload predict")
     itemsize = dtype_of(dtype).itemsize
@@ -210,8 +210,8 @@ def predict_cmd(kind, model, ranks, from_run, results_dir, alpha, beta, gamma, d
                               bucket_mb=bucket_mb, first_bucket_mb=first_bucket_mb, eps=eps, tokens=tokens,
                               hidden=hidden, experts_per_rank=experts_per_rank, top_k=top_k,
                               capacity_factor=capacity_factor)
-    console = _console()
-    from ccbench.views import fmt_time
+    console = new_console()
+    from ccbench.present.views import fmt_time
 
     b, g = params.beta_s_per_byte, params.gamma_s_per_byte
     console.print(f"parameters {source}: alpha = {fmt_time(params.alpha_s)}, beta = {b:.4g} s/B"

@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from ccbench.errors import CCBenchError, UsageError
+from ccbench.core.errors import CCBenchError, UsageError
 
 __all__ = [
     "HOST_IF",

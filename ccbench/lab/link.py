@@ -15,7 +15,7 @@ bit/s); a bare number is bits per second.  Delays are times: ``500us``, ``2ms``,
 
 import re
 
-from ccbench.errors import UsageError
+from ccbench.core.errors import UsageError
 
 __all__ = ["Link", "format_delay", "format_rate", "parse_delay", "parse_rate"]
 

@@ -7,7 +7,7 @@ Importing this package imports no MPI.
 """
 
 from ccbench.workloads.models import Model, Tensor, load_model
-from ccbench.workloads.record import WorkloadRow
+from ccbench.store.workload_rows import WorkloadRow
 from ccbench.workloads.schedule import (
     Call,
     Schedule,

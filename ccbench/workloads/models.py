@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from ccbench.errors import UsageError
+from ccbench.core.errors import UsageError
 
 __all__ = ["BUILTIN", "FORMAT", "Model", "Tensor", "bert_base", "gpt2_124m", "load_model", "resnet50",
            "write_builtin"]

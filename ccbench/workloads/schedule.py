@@ -1,11 +1,11 @@
 """Pure collective schedules of training steps: DDP buckets, ZeRO/FSDP shards, MoE all-to-all.
 
 A schedule is the ordered list of collective calls one training step makes, built from a
-model's parameter sizes.  Nothing here imports MPI: the engine (`ccbench.workloads.engine`)
+model's parameter sizes.  Nothing here imports MPI: the engine (`ccbench.measure.workload_engine`)
 runs a schedule with any registered algorithm, and `predict_step_s` prices it with the
 registry's closed-form costs.
 
-Sizes follow nccl-tests (`ccbench.collectives`): a call's ``count`` is elements per buffer
+Sizes follow nccl-tests (`ccbench.core.collectives`): a call's ``count`` is elements per buffer
 for allreduce and elements per block for the blocked collectives (reduce-scatter,
 allgather, all-to-all), so a call moves ``Collective.nbytes_for(count, itemsize, P)`` bytes.
 """
@@ -13,8 +13,8 @@ allgather, all-to-all), so a call moves ``Collective.nbytes_for(count, itemsize,
 import math
 from dataclasses import dataclass, field
 
-from ccbench.collectives import COLLECTIVES
-from ccbench.errors import UsageError
+from ccbench.core.collectives import COLLECTIVES
+from ccbench.core.errors import UsageError
 from ccbench.workloads.models import Model
 
 __all__ = ["DDP_FIRST_BUCKET_MB", "DDP_BUCKET_MB", "Call", "Schedule", "ddp_buckets", "ddp_schedule",
@@ -234,7 +234,7 @@ def predict_step_s(schedule: Schedule, algorithms: dict, nranks: int, itemsize: 
     `algorithms` maps each collective of the schedule to an Algorithm with a cost model;
     calls run on communicators of ``schedule.group_ranks`` ranks (all `nranks` when 0).
     """
-    from ccbench.predict import predict
+    from ccbench.analysis.predict import predict
 
     P = schedule.group_ranks or nranks
     total = 0.0

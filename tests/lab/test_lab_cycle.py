@@ -61,8 +61,8 @@ def lab(tmp_path_factory):
 @pytest.mark.parametrize("delay,rate,delay_s,rate_bps", [("500us", "1gbit", 500e-6, 1e9),
                                                           ("2ms", "200mbit", 2e-3, 200e6)])
 def test_fits_recover_injected_delay_and_rate(lab, delay, rate, delay_s, rate_bps):
-    from ccbench.analysis import fit_run
-    from ccbench.lab.run import SWEEP_ARGS
+    from ccbench.analysis.runs import fit_run
+    from ccbench.measure.lab import SWEEP_ARGS
 
     ccb("lab", "set", "--delay", delay, "--rate", rate, "--results-dir", str(lab))
     status = ccb("lab", "status").stdout
@@ -94,8 +94,8 @@ def test_fits_recover_injected_delay_and_rate(lab, delay, rate, delay_s, rate_bp
 
 def test_allreduce_order_follows_the_model_on_the_slow_link(lab):
     from ccbench.algorithms import REGISTRY
-    from ccbench.fit import NetworkParams
-    from ccbench.predict import predict
+    from ccbench.analysis.fit import NetworkParams
+    from ccbench.analysis.predict import predict
 
     ccb("lab", "set", "--delay", "2ms", "--rate", "200mbit", "--results-dir", str(lab))
     sizes = (8, 4 << 20)

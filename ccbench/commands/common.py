@@ -1,0 +1,158 @@
+"""What the commands share: the error line, the console, the sweep options, the launcher call."""
+
+import os
+import sys
+
+import click
+
+from ccbench.core.errors import UsageError
+
+__all__ = ["CONFIG_KEYS", "new_console", "print_error", "resolve_sweep", "resolve_with_resume", "run_launcher",
+           "show_run", "sweep_options", "to_argv"]
+
+
+def print_error(msg: str) -> None:
+    """One line on stderr, from rank 0 only (or outside any launcher)."""
+    from ccbench.measure.provenance import env_rank
+
+    if env_rank() in (None, 0):
+        click.echo(f"ccbench: error: {msg}", err=True)
+
+
+def new_console():
+    """A rich console; wide enough for the tables when output goes to a file or a pipe."""
+    from rich.console import Console
+
+    # under `ccbench launch` from a terminal, rank 0's output reaches that terminal
+    # through the launcher's pipes: keep the progress bar and colours
+    console = Console(force_terminal=True) if os.environ.get("CCBENCH_TERMINAL") == "1" else Console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(width=160)
+    return console
+
+
+# -- the options of a sweep, shared by `run` and `launch` ---------------------------------
+SWEEP_OPTIONS = [
+    click.option("-c", "--config", "config_file", type=click.Path(dir_okay=False),
+                 help="TOML sweep file (see configs/); flags override its keys."),
+    click.option("-C", "--collective", "collectives", help="Collectives, comma separated, or all."),
+    click.option("-a", "--algorithm", "algorithms", help="Algorithms, comma separated (native, ring, ...) or all."),
+    click.option("-s", "--sizes", help="Sizes in bytes: 8:1M (x2 sweep), 8:1M:4, or a list 8,4K,1M."),
+    click.option("-t", "--dtype", "dtypes", help="Element types: uint8,int32,int64,float32,float64 or all."),
+    click.option("--op", "ops", help="Reduction ops: sum,prod,min,max or all."),
+    click.option("--in-place", "in_place", type=click.Choice(["no", "yes", "both"]),
+                 help="Out-of-place (no), in-place (yes) or both."),
+    click.option("--root", help="Root rank of rooted collectives, or rotate (every root in turn)."),
+    click.option("--warmup", type=int, help="Untimed calls before sampling (default 5)."),
+    click.option("--min-reps", "min_reps", type=int, help="Samples before the RSE rule may stop (default 20)."),
+    click.option("--max-reps", "max_reps", type=int, help="Most samples per case (default 1000)."),
+    click.option("--target-rse", "target_rse", type=float,
+                 help="Stop when the relative standard error of the mean is below this (default 0.05)."),
+    click.option("--budget", "budget_s", type=float, help="Time budget per case in seconds (default 1)."),
+    click.option("--watchdog", "watchdog_s", type=float,
+                 help="End the job when a case runs this many seconds past its budget (default 300; 0 = off)."),
+    click.option("--sync", type=click.Choice(["barrier", "window"]),
+                 help="Synchronisation before each sample (default barrier)."),
+    click.option("--thread-level", "thread_level",
+                 type=click.Choice(["auto", "single", "funneled", "serialized", "multiple"]),
+                 help="MPI thread level; auto = multiple when ranks oversubscribe the cores, else single."),
+    click.option("--results-dir", "results_dir", help="Where run directories are created (default results/)."),
+    click.option("--tag", default="", help="Appended to the run directory's name."),
+    click.option("--resume", "resume", metavar="RUN",
+                 help="Continue an interrupted run in its directory, skipping its finished cases "
+                      "(same configuration, ranks and MPI library; sweep options may be left out)."),
+    click.option("--show/--no-show", default=True, help="Print the results table at the end."),
+]
+CONFIG_KEYS = ("collectives", "algorithms", "sizes", "dtypes", "ops", "in_place", "root", "warmup",
+                "min_reps", "max_reps", "target_rse", "budget_s", "sync", "thread_level", "results_dir",
+                "watchdog_s")
+
+
+def sweep_options(fn):
+    for opt in reversed(SWEEP_OPTIONS):
+        fn = opt(fn)
+    return fn
+
+
+def resolve_sweep(kw: dict):
+    from ccbench.measure.config import load_config
+
+    return load_config(kw.get("config_file"), {k: kw.get(k) for k in CONFIG_KEYS})
+
+
+
+def resolve_with_resume(kw: dict):
+    """(config, run directory to resume or None); a resumed run keeps its own configuration."""
+    if not kw.get("resume"):
+        return resolve_sweep(kw), None
+    import dataclasses
+
+    from ccbench.measure.config import resolve
+    from ccbench.store.results import load_run, resolve_run
+
+    path = resolve_run(kw["resume"], kw.get("results_dir") or "results")
+    meta, _, _ = load_run(path)
+    stored = resolve(meta.get("config", {}))
+    flags = {k: kw.get(k) for k in CONFIG_KEYS if k != "results_dir" and kw.get(k) is not None}
+    if kw.get("config_file") or flags:
+        # a config file restates the whole sweep; bare flags restate only themselves
+        mine = (resolve_sweep(kw) if kw.get("config_file") else resolve({**meta.get("config", {}), **flags}))
+        mine = dataclasses.replace(mine, results_dir=stored.results_dir)
+        if mine != stored:
+            diff = [f.name for f in dataclasses.fields(stored) if getattr(mine, f.name) != getattr(stored, f.name)]
+            raise UsageError(f"cannot resume {path}: its configuration differs in {', '.join(diff)}; "
+                             "resume with the same options, or with none")
+    return stored, path
+
+
+def show_run(path, console, show_table=True) -> None:
+    from ccbench.store.results import load_run
+    from ccbench.present.views import rows_tables, run_header
+    from ccbench.present.workload_views import is_workload_run, show_workload
+
+    if is_workload_run(path):
+        show_workload(path, console, show_table)
+        return
+    meta, rows, warnings = load_run(path)
+    if show_table:
+        console.print(run_header(meta, path))
+        for t in rows_tables(rows):
+            console.print(t)
+    for w in warnings:
+        console.print(f"[yellow]warning: {w}[/]")
+    bad = [r for r in rows if not r.ok]
+    skipped = meta.get("skipped", [])
+    console.print(f"{len(rows)} cases in {path}" + (f", {len(skipped)} skipped" if skipped else "")
+                  + (f", [red bold]{len(bad)} FAILED[/]" if bad else ", all correct"))
+
+
+def to_argv(ctx: click.Context, kw: dict) -> list[str]:
+    """Turn parsed sweep options back into `ccbench run` arguments."""
+    out: list[str] = []
+    for param in ctx.command.params:
+        if not isinstance(param, click.Option) or param.name in ("n", "launcher"):
+            continue
+        value = kw.get(param.name)
+        if value is None or param.name in ("help",):
+            continue
+        if param.is_flag and param.secondary_opts:
+            out.append(param.opts[0] if value else param.secondary_opts[0])
+        elif param.name == "tag" and not value:
+            continue
+        else:
+            out += [param.opts[-1], str(value)]
+    return out
+
+
+def run_launcher(cmd: list[str], env: dict) -> int:
+    """Run one launcher command (`ccbench.measure.launcher.run_job`); say how to continue a run it left failed."""
+    from ccbench.measure.launcher import run_job
+    from ccbench.store.results import load_run
+
+    job = run_job(cmd, env)
+    if job.marked_failed:
+        _, rows, _ = load_run(job.run_dir)
+        print_error(f"the job ended with {job.why} before the sweep finished; {len(rows)} finished cases kept "
+                     f"in {job.run_dir}, marked failed; continue it with --resume {job.run_dir}")
+    return job.code
+

@@ -1,0 +1,111 @@
+"""``ccbench fit`` and ``ccbench predict``: alpha-beta-gamma models of stored runs, and at scale."""
+
+from pathlib import Path
+
+import click
+
+from ccbench.commands.common import new_console
+from ccbench.commands.options import network_options
+from ccbench.core.errors import UsageError
+from ccbench.present.model_tables import curves_table, gamma_text, gbs, network_table, off_table, who_wins_tables
+
+__all__ = ["COMMANDS"]
+
+
+@click.command()
+@click.argument("run_path", metavar="RUN")
+@click.option("--results-dir", default="results", help="Where to look for RUN by name or 'latest'.")
+def fit(run_path, results_dir):
+    """Fit cost models to a stored run; write fits.json and fits.csv beside it and print tables.
+
+    Fits every curve (alpha + beta n, segmented at protocol changes), the network
+    parameters from ping-pong + the local reduction benchmark and jointly over the
+    hand-written algorithms, checks predictions against the measurements and says who
+    wins where.  The run's own files are never modified; earlier fits are never overwritten.
+    """
+    from ccbench.analysis.runs import fit_run
+    from ccbench.present.views import fmt_time
+
+    doc = fit_run(run_path, results_dir)
+    console = new_console()
+    console.print(f"[bold]fits of {doc['source_path']}[/] ({doc['source_provenance'].get('mpi_library', '?')}, "
+                  f"{doc['source_provenance'].get('nranks', '?')} ranks"
+                  f"{', oversubscribed' if doc['source_provenance'].get('oversubscribed') else ''})")
+    for w in doc["warnings"] + doc["notes"]:
+        console.print(f"[yellow]note: {w}[/]")
+    console.print(network_table(doc["network"]))
+    over = doc["network"].get("step_overhead")
+    if over:
+        console.print(f"software overhead per step of the hand-written algorithms, beyond alpha: "
+                      f"{fmt_time(over['seconds'])} (median over {over['cases']} cases <= {over['max_bytes']} B)"
+                      + ("; negative: they pay less per step than this alpha, which is itself inflated "
+                         "(ping-pong on oversubscribed cores?), so it explains no case" if over["seconds"] < 0 else ""))
+    if doc.get("lab"):
+        from ccbench.analysis.lab_check import lab_table
+
+        console.print(lab_table(doc["lab"]))
+    console.print(curves_table(doc["curves"]))
+    for t in who_wins_tables(doc["who_wins"]):
+        console.print(t)
+    if doc["model_checks"]:
+        console.print(off_table(doc["model_checks"], doc["provenance"]["tolerance"]))
+    run_dir = Path(doc["source_path"])
+    console.print(f"wrote {run_dir / doc['files']['json']} and {run_dir / doc['files']['csv']}")
+
+
+@click.command("predict")
+@network_options
+@click.option("--intra-alpha", "intra_alpha", help="Intra-node latency for the two-level allreduce.")
+@click.option("--intra-beta", "intra_beta", help="Intra-node s/byte or bandwidth, as --beta.")
+@click.option("--ppn", type=int, help="Ranks per node for the two-level allreduce.")
+@click.option("-n", "ranks", required=True, help="Rank counts: 1024,4096 or a range 64:65536:4.")
+@click.option("-s", "--sizes", default="8:64M:8", show_default=True, help="Sizes in bytes: 8:64M[:FACTOR] or 8,4K,1M.")
+@click.option("-C", "--collective", "collectives", help="Collectives, comma separated (default: every modelled one).")
+def predict_cmd(from_run, results_dir, alpha, beta, gamma, intra_alpha, intra_beta, ppn, ranks, sizes,
+                collectives):
+    """Predict every modelled algorithm's time at any rank count and size, and the winner per size."""
+    from rich.table import Table
+
+    from ccbench.analysis.runs import given_params, parse_inverse_rate, parse_ranks, parse_time, predict_table
+    from ccbench.measure.config import format_size, parse_sizes
+    from ccbench.analysis.predict import TwoLevelParams
+    from ccbench.present.views import fmt_time
+
+    params, source = given_params(from_run, results_dir, alpha, beta, gamma)
+    rank_list, size_list = parse_ranks(ranks), parse_sizes(sizes)
+    colls = [c.strip() for c in collectives.split(",") if c.strip()] if collectives else None
+    two = None
+    intra = (intra_alpha, intra_beta, ppn)
+    if any(v is not None for v in intra):
+        if any(v is None for v in intra):
+            raise UsageError("the two-level model needs all of --intra-alpha, --intra-beta and --ppn")
+        if ppn < 1:
+            raise UsageError(f"--ppn must be at least 1, got {ppn}")
+        ia, ib = parse_time(intra_alpha, "--intra-alpha"), parse_inverse_rate(intra_beta, "--intra-beta")
+        if ia < 0 or ib < 0:
+            raise UsageError("--intra-alpha and --intra-beta must be >= 0")
+        two = TwoLevelParams(ia, ib, params.alpha_s, params.beta_s_per_byte, ppn,
+                             params.gamma_s_per_byte or 0.0)
+    tables = predict_table(params, rank_list, size_list, colls, two_level=two)
+    console = new_console()
+    g = params.gamma_s_per_byte
+    console.print(f"parameters {source}: alpha = {fmt_time(params.alpha_s)}, "
+                  f"beta = {params.beta_s_per_byte:.4g} s/B ({gbs(params.beta_s_per_byte)} GB/s), "
+                  f"gamma = {gamma_text(g) if g is not None else '0 (not given)'}"
+                  + (f"; two-level: intra alpha = {fmt_time(two.intra_alpha_s)}, intra beta = "
+                     f"{two.intra_beta_s_per_byte:.4g} s/B, {two.ranks_per_node} ranks per node, "
+                     "inter = the parameters above" if two else ""))
+    for tab in tables:
+        t = Table(title=f"predicted {tab['collective']} at {tab['nranks']} ranks", title_justify="left",
+                  header_style="bold")
+        t.add_column("size", justify="right", no_wrap=True)
+        for name in tab["times_s"]:
+            head = name.replace("/", "/\n", 1) if "/" in name else name.replace("_", "_\n", 1)
+            t.add_column(head if len(name) > 12 else name, justify="right", no_wrap=True)
+        t.add_column("winner", no_wrap=True, min_width=max(map(len, tab["winners"])))
+        for i, n in enumerate(tab["sizes"]):
+            t.add_row(format_size(n), *[fmt_time(v[i]) for v in tab["times_s"].values()], tab["winners"][i])
+        console.print(t)
+
+
+COMMANDS = [fit, predict_cmd]

@@ -1,0 +1,146 @@
+"""``ccbench run``, ``launch``, ``list``, ``show`` and ``trace``: measure, list and look at sweeps."""
+
+import sys
+
+import click
+
+from ccbench.commands.common import (
+    new_console,
+    resolve_with_resume,
+    run_launcher,
+    show_run,
+    sweep_options,
+    to_argv,
+)
+from ccbench.core.errors import CCBenchError, UsageError
+
+__all__ = ["COMMANDS"]
+
+
+@click.command()
+@sweep_options
+def run(**kw):
+    """Run a sweep on every rank of MPI_COMM_WORLD (start it under an MPI launcher)."""
+    cfg, resume = resolve_with_resume(kw)
+    from ccbench.measure.provenance import choose_thread_level
+
+    thread = choose_thread_level(cfg.thread_level)
+    import mpi4py
+
+    mpi4py.rc.thread_level = thread[0]
+    from mpi4py import MPI
+
+    from ccbench.measure.sweep import run_sweep
+
+    rank = MPI.COMM_WORLD.Get_rank()
+    console = new_console() if rank == 0 else None
+    try:
+        code, path = run_sweep(cfg, thread=thread, argv=sys.argv, console=console, tag=kw["tag"],
+                               resume=resume)
+    except CCBenchError as exc:
+        if rank == 0:
+            click.echo(f"ccbench: error: {exc}", err=True)
+        MPI.Finalize()  # every rank got here: leave quietly instead of aborting the job
+        raise SystemExit(exc.exit_code) from None
+    if rank == 0 and path is not None:
+        show_run(path, console, show_table=kw["show"])
+    MPI.Finalize()
+    if code:
+        raise SystemExit(code)
+
+
+
+@click.command(context_settings={"ignore_unknown_options": False})
+@click.option("-n", "n", type=click.IntRange(1), required=True, help="Number of ranks.")
+@click.option("--launcher", help="Launcher to use (default: mpiexec beside this Python, then PATH).")
+@sweep_options
+@click.argument("launcher_args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def launch(ctx, n, launcher, launcher_args, **kw):
+    """Start the MPI launcher for you: LAUNCHER -n N python -m mpi4py -m ccbench run ...
+
+    Options after `--` go to the launcher itself.
+    """
+    cfg, _ = resolve_with_resume(kw)  # refuse bad input before starting anything
+    from ccbench.measure.launcher import prepare_launcher
+
+    exe, version, env, extra = prepare_launcher(launcher)
+    head = [exe, "-n", str(n), *extra, *launcher_args, sys.executable, "-m", "mpi4py", "-m", "ccbench", "run"]
+    cmd = [*head, *to_argv(ctx, kw)]
+    from ccbench.measure.multilaunch import has_variants, launch_parts
+
+    if has_variants(cfg):  # forced native:<alg> variants: one launch each, merged into one run
+        from ccbench.algorithms.native_variants import library_of_launcher
+
+        code, merged = launch_parts(cfg, kw, library_of_launcher(version),
+                                    lambda part_kw: [*head, *to_argv(ctx, part_kw)], env, run_launcher, n,
+                                    sys.argv, say=new_console().print)
+        show_run(merged, new_console(), show_table=kw["show"])
+        raise SystemExit(code)
+    code = run_launcher(cmd, env)
+    if code:
+        raise SystemExit(code if code > 0 else 128 - code)
+
+
+
+@click.command("list")
+def list_cmd():
+    """Collectives and their algorithms, with constraints and cost formulas."""
+    from rich.table import Table
+
+    from ccbench.algorithms import REGISTRY
+    from ccbench.core.collectives import COLLECTIVES
+
+    t = Table(title="collectives and algorithms (a = latency, b = s/byte, g = reduction s/byte; "
+                    "n = size in bytes, P = ranks)", title_justify="left", header_style="bold")
+    for col in ("collective", "algorithm", "kind", "cost", "summary"):
+        t.add_column(col, overflow="fold")
+    for coll, algs in REGISTRY.items():
+        for i, (name, alg) in enumerate(algs.items()):
+            t.add_row(coll if i == 0 else "", name, "native" if alg.native else "hand-written",
+                      alg.formula or ("forced (" + ", ".join(alg.settings) + ")" if alg.settings
+                                      else "library's choice" if alg.native else "-"), alg.summary,
+                      end_section=i == len(algs) - 1)
+        if not algs:
+            t.add_row(coll, "-", "", "", COLLECTIVES[coll].summary, end_section=True)
+    new_console().print(t)
+
+
+@click.command()
+@click.argument("run_path", metavar="RUN")
+@click.option("--results-dir", default="results", help="Where to look for RUN by name or 'latest'.")
+def show(run_path, results_dir):
+    """Print a stored run as tables (median, CI, bus bandwidth, flags, failures)."""
+    from ccbench.store.results import resolve_run
+
+    show_run(resolve_run(run_path, results_dir), new_console())
+
+
+@click.command()
+@click.argument("collective")
+@click.argument("algorithm")
+@click.option("-n", "nranks", type=click.IntRange(1, 256), default=4, show_default=True, help="Ranks.")
+@click.option("--count", type=click.IntRange(0, 10_000_000), default=None,
+              help="Elements per buffer (per block for blocked collectives); default 2P.")
+@click.option("-t", "--dtype", default="float32", show_default=True)
+@click.option("--op", default="sum", show_default=True)
+@click.option("--root", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--in-place", is_flag=True, help="Run the in-place variant.")
+def trace(collective, algorithm, nranks, count, dtype, op, root, in_place):
+    """Print an algorithm's step-by-step schedule and traffic, simulated (no MPI needed)."""
+    from ccbench.core.dtypes import dtype_of, ufunc_of
+    from ccbench.analysis.trace import render
+    from ccbench.analysis.trace import trace as do_trace
+
+    dtype_of(dtype)
+    ufunc_of(op)
+    if root >= nranks:
+        raise UsageError(f"root {root} does not exist with {nranks} ranks")
+    t = do_trace(collective, algorithm, nranks, 2 * nranks if count is None else count,
+                 dtype=dtype, op=op, root=root, in_place=in_place)
+    render(t, new_console())
+
+
+
+
+COMMANDS = [run, launch, list_cmd, show, trace]
