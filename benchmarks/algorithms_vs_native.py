@@ -76,7 +76,7 @@ def main() -> int:
         overhead_worker(args.overhead_worker)
         return 0
 
-    from ccbench.measure.config import format_size
+    from ccbench.core.units import format_size
     from ccbench.store.results import load_run
 
     root = Path(args.results_dir)

@@ -4,8 +4,8 @@ import numpy as np
 
 from ccbench.algorithms import get
 from ccbench.algorithms.p2p import CountedComm
-from ccbench.core.collectives import COLLECTIVES
 from ccbench.algorithms.simcomm import simulate
+from ccbench.core.collectives import COLLECTIVES
 
 
 def run_sim(collective, algorithm, nranks, count, dtype="float64", op="sum", in_place=False, root=0,

@@ -15,18 +15,11 @@ import pytest
 from click.testing import CliRunner
 
 from ccbench.algorithms import REGISTRY
-from ccbench.analysis.runs import (
-    FITS_SCHEMA,
-    fit_run,
-    parse_inverse_rate,
-    parse_ranks,
-    parse_time,
-    predict_table,
-)
-from ccbench.cli import cli, main
 from ccbench.analysis.fit import NetworkParams
 from ccbench.analysis.predict import TwoLevelParams, predict, two_level_allreduce_s
-from ccbench.present.views import fmt_time
+from ccbench.analysis.runs import FITS_SCHEMA, fit_run, predict_table
+from ccbench.cli import cli, main
+from ccbench.core.units import fmt_time, parse_inverse_rate, parse_ranks, parse_time
 
 RUN = Path(__file__).resolve().parent / "data" / "run-np2"
 RAW = ("run.json", "cases.jsonl", "cases.csv")

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ccbench.cli import main
 from ccbench.analysis.compare import compare_runs, provenance_differences, write_comparison
-from ccbench.store.results import SCHEMA, Row, load_run
+from ccbench.cli import main
 from ccbench.core.stats import benjamini_hochberg, geometric_mean, summarize
+from ccbench.store.results import SCHEMA, Row, load_run
 
 DATA = Path(__file__).resolve().parent / "data"
 

@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from ccbench.measure.config import Config, format_size, load_config, parse_size, parse_sizes, plan
 from ccbench.core.errors import UsageError
+from ccbench.core.units import format_size, parse_size, parse_sizes
+from ccbench.measure.config import Config, load_config, plan
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 

@@ -8,7 +8,6 @@ import sys
 import numpy as np
 import pytest
 
-from ccbench.core.errors import CCBenchError
 from ccbench.analysis.fit import (
     NetworkParams,
     compare_params,
@@ -20,6 +19,7 @@ from ccbench.analysis.fit import (
     fit_segments,
     network_from_microbenchmarks,
 )
+from ccbench.core.errors import CCBenchError
 
 SIZES = np.array([8 * 2**i for i in range(20)], dtype=float)  # 8 B .. 4 MiB
 ALPHA, BETA, GAMMA = 2e-6, 1e-10, 2.5e-10  # 2 us, 10 GB/s, 4 GB/s reduction

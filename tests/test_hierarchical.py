@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from ccbench.algorithms import get
-from ccbench.algorithms.p2p import CountedComm
 from ccbench.algorithms.allreduce import _hierarchical_cost
-from ccbench.core.collectives import COLLECTIVES
+from ccbench.algorithms.p2p import CountedComm
 from ccbench.algorithms.simcomm import COMM_TYPE_SHARED, UNDEFINED, SimDeadlock, simulate
+from ccbench.core.collectives import COLLECTIVES
 
 
 def _run_hierarchical(P, ranks_per_node, count, dtype="float64", op="sum", in_place=False):

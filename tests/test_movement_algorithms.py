@@ -5,10 +5,10 @@ import pytest
 from simcheck import run_sim
 
 from ccbench.algorithms import REGISTRY, bcast, get
-from ccbench.algorithms.p2p import CountedComm
 from ccbench.algorithms.allgather import _rd_plan
-from ccbench.core.collectives import COLLECTIVES
+from ccbench.algorithms.p2p import CountedComm
 from ccbench.algorithms.simcomm import simulate
+from ccbench.core.collectives import COLLECTIVES
 
 MOVEMENT = ("bcast", "scatter", "gather", "allgather", "alltoall", "barrier")
 PARAMS = [

@@ -9,8 +9,8 @@ import pytest
 
 from ccbench.algorithms import REGISTRY
 from ccbench.core.collectives import COLLECTIVES
-from ccbench.measure.config import Case, load_config
 from ccbench.core.dtypes import DTYPES, OPS
+from ccbench.measure.config import Case, load_config
 from ccbench.measure.timing import TimingSettings
 
 pytestmark = pytest.mark.mpi
@@ -51,8 +51,8 @@ def test_native_every_dtype_op_place_root(coll):
 
 
 def test_sweep_writes_a_complete_run(tmp_path):
-    from ccbench.store.results import load_run
     from ccbench.measure.sweep import run_sweep
+    from ccbench.store.results import load_run
 
     comm = _comm()
     root_dir = comm.bcast(str(tmp_path), root=0)  # rank 0 owns the run directory

@@ -18,8 +18,8 @@ from ccbench.algorithms.native_variants import (
     library_of_vendor,
     variant_names,
 )
-from ccbench.measure.config import load_config, plan
 from ccbench.core.errors import UsageError
+from ccbench.measure.config import load_config, plan
 from ccbench.measure.multilaunch import plan_parts
 from ccbench.store.results import load_run
 

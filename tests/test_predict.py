@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from ccbench.algorithms.registry import Cost
-from ccbench.core.errors import CCBenchError
 from ccbench.analysis.fit import NetworkParams
 from ccbench.analysis.predict import (
     TwoLevelParams,
@@ -25,6 +24,7 @@ from ccbench.analysis.predict import (
     two_level_allreduce_s,
     who_wins,
 )
+from ccbench.core.errors import CCBenchError
 
 A, B, G = 1e-6, 1e-9, 5e-10
 PARAMS = NetworkParams(A, B, G)

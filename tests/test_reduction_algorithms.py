@@ -10,8 +10,8 @@ from ccbench.algorithms import allreduce as ar
 from ccbench.algorithms import get
 from ccbench.algorithms.p2p import CountedComm
 from ccbench.algorithms.reduce_scatter import pof2_group
-from ccbench.core.collectives import COLLECTIVES
 from ccbench.algorithms.simcomm import simulate
+from ccbench.core.collectives import COLLECTIVES
 
 
 def _steps(messages):

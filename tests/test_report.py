@@ -21,9 +21,12 @@ pytest.importorskip("matplotlib")
 
 from ccbench.analysis.runs import fit_run  # noqa: E402
 from ccbench.cli import main  # noqa: E402
-from ccbench.measure.config import format_size  # noqa: E402
 from ccbench.core.errors import CCBenchError, UsageError  # noqa: E402
-from ccbench.present.plots import human_time, require_matplotlib  # noqa: E402
+from ccbench.core.units import (
+    format_size,  # noqa: E402
+    human_time,
+)
+from ccbench.present.plots import require_matplotlib  # noqa: E402
 from ccbench.present.report import build_report, fastest_per_size, group_rows, load_collective_run  # noqa: E402
 from ccbench.store.results import load_run  # noqa: E402
 

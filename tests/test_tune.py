@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 
 from ccbench.algorithms.native_variants import MPICH, OPENMPI, OPENMPI_COLL_IDS
-from ccbench.core.errors import UsageError
-from ccbench.store.results import Row, RunWriter
 from ccbench.analysis.tune import (
     Range,
     Selection,
@@ -27,6 +25,8 @@ from ccbench.analysis.tune import (
     tune_runs,
     verdict,
 )
+from ccbench.core.errors import UsageError
+from ccbench.store.results import Row, RunWriter
 
 REPO = Path(__file__).resolve().parent.parent
 

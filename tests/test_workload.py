@@ -10,15 +10,15 @@ from click.testing import CliRunner
 
 from ccbench.algorithms import get
 from ccbench.algorithms.p2p import CountedComm
-from ccbench.core.errors import UsageError
+from ccbench.algorithms.simcomm import simulate
 from ccbench.analysis.fit import NetworkParams
 from ccbench.analysis.predict import predict
-from ccbench.algorithms.simcomm import simulate
+from ccbench.analysis.workload_predict import predict_workload
+from ccbench.core.errors import UsageError
 from ccbench.measure.workload_config import KEYS, load_workload_config, resolve_workload
 from ccbench.measure.workload_engine import StepBuffers, step_calls
-from ccbench.workloads.models import BUILTIN, Model, Tensor, load_model
-from ccbench.analysis.workload_predict import predict_workload
 from ccbench.store.workload_rows import WorkloadRow
+from ccbench.workloads.models import BUILTIN, Model, Tensor, load_model
 from ccbench.workloads.schedule import (
     ddp_buckets,
     ddp_schedule,

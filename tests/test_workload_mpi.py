@@ -47,9 +47,9 @@ def model_file(tmp_path_factory):
 def _run(kind, results, **values):
     from mpi4py import MPI
 
+    from ccbench.measure.workload import run_workload
     from ccbench.store.results import load_run
     from ccbench.store.workload_rows import WorkloadRow
-    from ccbench.measure.workload import run_workload
 
     cfg = resolve_workload(kind, dict(FAST, results_dir=results, **values))
     code, path = run_workload(cfg, thread=("multiple", "test"), argv=["test"], quiet=True)

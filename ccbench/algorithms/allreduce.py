@@ -16,8 +16,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from ccbench.algorithms.p2p import as_ufunc, block_bounds, is_in_place, pof2_below
 from ccbench.algorithms.bcast import binomial as binomial_bcast
+from ccbench.algorithms.p2p import as_ufunc, block_bounds, is_in_place, pof2_below
 from ccbench.algorithms.reduce import binomial_reduce
 from ccbench.algorithms.reduce_scatter import (
     doubling_allgather,

@@ -23,12 +23,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ccbench.measure.config import format_size
 from ccbench.core.errors import CCBenchError, UsageError
-from ccbench.present.plots import human_time
+from ccbench.core.stats import benjamini_hochberg, geometric_mean, mann_whitney_u
+from ccbench.core.units import format_size, human_time
 from ccbench.present.report import SIGNIFICANCE, load_collective_run, render_markdown
 from ccbench.store.results import Row
-from ccbench.core.stats import benjamini_hochberg, geometric_mean, mann_whitney_u
 
 __all__ = ["CSV_COLUMNS", "VERDICT_STYLE", "Comparison", "Pair", "compare_runs", "index_rows", "match_key",
            "print_warnings_and_legend", "provenance_differences", "test_pairs", "write_comparison"]
@@ -209,8 +208,8 @@ def compare_runs(runs: Sequence, results_dir="results", *, level: float = SIGNIF
         raise UsageError("compare needs at least two runs")
     if not 0 < level < 1:
         raise UsageError(f"the significance level must be in (0, 1), got {level}")
-    from ccbench.store.results import resolve_run
     from ccbench.present.workload_views import is_workload_run
+    from ccbench.store.results import resolve_run
 
     resolved = [resolve_run(r, results_dir) for r in runs]
     workload = [is_workload_run(p) for p in resolved]

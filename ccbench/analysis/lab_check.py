@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.analysis.fit import N_BOOT, fit_line
+from ccbench.core.errors import CCBenchError, UsageError
 
 __all__ = ["DEFAULT_STATISTIC", "fit_link", "fitted_vs_injected", "lab_table", "low_statistic_rows"]
 
@@ -134,9 +134,8 @@ def lab_table(block: Mapping):
     """A rich table: injected, fitted, error, for the delay and the rate."""
     from rich.table import Table
 
-    from ccbench.measure.config import format_size
+    from ccbench.core.units import fmt_time, format_size
     from ccbench.lab.link import format_rate
-    from ccbench.present.views import fmt_time
 
     fit = block.get("fitted")
     inj = block["injected"]

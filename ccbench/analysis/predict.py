@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ccbench.algorithms.registry import Cost
-from ccbench.core.errors import CCBenchError
 from ccbench.analysis.fit import CurveFit, NetworkParams, _jsonable, _Record
+from ccbench.core.errors import CCBenchError
 
 __all__ = [
     "TOLERANCE",

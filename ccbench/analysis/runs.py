@@ -12,7 +12,6 @@ rank counts and sizes from given or fitted parameters.  The maths lives in
 import csv
 import json
 import math
-import re
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -21,7 +20,6 @@ from pathlib import Path
 import numpy as np
 
 from ccbench import __version__
-from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.analysis.fit import (
     CONFIDENCE,
     N_BOOT,
@@ -42,6 +40,8 @@ from ccbench.analysis.predict import (
     two_level_allreduce_s,
     who_wins,
 )
+from ccbench.core.errors import CCBenchError, UsageError
+from ccbench.core.units import parse_inverse_rate, parse_time
 from ccbench.store.results import load_run, resolve_run
 
 __all__ = [
@@ -49,9 +49,6 @@ __all__ = [
     "TWO_LEVEL_LEADERS",
     "fit_run",
     "params_from_run",
-    "parse_inverse_rate",
-    "parse_ranks",
-    "parse_time",
     "predict_table",
 ]
 
@@ -71,58 +68,12 @@ CSV_COLUMNS = ("collective", "algorithm", "nranks", "dtype", "op", "in_place", "
 
 # --------------------------------------------------------------------------- parsing
 
-_NUM = r"([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
-_TIME_UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-_RATE_UNITS = {"B/s": 1.0, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9, "TB/s": 1e12,
-               "KiB/s": 2.0**10, "MiB/s": 2.0**20, "GiB/s": 2.0**30, "TiB/s": 2.0**40}
 
 
-def parse_time(text: str, what: str = "time") -> float:
-    """Seconds from ``2us``, ``1.5ms``, ``3e-6`` (bare numbers are seconds); >= 0."""
-    m = re.fullmatch(_NUM + r"\s*([a-zµ]*)", str(text).strip())
-    if not m or m.group(2) not in _TIME_UNITS:
-        raise UsageError(f"bad {what} {text!r}: expected a time such as 2us, 1.5ms or 3e-6 "
-                         f"(units {', '.join(u for u in _TIME_UNITS if u)})")
-    value = float(m.group(1)) * _TIME_UNITS[m.group(2)]
-    if value < 0:
-        raise UsageError(f"bad {what} {text!r}: a time must be >= 0")
-    return value
 
 
-def parse_inverse_rate(text: str, what: str = "beta") -> float:
-    """Seconds per byte from ``1e-10`` or ``1e-10s/B`` (s/byte), or a rate ``10GB/s``.
-
-    Rates are bytes per second with decimal (KB, MB, GB, TB = 1e3 ...) or binary (KiB,
-    MiB, GiB, TiB) prefixes, turned into their inverse; a zero rate is refused.
-    """
-    s = str(text).strip()
-    m = re.fullmatch(_NUM + r"\s*(s/B|s/byte)?", s)
-    if m:
-        if float(m.group(1)) < 0:
-            raise UsageError(f"bad {what} {text!r}: seconds per byte must be >= 0")
-        return float(m.group(1))
-    m = re.fullmatch(_NUM + r"\s*([KMGT]?i?B/s)", s)
-    if not m or m.group(2) not in _RATE_UNITS:
-        raise UsageError(f"bad {what} {text!r}: give seconds per byte (1e-10) or a rate "
-                         "in bytes per second (10GB/s, 800MiB/s)")
-    rate = float(m.group(1)) * _RATE_UNITS[m.group(2)]
-    if rate <= 0:
-        raise UsageError(f"bad {what} {text!r}: a rate must be positive")
-    return 1.0 / rate
 
 
-def parse_ranks(text: str) -> list[int]:
-    """Rank counts from ``1024,4096`` or a range ``64:65536:4`` (as sizes are written)."""
-    from ccbench.measure.config import parse_sizes
-
-    try:
-        ranks = parse_sizes(text)
-    except UsageError:
-        raise UsageError(f"bad rank counts {text!r}: expected counts such as 1024,4096 or a range "
-                         "MIN:MAX[:FACTOR] such as 64:65536:4") from None
-    if min(ranks) < 1:
-        raise UsageError(f"bad rank counts {text!r}: every count must be at least 1")
-    return ranks
 
 
 # --------------------------------------------------------------------------- fit a run

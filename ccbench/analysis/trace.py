@@ -15,10 +15,10 @@ from rich.markup import escape
 
 from ccbench.algorithms import REGISTRY, Cost
 from ccbench.algorithms.p2p import CountedComm, Counts, critical_path
+from ccbench.algorithms.simcomm import Message, simulate
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.dtypes import dtype_of, ufunc_of
 from ccbench.core.errors import UsageError
-from ccbench.algorithms.simcomm import Message, simulate
 
 __all__ = ["MAX_RANKS", "RankCounts", "Trace", "render", "schedule_lines", "trace"]
 

@@ -61,8 +61,8 @@ from ccbench.algorithms.native_variants import (
     is_variant,
     library_of_vendor,
 )
-from ccbench.measure.config import format_size
 from ccbench.core.errors import CCBenchError, UsageError
+from ccbench.core.units import format_size
 
 __all__ = ["FORMATS", "Range", "Selection", "SizeChoice", "crossover_nbytes", "model_crossover_nbytes",
            "mpich_default_tree",

@@ -26,12 +26,11 @@ from ccbench.analysis.compare import (
     provenance_differences,
     test_pairs,
 )
-from ccbench.measure.config import format_size
 from ccbench.core.errors import UsageError
-from ccbench.present.plots import human_time
 from ccbench.core.stats import geometric_mean
-from ccbench.store.workload_rows import KIND, WorkloadRow
+from ccbench.core.units import format_size, human_time
 from ccbench.present.workload_report import load_workload_run, short_algorithm
+from ccbench.store.workload_rows import KIND, WorkloadRow
 
 __all__ = ["CSV_COLUMNS", "KEY_FIELDS", "WorkloadPair", "compare_workload_runs", "comparison_figure",
            "markdown_blocks", "match_key", "print_comparison", "summary"]

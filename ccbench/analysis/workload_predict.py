@@ -10,8 +10,8 @@ import itertools
 
 from rich.table import Table
 
-from ccbench.measure.config import format_size
 from ccbench.core.errors import UsageError
+from ccbench.core.units import format_size
 from ccbench.workloads.models import load_model
 from ccbench.workloads.schedule import Schedule, ddp_schedule, moe_schedule, predict_step_s, zero_schedule
 
@@ -70,7 +70,7 @@ def predict_workload(kind: str, ranks: list[int], params, *, itemsize: int = 4, 
 
 def prediction_tables(rows: list[dict]) -> list[Table]:
     """One table per rank count, fastest first within each variant."""
-    from ccbench.present.views import fmt_time
+    from ccbench.core.units import fmt_time
 
     tables = []
     for P in dict.fromkeys(r["nranks"] for r in rows):

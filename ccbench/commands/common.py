@@ -1,7 +1,6 @@
 """What the commands share: the error line, the console, the sweep options, the launcher call."""
 
 import os
-import sys
 
 import click
 
@@ -106,9 +105,9 @@ def resolve_with_resume(kw: dict):
 
 
 def show_run(path, console, show_table=True) -> None:
-    from ccbench.store.results import load_run
     from ccbench.present.views import rows_tables, run_header
     from ccbench.present.workload_views import is_workload_run, show_workload
+    from ccbench.store.results import load_run
 
     if is_workload_run(path):
         show_workload(path, console, show_table)

@@ -23,8 +23,8 @@ def _shaper_summary(state: dict) -> str:
 
 
 def _print_baseline(console, base: dict | None) -> None:
+    from ccbench.core.units import fmt_time
     from ccbench.lab.link import format_rate
-    from ccbench.present.views import fmt_time
 
     if not base:
         console.print("zero-delay baseline: none (fits show alpha only; `ccbench lab set --baseline` measures it)")
@@ -115,7 +115,7 @@ def set_cmd(delay, rate, baseline, results_dir):
 def run_cmd(nranks, run_args):
     """Run `ccbench run RUN_ARGS` with one rank per host: ccbench lab run -- -C pingpong -s 8:4M:2."""
     from ccbench.commands.common import new_console
-    from ccbench.measure.config import format_size
+    from ccbench.core.units import format_size
     from ccbench.measure.lab import run_on_lab
 
     code, run_dir, traffic = run_on_lab(list(run_args), nranks)

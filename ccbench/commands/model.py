@@ -24,7 +24,7 @@ def fit(run_path, results_dir):
     wins where.  The run's own files are never modified; earlier fits are never overwritten.
     """
     from ccbench.analysis.runs import fit_run
-    from ccbench.present.views import fmt_time
+    from ccbench.core.units import fmt_time
 
     doc = fit_run(run_path, results_dir)
     console = new_console()
@@ -66,10 +66,9 @@ def predict_cmd(from_run, results_dir, alpha, beta, gamma, intra_alpha, intra_be
     """Predict every modelled algorithm's time at any rank count and size, and the winner per size."""
     from rich.table import Table
 
-    from ccbench.analysis.runs import given_params, parse_inverse_rate, parse_ranks, parse_time, predict_table
-    from ccbench.measure.config import format_size, parse_sizes
     from ccbench.analysis.predict import TwoLevelParams
-    from ccbench.present.views import fmt_time
+    from ccbench.analysis.runs import given_params, predict_table
+    from ccbench.core.units import fmt_time, format_size, parse_inverse_rate, parse_ranks, parse_sizes, parse_time
 
     params, source = given_params(from_run, results_dir, alpha, beta, gamma)
     rank_list, size_list = parse_ranks(ranks), parse_sizes(sizes)

@@ -30,9 +30,9 @@ def report(run_path, results_dir):
     from rich.table import Table
 
     from ccbench.commands.common import new_console
-    from ccbench.measure.config import format_size
+    from ccbench.core.units import fmt_time, format_size
     from ccbench.present.report import build_report
-    from ccbench.present.views import fmt_time, run_header
+    from ccbench.present.views import run_header
 
     res = build_report(run_path, results_dir)
     console = new_console()
@@ -64,7 +64,7 @@ def report(run_path, results_dir):
 def _print_workload_report(res, console) -> None:
     from rich.table import Table
 
-    from ccbench.present.views import fmt_time
+    from ccbench.core.units import fmt_time
     from ccbench.present.workload_views import workload_tables
 
     for t in workload_tables(res["meta"], res["rows"]):
@@ -110,10 +110,9 @@ def compare(runs, results_dir, out_dir, level, no_plot):
     """
     from rich.table import Table
 
-    from ccbench.commands.common import new_console
     from ccbench.analysis.compare import VERDICT_STYLE, compare_runs, print_warnings_and_legend, write_comparison
-    from ccbench.measure.config import format_size
-    from ccbench.present.views import fmt_time
+    from ccbench.commands.common import new_console
+    from ccbench.core.units import fmt_time, format_size
 
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs: RUN_A RUN_B [RUN ...]")

@@ -23,11 +23,10 @@ def tune(runs, fmt, output, results_dir, verify):
     """
     from rich.table import Table
 
-    from ccbench.commands.common import new_console
-    from ccbench.measure.config import format_size
     from ccbench.analysis.tune import tune_runs
     from ccbench.analysis.tune import verify as do_verify
-    from ccbench.present.views import fmt_time
+    from ccbench.commands.common import new_console
+    from ccbench.core.units import fmt_time, format_size
 
     console = new_console()
     doc = tune_runs(runs, fmt, output, results_dir)

@@ -4,8 +4,8 @@ import sys
 
 import click
 
-from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.commands.options import network_options
+from ccbench.core.errors import CCBenchError, UsageError
 
 __all__ = ["COMMANDS"]
 
@@ -190,10 +190,11 @@ def straggler(**kw):
 def predict_cmd(kind, model, ranks, from_run, results_dir, alpha, beta, gamma, dtype, bucket_mb, first_bucket_mb,
                 ep, tokens, hidden, experts_per_rank, top_k, capacity_factor):
     """Predict a workload's step communication time at any scale from the alpha-beta-gamma model."""
-    from ccbench.analysis.runs import given_params, parse_ranks
+    from ccbench.analysis.runs import given_params
+    from ccbench.analysis.workload_predict import predict_workload, prediction_tables
     from ccbench.commands.common import new_console
     from ccbench.core.dtypes import dtype_of
-    from ccbench.analysis.workload_predict import predict_workload, prediction_tables
+    from ccbench.core.units import parse_ranks
 
     params, source = given_params(from_run, results_dir, alpha, beta, gamma, "workload predict")
     itemsize = dtype_of(dtype).itemsize
@@ -211,7 +212,7 @@ def predict_cmd(kind, model, ranks, from_run, results_dir, alpha, beta, gamma, d
                               hidden=hidden, experts_per_rank=experts_per_rank, top_k=top_k,
                               capacity_factor=capacity_factor)
     console = new_console()
-    from ccbench.present.views import fmt_time
+    from ccbench.core.units import fmt_time
 
     b, g = params.beta_s_per_byte, params.gamma_s_per_byte
     console.print(f"parameters {source}: alpha = {fmt_time(params.alpha_s)}, beta = {b:.4g} s/B"

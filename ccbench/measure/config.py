@@ -7,7 +7,6 @@ range swept by a factor of two (``8:1M``; ``8:1M:4`` for another factor).
 
 import dataclasses
 import difflib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,84 +15,18 @@ import tomllib
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.dtypes import DTYPES, OPS
 from ccbench.core.errors import UsageError
+from ccbench.core.units import format_size, parse_sizes
 
-__all__ = ["Case", "Config", "THREAD_LEVELS", "SYNC_METHODS", "format_size", "load_config",
-           "parse_size", "parse_sizes", "plan", "read_toml"]
+__all__ = ["Case", "Config", "THREAD_LEVELS", "SYNC_METHODS", "load_config", "plan", "read_toml"]
 
 THREAD_LEVELS = ("auto", "single", "funneled", "serialized", "multiple")
 SYNC_METHODS = ("barrier", "window")
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20,
-          "MB": 1 << 20, "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
-MAX_SIZE = 1 << 40  # 1 TiB: anything larger is a typo
 
 
-def parse_size(text) -> int:
-    """Bytes in a human size such as ``8``, ``4K``, ``1M``, ``1.5K`` (must be whole bytes)."""
-    if isinstance(text, bool):
-        raise UsageError(f"bad size {text!r}: expected a number of bytes such as 8, 4K or 1M")
-    if isinstance(text, int):
-        value = text
-    else:
-        m = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
-        unit = m.group(2).upper() if m else None
-        if m is None or unit not in _UNITS:
-            raise UsageError(f"bad size {text!r}: expected a number of bytes such as 8, 4K or 1M")
-        exact = float(m.group(1)) * _UNITS[unit]
-        if exact < 0:
-            raise UsageError(f"bad size {text!r}: sizes cannot be negative")
-        if exact != int(exact):
-            raise UsageError(f"bad size {text!r}: not a whole number of bytes")
-        value = int(exact)
-    if value < 0:
-        raise UsageError(f"bad size {text!r}: sizes cannot be negative")
-    if value > MAX_SIZE:
-        raise UsageError(f"bad size {text!r}: larger than {format_size(MAX_SIZE)}")
-    return value
 
 
-def parse_sizes(spec) -> list[int]:
-    """Sizes from a list, a comma list ``8,64,4K`` or a range ``MIN:MAX[:FACTOR]``."""
-    if isinstance(spec, (list, tuple)):
-        sizes = [parse_size(s) for s in spec]
-    elif isinstance(spec, str) and ":" in spec:
-        parts = spec.split(":")
-        if len(parts) not in (2, 3):
-            raise UsageError(f"bad size range {spec!r}: expected MIN:MAX or MIN:MAX:FACTOR")
-        lo, hi = parse_size(parts[0]), parse_size(parts[1])
-        try:
-            factor = int(parts[2]) if len(parts) == 3 else 2
-        except ValueError:
-            raise UsageError(f"bad size range {spec!r}: the factor must be an integer >= 2") from None
-        if factor < 2:
-            raise UsageError(f"bad size range {spec!r}: the factor must be an integer >= 2")
-        if hi < lo:
-            raise UsageError(f"bad size range {spec!r}: the maximum is below the minimum")
-        sizes, s = [], lo
-        if s == 0:
-            sizes.append(0)
-            s = 1
-        while s <= hi:
-            sizes.append(s)
-            s *= factor
-    elif isinstance(spec, (str, int)):
-        items = str(spec).split(",")
-        if len(items) > 1 and not all(s.strip() for s in items):
-            raise UsageError(f"bad size list {spec!r}: an empty item between commas")
-        sizes = [parse_size(s) for s in items if s.strip()]
-    else:
-        raise UsageError(f"bad sizes {spec!r}: expected a list, 8,64,4K or MIN:MAX")
-    if not sizes:
-        raise UsageError("no sizes given")
-    return sorted(set(sizes))
 
 
-def format_size(nbytes: int) -> str:
-    """A compact human size: 8 B, 4 KiB, 1.5 MiB."""
-    for unit, mult in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if nbytes >= mult:
-            v = nbytes / mult
-            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.3g} {unit}"
-    return f"{nbytes} B"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 
 from ccbench.algorithms import REGISTRY
-from ccbench.algorithms.p2p import counted
 from ccbench.algorithms.native_variants import (
     NotApplicableError,
     check_environment,
@@ -22,13 +21,15 @@ from ccbench.algorithms.native_variants import (
     probe,
     variant_settings,
 )
+from ccbench.algorithms.p2p import counted
 from ccbench.core.collectives import COLLECTIVES
-from ccbench.measure.config import Case, Config, format_size, plan
 from ccbench.core.dtypes import DTYPES, OPS
 from ccbench.core.errors import CCBenchError, UsageError
-from ccbench.store.results import Row, RunWriter, new_run_dir
 from ccbench.core.stats import summarize
+from ccbench.core.units import format_size
+from ccbench.measure.config import Case, Config, plan
 from ccbench.measure.timing import TimingSettings, measure, timer_resolution_s
+from ccbench.store.results import Row, RunWriter, new_run_dir
 
 __all__ = ["run_case", "run_sweep"]
 

@@ -13,14 +13,21 @@ import numpy as np
 from ccbench.algorithms import REGISTRY, get
 from ccbench.algorithms.p2p import counted
 from ccbench.core.collectives import COLLECTIVES
-from ccbench.measure.config import format_size
 from ccbench.core.errors import UsageError
 from ccbench.core.stats import summarize
+from ccbench.core.units import format_size
 from ccbench.measure.timing import TimingSettings, measure
 from ccbench.measure.workload_config import WorkloadConfig
-from ccbench.measure.workload_engine import ComputeKernel, DelayedSync, StepBuffers, StepTimer, measure_overlap, step_calls
-from ccbench.workloads.models import Model, load_model
+from ccbench.measure.workload_engine import (
+    ComputeKernel,
+    DelayedSync,
+    StepBuffers,
+    StepTimer,
+    measure_overlap,
+    step_calls,
+)
 from ccbench.store.workload_rows import KIND, WORKLOAD_COLUMNS, WorkloadRow
+from ccbench.workloads.models import Model, load_model
 from ccbench.workloads.schedule import (
     Schedule,
     ddp_schedule,
@@ -270,7 +277,7 @@ def _run_straggler(comm, cfg, settings, timer_res, skipped) -> list[WorkloadRow]
 
 
 def _progress(row: WorkloadRow) -> str:
-    from ccbench.present.views import fmt_time
+    from ccbench.core.units import fmt_time
 
     extra = ""
     if row.overlap_pct is not None:
@@ -300,9 +307,9 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
     from mpi4py import MPI
 
     from ccbench.measure.provenance import collect
-    from ccbench.store.results import RunWriter, new_run_dir
     from ccbench.measure.sweep import Watchdog, agree
     from ccbench.measure.timing import timer_resolution_s
+    from ccbench.store.results import RunWriter, new_run_dir
 
     comm = MPI.COMM_WORLD
     rank, P = comm.Get_rank(), comm.Get_size()

@@ -9,9 +9,10 @@ import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ccbench.measure.config import THREAD_LEVELS, _as_list, _check_choices, _number, parse_sizes, read_toml
 from ccbench.core.dtypes import DTYPES
 from ccbench.core.errors import UsageError
+from ccbench.core.units import parse_sizes
+from ccbench.measure.config import THREAD_LEVELS, _as_list, _check_choices, _number, read_toml
 from ccbench.store.workload_rows import WORKLOADS
 from ccbench.workloads.schedule import DDP_BUCKET_MB, DDP_FIRST_BUCKET_MB
 
@@ -85,7 +86,7 @@ def _choices(key, items, choices) -> tuple[str, ...]:
 
 
 def _time(key, value) -> float:
-    from ccbench.analysis.runs import parse_time
+    from ccbench.core.units import parse_time
 
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = str(value)

@@ -21,7 +21,7 @@ def gamma_text(g) -> str:
 def network_table(net: dict):
     from rich.table import Table
 
-    from ccbench.present.views import fmt_time
+    from ccbench.core.units import fmt_time
 
     pp, jt = net.get("pingpong"), net.get("joint")
     ratios = {c["parameter"]: c for c in net.get("comparison", [])}
@@ -54,8 +54,7 @@ def network_table(net: dict):
 def curves_table(curves: list):
     from rich.table import Table
 
-    from ccbench.measure.config import format_size
-    from ccbench.present.views import fmt_time
+    from ccbench.core.units import fmt_time, format_size
 
     t = Table(title="per-curve fits T(n) = alpha + beta n (segments chosen by BIC; 95% bootstrap CIs)",
               title_justify="left", header_style="bold")
@@ -78,7 +77,7 @@ def curves_table(curves: list):
 def who_wins_tables(who: list):
     from rich.table import Table
 
-    from ccbench.measure.config import format_size
+    from ccbench.core.units import format_size
 
     out = []
     for w in who:
@@ -103,8 +102,7 @@ def who_wins_tables(who: list):
 def off_table(checks: list, tolerance: float):
     from rich.table import Table
 
-    from ccbench.measure.config import format_size
-    from ccbench.present.views import fmt_time
+    from ccbench.core.units import fmt_time, format_size
 
     off = [c for c in checks if c["off"]]
     t = Table(title=f"predicted vs measured: {len(off)} of {len(checks)} modelled cases off by more "

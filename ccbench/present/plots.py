@@ -14,14 +14,13 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ccbench.measure.config import format_size
 from ccbench.core.errors import CCBenchError
+from ccbench.core.units import format_size, human_time
 
 __all__ = [
     "bar_panels_figure",
     "busbw_figure",
     "compare_figure",
-    "human_time",
     "latency_figure",
     "predicted_figure",
     "require_matplotlib",
@@ -43,15 +42,6 @@ def require_matplotlib():
     return matplotlib
 
 
-def human_time(seconds: float, digits: int = 3) -> str:
-    """Seconds in ns, µs, ms or s with `digits` significant digits ("-" for NaN/None)."""
-    if seconds is None or seconds != seconds:
-        return "-"
-    a = abs(float(f"{seconds:.{digits}g}"))  # round first: 999.9 ns shows as 1 µs
-    for unit, mult, below in (("ns", 1e-9, 1e-6), ("µs", 1e-6, 1e-3), ("ms", 1e-3, 1.0)):
-        if a < below:
-            return f"{seconds / mult:.{digits}g} {unit}"
-    return f"{seconds:.{digits}g} s"
 
 
 def _new_figure(width: float, height: float):

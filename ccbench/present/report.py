@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ccbench.core.collectives import COLLECTIVES
-from ccbench.measure.config import format_size
 from ccbench.core.errors import UsageError
-from ccbench.present.plots import human_time
-from ccbench.store.results import Row, load_run, new_numbered_dir, resolve_run
 from ccbench.core.stats import mann_whitney_u
+from ccbench.core.units import format_size, human_time
+from ccbench.store.results import Row, load_run, new_numbered_dir, resolve_run
 
 __all__ = [
     "SIGNIFICANCE",

@@ -5,22 +5,12 @@ from collections import defaultdict
 from rich.table import Table
 
 from ccbench.core.collectives import COLLECTIVES
-from ccbench.measure.config import format_size
+from ccbench.core.units import fmt_time, format_size
 from ccbench.store.results import Row
 
-__all__ = ["fmt_time", "run_header", "rows_tables"]
+__all__ = ["run_header", "rows_tables"]
 
 
-def fmt_time(seconds: float) -> str:
-    """Seconds with a readable unit and three significant digits."""
-    if seconds != seconds:  # NaN
-        return "-"
-    a = abs(seconds)
-    if a < 1e-3:
-        return f"{seconds * 1e6:.3g} us"
-    if a < 1:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds:.3g} s"
 
 
 def run_header(meta: dict, path) -> str:

@@ -16,9 +16,8 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ccbench.measure.config import format_size
 from ccbench.core.errors import UsageError
-from ccbench.present.plots import human_time
+from ccbench.core.units import format_size, human_time
 from ccbench.present.report import (
     SIGNIFICANCE,
     fastest_of,

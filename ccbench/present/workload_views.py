@@ -5,8 +5,8 @@ from pathlib import Path
 
 from rich.table import Table
 
-from ccbench.measure.config import format_size
-from ccbench.present.views import fmt_time, run_header
+from ccbench.core.units import fmt_time, format_size
+from ccbench.present.views import run_header
 from ccbench.store.workload_rows import KIND, WorkloadRow
 
 __all__ = ["is_workload_run", "show_workload", "workload_tables"]

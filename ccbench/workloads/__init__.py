@@ -6,8 +6,8 @@ stored per step and per call, `predict` prices a step at any scale, `views` show
 Importing this package imports no MPI.
 """
 
-from ccbench.workloads.models import Model, Tensor, load_model
 from ccbench.store.workload_rows import WorkloadRow
+from ccbench.workloads.models import Model, Tensor, load_model
 from ccbench.workloads.schedule import (
     Call,
     Schedule,

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from ccbench.algorithms.native_variants import OPENMPI
-from ccbench.store.results import load_run
 from ccbench.analysis.tune import Range, Selection, openmpi_rules
+from ccbench.store.results import load_run
 
 WORK = Path(sys.argv[1])
 RES = WORK / "results"
