@@ -77,7 +77,7 @@ def main() -> int:
         return 0
 
     from ccbench.core.units import format_size
-    from ccbench.store.results import load_run
+    from ccbench.store.run import load_run
 
     root = Path(args.results_dir)
     root.mkdir(parents=True, exist_ok=True)

@@ -15,10 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ccbench.analysis.compare import compare_runs, provenance_differences, write_comparison
+from ccbench.analysis.compare import compare_runs, provenance_differences
+from ccbench.present.compare import write_comparison
 from ccbench.cli import main
 from ccbench.core.stats import benjamini_hochberg, geometric_mean, summarize
-from ccbench.store.results import SCHEMA, Row, load_run
+from ccbench.store.results import SCHEMA, Row
+from ccbench.store.run import load_run
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -285,7 +287,7 @@ def wl_runs(tmp_path):
 def test_workload_key_is_every_identifying_field():
     import dataclasses
 
-    from ccbench.analysis.workload_compare import DERIVED, KEY_FIELDS, MEASURED, PER_RUN
+    from ccbench.analysis.compare import DERIVED, KEY_FIELDS, MEASURED, PER_RUN
     from ccbench.store.workload_rows import WorkloadRow
 
     names = {f.name for f in dataclasses.fields(WorkloadRow)}
@@ -295,7 +297,7 @@ def test_workload_key_is_every_identifying_field():
 
 
 def test_workload_ratios_are_the_stored_medians_ratio(wl_runs, tmp_path, capsys):
-    from ccbench.analysis.workload_compare import KEY_FIELDS
+    from ccbench.analysis.compare import KEY_FIELDS
 
     a, b = wl_runs["wl-ddp-np2"], wl_runs["wl-ddp-np2-single"]
     out = tmp_path / "cmp"
@@ -383,7 +385,7 @@ def test_corrupt_workload_runs_are_one_line(wl_runs, capsys, how, message):
 
 
 def test_workload_straggler_pairs_carry_the_slowdowns(tmp_path):
-    from ccbench.analysis.workload_compare import compare_workload_runs
+    from ccbench.analysis.compare import compare_runs as compare_workload_runs
 
     a = tmp_path / "a"
     shutil.copytree(DATA / "wl-straggler-np2", a)

@@ -52,7 +52,7 @@ def test_native_every_dtype_op_place_root(coll):
 
 def test_sweep_writes_a_complete_run(tmp_path):
     from ccbench.measure.sweep import run_sweep
-    from ccbench.store.results import load_run
+    from ccbench.store.run import load_run
 
     comm = _comm()
     root_dir = comm.bcast(str(tmp_path), root=0)  # rank 0 owns the run directory

@@ -21,7 +21,7 @@ from ccbench.algorithms.native_variants import (
 from ccbench.core.errors import UsageError
 from ccbench.measure.config import load_config, plan
 from ccbench.measure.multilaunch import plan_parts
-from ccbench.store.results import load_run
+from ccbench.store.run import load_run
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -26,9 +26,17 @@ from ccbench.core.units import (
     format_size,  # noqa: E402
     human_time,
 )
+from ccbench.present.kinds import build_report
 from ccbench.present.plots import require_matplotlib  # noqa: E402
-from ccbench.present.report import build_report, fastest_per_size, group_rows, load_collective_run  # noqa: E402
-from ccbench.store.results import load_run  # noqa: E402
+from ccbench.store.run import SWEEP, open_run
+
+
+def load_collective_run(run):
+    """(path, meta, rows, warnings) of a stored sweep, as `ccbench plot` opens it."""
+    r = open_run(run, kinds=(SWEEP,), need_rows=True, what="ccbench plot")
+    return r.path, r.meta, r.rows, r.warnings
+from ccbench.analysis.fastest import fastest_per_size, group_rows  # noqa: E402
+from ccbench.store.run import load_run  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 RUN = DATA / "run-np4"

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from ccbench.core.errors import UsageError
-from ccbench.store.results import SCHEMA, Row, RunWriter, load_run, new_run_dir, resolve_run
+from ccbench.store.results import SCHEMA, Row, RunWriter, new_run_dir, resolve_run
+from ccbench.store.run import load_run
 
 
 def make_row(**over) -> Row:

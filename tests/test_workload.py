@@ -397,7 +397,8 @@ def test_cli_bad_input_is_one_line(tmp_path, capsys):
 
 def test_show_a_workload_run(tmp_path):
     from ccbench.cli import cli
-    from ccbench.store.results import RunWriter, load_run
+    from ccbench.store.results import RunWriter
+    from ccbench.store.run import load_run
     from ccbench.store.workload_rows import KIND, WORKLOAD_COLUMNS
 
     run = tmp_path / "run1"
@@ -421,7 +422,7 @@ def test_launch_end_to_end_then_show(tmp_path):
     import subprocess
     import sys
 
-    from ccbench.store.results import load_run
+    from ccbench.store.run import load_run
 
     model = tmp_path / "m.txt"
     model.write_text("300 a\n20 a\n5000 b\n")

@@ -48,7 +48,7 @@ def _run(kind, results, **values):
     from mpi4py import MPI
 
     from ccbench.measure.workload import run_workload
-    from ccbench.store.results import load_run
+    from ccbench.store.run import load_run
     from ccbench.store.workload_rows import WorkloadRow
 
     cfg = resolve_workload(kind, dict(FAST, results_dir=results, **values))

@@ -13,24 +13,39 @@ otherwise noise.  Per collective the ratios are summarised by their geometric me
 ranks, nodes, ranks per node, dtypes, thread level, ...) is compared and every
 difference is a warning in the output and the files.
 
+Training-workload runs are compared the same way (one engine; what differs per run kind is
+the small table ``_KINDS``: row matching, pair type, extra warnings, summary).
+Rows of the other runs are matched to the baseline A on ``KEY_FIELDS``: every field of
+``WorkloadRow`` that is neither a measurement (times, overlap, slowdown, counted bytes,
+checks, samples), nor a rank count (``nranks``, ``group_ranks``: provenance, warned about
+as for sweeps; MoE's expert-parallel degree is in its variant), nor a count that follows
+from the schedule (calls, tensors, elements).  That is workload, variant, model,
+algorithm(s), dtype, part (-1: the whole step), its label (bucket, layer collective,
+size), collective, buffer bytes, delay and delayed rank.  Ratios, the two-sided
+Mann-Whitney U tests of the raw samples, the Benjamini-Hochberg adjustment over all rows
+of a pair of runs and the verdicts are ``test_pairs``', as for sweeps;
+per workload the ratios of whole steps (and, apart, of their calls) are summarised by
+their geometric mean (Fleming & Wallace, CACM 1986).
+
 Samples of one case are consecutive calls, not independent draws; the test treats them
 as exchangeable, as every benchmark comparison by rank test does (e.g. pyperf's).
 """
 
-import csv
+import dataclasses
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from ccbench.core.errors import CCBenchError, UsageError
+from ccbench.analysis.fastest import SIGNIFICANCE
+from ccbench.core.errors import UsageError
 from ccbench.core.stats import benjamini_hochberg, geometric_mean, mann_whitney_u
-from ccbench.core.units import format_size, human_time
-from ccbench.present.report import SIGNIFICANCE, load_collective_run, render_markdown
 from ccbench.store.results import Row
+from ccbench.store.run import SWEEP, WORKLOAD, lab_block, open_run
+from ccbench.store.workload_rows import WorkloadRow
 
-__all__ = ["CSV_COLUMNS", "VERDICT_STYLE", "Comparison", "Pair", "compare_runs", "index_rows", "match_key",
-           "print_warnings_and_legend", "provenance_differences", "test_pairs", "write_comparison"]
+__all__ = ["CSV_COLUMNS", "KEY_FIELDS", "WORKLOAD_CSV_COLUMNS", "Comparison", "Pair", "WorkloadPair", "compare_runs",
+           "index_rows", "match_key", "provenance_differences", "test_pairs", "workload_match_key"]
 
 #: Fewer raw samples than this on either side: the case is shown but not tested.
 MIN_SAMPLES = 2
@@ -56,18 +71,6 @@ def _settings(r: Row) -> str:
     return ";".join(f"{k}={v}" for k, v in s.items()) if isinstance(s, Mapping) else str(s)
 
 
-#: How the terminal shows each verdict.
-VERDICT_STYLE = {"slower": "[red]slower[/]", "faster": "[green]faster[/]", "noise": "noise", "untested": "untested"}
-
-
-def print_warnings_and_legend(cmp: "Comparison", console, what: str = "cases") -> None:
-    """The provenance warnings of a comparison and how to read its ratios and p-values."""
-    base = cmp.runs[0][0]
-    for w in cmp.warnings:
-        console.print(f"[yellow bold]warning:[/] [yellow]{w}[/]")
-    console.print(f"ratio = run's median / {base}'s (> 1: slower); p = two-sided Mann-Whitney U test of the raw "
-                  f"samples, adjusted over all {what} of a pair of runs (Benjamini-Hochberg); significant below "
-                  f"{cmp.level}, otherwise noise")
 
 @dataclass(frozen=True)
 class Pair:
@@ -110,22 +113,27 @@ class Comparison:
     warnings: list[str]
     unmatched: dict[str, tuple[int, int]]  # other run -> (cases only in the baseline, only in it)
     level: float
-    kind: str = "sweep"  # "workload": pairs are ``ccbench.analysis.workload_compare.WorkloadPair``
+    kind: str = "sweep"  # "workload": pairs are `WorkloadPair`
 
     def summary(self) -> list[dict]:
-        """Per other run and collective (then "all"): pairs, geometric mean of ratios, verdict counts."""
-        out = []
-        for label, _, _ in self.runs[1:]:
-            mine = [p for p in self.pairs if p.other == label]
-            colls = list(dict.fromkeys(p.collective for p in mine))
-            for coll in [*colls, None] if len(colls) > 1 else colls:
-                ps = [p for p in mine if coll is None or p.collective == coll]
-                ratios = [p.ratio for p in ps if p.ratio > 0 and math.isfinite(p.ratio)]
-                out.append({"other": label, "collective": coll or "all", "pairs": len(ps),
-                            "geomean_ratio": geometric_mean(ratios) if ratios else math.nan,
-                            **{v: sum(p.verdict == v for p in ps) for v in ("faster", "slower", "noise",
-                                                                               "untested")}})
-        return out
+        """Per other run: pairs, geometric mean of the ratios and verdict counts (per kind: `_KINDS`)."""
+        return _KINDS[self.kind].summary(self)
+
+
+def sweep_summary(cmp: "Comparison") -> list[dict]:
+    """Per other run and collective (then "all"): pairs, geometric mean of ratios, verdict counts."""
+    out = []
+    for label, _, _ in cmp.runs[1:]:
+        mine = [p for p in cmp.pairs if p.other == label]
+        colls = list(dict.fromkeys(p.collective for p in mine))
+        for coll in [*colls, None] if len(colls) > 1 else colls:
+            ps = [p for p in mine if coll is None or p.collective == coll]
+            ratios = [p.ratio for p in ps if p.ratio > 0 and math.isfinite(p.ratio)]
+            out.append({"other": label, "collective": coll or "all", "pairs": len(ps),
+                        "geomean_ratio": geometric_mean(ratios) if ratios else math.nan,
+                        **{v: sum(p.verdict == v for p in ps) for v in ("faster", "slower", "noise",
+                                                                           "untested")}})
+    return out
 
 
 def provenance_differences(a: Mapping, b: Mapping, rows_a: Sequence[Row], rows_b: Sequence[Row],
@@ -146,8 +154,6 @@ def provenance_differences(a: Mapping, b: Mapping, rows_a: Sequence[Row], rows_b
         keys = sorted(k for k in set(ea) | set(eb) if ea.get(k) != eb.get(k))
         out.append("provenance differs in MPI environment settings: " + ", ".join(
             f"{k}={ea.get(k, '(unset)')} ({la}) vs {eb.get(k, '(unset)')} ({lb})" for k in keys))
-    from ccbench.present.report import lab_block
-
     if lab_block(a) != lab_block(b):
         out.append(f"provenance differs in emulated lab settings: {lab_block(a)} ({la}) vs {lab_block(b)} ({lb})")
     for m, lab in ((a, la), (b, lb)):
@@ -198,171 +204,191 @@ def test_pairs(matched: Sequence[tuple], level: float) -> list[tuple]:
     return out
 
 
+
+# --------------------------------------------------------------------------- files
+
+
+# --------------------------------------------------------------------------- training-workload runs
+
+
+#: WorkloadRow fields that are measured, not part of what is measured.
+MEASURED = frozenset({"samples", "median_s", "min_s", "mean_s", "ci_low_s", "ci_high_s", "comm_s", "compute_s",
+                      "total_s", "overlap_pct", "baseline_s", "slowdown", "bytes_sent_total", "nwrong",
+                      "stop_reason", "flags", "samples_s"})
+
+
+#: Rank counts (provenance: compared and warned about, not matched on).
+PER_RUN = frozenset({"nranks", "group_ranks"})
+
+
+#: Counts that follow from the schedule the other key fields name.
+DERIVED = frozenset({"ncalls", "ntensors", "payload_elems"})
+
+
+KEY_FIELDS = tuple(f.name for f in dataclasses.fields(WorkloadRow) if f.name not in MEASURED | PER_RUN | DERIVED)
+
+
+#: Workload settings whose difference is warned about (the rest are the key, rank counts or repetition rules).
+_QUIET_SETTINGS = ("results_dir", "thread_level", "warmup", "min_reps", "max_reps", "target_rse", "budget_s")
+
+
+def workload_match_key(r: WorkloadRow) -> tuple:
+    """What makes two workload rows of different runs the same measurement (``KEY_FIELDS``)."""
+    return tuple(getattr(r, f) for f in KEY_FIELDS)
+
+
+@dataclass(frozen=True)
+class WorkloadPair:
+    """One workload row measured in the baseline (a) and in another run (b); ratio = b / a."""
+
+    baseline: str
+    other: str
+    workload: str
+    variant: str
+    model: str
+    algorithm: str
+    dtype: str
+    part: int
+    label: str
+    collective: str
+    nbytes: int
+    delay_s: float | None
+    delayed_rank: int | None
+    nranks_a: int
+    nranks_b: int
+    samples_a: int
+    samples_b: int
+    median_a_s: float
+    median_b_s: float
+    ci_low_a_s: float
+    ci_high_a_s: float
+    ci_low_b_s: float
+    ci_high_b_s: float
+    overlap_pct_a: float | None
+    overlap_pct_b: float | None
+    slowdown_a: float | None
+    slowdown_b: float | None
+    ratio: float
+    p_value: float | None
+    p_adjusted: float | None
+    significant: bool | None
+    verdict: str  # "slower", "faster", "noise", or "untested"
+
+    @property
+    def whole(self) -> bool:
+        """A whole measurement (a step, an overlap or straggler row), not one call of a step."""
+        return self.part == -1 or self.workload in ("overlap", "straggler")
+
+
+WORKLOAD_CSV_COLUMNS = tuple(f.name for f in dataclasses.fields(WorkloadPair))
+
+
+def _settings_differences(a: Mapping, b: Mapping, la: str, lb: str) -> list[str]:
+    ca, cb = a.get("config") or {}, b.get("config") or {}
+    keys = [k for k in dict.fromkeys([*ca, *cb]) if k not in _QUIET_SETTINGS and ca.get(k) != cb.get(k)]
+    if not keys:
+        return []
+    return ["provenance differs in workload settings: " + ", ".join(
+        f"{k}={ca.get(k, '(unset)')} ({la}) vs {cb.get(k, '(unset)')} ({lb})" for k in keys)]
+
+
+def workload_summary(cmp: Comparison) -> list[dict]:
+    """Per other run and workload, whole steps then calls: pairs, geometric mean of the ratios, verdicts."""
+    out = []
+    for label, _, _ in cmp.runs[1:]:
+        mine = [p for p in cmp.pairs if p.other == label]
+        for w in dict.fromkeys(p.workload for p in mine):
+            for what, whole in (("steps", True), ("calls", False)):
+                ps = [p for p in mine if p.workload == w and p.whole == whole]
+                if not ps:
+                    continue
+                ratios = [p.ratio for p in ps if p.ratio > 0 and math.isfinite(p.ratio)]
+                out.append({"other": label, "workload": w, "rows": what if w not in ("overlap", "straggler")
+                            else "calls measured", "pairs": len(ps),
+                            "geomean_ratio": geometric_mean(ratios) if ratios else math.nan,
+                            **{v: sum(p.verdict == v for p in ps) for v in ("faster", "slower", "noise",
+                                                                               "untested")}})
+    return out
+
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """What comparing runs of one kind needs: the match key, the pair, extra warnings, the summary."""
+
+    key: Callable
+    pair: Callable  # (label a, label b, row a, row b, ratio, p, p adjusted, significant, verdict) -> pair
+    extra_warnings: Callable  # (meta a, meta b, label a, label b) -> [str]
+    summary: Callable
+    what: str  # "case" or "row"
+    same: str  # what "in common" means, for the error
+
+
+def _sweep_pair(la, lb, a, b, *test) -> Pair:
+    return Pair(la, lb, a.collective, a.algorithm, a.nbytes, a.dtype, a.op, a.in_place, a.root, _settings(a),
+                _settings(b), a.nranks, b.nranks, a.samples, b.samples, a.median_s, b.median_s, a.ci_low_s,
+                a.ci_high_s, b.ci_low_s, b.ci_high_s, *test)
+
+
+def _workload_pair(la, lb, a, b, *test) -> "WorkloadPair":
+    return WorkloadPair(la, lb, *workload_match_key(a), a.nranks, b.nranks, a.samples, b.samples, a.median_s,
+                        b.median_s, a.ci_low_s, a.ci_high_s, b.ci_low_s, b.ci_high_s, a.overlap_pct, b.overlap_pct,
+                        a.slowdown, b.slowdown, *test)
+
+
+_KINDS = {
+    SWEEP: _Kind(match_key, _sweep_pair, lambda *_: [], sweep_summary, "case",
+                 "same collective, algorithm, size, dtype, op"),
+    WORKLOAD: _Kind(workload_match_key, _workload_pair, _settings_differences, workload_summary, "row",
+                    "same workload, variant, model, algorithm, call, size, delay"),
+}
+
+
 def compare_runs(runs: Sequence, results_dir="results", *, level: float = SIGNIFICANCE) -> Comparison:
     """Compare every run after the first with the first (the baseline); see the module docstring.
 
-    Training-workload runs are compared by ``ccbench.analysis.workload_compare`` (all runs must
-    then be workload runs: a workload run and a collective sweep are refused).
+    All runs must be of one kind (collective sweeps, or training-workload runs).
     """
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs")
     if not 0 < level < 1:
         raise UsageError(f"the significance level must be in (0, 1), got {level}")
-    from ccbench.present.workload_views import is_workload_run
-    from ccbench.store.results import resolve_run
-
-    resolved = [resolve_run(r, results_dir) for r in runs]
-    workload = [is_workload_run(p) for p in resolved]
-    if any(workload):
-        if not all(workload):
-            w, c = resolved[workload.index(True)], resolved[workload.index(False)]
-            raise UsageError(f"{str(w)!r} is a 'workload' run but {str(c)!r} is a collective sweep: compare "
-                             "takes runs of one kind")
-        from ccbench.analysis.workload_compare import compare_workload_runs
-
-        return compare_workload_runs(resolved, level=level)
-    loaded = [load_collective_run(r, results_dir) for r in runs]
-    paths = [p.resolve() for p, *_ in loaded]
+    opened = [open_run(r, results_dir) for r in runs]
+    kinds = [r.kind for r in opened]
+    if len(set(kinds)) > 1:
+        w = next(r for r in opened if r.kind == WORKLOAD)
+        c = next(r for r in opened if r.kind != WORKLOAD)
+        raise UsageError(f"{str(w.path)!r} is a 'workload' run but {str(c.path)!r} is a collective sweep: compare "
+                         "takes runs of one kind")
+    for r in opened:
+        if not r.rows:
+            raise UsageError(f"{str(r.path)!r} has no finished cases")
+    spec = _KINDS[kinds[0]]
+    paths = [r.path.resolve() for r in opened]
     for i, p in enumerate(paths):
         if p in paths[:i]:
-            raise UsageError(f"run {str(loaded[i][0])!r} is given twice")
-    labels = [chr(ord("A") + i) if i < 26 else f"R{i + 1}" for i in range(len(loaded))]
+            raise UsageError(f"run {str(opened[i].path)!r} is given twice")
+    labels = [chr(ord("A") + i) if i < 26 else f"R{i + 1}" for i in range(len(opened))]
     warnings: list[str] = []
-    for lab, (_, _, _, w) in zip(labels, loaded, strict=True):
-        warnings += [f"run {lab}: {x}" for x in w]
-    base_path, base_meta, base_rows, _ = loaded[0]
-    base = index_rows(base_rows, labels[0], warnings)
-    pairs: list[Pair] = []
+    for lab, r in zip(labels, opened, strict=True):
+        warnings += [f"run {lab}: {x}" for x in r.warnings]
+    first = opened[0]
+    base = index_rows(first.rows, labels[0], warnings, key=spec.key)
+    pairs: list = []
     unmatched: dict[str, tuple[int, int]] = {}
-    for lab, (_, meta, rows, _) in zip(labels[1:], loaded[1:], strict=True):
-        warnings += provenance_differences(base_meta, meta, base_rows, rows, labels[0], lab)
-        other = index_rows(rows, lab, warnings)
+    for lab, r in zip(labels[1:], opened[1:], strict=True):
+        warnings += provenance_differences(first.meta, r.meta, first.rows, r.rows, labels[0], lab)
+        warnings += spec.extra_warnings(first.meta, r.meta, labels[0], lab)
+        other = index_rows(r.rows, lab, warnings, key=spec.key)
         common = [k for k in base if k in other]
         unmatched[lab] = (len(base) - len(common), len(other) - len(common))
         if not common:
-            raise UsageError(f"runs {labels[0]} ({base_path.name}) and {lab} ({loaded[labels.index(lab)][0].name}) "
-                             "have no case in common (same collective, algorithm, size, dtype, op)")
-        for a, b, ratio, p, q, sig, verdict in test_pairs([(base[k], other[k]) for k in common], level):
-            pairs.append(Pair(labels[0], lab, a.collective, a.algorithm, a.nbytes, a.dtype, a.op, a.in_place,
-                              a.root, _settings(a), _settings(b), a.nranks, b.nranks, a.samples, b.samples,
-                              a.median_s, b.median_s, a.ci_low_s, a.ci_high_s, b.ci_low_s, b.ci_high_s, ratio,
-                              p, q, sig, verdict))
-    return Comparison([(lab, p, m) for lab, (p, m, _, _) in zip(labels, loaded, strict=True)], pairs,
-                      warnings, unmatched, level)
-
-
-# --------------------------------------------------------------------------- files
-
-
-def _free_set(folder: Path, stem: str, suffixes: Sequence[str]) -> str:
-    for k in range(1, 10_000):
-        base = stem if k == 1 else f"{stem}-{k}"
-        if not any((folder / f"{base}{s}").exists() for s in suffixes):
-            return base
-    raise CCBenchError(f"too many {stem}* files in {folder}")
-
-
-def _fmt_p(p) -> str:
-    return "-" if p is None else f"{p:.2g}"
-
-
-def markdown_blocks(cmp: Comparison, figure: str | None) -> list:
-    """The comparison as report blocks (see ``ccbench.present.report.render_markdown``)."""
-    base = cmp.runs[0][0]
-    blocks: list = [("h", 1, "ccbench comparison: " + " vs ".join(f"{lab} = {p.name}" for lab, p, _ in cmp.runs)),
-                    ("table", ["run", "directory", "MPI library", "ranks", "nodes", "per node", "thread level",
-                               "started"],
-                     [[lab, str(p), m.get("mpi_library", "?"), str(m.get("nranks", "?")), str(m.get("nodes", "?")),
-                       str(m.get("ranks_per_node", "?")), str(m.get("thread_level", "?")),
-                       str(m.get("start_time", "?"))] for lab, p, m in cmp.runs], {3, 4, 5})]
-    if cmp.warnings:
-        blocks += [("h", 2, "Warnings"), ("ul", [f"warning: {w}" for w in cmp.warnings])]
-    blocks.append(("p", f"Ratio = other run's stored median / run {base}'s (> 1: slower than {base}). p: "
-                        "two-sided Mann-Whitney U test of the two cases' raw samples, adjusted for the number "
-                        f"of cases compared (Benjamini-Hochberg); significant when below {cmp.level}, "
-                        "otherwise noise. Summary: geometric mean of the ratios."))
-    blocks += [("h", 2, "Summary"),
-               ("table", ["run", "collective", "cases", f"geometric mean ratio (vs {base})", "faster", "slower",
-                          "noise", "untested"],
-                [[s["other"], s["collective"], str(s["pairs"]), f"{s['geomean_ratio']:.3g}", str(s["faster"]),
-                  str(s["slower"]), str(s["noise"]), str(s["untested"])] for s in cmp.summary()],
-                {2, 3, 4, 5, 6, 7})]
-    base_lab = cmp.runs[0][0]
-    only = [f"{a} case(s) of run {base_lab} not in run {lab}, {b} of run {lab} not in run {base_lab}"
-            for lab, (a, b) in cmp.unmatched.items() if a or b]
-    if only:
-        blocks.append(("p", "Not compared: " + "; ".join(only) + "."))
-    if figure:
-        blocks.append(("img", figure, "time ratios per collective"))
-    for coll in dict.fromkeys(p.collective for p in cmp.pairs):
-        ps = [p for p in cmp.pairs if p.collective == coll]
-        blocks += [("h", 2, coll),
-                   ("table", ["run", "algorithm", "size", "dtype", "op", f"{base} median", "other median", "ratio",
-                              "p (adj.)", "verdict"],
-                    [[p.other, p.algorithm, format_size(p.nbytes),
-                      p.dtype, p.op, human_time(p.median_a_s), human_time(p.median_b_s), f"{p.ratio:.3g}",
-                      _fmt_p(p.p_adjusted), p.verdict] for p in ps], {2, 5, 6, 7, 8})]
-    return blocks
-
-
-def figure_panels(cmp: Comparison) -> dict[str, list[dict]]:
-    """{collective: pairs as dicts for ``ccbench.present.plots.compare_figure``}."""
-    panels: dict[str, list[dict]] = {}
-    for p in cmp.pairs:
-        if p.nbytes <= 0:
-            continue
-        variant = "" if p.op in ("none", "sum") and not p.in_place else f" {p.op}{' in place' if p.in_place else ''}"
-        label = p.algorithm + (f" {p.dtype}" if len({q.dtype for q in cmp.pairs}) > 1 else "") + variant
-        panels.setdefault(p.collective, []).append(
-            {"nbytes": p.nbytes, "ratio": p.ratio, "significant": bool(p.significant),
-             "other": f"{p.other}/{p.baseline}", "label": label})
-    return panels
-
-
-def write_comparison(cmp: Comparison, out_dir: str | Path | None = None, *, plot: bool = True) -> dict[str, Path]:
-    """Write compare.csv, compare.md (and compare.png) into `out_dir` (default: the first run's directory).
-
-    An existing set is never replaced: the next free ``compare-2``, ``compare-3`` ... is used.
-    """
-    if cmp.kind == "workload":
-        from ccbench.analysis import workload_compare as wc
-
-        columns, blocks_of, comparison_figure = wc.CSV_COLUMNS, wc.markdown_blocks, wc.comparison_figure
-    else:
-        columns, blocks_of = CSV_COLUMNS, markdown_blocks
-
-        def comparison_figure(cmp):
-            from ccbench.present.plots import compare_figure
-
-            panels = figure_panels(cmp)
-            if not panels:
-                return None
-            title = ("time ratio vs run A = " + cmp.runs[0][1].name + "; "
-                     + ", ".join(f"{lab} = {p.name}" for lab, p, _ in cmp.runs[1:]))
-            return compare_figure(panels, title)
-    folder = Path(out_dir) if out_dir is not None else cmp.runs[0][1]
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create {str(folder)!r}: {exc.strerror}") from None
-    stem = _free_set(folder, "compare", (".csv", ".md", ".png"))
-    files = {"csv": folder / f"{stem}.csv", "md": folder / f"{stem}.md"}
-    figure = None
-    if plot:
-        from ccbench.present.plots import save_png
-
-        fig = comparison_figure(cmp)
-        if fig is not None:
-            files["png"] = save_png(fig, folder / f"{stem}.png")
-            figure = files["png"].name
-    try:
-        with open(files["csv"], "x", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=columns)
-            w.writeheader()
-            for p in cmp.pairs:
-                w.writerow(asdict(p))
-        with open(files["md"], "x", encoding="utf-8") as f:
-            f.write(render_markdown(blocks_of(cmp, figure)))
-    except FileExistsError as exc:
-        raise CCBenchError(f"{exc.filename!r} appeared while writing; nothing is overwritten") from None
-    return files
+            raise UsageError(f"runs {labels[0]} ({first.path.name}) and {lab} ({r.path.name}) have no "
+                             f"{spec.what} in common ({spec.same})")
+        for a, b, *test in test_pairs([(base[k], other[k]) for k in common], level):
+            pairs.append(spec.pair(labels[0], lab, a, b, *test))
+    return Comparison([(lab, r.path, r.meta) for lab, r in zip(labels, opened, strict=True)], pairs, warnings,
+                      unmatched, level, kind=kinds[0])

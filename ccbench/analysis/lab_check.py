@@ -23,7 +23,7 @@ import numpy as np
 from ccbench.analysis.fit import N_BOOT, fit_line
 from ccbench.core.errors import CCBenchError, UsageError
 
-__all__ = ["DEFAULT_STATISTIC", "fit_link", "fitted_vs_injected", "lab_table", "low_statistic_rows"]
+__all__ = ["DEFAULT_STATISTIC", "baseline_fit", "fit_link", "fitted_vs_injected", "lab_table", "low_statistic_rows"]
 
 #: The per-size statistic lab fits use.
 DEFAULT_STATISTIC = "min"
@@ -101,6 +101,11 @@ def fit_link(rows: Iterable[Mapping], statistic: str = DEFAULT_STATISTIC, *, n_b
     return {"statistic": statistic, "alpha_s": a.alpha_s, "alpha_ci_s": list(a.alpha_ci_s),
             "alpha_sizes": [small[0], small[-1]], "beta_s_per_byte": beta, "rate_bps": rate(beta),
             "rate_ci_bps": [rate(hi), rate(lo)], "beta_sizes": [large[0], large[-1]], "sizes": sizes}
+
+
+def baseline_fit(rows: Iterable[Mapping]) -> dict:
+    """The lab's zero-delay baseline: `fit_link` of a ping-pong run on the default statistic."""
+    return {**fit_link(rows, DEFAULT_STATISTIC), "statistic": DEFAULT_STATISTIC}
 
 
 def fitted_vs_injected(rows: Iterable[Mapping], lab: Mapping, statistic: str = DEFAULT_STATISTIC, *,

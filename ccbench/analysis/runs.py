@@ -42,7 +42,8 @@ from ccbench.analysis.predict import (
 )
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.core.units import parse_inverse_rate, parse_time
-from ccbench.store.results import load_run, resolve_run
+from ccbench.store.results import resolve_run
+from ccbench.store.run import load_run
 
 __all__ = [
     "FITS_SCHEMA",

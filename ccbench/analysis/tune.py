@@ -462,7 +462,8 @@ def tune_runs(runs, fmt: str, output: str | None = None, results_dir="results") 
 
     Returns {"path", "format", "library", "selections", "sources", "notes", "text"}.
     """
-    from ccbench.store.results import load_run, resolve_run
+    from ccbench.store.results import resolve_run
+    from ccbench.store.run import load_run
 
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
@@ -564,7 +565,7 @@ def verify(doc: dict, results_dir: str | Path | None = None, say=print) -> list[
     import subprocess
     import sys
 
-    from ccbench.store.results import load_run
+    from ccbench.store.run import load_run
 
     path = str(Path(doc["path"]).resolve())
     if doc["format"] == "mpich-json":

@@ -87,7 +87,8 @@ def resolve_with_resume(kw: dict):
     import dataclasses
 
     from ccbench.measure.config import resolve
-    from ccbench.store.results import load_run, resolve_run
+    from ccbench.store.results import resolve_run
+    from ccbench.store.run import load_run
 
     path = resolve_run(kw["resume"], kw.get("results_dir") or "results")
     meta, _, _ = load_run(path)
@@ -105,24 +106,10 @@ def resolve_with_resume(kw: dict):
 
 
 def show_run(path, console, show_table=True) -> None:
-    from ccbench.present.views import rows_tables, run_header
-    from ccbench.present.workload_views import is_workload_run, show_workload
-    from ccbench.store.results import load_run
+    """Print a stored run of any kind (``ccbench.present.kinds.show_run``)."""
+    from ccbench.present.kinds import show_run as show
 
-    if is_workload_run(path):
-        show_workload(path, console, show_table)
-        return
-    meta, rows, warnings = load_run(path)
-    if show_table:
-        console.print(run_header(meta, path))
-        for t in rows_tables(rows):
-            console.print(t)
-    for w in warnings:
-        console.print(f"[yellow]warning: {w}[/]")
-    bad = [r for r in rows if not r.ok]
-    skipped = meta.get("skipped", [])
-    console.print(f"{len(rows)} cases in {path}" + (f", {len(skipped)} skipped" if skipped else "")
-                  + (f", [red bold]{len(bad)} FAILED[/]" if bad else ", all correct"))
+    show(path, console, show_table)
 
 
 def to_argv(ctx: click.Context, kw: dict) -> list[str]:
@@ -146,7 +133,7 @@ def to_argv(ctx: click.Context, kw: dict) -> list[str]:
 def run_launcher(cmd: list[str], env: dict) -> int:
     """Run one launcher command (`ccbench.measure.launcher.run_job`); say how to continue a run it left failed."""
     from ccbench.measure.launcher import run_job
-    from ccbench.store.results import load_run
+    from ccbench.store.run import load_run
 
     job = run_job(cmd, env)
     if job.marked_failed:

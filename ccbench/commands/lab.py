@@ -57,6 +57,7 @@ def lab():
 @click.option("--results-dir", default="results", show_default=True, help="Where the baseline run is stored.")
 def up_cmd(hosts, delay, rate, shaper, baseline, results_dir):
     """Create the hosts, links and emulator (refused when a lab is already up)."""
+    from ccbench.analysis.lab_check import baseline_fit
     from ccbench.commands.common import new_console
     from ccbench.lab import core
     from ccbench.lab.link import parse_delay, parse_rate
@@ -70,7 +71,7 @@ def up_cmd(hosts, delay, rate, shaper, baseline, results_dir):
     if baseline:
         console.print("measuring the zero-delay baseline (ping-pong, 8 B to 4 MiB) ...")
         try:
-            base = measure_baseline(results_dir)
+            base = measure_baseline(baseline_fit, results_dir)
         except BaseException:
             core.down()
             raise
@@ -85,6 +86,7 @@ def up_cmd(hosts, delay, rate, shaper, baseline, results_dir):
 @click.option("--results-dir", default="results", show_default=True, help="Where a baseline run is stored.")
 def set_cmd(delay, rate, baseline, results_dir):
     """Change the links' delay and rate (restarts the emulator; the hosts stay)."""
+    from ccbench.analysis.lab_check import baseline_fit
     from ccbench.commands.common import new_console
     from ccbench.lab import core
     from ccbench.lab.link import parse_delay, parse_rate
@@ -101,7 +103,7 @@ def set_cmd(delay, rate, baseline, results_dir):
     console.print(f"lab links now: {_link_summary(state)}; {_shaper_summary(state)}")
     if baseline or (baseline is None and rate_changed):
         console.print("measuring the zero-delay baseline ...")
-        _print_baseline(console, measure_baseline(results_dir))
+        _print_baseline(console, measure_baseline(baseline_fit, results_dir))
     elif rate_changed:
         state = core.load_state()
         state["baseline"] = None

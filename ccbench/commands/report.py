@@ -31,7 +31,7 @@ def report(run_path, results_dir):
 
     from ccbench.commands.common import new_console
     from ccbench.core.units import fmt_time, format_size
-    from ccbench.present.report import build_report
+    from ccbench.present.kinds import build_report
     from ccbench.present.views import run_header
 
     res = build_report(run_path, results_dir)
@@ -108,11 +108,9 @@ def compare(runs, results_dir, out_dir, level, no_plot):
     dtypes, thread level, ...) is warned about.  Training-workload runs match on workload,
     variant, model, algorithm, call, size and delay; a workload run and a sweep are refused.
     """
-    from rich.table import Table
-
-    from ccbench.analysis.compare import VERDICT_STYLE, compare_runs, print_warnings_and_legend, write_comparison
+    from ccbench.analysis.compare import compare_runs
     from ccbench.commands.common import new_console
-    from ccbench.core.units import fmt_time, format_size
+    from ccbench.present.compare import print_comparison, write_comparison
 
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs: RUN_A RUN_B [RUN ...]")
@@ -122,71 +120,7 @@ def compare(runs, results_dir, out_dir, level, no_plot):
         require_matplotlib()
     cmp = compare_runs(runs, results_dir, level=level)
     console = new_console()
-    if cmp.kind == "workload":
-        from ccbench.analysis.workload_compare import print_comparison
-
-        print_comparison(cmp, console)
-        files = write_comparison(cmp, out_dir, plot=not no_plot)
-        console.print("wrote " + ", ".join(str(p) for p in files.values()))
-        return
-    base = cmp.runs[0][0]
-    t = Table(title="runs", title_justify="left", header_style="bold")
-    for col in ("run", "directory", "MPI library", "ranks", "nodes", "per node", "thread level", "cases"):
-        t.add_column(col, justify="right" if col in ("ranks", "nodes", "per node", "cases") else "left")
-    for lab, p, m in cmp.runs:
-        n = len({(q.collective, q.algorithm, q.nbytes, q.dtype, q.op, q.in_place, q.root) for q in cmp.pairs
-                 if lab in (q.baseline, q.other)})
-        t.add_row(lab, str(p), str(m.get("mpi_library", "?")), str(m.get("nranks", "?")), str(m.get("nodes", "?")),
-                  str(m.get("ranks_per_node", "?")), str(m.get("thread_level", "?")), f"{n} compared")
-    console.print(t)
-    print_warnings_and_legend(cmp, console, "cases")
-    style = VERDICT_STYLE
-    others = [lab for lab, _, _ in cmp.runs[1:]]
-    for coll in dict.fromkeys(p.collective for p in cmp.pairs):
-        ps = [p for p in cmp.pairs if p.collective == coll]
-        vary = {k: len({getattr(p, k) for p in ps}) > 1 for k in ("dtype", "op", "in_place", "root")}
-        t = Table(title=f"{coll}: medians, ratio run / {base}, adjusted p", title_justify="left",
-                  header_style="bold")
-        t.add_column("algorithm")
-        t.add_column("size", justify="right")
-        for k in ("dtype", "op", "in_place", "root"):
-            if vary[k]:
-                t.add_column(k.replace("_", " "))
-        t.add_column(f"{base} median", justify="right")
-        for lab in others:
-            t.add_column(f"{lab} median", justify="right")
-            t.add_column(f"{lab}/{base}", justify="right")
-            t.add_column("p", justify="right")
-            t.add_column("", justify="left")
-        keys = list(dict.fromkeys((p.algorithm, p.nbytes, p.dtype, p.op, p.in_place, p.root)
-                                  for p in ps))
-        index = {((p.algorithm, p.nbytes, p.dtype, p.op, p.in_place, p.root), p.other): p for p in ps}
-        prev = None
-        for k in keys:
-            first = next(index[(k, lab)] for lab in others if (k, lab) in index)
-            cells = [k[0] if k[0] != prev else "", format_size(k[1])]
-            prev = k[0]
-            cells += [str(getattr(first, f)) for f in ("dtype", "op", "in_place", "root") if vary[f]]
-            cells.append(fmt_time(first.median_a_s))
-            for lab in others:
-                p = index.get((k, lab))
-                cells += ([fmt_time(p.median_b_s), f"{p.ratio:.3g}",
-                           "-" if p.p_adjusted is None else f"{p.p_adjusted:.2g}", style[p.verdict]]
-                          if p else ["-", "-", "-", ""])
-            t.add_row(*cells)
-        console.print(t)
-    t = Table(title=f"summary per collective: geometric mean of the ratios (vs {base})", title_justify="left",
-              header_style="bold")
-    for col in ("run", "collective", "cases", "geomean ratio", "faster", "slower", "noise", "untested"):
-        t.add_column(col, justify="left" if col in ("run", "collective") else "right")
-    for s in cmp.summary():
-        t.add_row(s["other"], s["collective"], str(s["pairs"]), f"{s['geomean_ratio']:.3g}", str(s["faster"]),
-                  str(s["slower"]), str(s["noise"]), str(s["untested"]))
-    console.print(t)
-    for lab, (only_base, only_other) in cmp.unmatched.items():
-        if only_base or only_other:
-            console.print(f"[yellow]note: not compared: {only_base} case(s) of run {base} missing from run {lab}, "
-                          f"{only_other} case(s) of run {lab} missing from run {base}[/]")
+    print_comparison(cmp, console)
     files = write_comparison(cmp, out_dir, plot=not no_plot)
     console.print("wrote " + ", ".join(str(p) for p in files.values()))
 
@@ -205,17 +139,19 @@ def plot(run_path, results_dir, collectives, kind, output):
 
     from ccbench.commands.common import new_console
     from ccbench.present.plots import require_matplotlib
-    from ccbench.present.report import load_collective_run
+    from ccbench.store.run import SWEEP, open_run
 
     require_matplotlib()
-    path, meta, rows, _ = load_collective_run(run_path, results_dir)
+    run = open_run(run_path, results_dir, kinds=(SWEEP,), need_rows=True, what="ccbench plot")
+    path, rows = run.path, run.rows
     written = _plot_run(path, rows, collectives, kind, Path(output) if output else None)
     new_console().print("wrote " + ", ".join(str(p) for p in written))
 
 
 def _plot_run(path, rows, collectives, kind, output) -> list:
+    from ccbench.analysis.fastest import group_rows
     from ccbench.present.plots import save_png
-    from ccbench.present.report import group_figure, group_rows, group_slug
+    from ccbench.present.report import group_figure, group_slug
     from ccbench.store.results import free_path
 
     groups = group_rows(rows)

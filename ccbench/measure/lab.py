@@ -178,15 +178,16 @@ SWEEP_ARGS = ["-C", "pingpong", "-s", "8:4M:2", "--budget", "0.3", "--warmup", "
               "--max-reps", "100", "--target-rse", "0.002"]
 
 
-def measure_baseline(results_dir: str = "results") -> dict:
+def measure_baseline(fit, results_dir: str = "results") -> dict:
     """Measure the software's own one-way cost: a ping-pong sweep with the delay set to 0.
 
     The emulator is restarted at zero delay (same rate), the sweep runs between hosts 0
     and 1 (a run of its own, tagged ``lab-baseline``), the emulator is restarted with the
-    lab's delay, and the fitted alpha is stored in the lab's state as its baseline.
+    lab's delay, and the alpha fitted by `fit` (rows as dicts -> {"alpha_s", "alpha_ci_s",
+    "rate_bps", "statistic"}; the caller passes ``ccbench.analysis.lab_check.baseline_fit``)
+    is stored in the lab's state as its baseline.
     """
-    from ccbench.analysis.lab_check import DEFAULT_STATISTIC, fit_link
-    from ccbench.store.results import load_run
+    from ccbench.store.run import load_run
 
     state = core.load_state()
     if state is None or state.get("status") != "up":
@@ -204,9 +205,9 @@ def measure_baseline(results_dir: str = "results") -> dict:
     if not traffic["crossed_links"]:
         raise CCBenchError(f"the baseline run's traffic did not cross the emulated links: {traffic['links']}")
     _, rows, _ = load_run(run_dir)
-    fit = fit_link([r.to_dict() for r in rows], DEFAULT_STATISTIC)
-    state["baseline"] = {"alpha_s": fit["alpha_s"], "alpha_ci_s": fit["alpha_ci_s"], "rate_bps": rate,
-                         "fitted_rate_bps": fit["rate_bps"], "statistic": DEFAULT_STATISTIC, "run": str(run_dir),
-                         "sweep": " ".join(SWEEP_ARGS)}
+    fitted = fit([r.to_dict() for r in rows])
+    state["baseline"] = {"alpha_s": fitted["alpha_s"], "alpha_ci_s": fitted["alpha_ci_s"], "rate_bps": rate,
+                         "fitted_rate_bps": fitted["rate_bps"], "statistic": fitted["statistic"],
+                         "run": str(run_dir), "sweep": " ".join(SWEEP_ARGS)}
     core.save_state(state)
     return state["baseline"]

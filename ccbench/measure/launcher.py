@@ -76,10 +76,10 @@ def run_job(cmd: list[str], env: dict, *, stdout=None) -> Job:
     """Run one launcher command, forwarding SIGTERM/SIGINT to it (a batch system signals us, not the ranks).
 
     A run the job left ``running`` after a non-zero exit is marked ``failed`` with the
-    reason (`ccbench.store.results.mark_failed`); a run its ranks closed themselves (complete,
+    reason (`ccbench.store.run.mark_failed`); a run its ranks closed themselves (complete,
     interrupted, failed by the watchdog) is left as it is.
     """
-    from ccbench.store.results import mark_failed
+    from ccbench.store.run import mark_failed
 
     fd, record = tempfile.mkstemp(prefix="ccbench-run-")
     os.close(fd)

@@ -79,7 +79,8 @@ def merge_parts(dest: Path, results: list[tuple[Part, int, Path | None]], cfg, a
     """
     import time
 
-    from ccbench.store.results import RunWriter, load_run
+    from ccbench.store.results import RunWriter
+    from ccbench.store.run import load_run
 
     loaded = []
     for part, code, path in results:

@@ -335,7 +335,8 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
         def reopen():
             import json
 
-            from ccbench.store.results import load_run, reopen_run
+            from ccbench.store.results import reopen_run
+            from ccbench.store.run import load_run
 
             meta, rows, _ = load_run(Path(resume))  # check before touching anything
             for what, old, new in (("rank count", meta.get("nranks"), P),

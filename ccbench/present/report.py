@@ -14,27 +14,20 @@ import html
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ccbench.analysis.fastest import SIGNIFICANCE, Curves, algorithm_order, fastest_per_size, group_rows
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.errors import UsageError
-from ccbench.core.stats import mann_whitney_u
 from ccbench.core.units import format_size, human_time
-from ccbench.store.results import Row, load_run, new_numbered_dir, resolve_run
+from ccbench.store.results import Row, new_numbered_dir
+from ccbench.store.run import Run, lab_block
 
 __all__ = [
-    "SIGNIFICANCE",
-    "Curves",
-    "build_report",
-    "fastest_of",
-    "fastest_per_size",
+    "build_sweep_report",
     "group_figure",
-    "group_rows",
     "group_slug",
-    "lab_block",
-    "load_collective_run",
     "provenance_blocks",
     "save_figure",
     "variant_label",
@@ -42,79 +35,8 @@ __all__ = [
     "write_page",
 ]
 
-#: Two-sided level of the Mann-Whitney U tests (fastest vs runner-up, run vs run).
-SIGNIFICANCE = 0.05
-#: Run kinds this module reads (a sweep's run.json may leave "kind" out); a workload run's
-#: report is ``ccbench.present.workload_report``'s.
-COLLECTIVE_KINDS = (None, "sweep")
-
-
-# --------------------------------------------------------------------------- loading
-
-
-def load_collective_run(run, results_dir="results") -> tuple[Path, dict, list[Row], list[str]]:
-    """(path, meta, rows, warnings) of a stored collective run; one clear error otherwise.
-
-    Refuses what ``ccbench.store.results.load_run`` refuses (no run, corrupt or foreign files,
-    unknown schema), runs of another kind (``"kind": "workload"``) and runs without rows.
-    """
-    path = resolve_run(run, results_dir)
-    try:
-        raw = json.loads((path / "run.json").read_text())
-    except (OSError, ValueError):
-        raw = None  # load_run says what is wrong
-    kind = raw.get("kind") if isinstance(raw, dict) else None
-    if kind not in COLLECTIVE_KINDS:
-        raise UsageError(f"{str(path)!r} is a {kind!r} run; ccbench plot reads collective sweeps only "
-                         "(show, report and compare read it)")
-    meta, rows, warnings = load_run(path)
-    if not rows:
-        raise UsageError(f"{str(path)!r} has no finished cases")
-    return path, meta, rows, warnings
-
-
 # --------------------------------------------------------------------------- grouping
 
-
-@dataclass
-class Curves:
-    """The rows of one collective at one (nranks, dtype, op, in_place, root): {algorithm: rows by size}."""
-
-    collective: str
-    nranks: int
-    dtype: str
-    op: str
-    in_place: bool
-    root: int
-    by_algorithm: dict[str, list[Row]] = field(default_factory=dict)
-
-    @property
-    def key(self) -> tuple:
-        return (self.collective, self.nranks, self.dtype, self.op, self.in_place, self.root)
-
-    @property
-    def sizes(self) -> list[int]:
-        return sorted({r.nbytes for rows in self.by_algorithm.values() for r in rows})
-
-
-def _alg_order(name: str) -> tuple:
-    return (name != "native", name.startswith("native"), name)
-
-
-def group_rows(rows: Iterable[Row]) -> list[Curves]:
-    """Rows grouped per collective (registry order) and variant, algorithms native first."""
-    groups: dict[tuple, Curves] = {}
-    for r in rows:
-        k = (r.collective, r.nranks, r.dtype, r.op, r.in_place, r.root)
-        g = groups.get(k) or groups.setdefault(k, Curves(*k))
-        g.by_algorithm.setdefault(r.algorithm, []).append(r)
-    order = {c: i for i, c in enumerate(COLLECTIVES)}
-    out = sorted(groups.values(), key=lambda g: (order.get(g.collective, len(order)), g.collective,
-                                                 g.nranks, g.dtype, g.op, g.in_place, g.root))
-    for g in out:
-        g.by_algorithm = {a: sorted(g.by_algorithm[a], key=lambda r: r.nbytes)
-                          for a in sorted(g.by_algorithm, key=_alg_order)}
-    return out
 
 
 def variant_label(g: Curves) -> str:
@@ -139,51 +61,6 @@ def group_slug(g: Curves, several: bool) -> str:
 # --------------------------------------------------------------------------- analyses
 
 
-def fastest_of(rows: Iterable, name=lambda r: r.algorithm, alpha: float = SIGNIFICANCE) -> dict | None:
-    """The correct row with the smallest stored median among `rows`, its runner-up, and a test.
-
-    ``fastest`` / ``runner_up`` are ``name(row)``; ``margin`` = runner-up median / fastest
-    median - 1; ``p_value`` is the two-sided Mann-Whitney U test (Mann & Whitney 1947,
-    ``ccbench.core.stats.mann_whitney_u``) of the two rows' raw samples, ``significant`` when it
-    is below `alpha` (None without a runner-up or with fewer than two samples on a side).
-    None when no row is correct with a finite median.
-    """
-    cands = sorted((r for r in rows if r is not None and r.ok and math.isfinite(r.median_s)),
-                   key=lambda r: r.median_s)
-    if not cands:
-        return None
-    best = cands[0]
-    second = cands[1] if len(cands) > 1 else None
-    p = None
-    if second is not None and len(best.samples_s) > 1 and len(second.samples_s) > 1:
-        p = mann_whitney_u(best.samples_s, second.samples_s)[1]
-    return {
-        "fastest": name(best), "median_s": best.median_s,
-        "runner_up": name(second) if second else None,
-        "runner_up_s": second.median_s if second else None,
-        "margin": (second.median_s / best.median_s - 1.0) if second and best.median_s > 0 else None,
-        "p_value": p, "significant": None if p is None else p < alpha,
-    }
-
-
-def fastest_per_size(g: Curves, alpha: float = SIGNIFICANCE) -> list[dict]:
-    """Per size: the correct algorithm with the smallest stored median, the runner-up, and a test
-    (``fastest_of`` of the algorithms' rows at that size, with ``nbytes``)."""
-    out = []
-    for n in g.sizes:
-        f = fastest_of((next((r for r in rows if r.nbytes == n), None) for rows in g.by_algorithm.values()),
-                       alpha=alpha)
-        if f is not None:
-            out.append({"nbytes": n, **f})
-    return out
-
-
-def lab_block(meta: Mapping) -> dict | None:
-    """The emulated-lab settings of a run (``lab`` in its provenance), if any."""
-    lab = meta.get("lab")
-    if lab is None and isinstance(meta.get("provenance"), Mapping):
-        lab = meta["provenance"].get("lab")
-    return lab if isinstance(lab, Mapping) else None
 
 
 def _curve_segments(doc: Mapping, g: Curves) -> dict[str, list[dict]]:
@@ -422,7 +299,7 @@ def _collective_blocks(g: Curves, doc: Mapping, figures: Mapping[str, str], tole
               if (c["collective"], c["nranks"], c["dtype"], c["op"], c["in_place"], c["root"]) == g.key]
     if curves:
         rows = []
-        for c in sorted(curves, key=lambda c: _alg_order(c["algorithm"])):
+        for c in sorted(curves, key=lambda c: algorithm_order(c["algorithm"])):
             seg = c["segmented"]
             for s in seg["segments"]:
                 rows.append([c["algorithm"], f"{format_size(s['nbytes_lo'])} - {format_size(s['nbytes_hi'])}",
@@ -593,24 +470,17 @@ def writable_run_dir(path: Path) -> None:
 # --------------------------------------------------------------------------- the report
 
 
-def build_report(run, results_dir="results", *, n_boot: int | None = None) -> dict:
-    """Write a report of a stored run into a new ``report[-k]`` directory beside its files.
+def build_sweep_report(run: Run, *, n_boot: int | None = None) -> dict:
+    """Write the report of a stored collective sweep into a new ``report[-k]`` directory beside its files.
 
     Returns {"dir": Path, "files": [names], "groups": [Curves], "fastest": {label: rows},
-    "doc": the fit document}.  Needs matplotlib (the ``report`` extra) for the figures.
-    A training-workload run (``"kind": "workload"``) gets ``ccbench.present.workload_report``'s
-    report instead (its dict has ``"kind": "workload"``).
+    "doc": the fit document, "meta", "path"}.  Needs matplotlib (the ``report`` extra).
     """
     from ccbench.analysis.runs import fit_run
     from ccbench.present.plots import require_matplotlib
-    from ccbench.present.workload_views import is_workload_run
 
     require_matplotlib()
-    if is_workload_run(resolve_run(run, results_dir)):
-        from ccbench.present.workload_report import build_workload_report
-
-        return build_workload_report(run, results_dir)
-    path, meta, rows, warnings = load_collective_run(run, results_dir)
+    path, meta, rows, warnings = run.path, run.meta, run.rows, run.warnings
     writable_run_dir(path)
     kw = {} if n_boot is None else {"n_boot": n_boot}
     doc = fit_run(path, write=False, **kw)

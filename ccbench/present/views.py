@@ -8,7 +8,7 @@ from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.units import fmt_time, format_size
 from ccbench.store.results import Row
 
-__all__ = ["run_header", "rows_tables"]
+__all__ = ["run_header", "rows_tables", "show_sweep"]
 
 
 
@@ -65,3 +65,18 @@ def rows_tables(rows: list[Row]) -> list[Table]:
             t.add_row(*cells)
         tables.append(t)
     return tables
+
+
+def show_sweep(run, console, show_table: bool = True) -> None:
+    """Print a stored collective sweep (a `Run`): provenance, tables per collective, warnings, a summary line."""
+    path, meta, rows = run.path, run.meta, run.rows
+    if show_table:
+        console.print(run_header(meta, path))
+        for t in rows_tables(rows):
+            console.print(t)
+    for w in run.warnings:
+        console.print(f"[yellow]warning: {w}[/]")
+    bad = [r for r in rows if not r.ok]
+    skipped = meta.get("skipped", [])
+    console.print(f"{len(rows)} cases in {path}" + (f", {len(skipped)} skipped" if skipped else "")
+                  + (f", [red bold]{len(bad)} FAILED[/]" if bad else ", all correct"))

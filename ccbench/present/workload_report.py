@@ -12,25 +12,16 @@ percentage per size; for stragglers the on-time and delayed medians and the slow
 Every number is a stored row's value or a test of its raw samples.
 """
 
-import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
-from ccbench.core.errors import UsageError
+from ccbench.analysis.fastest import SIGNIFICANCE, fastest_per_variant, step_rows
 from ccbench.core.units import format_size, human_time
-from ccbench.present.report import (
-    SIGNIFICANCE,
-    fastest_of,
-    provenance_blocks,
-    save_figure,
-    writable_run_dir,
-    write_page,
-)
-from ccbench.store.results import load_run, new_numbered_dir, resolve_run
+from ccbench.present.report import provenance_blocks, save_figure, writable_run_dir, write_page
+from ccbench.store.results import new_numbered_dir
+from ccbench.store.run import Run
 from ccbench.store.workload_rows import KIND, WorkloadRow
 
-__all__ = ["MAX_PART_ROWS", "build_workload_report", "fastest_per_variant", "load_workload_run", "short_algorithm",
-           "step_rows", "workload_blocks"]
+__all__ = ["MAX_PART_ROWS", "build_workload_report", "short_algorithm", "workload_blocks"]
 
 #: A step with more calls than this gets a one-line summary instead of a per-call table.
 MAX_PART_ROWS = 40
@@ -38,37 +29,11 @@ MAX_PART_ROWS = 40
 MAX_PART_BARS = 24
 
 
-def load_workload_run(run, results_dir="results") -> tuple[Path, dict, list[WorkloadRow], list[str]]:
-    """(path, meta, rows, warnings) of a stored workload run; one clear error otherwise.
-
-    Refuses what ``ccbench.store.results.load_run`` refuses (corrupt or foreign files, unknown
-    schema), a run whose run.json says ``workload`` but whose rows are not workload rows,
-    and a run without rows.
-    """
-    path = resolve_run(run, results_dir)
-    try:
-        first = next((ln for ln in (path / "cases.jsonl").read_text().splitlines() if ln.strip()), "")
-        head = json.loads(first) if first else None
-    except (OSError, ValueError):
-        head = None  # load_run says what is wrong
-    if isinstance(head, dict) and "workload" not in head:
-        raise UsageError(f"{str(path)!r} is a {KIND!r} run but its cases.jsonl holds rows of another kind "
-                         "(no 'workload' column)")
-    meta, rows, warnings = load_run(path, row_cls=WorkloadRow)
-    if not rows:
-        raise UsageError(f"{str(path)!r} has no finished cases")
-    return path, meta, rows, warnings
-
-
 def short_algorithm(algorithm: str) -> str:
     """"allreduce=ring" -> "ring"; several collective=algorithm pairs are kept as they are."""
     pairs = algorithm.split(",")
     return pairs[0].split("=", 1)[-1] if len(pairs) == 1 else algorithm.replace(",", ", ")
 
-
-def step_rows(rows: Sequence[WorkloadRow]) -> list[WorkloadRow]:
-    """The rows that are whole measurements: steps of ddp/zero/moe (part -1), every overlap/straggler row."""
-    return [r for r in rows if r.part == -1 or r.workload in ("overlap", "straggler")]
 
 
 def _parts(rows: Sequence[WorkloadRow]) -> list[tuple[WorkloadRow, list[WorkloadRow]]]:
@@ -81,31 +46,6 @@ def _parts(rows: Sequence[WorkloadRow]) -> list[tuple[WorkloadRow, list[Workload
             out[-1][1].append(r)
     return out
 
-
-def fastest_per_variant(rows: Sequence[WorkloadRow], alpha: float = SIGNIFICANCE) -> list[dict]:
-    """The fastest algorithm per variant (per size for stragglers) and overall, each against its runner-up.
-
-    Each entry is ``ccbench.present.report.fastest_of`` of the candidates' stored rows (smallest
-    median among correct rows, two-sided Mann-Whitney U test of the two raw sample sets)
-    with ``what``: the variant, the size, or "all variants" (every variant and algorithm).
-    Overlap runs have one algorithm per call (native) and get none.
-    """
-    steps = step_rows(rows)
-    if not steps or steps[0].workload == "overlap":
-        return []
-    by: dict[str, list[WorkloadRow]] = {}
-    for r in steps:
-        by.setdefault(r.label if r.workload == "straggler" else r.variant, []).append(r)
-    out = []
-    for what, rs in by.items():
-        f = fastest_of(rs, name=lambda r: r.algorithm, alpha=alpha)
-        if f is not None:
-            out.append({"what": what, **f})
-    if len(by) > 1 and steps[0].workload != "straggler":
-        f = fastest_of(steps, name=lambda r: f"{r.variant}: {r.algorithm}", alpha=alpha)
-        if f is not None:
-            out.append({"what": "all variants", **f})
-    return out
 
 
 # --------------------------------------------------------------------------- tables
@@ -312,7 +252,7 @@ def workload_figures(rows: Sequence[WorkloadRow]) -> list[tuple[str, object, str
 # --------------------------------------------------------------------------- the report
 
 
-def build_workload_report(run, results_dir="results") -> dict:
+def build_workload_report(run: Run) -> dict:
     """Write the report of a stored workload run into a new ``report[-k]`` directory beside its files.
 
     Returns {"kind": "workload", "dir", "files", "fastest": {workload: entries of
@@ -321,7 +261,7 @@ def build_workload_report(run, results_dir="results") -> dict:
     from ccbench.present.plots import require_matplotlib
 
     require_matplotlib()
-    path, meta, rows, warnings = load_workload_run(run, results_dir)
+    path, meta, rows, warnings = run.path, run.meta, run.rows, run.warnings
     writable_run_dir(path)
     out_dir = new_numbered_dir(path, "report", "a report")
     images: dict[str, bytes] = {}

@@ -1,25 +1,16 @@
 """Terminal tables of stored workload runs; every number shown comes from a stored row."""
 
-import json
-from pathlib import Path
 
 from rich.table import Table
 
 from ccbench.core.units import fmt_time, format_size
 from ccbench.present.views import run_header
+from ccbench.store.run import Run, open_run
 from ccbench.store.workload_rows import KIND, WorkloadRow
 
-__all__ = ["is_workload_run", "show_workload", "workload_tables"]
+__all__ = ["show_workload", "workload_tables"]
 
 MAX_PART_ROWS = 40  # a step with more calls gets a one-line summary instead of a parts table
-
-
-def is_workload_run(path) -> bool:
-    """True when the run directory's run.json says it holds a workload."""
-    try:
-        return json.loads((Path(path) / "run.json").read_text()).get("kind") == KIND
-    except (OSError, ValueError, AttributeError):
-        return False
 
 
 def _check(r: WorkloadRow) -> str:
@@ -113,11 +104,11 @@ def workload_tables(meta: dict, rows: list[WorkloadRow]) -> list:
     return out
 
 
-def show_workload(path, console, show_table: bool = True) -> None:
-    """Print a stored workload run."""
-    from ccbench.store.results import load_run
-
-    meta, rows, warnings = load_run(path, row_cls=WorkloadRow)
+def show_workload(run, console, show_table: bool = True) -> None:
+    """Print a stored workload run (a `Run`, or a path opened here)."""
+    if not isinstance(run, Run):
+        run = open_run(run, kinds=(KIND,))
+    path, meta, rows, warnings = run.path, run.meta, run.rows, run.warnings
     if show_table:
         console.print(run_header(meta, path))
         m = meta.get("model")

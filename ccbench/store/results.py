@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ccbench.core.errors import CCBenchError, UsageError
 
-__all__ = ["SCHEMA", "Row", "RunWriter", "StoredRow", "free_path", "load_run", "mark_failed", "new_numbered_dir",
+__all__ = ["SCHEMA", "Row", "RunWriter", "StoredRow", "free_path", "new_numbered_dir",
            "new_run_dir", "reopen_run", "resolve_run", "write_json_atomic"]
 
 SCHEMA = "ccbench.run/1"
@@ -218,30 +218,6 @@ class RunWriter:
         self._csv.close()
 
 
-def mark_failed(path: str | Path, reason: str) -> bool:
-    """Mark a run that its ranks left ``running`` as ``failed`` with `reason`; True if it was changed.
-
-    For the process that started the launcher: when a rank crashes or is killed, the
-    launcher ends the others at once and none of them can record why. A run whose own
-    ranks already set a final status (complete, interrupted, failed) is left alone.
-    """
-    meta_path = Path(path) / "run.json"
-    try:
-        meta = json.loads(meta_path.read_text())
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-        return False
-    if not isinstance(meta, dict) or meta.get("schema") != SCHEMA or meta.get("status") != "running":
-        return False
-    try:
-        _, rows, _ = load_run(path)
-    except UsageError:
-        rows = []
-    meta.update(status="failed", failure=reason, end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                finished_cases=len(rows))
-    write_json_atomic(meta_path, meta)
-    return True
-
-
 def resolve_run(run: str | Path, results_dir: str | Path = "results") -> Path:
     """A run directory from a path, a name under `results_dir`, or ``latest``."""
     p = Path(run)
@@ -261,55 +237,6 @@ def resolve_run(run: str | Path, results_dir: str | Path = "results") -> Path:
             return cand.parent
     raise UsageError(f"no run at {str(run)!r} (give a run directory, its name under "
                      f"{str(results_dir)!r}, or latest)")
-
-
-def load_run(run: str | Path, results_dir: str | Path = "results", row_cls=Row) -> tuple[dict, list[Row], list[str]]:
-    """Load (meta, rows, warnings) of a run; refuse unknown schemas and foreign files.
-
-    A torn last line of cases.jsonl (a crash mid-write) is dropped with a warning; a
-    corrupt line elsewhere is an error.  run.json's ``kind`` (``sweep`` when absent) must
-    be `row_cls`'s ``KIND`` (``sweep`` for Row): a workload run is refused where a sweep is
-    expected, with a message saying so.
-    """
-    path = resolve_run(run, results_dir)
-    meta_path = path / "run.json"
-    try:
-        meta = json.loads(meta_path.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"{str(path)!r} is not a ccbench run (no run.json)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise UsageError(f"{str(meta_path)!r} is corrupt (not JSON)") from None
-    schema = meta.get("schema") if isinstance(meta, dict) else None
-    if schema != SCHEMA:
-        if isinstance(schema, str) and schema.startswith("ccbench.run/"):
-            raise UsageError(f"{str(path)!r} has schema {schema}; this ccbench reads {SCHEMA}: "
-                             "use the ccbench version that wrote it, or re-run the sweep")
-        raise UsageError(f"{str(meta_path)!r} is not a ccbench run file (schema {schema!r})")
-    kind, want = meta.get("kind", "sweep"), getattr(row_cls, "KIND", "sweep")
-    if kind != want:
-        raise UsageError(f"{str(path)!r} is a {kind} run, not a {want} run: use ccbench show"
-                         + (" or ccbench workload" if kind == "workload" else ""))
-    rows: list[Row] = []
-    warnings: list[str] = []
-    try:
-        text = (path / "cases.jsonl").read_text()
-    except FileNotFoundError:
-        text = ""
-    except UnicodeDecodeError:
-        raise UsageError(f"{str(path / 'cases.jsonl')!r} is corrupt (not text)") from None
-    lines = text.split("\n")
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            rows.append(row_cls.from_dict(json.loads(line)))
-        except (json.JSONDecodeError, ValueError, TypeError) as exc:
-            last = i == len(lines) - 1 or all(not x.strip() for x in lines[i + 1:])
-            if last and not text.endswith("\n"):
-                warnings.append(f"dropped a torn last line of cases.jsonl (line {i + 1})")
-                continue
-            raise UsageError(f"{str(path / 'cases.jsonl')!r} line {i + 1} is corrupt: {exc}") from None
-    return meta, rows, warnings
 
 
 def rows_to_csv(rows: list[Row]) -> str:

@@ -234,10 +234,10 @@ def predict_step_s(schedule: Schedule, algorithms: dict, nranks: int, itemsize: 
     `algorithms` maps each collective of the schedule to an Algorithm with a cost model;
     calls run on communicators of ``schedule.group_ranks`` ranks (all `nranks` when 0).
     """
-    from ccbench.analysis.predict import predict
-
     P = schedule.group_ranks or nranks
+    gamma = float(getattr(params, "gamma_s_per_byte", None) or 0.0)
     total = 0.0
-    for c in schedule.calls:
-        total += predict(algorithms[c.collective], P, c.nbytes(itemsize, P), params)
+    for c in schedule.calls:  # Cost(P, n) . (alpha, beta, gamma), as ccbench.analysis.predict.predict
+        cost = algorithms[c.collective].cost(int(P), int(c.nbytes(itemsize, P)))
+        total += cost.time_s(float(params.alpha_s), float(params.beta_s_per_byte), gamma)
     return total

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ccbench.algorithms.native_variants import OPENMPI
 from ccbench.analysis.tune import Range, Selection, openmpi_rules
-from ccbench.store.results import load_run
+from ccbench.store.run import load_run
 
 WORK = Path(sys.argv[1])
 RES = WORK / "results"

@@ -1,0 +1,362 @@
+"""How a comparison of runs is shown: terminal tables, Markdown blocks, CSV, the ratio figure.
+
+One module for both run kinds; what differs per kind is the table ``_VIEWS`` (its printer,
+Markdown blocks, figure and CSV columns).  The numbers come from
+``ccbench.analysis.compare.compare_runs``; nothing here computes a statistic.
+"""
+
+import csv
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ccbench.analysis.compare import CSV_COLUMNS, WORKLOAD_CSV_COLUMNS, Comparison, WorkloadPair
+from ccbench.core.errors import CCBenchError, UsageError
+from ccbench.core.units import fmt_time, format_size, human_time
+from ccbench.present.report import render_markdown
+from ccbench.present.workload_report import short_algorithm
+from ccbench.store.run import SWEEP, WORKLOAD
+
+__all__ = ["VERDICT_STYLE", "figure_panels", "markdown_blocks", "print_comparison", "print_warnings_and_legend",
+           "write_comparison"]
+
+
+#: How the terminal shows each verdict.
+VERDICT_STYLE = {"slower": "[red]slower[/]", "faster": "[green]faster[/]", "noise": "noise", "untested": "untested"}
+
+
+def print_warnings_and_legend(cmp: "Comparison", console, what: str = "cases") -> None:
+    """The provenance warnings of a comparison and how to read its ratios and p-values."""
+    base = cmp.runs[0][0]
+    for w in cmp.warnings:
+        console.print(f"[yellow bold]warning:[/] [yellow]{w}[/]")
+    console.print(f"ratio = run's median / {base}'s (> 1: slower); p = two-sided Mann-Whitney U test of the raw "
+                  f"samples, adjusted over all {what} of a pair of runs (Benjamini-Hochberg); significant below "
+                  f"{cmp.level}, otherwise noise")
+
+
+def _free_set(folder: Path, stem: str, suffixes: Sequence[str]) -> str:
+    for k in range(1, 10_000):
+        base = stem if k == 1 else f"{stem}-{k}"
+        if not any((folder / f"{base}{s}").exists() for s in suffixes):
+            return base
+    raise CCBenchError(f"too many {stem}* files in {folder}")
+
+
+def _fmt_p(p) -> str:
+    return "-" if p is None else f"{p:.2g}"
+
+
+def markdown_blocks(cmp: Comparison, figure: str | None) -> list:
+    """The comparison as report blocks (see ``ccbench.present.report.render_markdown``)."""
+    base = cmp.runs[0][0]
+    blocks: list = [("h", 1, "ccbench comparison: " + " vs ".join(f"{lab} = {p.name}" for lab, p, _ in cmp.runs)),
+                    ("table", ["run", "directory", "MPI library", "ranks", "nodes", "per node", "thread level",
+                               "started"],
+                     [[lab, str(p), m.get("mpi_library", "?"), str(m.get("nranks", "?")), str(m.get("nodes", "?")),
+                       str(m.get("ranks_per_node", "?")), str(m.get("thread_level", "?")),
+                       str(m.get("start_time", "?"))] for lab, p, m in cmp.runs], {3, 4, 5})]
+    if cmp.warnings:
+        blocks += [("h", 2, "Warnings"), ("ul", [f"warning: {w}" for w in cmp.warnings])]
+    blocks.append(("p", f"Ratio = other run's stored median / run {base}'s (> 1: slower than {base}). p: "
+                        "two-sided Mann-Whitney U test of the two cases' raw samples, adjusted for the number "
+                        f"of cases compared (Benjamini-Hochberg); significant when below {cmp.level}, "
+                        "otherwise noise. Summary: geometric mean of the ratios."))
+    blocks += [("h", 2, "Summary"),
+               ("table", ["run", "collective", "cases", f"geometric mean ratio (vs {base})", "faster", "slower",
+                          "noise", "untested"],
+                [[s["other"], s["collective"], str(s["pairs"]), f"{s['geomean_ratio']:.3g}", str(s["faster"]),
+                  str(s["slower"]), str(s["noise"]), str(s["untested"])] for s in cmp.summary()],
+                {2, 3, 4, 5, 6, 7})]
+    base_lab = cmp.runs[0][0]
+    only = [f"{a} case(s) of run {base_lab} not in run {lab}, {b} of run {lab} not in run {base_lab}"
+            for lab, (a, b) in cmp.unmatched.items() if a or b]
+    if only:
+        blocks.append(("p", "Not compared: " + "; ".join(only) + "."))
+    if figure:
+        blocks.append(("img", figure, "time ratios per collective"))
+    for coll in dict.fromkeys(p.collective for p in cmp.pairs):
+        ps = [p for p in cmp.pairs if p.collective == coll]
+        blocks += [("h", 2, coll),
+                   ("table", ["run", "algorithm", "size", "dtype", "op", f"{base} median", "other median", "ratio",
+                              "p (adj.)", "verdict"],
+                    [[p.other, p.algorithm, format_size(p.nbytes),
+                      p.dtype, p.op, human_time(p.median_a_s), human_time(p.median_b_s), f"{p.ratio:.3g}",
+                      _fmt_p(p.p_adjusted), p.verdict] for p in ps], {2, 5, 6, 7, 8})]
+    return blocks
+
+
+def figure_panels(cmp: Comparison) -> dict[str, list[dict]]:
+    """{collective: pairs as dicts for ``ccbench.present.plots.compare_figure``}."""
+    panels: dict[str, list[dict]] = {}
+    for p in cmp.pairs:
+        if p.nbytes <= 0:
+            continue
+        variant = "" if p.op in ("none", "sum") and not p.in_place else f" {p.op}{' in place' if p.in_place else ''}"
+        label = p.algorithm + (f" {p.dtype}" if len({q.dtype for q in cmp.pairs}) > 1 else "") + variant
+        panels.setdefault(p.collective, []).append(
+            {"nbytes": p.nbytes, "ratio": p.ratio, "significant": bool(p.significant),
+             "other": f"{p.other}/{p.baseline}", "label": label})
+    return panels
+
+
+def _sweep_figure(cmp: Comparison):
+    """Ratio-vs-size panels per collective; None when nothing can be drawn."""
+    from ccbench.present.plots import compare_figure
+
+    panels = figure_panels(cmp)
+    if not panels:
+        return None
+    title = ("time ratio vs run A = " + cmp.runs[0][1].name + "; "
+             + ", ".join(f"{lab} = {p.name}" for lab, p, _ in cmp.runs[1:]))
+    return compare_figure(panels, title)
+
+
+def write_comparison(cmp: Comparison, out_dir: str | Path | None = None, *, plot: bool = True) -> dict[str, Path]:
+    """Write compare.csv, compare.md (and compare.png) into `out_dir` (default: the first run's directory).
+
+    An existing set is never replaced: the next free ``compare-2``, ``compare-3`` ... is used.
+    """
+    view = _VIEWS[cmp.kind]
+    columns, blocks_of, comparison_figure = view.columns, view.markdown_blocks, view.figure
+    folder = Path(out_dir) if out_dir is not None else cmp.runs[0][1]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {str(folder)!r}: {exc.strerror}") from None
+    stem = _free_set(folder, "compare", (".csv", ".md", ".png"))
+    files = {"csv": folder / f"{stem}.csv", "md": folder / f"{stem}.md"}
+    figure = None
+    if plot:
+        from ccbench.present.plots import save_png
+
+        fig = comparison_figure(cmp)
+        if fig is not None:
+            files["png"] = save_png(fig, folder / f"{stem}.png")
+            figure = files["png"].name
+    try:
+        with open(files["csv"], "x", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=columns)
+            w.writeheader()
+            for p in cmp.pairs:
+                w.writerow(asdict(p))
+        with open(files["md"], "x", encoding="utf-8") as f:
+            f.write(render_markdown(blocks_of(cmp, figure)))
+    except FileExistsError as exc:
+        raise CCBenchError(f"{exc.filename!r} appeared while writing; nothing is overwritten") from None
+    return files
+
+
+
+def print_sweep_comparison(cmp: Comparison, console) -> None:
+    """Print a comparison of collective sweeps as rich tables (the CLI's view)."""
+    from rich.table import Table
+
+    base = cmp.runs[0][0]
+    t = Table(title="runs", title_justify="left", header_style="bold")
+    for col in ("run", "directory", "MPI library", "ranks", "nodes", "per node", "thread level", "cases"):
+        t.add_column(col, justify="right" if col in ("ranks", "nodes", "per node", "cases") else "left")
+    for lab, p, m in cmp.runs:
+        n = len({(q.collective, q.algorithm, q.nbytes, q.dtype, q.op, q.in_place, q.root) for q in cmp.pairs
+                 if lab in (q.baseline, q.other)})
+        t.add_row(lab, str(p), str(m.get("mpi_library", "?")), str(m.get("nranks", "?")), str(m.get("nodes", "?")),
+                  str(m.get("ranks_per_node", "?")), str(m.get("thread_level", "?")), f"{n} compared")
+    console.print(t)
+    print_warnings_and_legend(cmp, console, "cases")
+    style = VERDICT_STYLE
+    others = [lab for lab, _, _ in cmp.runs[1:]]
+    for coll in dict.fromkeys(p.collective for p in cmp.pairs):
+        ps = [p for p in cmp.pairs if p.collective == coll]
+        vary = {k: len({getattr(p, k) for p in ps}) > 1 for k in ("dtype", "op", "in_place", "root")}
+        t = Table(title=f"{coll}: medians, ratio run / {base}, adjusted p", title_justify="left",
+                  header_style="bold")
+        t.add_column("algorithm")
+        t.add_column("size", justify="right")
+        for k in ("dtype", "op", "in_place", "root"):
+            if vary[k]:
+                t.add_column(k.replace("_", " "))
+        t.add_column(f"{base} median", justify="right")
+        for lab in others:
+            t.add_column(f"{lab} median", justify="right")
+            t.add_column(f"{lab}/{base}", justify="right")
+            t.add_column("p", justify="right")
+            t.add_column("", justify="left")
+        keys = list(dict.fromkeys((p.algorithm, p.nbytes, p.dtype, p.op, p.in_place, p.root)
+                                  for p in ps))
+        index = {((p.algorithm, p.nbytes, p.dtype, p.op, p.in_place, p.root), p.other): p for p in ps}
+        prev = None
+        for k in keys:
+            first = next(index[(k, lab)] for lab in others if (k, lab) in index)
+            cells = [k[0] if k[0] != prev else "", format_size(k[1])]
+            prev = k[0]
+            cells += [str(getattr(first, f)) for f in ("dtype", "op", "in_place", "root") if vary[f]]
+            cells.append(fmt_time(first.median_a_s))
+            for lab in others:
+                p = index.get((k, lab))
+                cells += ([fmt_time(p.median_b_s), f"{p.ratio:.3g}",
+                           "-" if p.p_adjusted is None else f"{p.p_adjusted:.2g}", style[p.verdict]]
+                          if p else ["-", "-", "-", ""])
+            t.add_row(*cells)
+        console.print(t)
+    t = Table(title=f"summary per collective: geometric mean of the ratios (vs {base})", title_justify="left",
+              header_style="bold")
+    for col in ("run", "collective", "cases", "geomean ratio", "faster", "slower", "noise", "untested"):
+        t.add_column(col, justify="left" if col in ("run", "collective") else "right")
+    for s in cmp.summary():
+        t.add_row(s["other"], s["collective"], str(s["pairs"]), f"{s['geomean_ratio']:.3g}", str(s["faster"]),
+                  str(s["slower"]), str(s["noise"]), str(s["untested"]))
+    console.print(t)
+    for lab, (only_base, only_other) in cmp.unmatched.items():
+        if only_base or only_other:
+            console.print(f"[yellow]note: not compared: {only_base} case(s) of run {base} missing from run {lab}, "
+                          f"{only_other} case(s) of run {lab} missing from run {base}[/]")
+
+
+
+
+def _extra(p: WorkloadPair) -> list[str]:
+    if p.workload == "overlap":
+        return [f"{p.overlap_pct_a:.0f}%", f"{p.overlap_pct_b:.0f}%"]
+    if p.workload == "straggler":
+        return [f"{p.slowdown_a:.2f}", f"{p.slowdown_b:.2f}"]
+    return []
+
+
+def workload_markdown_blocks(cmp: Comparison, figure: str | None) -> list:
+    """The workload comparison as report blocks (see ``ccbench.present.report.render_markdown``)."""
+    base = cmp.runs[0][0]
+    blocks: list = [("h", 1, "ccbench comparison: " + " vs ".join(f"{lab} = {p.name}" for lab, p, _ in cmp.runs)),
+                    ("table", ["run", "directory", "workload", "model", "MPI library", "ranks", "nodes", "per node",
+                               "thread level", "started"],
+                     [[lab, str(p), str(m.get("workload", "?")), str((m.get("model") or {}).get("name", "-")),
+                       m.get("mpi_library", "?"), str(m.get("nranks", "?")), str(m.get("nodes", "?")),
+                       str(m.get("ranks_per_node", "?")), str(m.get("thread_level", "?")),
+                       str(m.get("start_time", "?"))] for lab, p, m in cmp.runs], {5, 6, 7})]
+    if cmp.warnings:
+        blocks += [("h", 2, "Warnings"), ("ul", [f"warning: {w}" for w in cmp.warnings])]
+    blocks.append(("p", f"Ratio = other run's stored median / run {base}'s (> 1: slower than {base}). p: "
+                        "two-sided Mann-Whitney U test of the two rows' raw samples, adjusted for the number "
+                        f"of rows compared (Benjamini-Hochberg); significant when below {cmp.level}, "
+                        "otherwise noise. Summary: geometric mean of the ratios, of whole steps and of the "
+                        "calls within them apart."))
+    blocks += [("h", 2, "Summary"),
+               ("table", ["run", "workload", "rows", "compared", f"geometric mean ratio (vs {base})", "faster",
+                          "slower", "noise", "untested"],
+                [[s["other"], s["workload"], s["rows"], str(s["pairs"]), f"{s['geomean_ratio']:.3g}",
+                  str(s["faster"]), str(s["slower"]), str(s["noise"]), str(s["untested"])] for s in cmp.summary()],
+                {3, 4, 5, 6, 7, 8})]
+    only = [f"{a} row(s) of run {base} not in run {lab}, {b} of run {lab} not in run {base}"
+            for lab, (a, b) in cmp.unmatched.items() if a or b]
+    if only:
+        blocks.append(("p", "Not compared: " + "; ".join(only) + "."))
+    if figure:
+        blocks.append(("img", figure, "time ratios of the whole steps per workload"))
+    for w in dict.fromkeys(p.workload for p in cmp.pairs):
+        whole = [p for p in cmp.pairs if p.workload == w and p.whole]
+        extra = {"overlap": ["overlap A", "overlap other"], "straggler": ["slowdown A", "slowdown other"]}.get(w, [])
+        blocks += [("h", 2, w),
+                   ("table", ["run", "variant", "algorithm", "size", f"{base} median", "other median", "ratio",
+                              "p (adj.)", "verdict", *extra],
+                    [[p.other, p.variant, p.algorithm, format_size(p.nbytes), human_time(p.median_a_s),
+                      human_time(p.median_b_s), f"{p.ratio:.3g}", _fmt_p(p.p_adjusted), p.verdict, *_extra(p)]
+                     for p in whole], {3, 4, 5, 6, 7, 8, 9})]
+        calls = [p for p in cmp.pairs if p.workload == w and not p.whole]
+        if calls:
+            blocks += [("h", 3, f"{w}: each call of the step"),
+                       ("table", ["run", "variant", "algorithm", "#", "call", "size", f"{base} median",
+                                  "other median", "ratio", "p (adj.)", "verdict"],
+                        [[p.other, p.variant, p.algorithm, str(p.part), p.label, format_size(p.nbytes),
+                          human_time(p.median_a_s), human_time(p.median_b_s), f"{p.ratio:.3g}",
+                          _fmt_p(p.p_adjusted), p.verdict] for p in calls], {3, 5, 6, 7, 8, 9})]
+    return blocks
+
+
+def workload_figure(cmp: Comparison):
+    """Ratio bars of the whole steps (overlap and straggler: every row), one panel per workload; None if none."""
+    from ccbench.present.plots import bar_panels_figure
+
+    panels: dict[str, dict[str, dict]] = {}
+    for p in cmp.pairs:
+        if not p.whole or not (p.ratio > 0 and math.isfinite(p.ratio)):
+            continue
+        group = f"{p.variant}: {short_algorithm(p.algorithm)}"
+        if p.workload in ("overlap", "straggler"):
+            group += f", {format_size(p.nbytes)}"
+        panels.setdefault(f"{p.workload}: time ratio per step" if p.workload not in ("overlap", "straggler")
+                          else f"{p.workload}: time ratio per call", {}).setdefault(group, {})[
+            f"run {p.other} / run {p.baseline}"] = {"value": p.ratio, "hollow": not p.significant}
+    if not panels:
+        return None
+    title = ("time ratio vs run A = " + cmp.runs[0][1].name + "; "
+             + ", ".join(f"{lab} = {p.name}" for lab, p, _ in cmp.runs[1:]))
+    return bar_panels_figure(panels, title, "time ratio (other run / baseline, log scale; > 1: slower)",
+                             fmt=lambda v: f"{v:.3g}×", log=True, ref=1.0, ref_label="same time",
+                             legend_title="filled: significant", hollow_label="within noise")
+
+
+def print_workload_comparison(cmp: Comparison, console) -> None:
+    """Print a workload comparison as rich tables (the CLI's view)."""
+    from rich.table import Table
+
+    base = cmp.runs[0][0]
+    t = Table(title="runs", title_justify="left", header_style="bold")
+    for col in ("run", "directory", "workload", "model", "MPI library", "ranks", "per node", "thread level"):
+        t.add_column(col, justify="right" if col in ("ranks", "per node") else "left")
+    for lab, p, m in cmp.runs:
+        t.add_row(lab, str(p), str(m.get("workload", "?")), str((m.get("model") or {}).get("name", "-")),
+                  str(m.get("mpi_library", "?")), str(m.get("nranks", "?")), str(m.get("ranks_per_node", "?")),
+                  str(m.get("thread_level", "?")))
+    console.print(t)
+    print_warnings_and_legend(cmp, console, "rows")
+    style = VERDICT_STYLE
+    for w in dict.fromkeys(p.workload for p in cmp.pairs):
+        for whole in (True, False):
+            ps = [p for p in cmp.pairs if p.workload == w and p.whole == whole]
+            if not ps:
+                continue
+            t = Table(title=f"{w}: {'whole steps' if whole else 'each call of the step'}: medians, ratio run / "
+                            f"{base}, adjusted p", title_justify="left", header_style="bold")
+            for col in ("run", "variant", "algorithm", *(() if whole else ("call",)), "size", f"{base} median",
+                        "median", "ratio", "p", ""):
+                t.add_column(col, justify="right" if col in ("size", f"{base} median", "median", "ratio", "p")
+                             else "left")
+            for p in ps:
+                t.add_row(p.other, p.variant, p.algorithm, *(() if whole else (p.label,)), format_size(p.nbytes),
+                          human_time(p.median_a_s), human_time(p.median_b_s), f"{p.ratio:.3g}",
+                          _fmt_p(p.p_adjusted), style[p.verdict])
+            console.print(t)
+    t = Table(title=f"summary per workload: geometric mean of the ratios (vs {base})", title_justify="left",
+              header_style="bold")
+    for col in ("run", "workload", "rows", "compared", "geomean ratio", "faster", "slower", "noise", "untested"):
+        t.add_column(col, justify="left" if col in ("run", "workload", "rows") else "right")
+    for s in cmp.summary():
+        t.add_row(s["other"], s["workload"], s["rows"], str(s["pairs"]), f"{s['geomean_ratio']:.3g}",
+                  str(s["faster"]), str(s["slower"]), str(s["noise"]), str(s["untested"]))
+    console.print(t)
+    for lab, (only_base, only_other) in cmp.unmatched.items():
+        if only_base or only_other:
+            console.print(f"[yellow]note: not compared: {only_base} row(s) of run {base} missing from run {lab}, "
+                          f"{only_other} row(s) of run {lab} missing from run {base}[/]")
+
+
+
+@dataclass(frozen=True)
+class _View:
+    """How one kind of comparison is shown."""
+
+    print: Callable
+    markdown_blocks: Callable
+    figure: Callable
+    columns: tuple
+
+
+_VIEWS = {
+    SWEEP: _View(print_sweep_comparison, markdown_blocks, _sweep_figure, CSV_COLUMNS),
+    WORKLOAD: _View(print_workload_comparison, workload_markdown_blocks, workload_figure, WORKLOAD_CSV_COLUMNS),
+}
+
+
+def print_comparison(cmp: Comparison, console) -> None:
+    """Print a comparison (either kind) as rich tables."""
+    _VIEWS[cmp.kind].print(cmp, console)

@@ -1,0 +1,165 @@
+"""One way to open a stored run: run.json read once, the run's kind known, rows of that kind's type.
+
+Every reader of a run directory goes through `open_run` (``load_run`` is its
+``(meta, rows, warnings)`` form for the measuring code).  What differs between the kinds
+of run is one small table, `KINDS`: the row type and the column that marks its rows.
+Code downstream asks ``run.kind`` and looks things up by it, never re-reading run.json.
+"""
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ccbench.core.errors import UsageError
+from ccbench.store.results import SCHEMA, Row, resolve_run, write_json_atomic
+from ccbench.store.workload_rows import KIND as WORKLOAD
+from ccbench.store.workload_rows import WorkloadRow
+
+__all__ = ["KINDS", "SWEEP", "WORKLOAD", "Run", "RunKind", "lab_block", "load_run", "mark_failed", "open_run"]
+
+SWEEP = "sweep"
+
+
+@dataclass(frozen=True)
+class RunKind:
+    """What a kind of run stores: its row type and the column every one of its rows has."""
+
+    name: str
+    row_type: type
+    marker: str
+    label: str
+
+
+#: The kinds of run, by run.json's ``kind`` (a sweep's run.json may leave it out).
+KINDS = {
+    SWEEP: RunKind(SWEEP, Row, "collective", "collective sweep"),
+    WORKLOAD: RunKind(WORKLOAD, WorkloadRow, "workload", "training-workload run"),
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    """A stored run as read from its directory: provenance, rows, load warnings, kind."""
+
+    path: Path
+    meta: dict
+    rows: list = field(repr=False)
+    warnings: list
+    kind: str
+
+    @property
+    def spec(self) -> RunKind:
+        """The `RunKind` of this run."""
+        return KINDS[self.kind]
+
+
+def _read_meta(path: Path) -> dict:
+    meta_path = path / "run.json"
+    try:
+        meta = json.loads(meta_path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{str(path)!r} is not a ccbench run (no run.json)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise UsageError(f"{str(meta_path)!r} is corrupt (not JSON)") from None
+    schema = meta.get("schema") if isinstance(meta, dict) else None
+    if schema != SCHEMA:
+        if isinstance(schema, str) and schema.startswith("ccbench.run/"):
+            raise UsageError(f"{str(path)!r} has schema {schema}; this ccbench reads {SCHEMA}: "
+                             "use the ccbench version that wrote it, or re-run the sweep")
+        raise UsageError(f"{str(meta_path)!r} is not a ccbench run file (schema {schema!r})")
+    return meta
+
+
+def _read_rows(path: Path, kind: RunKind) -> tuple[list, list[str]]:
+    """Rows of cases.jsonl; a torn last line (a crash mid-write) is dropped with a warning."""
+    rows: list = []
+    warnings: list[str] = []
+    try:
+        text = (path / "cases.jsonl").read_text()
+    except FileNotFoundError:
+        text = ""
+    except UnicodeDecodeError:
+        raise UsageError(f"{str(path / 'cases.jsonl')!r} is corrupt (not text)") from None
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            if not rows and isinstance(data, dict) and kind.marker not in data:
+                raise UsageError(f"{str(path)!r} is a {kind.name!r} run but its cases.jsonl holds rows of another "
+                                 f"kind (no {kind.marker!r} column)")
+            rows.append(kind.row_type.from_dict(data))
+        except (json.JSONDecodeError, ValueError, TypeError) as exc:
+            last = i == len(lines) - 1 or all(not x.strip() for x in lines[i + 1:])
+            if last and not text.endswith("\n"):
+                warnings.append(f"dropped a torn last line of cases.jsonl (line {i + 1})")
+                continue
+            raise UsageError(f"{str(path / 'cases.jsonl')!r} line {i + 1} is corrupt: {exc}") from None
+    return rows, warnings
+
+
+def open_run(run, results_dir="results", *, kinds=None, need_rows: bool = False, what: str = "this command") -> Run:
+    """Open a stored run (a path, a name under `results_dir`, or ``latest``); one clear error otherwise.
+
+    Refuses a directory without run.json, corrupt or foreign files, an unknown schema, a run
+    whose kind is not among `kinds` (when given; `what` names the refusing command), and,
+    with `need_rows`, a run without finished cases.
+    """
+    path = resolve_run(run, results_dir)
+    meta = _read_meta(path)
+    kind = meta.get("kind") or SWEEP
+    if kind not in KINDS:
+        raise UsageError(f"{str(path)!r} is a {kind!r} run, a kind this ccbench does not know")
+    if kinds is not None and kind not in kinds:
+        wanted = " or ".join(KINDS[k].label + "s" for k in kinds)
+        raise UsageError(f"{str(path)!r} is a {kind!r} run; {what} reads {wanted} only")
+    rows, warnings = _read_rows(path, KINDS[kind])
+    if need_rows and not rows:
+        raise UsageError(f"{str(path)!r} has no finished cases")
+    return Run(path, meta, rows, warnings, kind)
+
+
+def load_run(run, results_dir="results", row_cls=Row) -> tuple[dict, list, list[str]]:
+    """(meta, rows, warnings) of a run of `row_cls`'s kind (`open_run`); a run of another kind is refused."""
+    r = open_run(run, results_dir)
+    want = getattr(row_cls, "KIND", SWEEP)
+    if r.kind != want:
+        raise UsageError(f"{str(r.path)!r} is a {r.kind} run, not a {want} run: use ccbench show"
+                         + (" or ccbench workload" if r.kind == WORKLOAD else ""))
+    return r.meta, r.rows, r.warnings
+
+
+def mark_failed(path: str | Path, reason: str) -> bool:
+    """Mark a run that its ranks left ``running`` as ``failed`` with `reason`; True if it was changed.
+
+    For the process that started the launcher: when a rank crashes or is killed, the
+    launcher ends the others at once and none of them can record why. A run whose own
+    ranks already set a final status (complete, interrupted, failed) is left alone.
+    """
+    meta_path = Path(path) / "run.json"
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    if not isinstance(meta, dict) or meta.get("schema") != SCHEMA or meta.get("status") != "running":
+        return False
+    try:
+        rows = open_run(path).rows
+    except UsageError:
+        rows = []
+    meta.update(status="failed", failure=reason, end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                finished_cases=len(rows))
+    write_json_atomic(meta_path, meta)
+    return True
+
+
+def lab_block(meta: Mapping) -> dict | None:
+    """The emulated-lab settings of a run (``lab`` in its provenance), if any."""
+    lab = meta.get("lab")
+    if lab is None and isinstance(meta.get("provenance"), Mapping):
+        lab = meta["provenance"].get("lab")
+    return lab if isinstance(lab, Mapping) else None
+
