@@ -5,14 +5,18 @@
 # and slurmd by hand (no systemd here), submits the scripts with a tiny sweep, polls
 # squeue until they finish, checks the run directories, signals a long sweep mid-run
 # (it must keep its finished rows and say "interrupted"), and stops every daemon it
-# started -- also on failure. Not root, or no apt: SKIP with the reason, exit 0.
+# started -- also on failure. Not root, no apt, or the install fails: it cannot run; in CI
+# (CI=true) that fails the build, elsewhere it is a SKIP with the reason, exit 0
+# (tests/ci_tier.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
 
-skip() { echo "slurm: SKIP: $*"; exit 0; }
-[[ $(id -u) -eq 0 ]] || skip "not root: cannot install and start Slurm daemons"
-command -v apt-get >/dev/null || skip "no apt-get: cannot install Slurm"
+# shellcheck source=tests/ci_tier.sh
+source tests/ci_tier.sh
+tier_init slurm
+[[ $(id -u) -eq 0 ]] || skip_or_fail "not root: cannot install and start Slurm daemons"
+command -v apt-get >/dev/null || skip_or_fail "no apt-get: cannot install Slurm"
 
 if [[ -z "${VIRTUAL_ENV:-}" && -f .venv/bin/activate ]]; then
   # shellcheck disable=SC1091
@@ -25,9 +29,12 @@ t0=$SECONDS
 if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v sbatch >/dev/null \
    || ! command -v munged >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null 2>&1 || skip "apt-get update failed"
-  apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge >/dev/null 2>&1 \
-    || skip "apt-get install slurmctld slurmd slurm-client munge failed"
+  out=$(apt-get update -qq 2>&1) || skip_or_fail "apt-get update failed: ${out##*$'\n'}"
+  out=$(apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge 2>&1) \
+    || skip_or_fail "apt-get install slurmctld slurmd slurm-client munge failed: ${out##*$'\n'}"
+  for cmd in slurmctld slurmd sbatch squeue sinfo scontrol scancel munged; do
+    command -v "$cmd" >/dev/null || skip_or_fail "$cmd not found after installing the Slurm packages"
+  done
 fi
 echo "slurm: packages ready ($((SECONDS - t0)) s)"
 
