@@ -6,7 +6,8 @@ import struct
 import numpy as np
 import pytest
 
-from ccbench.analysis.lab_check import fit_link, fitted_vs_injected, lab_table, low_statistic_rows
+from ccbench.analysis.lab_check import fit_link, fitted_vs_injected, low_statistic_rows
+from ccbench.present.model_tables import lab_table
 from ccbench.core.errors import UsageError
 from ccbench.lab import netlink as nl
 from ccbench.lab.link import Link, format_delay, format_rate, parse_delay, parse_rate

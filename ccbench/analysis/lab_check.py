@@ -23,7 +23,7 @@ import numpy as np
 from ccbench.analysis.fit import N_BOOT, fit_line
 from ccbench.core.errors import CCBenchError, UsageError
 
-__all__ = ["DEFAULT_STATISTIC", "baseline_fit", "fit_link", "fitted_vs_injected", "lab_table", "low_statistic_rows"]
+__all__ = ["DEFAULT_STATISTIC", "baseline_fit", "fit_link", "fitted_vs_injected", "low_statistic_rows"]
 
 #: The per-size statistic lab fits use.
 DEFAULT_STATISTIC = "min"
@@ -135,38 +135,3 @@ def fitted_vs_injected(rows: Iterable[Mapping], lab: Mapping, statistic: str = D
     return out
 
 
-def lab_table(block: Mapping):
-    """A rich table: injected, fitted, error, for the delay and the rate."""
-    from rich.table import Table
-
-    from ccbench.core.units import fmt_time, format_size
-    from ccbench.lab.link import format_rate
-
-    fit = block.get("fitted")
-    inj = block["injected"]
-    base = block.get("baseline") or {}
-    title = (f"lab: injected vs fitted (ping-pong, {fit['statistic'] if fit else '-'} per size; "
-             f"{block.get('hosts')} hosts; {block.get('emulator') or 'emulator unknown'})")
-    t = Table(title=title, title_justify="left", header_style="bold")
-    for col in ("parameter", "injected", "fitted", "95% CI", "error"):
-        t.add_column(col, justify="left" if col == "parameter" else "right")
-    if not fit:
-        t.add_row("-", "-", "-", "-", block.get("note", "no fit"))
-        return t
-    t.add_row(f"alpha (software + delay), {format_size(fit['alpha_sizes'][0])}-{format_size(fit['alpha_sizes'][1])}",
-              "-", fmt_time(fit["alpha_s"]),
-              f"[{fmt_time(fit['alpha_ci_s'][0])}, {fmt_time(fit['alpha_ci_s'][1])}]", "")
-    if base.get("alpha_s") is not None:
-        t.add_row("zero-delay baseline alpha", "-", fmt_time(base["alpha_s"]), "",
-                  f"run {base.get('run', '?')}")
-    d = block.get("fitted_delay_s")
-    t.add_row("delay = alpha - baseline", fmt_time(inj["delay_s"]) if inj["delay_s"] is not None else "-",
-              fmt_time(d) if d is not None else "- (no baseline)", "",
-              f"{block['delay_error_s'] * 1e6:+.1f} us" if block.get("delay_error_s") is not None else "")
-    lo, hi = fit["rate_ci_bps"]
-    ci = f"[{format_rate(lo)}, {format_rate(hi)}]" if math.isfinite(lo) and math.isfinite(hi) else "-"
-    t.add_row(f"rate = 8 / beta, {format_size(fit['beta_sizes'][0])}-{format_size(fit['beta_sizes'][1])}",
-              format_rate(inj["rate_bps"]) if inj["rate_bps"] else "-",
-              format_rate(fit["rate_bps"]) if math.isfinite(fit["rate_bps"]) else "-", ci,
-              f"{block['rate_error']:+.1%}" if block.get("rate_error") is not None else "")
-    return t

@@ -8,14 +8,11 @@ the step's exposed communication time when nothing hides it.
 
 import itertools
 
-from rich.table import Table
-
 from ccbench.core.errors import UsageError
-from ccbench.core.units import format_size
 from ccbench.workloads.models import load_model
 from ccbench.workloads.schedule import Schedule, ddp_schedule, moe_schedule, predict_step_s, zero_schedule
 
-__all__ = ["predict_workload", "prediction_tables"]
+__all__ = ["predict_workload"]
 
 
 def _modelled(collective: str, P: int) -> list:
@@ -68,21 +65,3 @@ def predict_workload(kind: str, ranks: list[int], params, *, itemsize: int = 4, 
     return out
 
 
-def prediction_tables(rows: list[dict]) -> list[Table]:
-    """One table per rank count, fastest first within each variant."""
-    from ccbench.core.units import fmt_time
-
-    tables = []
-    for P in dict.fromkeys(r["nranks"] for r in rows):
-        mine = [r for r in rows if r["nranks"] == P]
-        best = min(r["time_s"] for r in mine)
-        t = Table(title=f"predicted step communication at {P} ranks (sum of the calls' modelled times, "
-                        "nothing overlapped)", title_justify="left", header_style="bold")
-        for col in ("variant", "algorithms", "ranks/comm", "calls", "size", "predicted", "vs best"):
-            t.add_column(col, justify="left" if col in ("variant", "algorithms") else "right")
-        for variant in dict.fromkeys(r["variant"] for r in mine):
-            for r in sorted((r for r in mine if r["variant"] == variant), key=lambda r: r["time_s"]):
-                t.add_row(r["variant"], r["algorithm"], str(r["group_ranks"]), str(r["ncalls"]),
-                          format_size(r["nbytes"]), fmt_time(r["time_s"]), f"{r['time_s'] / best:.2f}x")
-        tables.append(t)
-    return tables

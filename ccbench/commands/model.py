@@ -41,7 +41,7 @@ def fit(run_path, results_dir):
                       + ("; negative: they pay less per step than this alpha, which is itself inflated "
                          "(ping-pong on oversubscribed cores?), so it explains no case" if over["seconds"] < 0 else ""))
     if doc.get("lab"):
-        from ccbench.analysis.lab_check import lab_table
+        from ccbench.present.model_tables import lab_table
 
         console.print(lab_table(doc["lab"]))
     console.print(curves_table(doc["curves"]))

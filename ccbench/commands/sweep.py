@@ -128,9 +128,9 @@ def show(run_path, results_dir):
 @click.option("--in-place", is_flag=True, help="Run the in-place variant.")
 def trace(collective, algorithm, nranks, count, dtype, op, root, in_place):
     """Print an algorithm's step-by-step schedule and traffic, simulated (no MPI needed)."""
-    from ccbench.analysis.trace import render
     from ccbench.analysis.trace import trace as do_trace
     from ccbench.core.dtypes import dtype_of, ufunc_of
+    from ccbench.present.trace import render
 
     dtype_of(dtype)
     ufunc_of(op)

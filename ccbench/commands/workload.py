@@ -191,7 +191,8 @@ def predict_cmd(kind, model, ranks, from_run, results_dir, alpha, beta, gamma, d
                 ep, tokens, hidden, experts_per_rank, top_k, capacity_factor):
     """Predict a workload's step communication time at any scale from the alpha-beta-gamma model."""
     from ccbench.analysis.runs import given_params
-    from ccbench.analysis.workload_predict import predict_workload, prediction_tables
+    from ccbench.analysis.workload_predict import predict_workload
+    from ccbench.present.model_tables import prediction_tables
     from ccbench.commands.common import new_console
     from ccbench.core.dtypes import dtype_of
     from ccbench.core.units import parse_ranks

@@ -1,6 +1,9 @@
-"""Tables of fits and predictions (``ccbench fit``, ``ccbench predict``)."""
+"""Tables of fits and predictions (``ccbench fit``, ``ccbench predict``, ``ccbench workload predict``, the lab check)."""
 
-__all__ = ["curves_table", "network_table", "off_table", "who_wins_tables"]
+import math
+from collections.abc import Mapping
+
+__all__ = ["curves_table", "lab_table", "network_table", "off_table", "prediction_tables", "who_wins_tables"]
 
 
 def _ci(ci, fmt) -> str:
@@ -115,4 +118,63 @@ def off_table(checks: list, tolerance: float):
                   fmt_time(c["measured_s"]), fmt_time(c["predicted_s"]),
                   "-" if c["ratio"] is None else f"{c['ratio']:.2f}", ", ".join(c["reasons"]) or "unknown")
     return t
+
+
+def lab_table(block: Mapping):
+    """A rich table: injected, fitted, error, for the delay and the rate."""
+    from rich.table import Table
+
+    from ccbench.core.units import fmt_time, format_size
+    from ccbench.lab.link import format_rate
+
+    fit = block.get("fitted")
+    inj = block["injected"]
+    base = block.get("baseline") or {}
+    title = (f"lab: injected vs fitted (ping-pong, {fit['statistic'] if fit else '-'} per size; "
+             f"{block.get('hosts')} hosts; {block.get('emulator') or 'emulator unknown'})")
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for col in ("parameter", "injected", "fitted", "95% CI", "error"):
+        t.add_column(col, justify="left" if col == "parameter" else "right")
+    if not fit:
+        t.add_row("-", "-", "-", "-", block.get("note", "no fit"))
+        return t
+    t.add_row(f"alpha (software + delay), {format_size(fit['alpha_sizes'][0])}-{format_size(fit['alpha_sizes'][1])}",
+              "-", fmt_time(fit["alpha_s"]),
+              f"[{fmt_time(fit['alpha_ci_s'][0])}, {fmt_time(fit['alpha_ci_s'][1])}]", "")
+    if base.get("alpha_s") is not None:
+        t.add_row("zero-delay baseline alpha", "-", fmt_time(base["alpha_s"]), "",
+                  f"run {base.get('run', '?')}")
+    d = block.get("fitted_delay_s")
+    t.add_row("delay = alpha - baseline", fmt_time(inj["delay_s"]) if inj["delay_s"] is not None else "-",
+              fmt_time(d) if d is not None else "- (no baseline)", "",
+              f"{block['delay_error_s'] * 1e6:+.1f} us" if block.get("delay_error_s") is not None else "")
+    lo, hi = fit["rate_ci_bps"]
+    ci = f"[{format_rate(lo)}, {format_rate(hi)}]" if math.isfinite(lo) and math.isfinite(hi) else "-"
+    t.add_row(f"rate = 8 / beta, {format_size(fit['beta_sizes'][0])}-{format_size(fit['beta_sizes'][1])}",
+              format_rate(inj["rate_bps"]) if inj["rate_bps"] else "-",
+              format_rate(fit["rate_bps"]) if math.isfinite(fit["rate_bps"]) else "-", ci,
+              f"{block['rate_error']:+.1%}" if block.get("rate_error") is not None else "")
+    return t
+
+
+def prediction_tables(rows: list[dict]) -> list:
+    """One table per rank count, fastest first within each variant."""
+    from rich.table import Table
+
+    from ccbench.core.units import fmt_time, format_size
+
+    tables = []
+    for P in dict.fromkeys(r["nranks"] for r in rows):
+        mine = [r for r in rows if r["nranks"] == P]
+        best = min(r["time_s"] for r in mine)
+        t = Table(title=f"predicted step communication at {P} ranks (sum of the calls' modelled times, "
+                        "nothing overlapped)", title_justify="left", header_style="bold")
+        for col in ("variant", "algorithms", "ranks/comm", "calls", "size", "predicted", "vs best"):
+            t.add_column(col, justify="left" if col in ("variant", "algorithms") else "right")
+        for variant in dict.fromkeys(r["variant"] for r in mine):
+            for r in sorted((r for r in mine if r["variant"] == variant), key=lambda r: r["time_s"]):
+                t.add_row(r["variant"], r["algorithm"], str(r["group_ranks"]), str(r["ncalls"]),
+                          format_size(r["nbytes"]), fmt_time(r["time_s"]), f"{r['time_s'] / best:.2f}x")
+        tables.append(t)
+    return tables
 
