@@ -4,6 +4,11 @@ Each command module here defines ``COMMANDS``, a list of click commands (helper 
 ``options`` define none); ``ccbench.cli`` adds them all to
 the ``ccbench`` group. A module must import nothing heavy at import time (mpi4py, matplotlib):
 ``ccbench --help`` imports every one of them.
+
+May import: every stage (present, analysis, measure, store, core, ...); nothing imports this
+package but ``ccbench.cli``.  A command parses its options, calls an analysis or measure function
+and a present function, and imports no other command module (``common`` and ``options`` are shared
+helpers, not commands).
 """
 
 import importlib

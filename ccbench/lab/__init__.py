@@ -2,6 +2,8 @@
 
 `core` builds and removes the namespaces, links and NFQUEUE rules; `emulator` is the
 userspace link emulator; `link` its release-time schedule and unit parsing; `netlink` the
-nfnetlink_queue messages; `run` launches a sweep with one rank per host; `check` fits a
-lab run and sets the fitted parameters beside the injected ones.
+nfnetlink_queue messages.  Sweeps on the lab are launched by ``ccbench.measure.lab``; a lab
+run is checked (fitted against injected) by ``ccbench.analysis.lab_check``.
+
+May import: core (and the standard library); needs root to build a lab.
 """

@@ -1,9 +1,12 @@
 """Training workloads built from the registry's collectives: DDP, ZeRO/FSDP, MoE, overlap, stragglers.
 
-`models` holds the parameter size lists (shipped and user-given), `schedule` the pure
-schedules and measures, `engine` and `run` execute them under MPI, `record` is the row
-stored per step and per call, `predict` prices a step at any scale, `views` shows a run.
-Importing this package imports no MPI.
+The domain, pure: `models` holds the parameter size lists (shipped and user-given),
+`schedule` the schedules (DDP buckets, ZeRO shards, MoE dispatch), the overlap and straggler
+measures and the step's price from the algorithms' cost models.  They are run under MPI by
+``ccbench.measure.workload``, stored as ``ccbench.store.workload_rows.WorkloadRow``, predicted at
+scale by ``ccbench.analysis.workload_predict`` and shown by ``ccbench.present``.
+
+May import: core, store, algorithms.  Importing this package imports no MPI.
 """
 
 from ccbench.store.workload_rows import WorkloadRow
