@@ -8,6 +8,7 @@ import pytest
 
 from ccbench.analysis.lab_check import fit_link, fitted_vs_injected, low_statistic_rows
 from ccbench.present.model_tables import lab_table
+from ccbench.present.table import to_rich
 from ccbench.core.errors import UsageError
 from ccbench.lab import netlink as nl
 from ccbench.lab.link import Link, format_delay, format_rate, parse_delay, parse_rate
@@ -212,7 +213,7 @@ def test_fitted_vs_injected_subtracts_the_baseline():
     from rich.console import Console
 
     console = Console(width=200, record=True)
-    console.print(lab_table(out))
+    console.print(to_rich(lab_table(out)))
     text = console.export_text()
     assert "delay = alpha - baseline" in text and "500 us" in text and "1gbit" in text
 

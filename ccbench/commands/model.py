@@ -1,13 +1,12 @@
 """``ccbench fit`` and ``ccbench predict``: alpha-beta-gamma models of stored runs, and at scale."""
 
-from pathlib import Path
 
 import click
 
 from ccbench.commands.common import new_console
 from ccbench.commands.options import network_options
 from ccbench.core.errors import UsageError
-from ccbench.present.model_tables import curves_table, gamma_text, gbs, network_table, off_table, who_wins_tables
+from ccbench.present.model_tables import gamma_text, gbs
 
 __all__ = ["COMMANDS"]
 
@@ -24,33 +23,9 @@ def fit(run_path, results_dir):
     wins where.  The run's own files are never modified; earlier fits are never overwritten.
     """
     from ccbench.analysis.runs import fit_run
-    from ccbench.core.units import fmt_time
+    from ccbench.present.model_tables import print_fit
 
-    doc = fit_run(run_path, results_dir)
-    console = new_console()
-    console.print(f"[bold]fits of {doc['source_path']}[/] ({doc['source_provenance'].get('mpi_library', '?')}, "
-                  f"{doc['source_provenance'].get('nranks', '?')} ranks"
-                  f"{', oversubscribed' if doc['source_provenance'].get('oversubscribed') else ''})")
-    for w in doc["warnings"] + doc["notes"]:
-        console.print(f"[yellow]note: {w}[/]")
-    console.print(network_table(doc["network"]))
-    over = doc["network"].get("step_overhead")
-    if over:
-        console.print(f"software overhead per step of the hand-written algorithms, beyond alpha: "
-                      f"{fmt_time(over['seconds'])} (median over {over['cases']} cases <= {over['max_bytes']} B)"
-                      + ("; negative: they pay less per step than this alpha, which is itself inflated "
-                         "(ping-pong on oversubscribed cores?), so it explains no case" if over["seconds"] < 0 else ""))
-    if doc.get("lab"):
-        from ccbench.present.model_tables import lab_table
-
-        console.print(lab_table(doc["lab"]))
-    console.print(curves_table(doc["curves"]))
-    for t in who_wins_tables(doc["who_wins"]):
-        console.print(t)
-    if doc["model_checks"]:
-        console.print(off_table(doc["model_checks"], doc["provenance"]["tolerance"]))
-    run_dir = Path(doc["source_path"])
-    console.print(f"wrote {run_dir / doc['files']['json']} and {run_dir / doc['files']['csv']}")
+    print_fit(fit_run(run_path, results_dir), new_console())
 
 
 @click.command("predict")

@@ -27,67 +27,10 @@ def report(run_path, results_dir):
     run gets its step times, per-call rows, overlap or straggler tables, the fastest
     algorithm per variant, and bar figures.
     """
-    from rich.table import Table
-
     from ccbench.commands.common import new_console
-    from ccbench.core.units import fmt_time, format_size
-    from ccbench.present.kinds import build_report
-    from ccbench.present.views import run_header
+    from ccbench.present.kinds import build_report, print_report
 
-    res = build_report(run_path, results_dir)
-    console = new_console()
-    console.print(run_header(res["meta"], res["path"]))
-    if res.get("kind") == "workload":
-        _print_workload_report(res, console)
-        return
-    for label, rows in res["fastest"].items():
-        if not rows or all(r["runner_up"] is None for r in rows):
-            continue
-        t = Table(title=f"fastest per size: {label} (runner-up by Mann-Whitney U on the raw samples)",
-                  title_justify="left", header_style="bold")
-        for col in ("size", "fastest", "median", "runner-up", "its median", "margin", "p", "significant"):
-            t.add_column(col, justify="left" if col in ("fastest", "runner-up", "significant") else "right")
-        for r in rows:
-            t.add_row(format_size(r["nbytes"]), r["fastest"], fmt_time(r["median_s"]), r["runner_up"] or "-",
-                      fmt_time(r["runner_up_s"]) if r["runner_up_s"] is not None else "-",
-                      f"{r['margin']:.1%}" if r["margin"] is not None else "-",
-                      f"{r['p_value']:.2g}" if r["p_value"] is not None else "-",
-                      {None: "-", True: "yes", False: "no (noise)"}[r["significant"]])
-        console.print(t)
-    for note in res["doc"].get("notes", []):
-        console.print(f"[yellow]note: {note}[/]")
-    pngs = [f for f in res["files"] if f.endswith(".png")]
-    console.print(f"wrote {res['dir'] / 'report.md'}, {res['dir'] / 'report.html'} (figures embedded), "
-                  f"{len(pngs)} PNG figures and fits.json in {res['dir']}")
-
-
-def _print_workload_report(res, console) -> None:
-    from rich.table import Table
-
-    from ccbench.core.units import fmt_time
-    from ccbench.present.workload_views import workload_tables
-
-    for t in workload_tables(res["meta"], res["rows"]):
-        if not isinstance(t, str) and "per call" in str(t.title):
-            continue  # the per-call tables are in the report
-        console.print(t)
-    for w, rows in res["fastest"].items():
-        if not rows or all(r["runner_up"] is None for r in rows):
-            continue
-        t = Table(title=f"fastest: {w} (runner-up by Mann-Whitney U on the raw samples)", title_justify="left",
-                  header_style="bold")
-        for col in ("among", "fastest", "median", "runner-up", "its median", "margin", "p", "significant"):
-            t.add_column(col, justify="right" if col in ("median", "its median", "margin", "p") else "left")
-        for r in rows:
-            t.add_row(r["what"], r["fastest"], fmt_time(r["median_s"]), r["runner_up"] or "-",
-                      fmt_time(r["runner_up_s"]) if r["runner_up_s"] is not None else "-",
-                      f"{r['margin']:.1%}" if r["margin"] is not None else "-",
-                      f"{r['p_value']:.2g}" if r["p_value"] is not None else "-",
-                      {None: "-", True: "yes", False: "no (noise)"}[r["significant"]])
-        console.print(t)
-    pngs = [f for f in res["files"] if f.endswith(".png")]
-    console.print(f"wrote {res['dir'] / 'report.md'}, {res['dir'] / 'report.html'} (figures embedded) and "
-                  f"{len(pngs)} PNG figures in {res['dir']}")
+    print_report(build_report(run_path, results_dir), new_console())
 
 
 @click.command()

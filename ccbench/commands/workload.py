@@ -193,6 +193,7 @@ def predict_cmd(kind, model, ranks, from_run, results_dir, alpha, beta, gamma, d
     from ccbench.analysis.runs import given_params
     from ccbench.analysis.workload_predict import predict_workload
     from ccbench.present.model_tables import prediction_tables
+    from ccbench.present.table import render
     from ccbench.commands.common import new_console
     from ccbench.core.dtypes import dtype_of
     from ccbench.core.units import parse_ranks
@@ -219,8 +220,7 @@ def predict_cmd(kind, model, ranks, from_run, results_dir, alpha, beta, gamma, d
     console.print(f"parameters {source}: alpha = {fmt_time(params.alpha_s)}, beta = {b:.4g} s/B"
                   + (f" ({1e-9 / b:.3g} GB/s)" if b > 0 else "")
                   + (f", gamma = {g:.4g} s/B" if g is not None else ", gamma = 0 (not known)"))
-    for t in prediction_tables(result):
-        console.print(t)
+    render(prediction_tables(result), console)
 
 
 COMMANDS = [workload]

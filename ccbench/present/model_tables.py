@@ -1,9 +1,13 @@
-"""Tables of fits and predictions (``ccbench fit``, ``ccbench predict``, ``ccbench workload predict``, the lab check)."""
+"""Tables of fits and predictions (`ccbench fit`, `ccbench predict`, `ccbench workload predict`, the lab check)."""
 
 import math
 from collections.abc import Mapping
 
-__all__ = ["curves_table", "lab_table", "network_table", "off_table", "prediction_tables", "who_wins_tables"]
+from ccbench.core.units import fmt_time, format_size
+from ccbench.present.table import Column, Styled, Table, render, to_rich
+
+__all__ = ["curves_table", "gamma_text", "gbs", "lab_table", "network_table", "off_table", "prediction_tables",
+           "print_fit", "who_wins_tables"]
 
 
 def _ci(ci, fmt) -> str:
@@ -14,26 +18,24 @@ def _ci(ci, fmt) -> str:
 
 
 def gbs(beta) -> str:
+    """Bandwidth in GB/s (1e9 B/s) of an inverse bandwidth in s/byte."""
     return "-" if beta is None or beta != beta else ("inf" if beta <= 0 else f"{1e-9 / beta:.3g}")
 
 
 def gamma_text(g) -> str:
+    """A reduction cost in ps per byte."""
     return "-" if g is None or g != g else f"{g * 1e12:.3g} ps/B"
 
 
-def network_table(net: dict):
-    from rich.table import Table
-
-    from ccbench.core.units import fmt_time
-
+def network_table(net: dict) -> Table:
+    """Network parameters: ping-pong + local reduction against the joint fit, with CIs and their ratio."""
     pp, jt = net.get("pingpong"), net.get("joint")
     ratios = {c["parameter"]: c for c in net.get("comparison", [])}
-    t = Table(title="network parameters (95% CI): alpha latency, bandwidth = 1/beta (GB/s = 1e9 B/s), "
-                    f"gamma time per reduced byte; predictions use: {net.get('used_for_predictions')}",
-              title_justify="left", header_style="bold")
-    for col in ("parameter", "ping-pong + reduce_local", "95% CI", "joint (counted traffic)", "95% CI",
-                "joint / ping-pong", "CIs overlap"):
-        t.add_column(col, justify="left" if col == "parameter" else "right")
+    t = Table("network parameters (95% CI): alpha latency, bandwidth = 1/beta (GB/s = 1e9 B/s), "
+              f"gamma time per reduced byte; predictions use: {net.get('used_for_predictions')}",
+              [Column("parameter"), *[Column(h, align="right") for h in (
+                  "ping-pong + reduce_local", "95% CI", "joint (counted traffic)", "95% CI", "joint / ping-pong",
+                  "CIs overlap")]])
     fmts = {"alpha_s": ("alpha", fmt_time, "alpha_ci_s"),
             "beta_s_per_byte": ("bandwidth GB/s", gbs, "beta_ci_s_per_byte"),
             "gamma_s_per_byte": ("gamma", gamma_text, "gamma_ci_s_per_byte")}
@@ -54,87 +56,73 @@ def network_table(net: dict):
     return t
 
 
-def curves_table(curves: list):
-    from rich.table import Table
+def _segments_text(seg: dict) -> str:
+    return "\n".join(f"{format_size(s['nbytes_lo'])}-{format_size(s['nbytes_hi'])}  "
+                     f"{fmt_time(s['alpha_s'])} {_ci(s['alpha_ci_s'], fmt_time)}  "
+                     f"{gbs(s['beta_s_per_byte'])} [{gbs(s['beta_ci_s_per_byte'][1])}, "
+                     f"{gbs(s['beta_ci_s_per_byte'][0])}]" for s in seg["segments"])
 
-    from ccbench.core.units import fmt_time, format_size
 
-    t = Table(title="per-curve fits T(n) = alpha + beta n (segments chosen by BIC; 95% bootstrap CIs)",
-              title_justify="left", header_style="bold")
-    for col in ("collective", "algorithm", "P", "dtype/op", "segments: sizes  alpha [CI]  GB/s [CI]",
-                "breakpoints", "R2", "max rel resid", "flags"):
-        t.add_column(col, justify="right" if col in ("P", "R2", "max rel resid") else "left")
+def curves_table(curves: list) -> Table:
+    """Per-curve segmented fits: per segment its sizes, alpha and bandwidth with CIs; breakpoints; fit quality."""
+    t = Table("per-curve fits T(n) = alpha + beta n (segments chosen by BIC; 95% bootstrap CIs)",
+              [Column("collective"), Column("algorithm"), Column("P", "count"), Column("dtype/op"),
+               Column("segments: sizes  alpha [CI]  GB/s [CI]"), Column("breakpoints"),
+               Column("R2", fmt=lambda v: f"{v:.3f}"), Column("max rel resid", fmt=lambda v: f"{v:.0%}"),
+               Column("flags")])
     for c in curves:
         seg = c["segmented"]
-        lines = [f"{format_size(s['nbytes_lo'])}-{format_size(s['nbytes_hi'])}  "
-                 f"{fmt_time(s['alpha_s'])} {_ci(s['alpha_ci_s'], fmt_time)}  "
-                 f"{gbs(s['beta_s_per_byte'])} [{gbs(s['beta_ci_s_per_byte'][1])}, "
-                 f"{gbs(s['beta_ci_s_per_byte'][0])}]" for s in seg["segments"]]
-        t.add_row(c["collective"], c["algorithm"], str(c["nranks"]),
-                  f"{c['dtype']}/{c['op']}" if c["op"] else str(c["dtype"]), "\n".join(lines),
-                  ", ".join(format_size(b) for b in seg["breakpoints_bytes"]) or "-",
-                  f"{seg['r2']:.3f}", f"{seg['max_rel_residual']:.0%}", ",".join(c["flags"]))
+        t.add_row(c["collective"], c["algorithm"], c["nranks"],
+                  f"{c['dtype']}/{c['op']}" if c["op"] else str(c["dtype"]), _segments_text(seg),
+                  ", ".join(format_size(b) for b in seg["breakpoints_bytes"]) or "-", seg["r2"],
+                  seg["max_rel_residual"], ",".join(c["flags"]))
     return t
 
 
-def who_wins_tables(who: list):
-    from rich.table import Table
-
-    from ccbench.core.units import format_size
-
+def who_wins_tables(who: list) -> list[Table]:
+    """Per collective: the measured fastest against the predicted winner per size, and predicted crossovers."""
     out = []
     for w in who:
-        t = Table(title=f"who wins: {w['collective']} (agreement "
-                        + ("-" if w["agreement"] is None else f"{w['agreement']:.0%}") + ")",
-                  title_justify="left", header_style="bold")
-        for col in ("P", "size", "measured fastest", "fastest modelled", "predicted", "agree", "margin"):
-            t.add_column(col, justify="right" if col in ("P", "size", "margin") else "left")
+        t = Table(f"who wins: {w['collective']} (agreement "
+                  + ("-" if w["agreement"] is None else f"{w['agreement']:.0%}") + ")",
+                  [Column("P", "count"), Column("size", "size"), Column("measured fastest"),
+                   Column("fastest modelled"), Column("predicted"), Column("agree"),
+                   Column("margin", fmt=lambda v: f"{v:.0%}")])
         for r in w["rows"]:
-            t.add_row(str(r["nranks"]), format_size(r["nbytes"]), r["measured_winner"],
-                      r["measured_winner_modelled"] or "-", r["predicted_winner"] or "-",
-                      "-" if r["agree"] is None else ("yes" if r["agree"] else "[red]no[/]"),
-                      "-" if r["margin"] is None else f"{r['margin']:.0%}")
+            t.add_row(r["nranks"], r["nbytes"], r["measured_winner"], r["measured_winner_modelled"],
+                      r["predicted_winner"],
+                      None if r["agree"] is None else ("yes" if r["agree"] else Styled("no", "red")), r["margin"])
         xs = [f"{x['faster_below']} -> {x['faster_above']} at {format_size(round(x['nbytes']))} (P={x['nranks']})"
               for x in w["crossovers"]]
         t.caption = "predicted crossovers: " + ("; ".join(xs) if xs else "none in the measured range")
-        t.caption_justify = "left"
         out.append(t)
     return out
 
 
-def off_table(checks: list, tolerance: float):
-    from rich.table import Table
-
-    from ccbench.core.units import fmt_time, format_size
-
+def off_table(checks: list, tolerance: float) -> Table:
+    """The modelled cases whose measurement is off the prediction by more than `tolerance`, with likely reasons."""
     off = [c for c in checks if c["off"]]
-    t = Table(title=f"predicted vs measured: {len(off)} of {len(checks)} modelled cases off by more "
-                    f"than {tolerance:.0%} (ratio = measured / predicted)",
-              title_justify="left", header_style="bold")
-    for col in ("collective", "algorithm", "P", "size", "measured", "predicted", "ratio", "likely reason"):
-        t.add_column(col, justify="right" if col in ("P", "size", "measured", "predicted", "ratio") else "left")
+    t = Table(f"predicted vs measured: {len(off)} of {len(checks)} modelled cases off by more "
+              f"than {tolerance:.0%} (ratio = measured / predicted)",
+              [Column("collective"), Column("algorithm"), Column("P", "count"), Column("size", "size"),
+               Column("measured", "time"), Column("predicted", "time"), Column("ratio", fmt=lambda v: f"{v:.2f}"),
+               Column("likely reason")])
     for c in off:
-        t.add_row(c["collective"], c["algorithm"], str(c["nranks"]), format_size(c["nbytes"]),
-                  fmt_time(c["measured_s"]), fmt_time(c["predicted_s"]),
-                  "-" if c["ratio"] is None else f"{c['ratio']:.2f}", ", ".join(c["reasons"]) or "unknown")
+        t.add_row(c["collective"], c["algorithm"], c["nranks"], c["nbytes"], c["measured_s"], c["predicted_s"],
+                  c["ratio"], ", ".join(c["reasons"]) or "unknown")
     return t
 
 
-def lab_table(block: Mapping):
-    """A rich table: injected, fitted, error, for the delay and the rate."""
-    from rich.table import Table
-
-    from ccbench.core.units import fmt_time, format_size
+def lab_table(block: Mapping) -> Table:
+    """The lab check: injected, fitted, error, for the delay and the rate."""
     from ccbench.lab.link import format_rate
 
     fit = block.get("fitted")
     inj = block["injected"]
     base = block.get("baseline") or {}
-    title = (f"lab: injected vs fitted (ping-pong, {fit['statistic'] if fit else '-'} per size; "
-             f"{block.get('hosts')} hosts; {block.get('emulator') or 'emulator unknown'})")
-    t = Table(title=title, title_justify="left", header_style="bold")
-    for col in ("parameter", "injected", "fitted", "95% CI", "error"):
-        t.add_column(col, justify="left" if col == "parameter" else "right")
+    t = Table(f"lab: injected vs fitted (ping-pong, {fit['statistic'] if fit else '-'} per size; "
+              f"{block.get('hosts')} hosts; {block.get('emulator') or 'emulator unknown'})",
+              [Column("parameter"), *[Column(h, align="right") for h in ("injected", "fitted", "95% CI", "error")]])
     if not fit:
         t.add_row("-", "-", "-", "-", block.get("note", "no fit"))
         return t
@@ -157,24 +145,44 @@ def lab_table(block: Mapping):
     return t
 
 
-def prediction_tables(rows: list[dict]) -> list:
-    """One table per rank count, fastest first within each variant."""
-    from rich.table import Table
-
-    from ccbench.core.units import fmt_time, format_size
-
+def prediction_tables(rows: list[dict]) -> list[Table]:
+    """`ccbench workload predict`: one table per rank count, fastest first within each variant."""
     tables = []
     for P in dict.fromkeys(r["nranks"] for r in rows):
         mine = [r for r in rows if r["nranks"] == P]
         best = min(r["time_s"] for r in mine)
-        t = Table(title=f"predicted step communication at {P} ranks (sum of the calls' modelled times, "
-                        "nothing overlapped)", title_justify="left", header_style="bold")
-        for col in ("variant", "algorithms", "ranks/comm", "calls", "size", "predicted", "vs best"):
-            t.add_column(col, justify="left" if col in ("variant", "algorithms") else "right")
+        t = Table(f"predicted step communication at {P} ranks (sum of the calls' modelled times, nothing overlapped)",
+                  [Column("variant"), Column("algorithms"), Column("ranks/comm", "count"), Column("calls", "count"),
+                   Column("size", "size"), Column("predicted", "time"), Column("vs best", fmt=lambda v: f"{v:.2f}x")])
         for variant in dict.fromkeys(r["variant"] for r in mine):
             for r in sorted((r for r in mine if r["variant"] == variant), key=lambda r: r["time_s"]):
-                t.add_row(r["variant"], r["algorithm"], str(r["group_ranks"]), str(r["ncalls"]),
-                          format_size(r["nbytes"]), fmt_time(r["time_s"]), f"{r['time_s'] / best:.2f}x")
+                t.add_row(r["variant"], r["algorithm"], r["group_ranks"], r["ncalls"], r["nbytes"], r["time_s"],
+                          r["time_s"] / best)
         tables.append(t)
     return tables
 
+
+def print_fit(doc: dict, console) -> None:
+    """`ccbench fit`'s view of a fit document (``ccbench.analysis.runs.fit_run``)."""
+    from pathlib import Path
+
+    src = doc["source_provenance"]
+    console.print(f"[bold]fits of {doc['source_path']}[/] ({src.get('mpi_library', '?')}, "
+                  f"{src.get('nranks', '?')} ranks{', oversubscribed' if src.get('oversubscribed') else ''})")
+    for w in doc["warnings"] + doc["notes"]:
+        console.print(f"[yellow]note: {w}[/]")
+    console.print(to_rich(network_table(doc["network"])))
+    over = doc["network"].get("step_overhead")
+    if over:
+        console.print(f"software overhead per step of the hand-written algorithms, beyond alpha: "
+                      f"{fmt_time(over['seconds'])} (median over {over['cases']} cases <= {over['max_bytes']} B)"
+                      + ("; negative: they pay less per step than this alpha, which is itself inflated "
+                         "(ping-pong on oversubscribed cores?), so it explains no case" if over["seconds"] < 0 else ""))
+    if doc.get("lab"):
+        console.print(to_rich(lab_table(doc["lab"])))
+    console.print(to_rich(curves_table(doc["curves"])))
+    render(who_wins_tables(doc["who_wins"]), console)
+    if doc["model_checks"]:
+        console.print(to_rich(off_table(doc["model_checks"], doc["provenance"]["tolerance"])))
+    run_dir = Path(doc["source_path"])
+    console.print(f"wrote {run_dir / doc['files']['json']} and {run_dir / doc['files']['csv']}")

@@ -2,10 +2,9 @@
 
 from collections import defaultdict
 
-from rich.table import Table
-
 from ccbench.core.collectives import COLLECTIVES
-from ccbench.core.units import fmt_time, format_size
+from ccbench.core.units import fmt_time
+from ccbench.present.table import Column, Styled, Table, render
 from ccbench.store.results import Row
 
 __all__ = ["run_header", "rows_tables", "show_sweep"]
@@ -30,6 +29,10 @@ def run_header(meta: dict, path) -> str:
     )
 
 
+def _ci_text(ci) -> str:
+    return f"{fmt_time(ci[0])} - {fmt_time(ci[1])}"
+
+
 def rows_tables(rows: list[Row]) -> list[Table]:
     """One table per collective: median with 95% CI, min, bus bandwidth, samples, flags, check."""
     by_coll: dict[str, list[Row]] = defaultdict(list)
@@ -38,31 +41,19 @@ def rows_tables(rows: list[Row]) -> list[Table]:
     tables = []
     for coll in [c for c in COLLECTIVES if c in by_coll]:
         group = by_coll[coll]
-        vary = {k: len({getattr(r, k) for r in group}) > 1 for k in ("dtype", "op", "in_place", "root")}
+        vary = [k for k in ("dtype", "op", "in_place", "root") if len({getattr(r, k) for r in group}) > 1]
         P = group[0].nranks
         factor = COLLECTIVES[coll].busbw_factor(P)
-        t = Table(title=f"{coll} at {P} ranks - size: {COLLECTIVES[coll].size_definition}; "
-                        f"busbw = algbw x {factor:.3g}",
-                  title_justify="left", header_style="bold")
-        t.add_column("algorithm")
-        t.add_column("size", justify="right")
-        for k in ("dtype", "op", "in_place", "root"):
-            if vary[k]:
-                t.add_column(k.replace("_", " "))
-        for name in ("median", "95% CI", "min", "busbw GB/s", "n"):
-            t.add_column(name, justify="right")
-        t.add_column("stop")
-        t.add_column("flags")
-        t.add_column("check")
+        t = Table(f"{coll} at {P} ranks - size: {COLLECTIVES[coll].size_definition}; busbw = algbw x {factor:.3g}",
+                  [Column("algorithm"), Column("size", "size"), *[Column(k.replace("_", " ")) for k in vary],
+                   Column("median", "time"), Column("95% CI", fmt=_ci_text, align="right"), Column("min", "time"),
+                   Column("busbw GB/s", fmt=lambda v: f"{v:.3f}", align="right"), Column("n", "count"),
+                   Column("stop"), Column("flags"), Column("check")])
         for r in sorted(group, key=lambda r: (r.algorithm != "native", r.algorithm, r.dtype, r.op,
                                               r.in_place, r.root, r.nbytes)):
-            cells = [r.algorithm, format_size(r.nbytes)]
-            cells += [str(getattr(r, k)) for k in ("dtype", "op", "in_place", "root") if vary[k]]
-            cells += [fmt_time(r.median_s), f"{fmt_time(r.ci_low_s)} - {fmt_time(r.ci_high_s)}",
-                      fmt_time(r.min_s), f"{r.busbw_gbs:.3f}" if coll != "barrier" else "-",
-                      str(r.samples), r.stop_reason, ",".join(r.flags),
-                      "ok" if r.ok else f"[red bold]FAILED ({r.nwrong} wrong)[/]"]
-            t.add_row(*cells)
+            t.add_row(r.algorithm, r.nbytes, *[getattr(r, k) for k in vary], r.median_s, (r.ci_low_s, r.ci_high_s),
+                      r.min_s, r.busbw_gbs if coll != "barrier" else None, r.samples, r.stop_reason,
+                      ",".join(r.flags), "ok" if r.ok else Styled(f"FAILED ({r.nwrong} wrong)", "red bold"))
         tables.append(t)
     return tables
 
@@ -72,8 +63,7 @@ def show_sweep(run, console, show_table: bool = True) -> None:
     path, meta, rows = run.path, run.meta, run.rows
     if show_table:
         console.print(run_header(meta, path))
-        for t in rows_tables(rows):
-            console.print(t)
+        render(rows_tables(rows), console)
     for w in run.warnings:
         console.print(f"[yellow]warning: {w}[/]")
     bad = [r for r in rows if not r.ok]

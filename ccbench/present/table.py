@@ -1,0 +1,136 @@
+"""One table model: built once (columns with their quantity, rows of values), rendered many ways.
+
+A `Table` is data: a title, `Column`s that say which quantity they hold (and so how a value is
+formatted: ``ccbench.core.units``' one formatter per quantity) and how they align, and rows of
+raw values.  `to_rich` renders it for the terminal, `to_block` for the report pages (Markdown
+and HTML, ``ccbench.present.report.render_markdown`` / ``render_html``).  The renderers know
+nothing about benchmarks; the code that builds a table knows nothing about rendering.
+After hyperfine's ``export`` module (one table, several renderers).
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ccbench.core.units import fmt_time, format_size
+
+__all__ = ["QUANTITIES", "Column", "Styled", "Table", "fmt_p", "fmt_ratio", "to_block", "to_rich"]
+
+
+def fmt_p(p) -> str:
+    """A p-value with two significant digits."""
+    return f"{p:.2g}"
+
+
+def fmt_ratio(r) -> str:
+    """A ratio (or any dimensionless number) with three significant digits."""
+    return f"{r:.3g}"
+
+
+#: The formatter of each quantity a column can hold (None is shown as "-").
+QUANTITIES: dict[str, Callable] = {
+    "text": str,
+    "count": str,
+    "time": fmt_time,
+    "size": format_size,
+    "p": fmt_p,
+    "ratio": fmt_ratio,
+}
+
+
+@dataclass(frozen=True)
+class Styled:
+    """A cell value shown with a style in the terminal (e.g. "red"), plain elsewhere."""
+
+    value: object
+    style: str
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column: its header, the quantity it holds (or a formatter of its own), its layout."""
+
+    header: str
+    quantity: str = "text"
+    fmt: Callable | None = None
+    align: str | None = None  # "left" or "right"; default: right for numbers (or a fmt), left for text
+    no_wrap: bool = False
+    min_width: int | None = None
+    overflow: str | None = None
+
+    @property
+    def right(self) -> bool:
+        """True when the column is right-aligned."""
+        return self.align == "right" if self.align else (self.quantity != "text" or self.fmt is not None)
+
+    def format(self, value) -> str:
+        """The text of one cell."""
+        if isinstance(value, Styled):
+            value = value.value
+        if value is None:
+            return "-"
+        if isinstance(value, str) and self.fmt is None and self.quantity != "text":
+            return value  # already formatted (e.g. "-", "inf")
+        return (self.fmt or QUANTITIES[self.quantity])(value)
+
+
+@dataclass
+class Table:
+    """A titled table of raw values, formatted per column."""
+
+    title: str
+    columns: list[Column]
+    rows: list[list] = field(default_factory=list)
+    caption: str = ""
+    section_ends: set[int] = field(default_factory=set)
+
+    def add_row(self, *values, end_section: bool = False) -> None:
+        """Append one row (one value per column); `end_section` draws a rule below it in the terminal."""
+        if len(values) != len(self.columns):
+            raise ValueError(f"{len(values)} values for {len(self.columns)} columns in table {self.title!r}")
+        self.rows.append(list(values))
+        if end_section:
+            self.section_ends.add(len(self.rows) - 1)
+
+    def cells(self) -> list[list[str]]:
+        """Every row as formatted text (no styles)."""
+        return [[c.format(v) for c, v in zip(self.columns, row, strict=True)] for row in self.rows]
+
+
+def to_rich(table: Table):
+    """The table as a ``rich.table.Table`` (title left, bold header; styled cells coloured)."""
+    from rich.table import Table as RichTable
+
+    t = RichTable(title=table.title, title_justify="left", header_style="bold")
+    for c in table.columns:
+        kw = {"justify": "right" if c.right else "left"}
+        if c.no_wrap:
+            kw["no_wrap"] = True
+        if c.min_width is not None:
+            kw["min_width"] = c.min_width
+        if c.overflow is not None:
+            kw["overflow"] = c.overflow
+        t.add_column(c.header, **kw)
+    for i, row in enumerate(table.rows):
+        cells = []
+        for c, v in zip(table.columns, row, strict=True):
+            text = c.format(v)
+            cells.append(f"[{v.style}]{text}[/]" if isinstance(v, Styled) and v.style else text)
+        t.add_row(*cells, end_section=i in table.section_ends)
+    if table.caption:
+        t.caption = table.caption
+        t.caption_justify = "left"
+    return t
+
+
+def to_block(table: Table, *, with_title: bool = False) -> list:
+    """The table as report-page blocks: ``("table", headers, rows, right-aligned column indexes)``."""
+    right = {i for i, c in enumerate(table.columns) if c.right}
+    blocks: list = [("p", table.title)] if with_title and table.title else []
+    blocks.append(("table", [c.header for c in table.columns], table.cells(), right))
+    return blocks
+
+
+def render(tables: Sequence[Table], console) -> None:
+    """Print tables to a rich console."""
+    for t in tables:
+        console.print(to_rich(t))
