@@ -457,3 +457,187 @@ def test_views_of_overlap_and_straggler_rows():
     text = console.export_text()
     assert "50%" in text and "OSU definition" in text
     assert "rank 3 late by 2 ms" in text and " 0.00 " in text and "-0.00" not in text
+
+
+# -- the session layer: --watchdog, --resume, CCBENCH_FAULT, SIGTERM ----------------
+
+
+MLP = ROOT / "tests" / "data" / "mlp-sizes.txt"
+
+
+def test_watchdog_is_a_config_key_of_every_workload():
+    assert all("watchdog_s" in keys for keys in KEYS.values())
+    assert resolve_workload("ddp", {}).watchdog_s == 300.0
+    assert resolve_workload("straggler", {"watchdog_s": 0}).watchdog_s == 0.0
+    with pytest.raises(UsageError, match="config key 'watchdog_s': -1 is outside"):
+        resolve_workload("moe", {"watchdog_s": -1})
+
+
+@pytest.mark.parametrize("kind,values", [
+    ("ddp", {"model": str(MLP), "algorithms": "native,ring", "first_bucket_mb": 0}),
+    ("zero", {"model": "bert-base", "rs_algorithms": "all"}),
+    ("moe", {}), ("moe", {"ep": "2,4"}),
+    ("overlap", {"sizes": "4K,64K", "compute_s": "200us", "test_calls": 3}), ("overlap", {"model": "resnet50"}),
+    ("straggler", {"delay_s": "2ms", "algorithms": "all", "watchdog_s": 0}),
+])
+def test_a_stored_configuration_resolves_to_itself(kind, values):
+    from ccbench.measure.workload_config import stored_workload
+
+    cfg = resolve_workload(kind, values)
+    stored = json.loads(json.dumps(cfg.to_dict()))  # as run.json keeps it
+    assert stored_workload(kind, stored) == cfg
+    if "watchdog_s" not in values:  # a run made before the key existed: the default
+        assert stored_workload(kind, {k: v for k, v in stored.items() if k != "watchdog_s"}) == cfg
+
+
+def test_resume_keeps_the_run_s_configuration_and_refuses_another(tmp_path):
+    from ccbench.measure.workload_config import resume_workload
+
+    cfg = resolve_workload("ddp", {"model": str(MLP), "budget_s": 0.5, "results_dir": "elsewhere"})
+    meta = {"workload": "ddp", "config": json.loads(json.dumps(cfg.to_dict()))}
+    assert resume_workload("ddp", meta, "RUN") == cfg
+    assert resume_workload("ddp", meta, "RUN", None, {"budget_s": 0.5, "results_dir": "here"}) == cfg
+    with pytest.raises(UsageError, match="cannot resume RUN: it is a ddp workload run, not zero"):
+        resume_workload("zero", meta, "RUN")
+    with pytest.raises(UsageError, match="its configuration differs in budget_s, watchdog_s; resume with the same"):
+        resume_workload("ddp", meta, "RUN", None, {"budget_s": 1.0, "watchdog_s": 5.0})
+    toml = tmp_path / "w.toml"
+    toml.write_text(f'model = "{MLP}"\nbudget_s = 0.5\n')
+    assert resume_workload("ddp", meta, "RUN", toml) == cfg
+    toml.write_text(f'model = "{MLP}"\n')  # a file restates the whole workload: budget_s is its default here
+    with pytest.raises(UsageError, match="differs in budget_s"):
+        resume_workload("ddp", meta, "RUN", toml)
+
+
+def test_resume_cuts_the_rows_of_an_unfinished_item():
+    from ccbench.measure.workload import _complete_items, _Item
+
+    items = [_Item(("a", "allreduce=ring"), "a", 1.0, 3, None), _Item(("b", "allreduce=ring"), "b", 1.0, 2, None)]
+    keep = _complete_items(items)
+    a = [_row(variant="a", part=p) for p in (-1, 0, 1)]
+    b = [_row(variant="b", part=p) for p in (-1, 0)]
+    assert keep(a + b) == a + b
+    assert keep(a + b[:1]) == a  # the crash came between b's rows
+    assert keep(a[:2]) == []
+
+
+def test_cli_resume_refuses_what_it_cannot_continue(capsys):
+    from ccbench.cli import main
+
+    for argv, why in ((["workload", "ddp", "--resume", str(ROOT / "nosuchrun")], "no run at"),
+                      (["workload", "ddp", "--resume", str(ROOT / "tests" / "data" / "run-np2")],
+                       "is a sweep run, not a workload run"),
+                      (["workload", "moe", "--resume", str(ROOT / "tests" / "data" / "wl-ddp-np2")],
+                       "it is a ddp workload run, not moe")):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and why in err, err
+
+
+def _workload(tmp_path, *args, env=None, timeout=240):
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "ccbench", "workload", *args, "--launch", "2", "--no-show"],
+                          capture_output=True, text=True, timeout=timeout, cwd=tmp_path,
+                          env={**os.environ, "COLUMNS": "200", **(env or {})})
+
+
+def _stored(run):
+    from ccbench.store.run import load_run
+
+    meta, rows, _ = load_run(run, row_cls=WorkloadRow)
+    return meta, rows
+
+
+def test_sigterm_stops_a_workload_between_items_then_resume_completes(tmp_path):
+    """SIGTERM to `ccbench workload --launch` (forwarded to the ranks) keeps every finished row;
+    --resume measures the rest, and the run has the items of an uninterrupted one."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    algs = ["native", "ring", "rabenseifner"]
+    args = ["ddp", "-m", str(MLP), "-a", ",".join(algs), "--warmup", "1", "--budget", "0.5",
+            "--target-rse", "0.00001", "--results-dir", "res"]
+    proc = subprocess.Popen([sys.executable, "-m", "ccbench", "workload", *args, "--launch", "2", "--no-show"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    deadline = time.time() + 60
+    jsonl = None
+    while time.time() < deadline:  # wait until the first item's rows are on disk
+        found = list(tmp_path.glob("res/*/cases.jsonl"))
+        if found and found[0].read_text().count("\n") >= 2:
+            jsonl = found[0]
+            break
+        time.sleep(0.05)
+    assert jsonl is not None, "no rows appeared"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    run = jsonl.parent
+    meta, rows = _stored(run)
+    assert meta["status"] == "interrupted" and meta["signal"] == "SIGTERM", err
+    assert "ccbench: stopped by SIGTERM" in err and meta["finished_cases"] == len(rows)
+    steps = [r for r in rows if r.part == -1]
+    assert 1 <= len(steps) < 2 * len(algs) and all(r.ok for r in rows)
+    assert len(rows) == sum(1 + r.ncalls for r in steps)  # whole items only
+
+    r = _workload(tmp_path, "ddp", "--resume", str(run), "--budget", "1")
+    assert r.returncode == 2 and "differs in budget_s" in r.stderr  # refused, untouched
+    assert _stored(run)[1] == rows
+    r = _workload(tmp_path, "ddp", "--resume", str(run))
+    assert r.returncode == 0, r.stderr
+    meta, rows = _stored(run)
+    assert meta["status"] == "complete" and "signal" not in meta and meta["finished_cases"] == len(rows)
+    assert meta["resumed"][0]["signal_before"] == "SIGTERM" and meta["resumed"][0]["finished_before"] == len(
+        [x for s in steps for x in range(1 + s.ncalls)])
+    # the items of an uninterrupted run: every mode with every algorithm, each step with its calls, once
+    model = load_model(str(MLP))
+    want = {(sch.variant, f"allreduce={a}", p) for mode in ("bucketed", "per_tensor")
+            for sch in [ddp_schedule(model, 4, mode)] for a in algs for p in range(-1, len(sch.calls))}
+    got = [(x.variant, f"{x.algorithm}", x.part) for x in rows]
+    assert len(got) == len(set(got)) and set(got) == want
+    assert (run / "cases.csv").read_text().count("\n") == len(rows) + 1
+
+
+def test_watchdog_ends_a_hung_workload_item_then_resume_finishes(tmp_path):
+    """A rank stuck before the second item: the job ends in seconds naming it (--watchdog passed
+    through --launch); the first item's row stays, run.json says failed, --resume finishes."""
+    args = ["straggler", "-a", "native,ring", "-s", "1K", "--delay", "1ms", "--warmup", "1", "--min-reps", "2",
+            "--max-reps", "3", "--budget", "0.1", "--results-dir", "res"]
+    r = _workload(tmp_path, *args, "--watchdog", "1", env={"CCBENCH_FAULT": "hang:1:straggler:2"}, timeout=120)
+    assert r.returncode != 0
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("ccbench:")]
+    assert lines == ["ccbench: error: watchdog: straggler allreduce/ring 1 KiB at 2 ranks did not finish within "
+                     "1 s past its budget; ending the job"], r.stderr
+    (run,) = (tmp_path / "res").iterdir()
+    meta, rows = _stored(run)
+    assert meta["status"] == "failed" and "watchdog" in meta["failure"]
+    assert [x.algorithm for x in rows] == ["allreduce=native"]
+    r = _workload(tmp_path, *args, "--watchdog", "1", "--resume", str(run), timeout=120)
+    assert r.returncode == 0, r.stderr
+    meta, rows = _stored(run)
+    assert meta["status"] == "complete" and "failure" not in meta
+    assert [(x.algorithm, x.part) for x in rows] == [("allreduce=native", 0), ("allreduce=ring", 1)]
+
+
+def test_a_rank_that_dies_mid_workload_leaves_it_failed_then_resume_finishes(tmp_path):
+    args = ["overlap", "-s", "1K,4K", "--compute", "1ms", "--warmup", "1", "--min-reps", "2", "--max-reps", "3",
+            "--budget", "0.1", "--results-dir", "res"]
+    r = _workload(tmp_path, *args, env={"CCBENCH_FAULT": "exit:1:overlap:2"}, timeout=120)
+    assert r.returncode != 0
+    (run,) = (tmp_path / "res").iterdir()
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("ccbench:")]
+    assert len(lines) == 1 and "before the workload finished; 1 finished row kept" in lines[0], r.stderr
+    assert f"--resume {run.relative_to(tmp_path)}" in lines[0]
+    meta, rows = _stored(run)
+    assert meta["status"] == "failed" and "a rank crashed" in meta["failure"] and len(rows) == 1
+    r = _workload(tmp_path, "overlap", "--resume", str(run), timeout=120)
+    assert r.returncode == 0, r.stderr
+    meta, rows = _stored(run)
+    assert meta["status"] == "complete" and meta["resumed"][0]["status_before"] == "failed"
+    assert [(x.label, x.part) for x in rows] == [("1 KiB", 0), ("4 KiB", 1)] and all(x.ok for x in rows)

@@ -195,3 +195,104 @@ def test_straggler_known_answers():
     assert slowdown(lambda: None) < 0.3
     # a barrier makes everyone wait for the late rank: the whole delay
     assert 0.6 < slowdown(comm.Barrier) < 1.6
+
+
+# -- the session layer: SIGTERM between items, --resume ------------------------------
+
+
+def _attempt(kind, results, resume=None, **values):
+    """Run (or resume) a workload; (exit code, run.json, rows) on every rank, whatever the status."""
+    from mpi4py import MPI
+
+    from ccbench.measure.workload import run_workload
+    from ccbench.store.run import load_run
+    from ccbench.store.workload_rows import WorkloadRow
+
+    cfg = resolve_workload(kind, dict(FAST, results_dir=results, **values))
+    code, path = run_workload(cfg, thread=("multiple", "test"), argv=["test"], quiet=True, resume=resume)
+    comm = MPI.COMM_WORLD
+    got = None
+    if comm.Get_rank() == 0:
+        meta, rows, _ = load_run(path, row_cls=WorkloadRow)
+        got = (path, meta, rows)
+    path, meta, rows = comm.bcast(got, root=0)
+    return code, path, meta, rows
+
+
+def _on_rank0(fn):
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    if comm.Get_rank() == 0:
+        fn()
+    comm.Barrier()
+
+
+def _items(rows):
+    return [(r.variant, r.algorithm, r.part, r.label, r.collective, r.nbytes) for r in rows]
+
+
+@pytest.mark.mpi(min_size=1)
+def test_sigterm_stops_a_workload_between_items_and_resume_completes_it(results, model_file, monkeypatch):
+    import json
+    import signal
+    from pathlib import Path
+
+    from mpi4py import MPI
+
+    from ccbench.core.errors import UsageError
+
+    P = MPI.COMM_WORLD.Get_size()
+    values = dict(model=model_file, algorithms="native,ring", bucket_mb=0.05, first_bucket_mb=0.005)
+    code, _, _, whole = _attempt("ddp", results, **values)
+    assert code == 0
+
+    # the last rank is sent SIGTERM before the second item: the run stops after it, on every rank
+    monkeypatch.setenv("CCBENCH_FAULT", f"term:{P - 1}:ddp:2")
+    code, run, meta, rows = _attempt("ddp", results, **values)
+    assert code == 128 + signal.SIGTERM
+    assert meta["status"] == "interrupted" and meta["signal"] == "SIGTERM" and meta["finished_cases"] == len(rows)
+    steps = [r for r in rows if r.part == -1]
+    assert len(steps) == 2 and _items(rows) == _items(whole)[:len(rows)]
+    monkeypatch.delenv("CCBENCH_FAULT")
+
+    # a crash between the rows of the second item, tearing the last line: resume measures it again
+    jsonl, meta_path = Path(run) / "cases.jsonl", Path(run) / "run.json"
+    first = 1 + steps[0].ncalls
+    _on_rank0(lambda: jsonl.write_text("".join(jsonl.read_text().splitlines(keepends=True)[:first + 1])
+                                       + '{"workload": "dd'))
+    torn = jsonl.read_text()
+    # another configuration, rank count or MPI library: refused, nothing touched
+    with pytest.raises(UsageError, match="it was made with another configuration"):
+        _attempt("ddp", results, resume=run, **dict(values, budget_s=0.4))
+    for key, value, why in (("nranks", P + 1, f"its rank count was {P + 1}, now {P}"),
+                            ("mpi_library", "Other MPI 1.0", "its MPI library was 'Other MPI 1.0'")):
+        saved = meta_path.read_text()
+        _on_rank0(lambda k=key, v=value, s=saved: meta_path.write_text(json.dumps({**json.loads(s), k: v})))
+        with pytest.raises(UsageError, match=why):
+            _attempt("ddp", results, resume=run, **values)
+        _on_rank0(lambda s=saved: meta_path.write_text(s))
+    assert jsonl.read_text() == torn
+
+    code, path, meta, rows = _attempt("ddp", results, resume=run, **values)
+    assert code == 0 and path == run
+    assert meta["status"] == "complete" and "signal" not in meta and meta["finished_cases"] == len(rows)
+    assert meta["resumed"] == [dict(meta["resumed"][0], finished_before=first, status_before="interrupted",
+                                    signal_before="SIGTERM", failure_before=None)]
+    assert len(set(_items(rows))) == len(rows) and sorted(_items(rows)) == sorted(_items(whole))
+    assert all(r.ok for r in rows) and meta["failed_cases"] == 0
+    assert (Path(run) / "cases.csv").read_text().count("\n") == len(rows) + 1
+
+
+@pytest.mark.mpi(min_size=2)
+def test_an_interrupted_straggler_run_resumes_with_its_parts_in_order(results, monkeypatch):
+    values = dict(collectives="allreduce", algorithms="native,ring", sizes="1K,4K", delay_s="1ms")
+    monkeypatch.setenv("CCBENCH_FAULT", "term:0:straggler:1")
+    code, run, meta, rows = _attempt("straggler", results, **values)
+    assert code == 128 + 15 and meta["status"] == "interrupted" and len(rows) == 1
+    monkeypatch.delenv("CCBENCH_FAULT")
+    code, _, meta, rows = _attempt("straggler", results, resume=run, **values)
+    assert code == 0 and meta["status"] == "complete"
+    assert [(r.algorithm, r.label, r.part) for r in rows] == [
+        ("allreduce=native", "1 KiB", 0), ("allreduce=native", "4 KiB", 1),
+        ("allreduce=ring", "1 KiB", 2), ("allreduce=ring", "4 KiB", 3)]

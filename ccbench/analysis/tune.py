@@ -535,10 +535,9 @@ def verify(doc: dict, results_dir: str | Path | None = None, say=print) -> list[
     per collective, rank count and size: the default's time before, the best variant's,
     the default's with the file, and the `verdict`.
     """
-    import os
-    import subprocess
     import sys
 
+    from ccbench.measure.launcher import prepare_launcher, run_job
     from ccbench.store.run import load_run
 
     path = str(Path(doc["path"]).resolve())
@@ -550,6 +549,7 @@ def verify(doc: dict, results_dir: str | Path | None = None, say=print) -> list[
             raise UsageError(f"cannot verify a JSON rules file with {libs[0]!r}: Open MPI reads JSON rules from "
                              "6.0 on; use --format openmpi-rules")
         env = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_dynamic_rules_filename": path}
+    exe, _, launch_env, extra = prepare_launcher(None)
     out = []
     for src in doc["sources"]:
         sels = [s for s in doc["selections"] if s.run == src["run"]]
@@ -558,7 +558,7 @@ def verify(doc: dict, results_dir: str | Path | None = None, say=print) -> list[
         root = Path(results_dir) if results_dir else Path(src["path"]).parent
         tag = f"verify-{doc['format']}"
         sizes = sorted({c.nbytes for s in sels for c in s.choices})
-        cmd = [sys.executable, "-m", "ccbench", "launch", "-n", str(src["nranks"]),
+        cmd = [exe, "-n", str(src["nranks"]), *extra, sys.executable, "-m", "mpi4py", "-m", "ccbench", "run",
                "-C", ",".join(dict.fromkeys(s.collective for s in sels)), "-a", "native",
                "-s", ",".join(map(str, sizes)), "-t", ",".join(dict.fromkeys(s.dtype for s in sels)),
                "--op", ",".join(dict.fromkeys(s.op for s in sels if s.op != "none")) or "sum",
@@ -568,14 +568,13 @@ def verify(doc: dict, results_dir: str | Path | None = None, say=print) -> list[
                           ("thread_level", "--thread-level")):
             if key in cfg:
                 cmd += [flag, str(cfg[key])]
-        before = set(root.glob(f"*_{tag}*"))
-        say(f"verify: {' '.join(f'{k}={v}' for k, v in env.items())} {' '.join(cmd[2:])}")
-        r = subprocess.run(cmd, env=dict(os.environ, **env))
-        made = sorted(set(root.glob(f"*_{tag}*")) - before)
-        if r.returncode or not made:
-            raise CCBenchError(f"the verification launch failed (exit code {r.returncode})"
-                               + (f"; its run is {made[-1]}" if made else ""))
-        _, after_rows, _ = load_run(made[-1])
+        say(f"verify: {' '.join(f'{k}={v}' for k, v in env.items())} {' '.join(cmd)}")
+        job = run_job(cmd, {**launch_env, **env})  # signals forwarded, a dead job's run marked failed
+        if job.code or job.run_dir is None:
+            raise CCBenchError(f"the verification launch failed ({job.why})"
+                               + (f"; its run is {job.run_dir}" if job.run_dir else ""))
+        made = [job.run_dir]
+        _, after_rows, _ = load_run(job.run_dir)
         after = {(a.collective, a.nbytes): a.median_s for a in after_rows
                  if a.algorithm == "native" and not a.in_place and a.root == 0}
         for s in sels:

@@ -28,17 +28,22 @@ _COMMON = [
     click.option("--max-reps", "max_reps", type=int, help="Most timed steps (default 200)."),
     click.option("--target-rse", "target_rse", type=float, help="Stop when the RSE of the mean is below this."),
     click.option("--budget", "budget_s", type=float, help="Time budget per measurement in seconds (default 2)."),
+    click.option("--watchdog", "watchdog_s", type=float,
+                 help="End the job when an item runs this many seconds past its budget (default 300; 0 = off)."),
     click.option("--thread-level", "thread_level",
                  type=click.Choice(["auto", "single", "funneled", "serialized", "multiple"]),
                  help="MPI thread level; auto = multiple when ranks oversubscribe the cores."),
     click.option("--results-dir", "results_dir", help="Where run directories are created (default results/)."),
     click.option("--tag", default="", help="Appended to the run directory's name."),
+    click.option("--resume", "resume", metavar="RUN",
+                 help="Continue an interrupted or failed run in its directory, skipping its finished items "
+                      "(same workload, configuration, ranks and MPI library; its options may be left out)."),
     click.option("--launch", "launch", type=click.IntRange(1), metavar="N",
                  help="Start the MPI launcher with N ranks for you (as ccbench launch does)."),
     click.option("--launcher", help="Launcher for --launch (default: mpiexec beside this Python, then PATH)."),
     click.option("--show/--no-show", default=True, help="Print the results tables at the end."),
 ]
-_NOT_KEYS = ("config_file", "tag", "launch", "launcher", "show")
+_NOT_KEYS = ("config_file", "tag", "resume", "launch", "launcher", "show")
 _RENAME = {"algorithm": "algorithms", "mode": "modes", "variant": "variants", "rs": "rs_algorithms",
            "ag": "ag_algorithms", "collective": "collectives", "compute": "compute_s", "delay": "delay_s"}
 
@@ -58,24 +63,53 @@ def _overrides(kw: dict) -> dict:
     return {_RENAME.get(k, k): v for k, v in kw.items() if k not in _NOT_KEYS and v is not None}
 
 
+def _resolve(kind: str, kw: dict):
+    """(configuration, run directory to resume or None); a resumed run keeps its own configuration."""
+    from ccbench.measure.workload_config import load_workload_config, resume_workload
+
+    if not kw.get("resume"):
+        return load_workload_config(kind, kw.get("config_file"), _overrides(kw)), None
+    from ccbench.store.results import resolve_run
+    from ccbench.store.run import load_run
+    from ccbench.store.workload_rows import WorkloadRow
+
+    path = resolve_run(kw["resume"], kw.get("results_dir") or "results")
+    meta, _, _ = load_run(path, row_cls=WorkloadRow)
+    return resume_workload(kind, meta, path, kw.get("config_file"), _overrides(kw)), path
+
+
+def _run_job(cmd: list[str], env: dict) -> int:
+    """Run the launcher (`ccbench.measure.launcher.run_job`); say how to continue a run it left failed."""
+    from ccbench.commands.common import print_error
+    from ccbench.measure.launcher import run_job
+    from ccbench.store.run import load_run
+    from ccbench.store.workload_rows import WorkloadRow
+
+    job = run_job(cmd, env)
+    if job.marked_failed:
+        _, rows, _ = load_run(job.run_dir, row_cls=WorkloadRow)
+        kept = f"{len(rows)} finished row" + ("" if len(rows) == 1 else "s")
+        print_error(f"the job ended with {job.why} before the workload finished; {kept} kept in {job.run_dir}, "
+                    f"marked failed; continue it with --resume {job.run_dir}")
+    return job.code
+
+
 def _relaunch(ctx: click.Context, kind: str, kw: dict) -> None:
     """Start LAUNCHER -n N python -m mpi4py -m ccbench workload KIND ... (ccbench launch's helpers)."""
-    from ccbench.commands.common import run_launcher, to_argv
+    from ccbench.commands.common import to_argv
     from ccbench.measure.launcher import prepare_launcher
 
     exe, _, env, extra = prepare_launcher(kw["launcher"])
     args = to_argv(ctx, dict(kw, launch=None, launcher=None))
     cmd = [exe, "-n", str(kw["launch"]), *extra, sys.executable, "-m", "mpi4py", "-m", "ccbench", "workload",
            kind, *args]
-    code = run_launcher(cmd, env)
+    code = _run_job(cmd, env)
     if code:
         raise SystemExit(code if code > 0 else 128 - code)
 
 
 def _measure(kind: str, kw: dict) -> None:
-    from ccbench.measure.workload_config import load_workload_config
-
-    cfg = load_workload_config(kind, kw.get("config_file"), _overrides(kw))  # refuse bad input first
+    cfg, resume = _resolve(kind, kw)  # refuse bad input first
     if kw.get("launch"):
         _relaunch(click.get_current_context(), kind, kw)
         return
@@ -92,7 +126,8 @@ def _measure(kind: str, kw: dict) -> None:
 
     rank = MPI.COMM_WORLD.Get_rank()
     try:
-        code, path = run_workload(cfg, thread=thread, argv=sys.argv, tag=kw.get("tag") or "")
+        code, path = run_workload(cfg, thread=thread, argv=sys.argv, tag=kw.get("tag") or "", resume=resume,
+                                  console=new_console() if rank == 0 else None)
     except CCBenchError as exc:
         if rank == 0:
             click.echo(f"ccbench: error: {exc}", err=True)
@@ -192,11 +227,11 @@ def predict_cmd(kind, model, ranks, from_run, results_dir, alpha, beta, gamma, d
     """Predict a workload's step communication time at any scale from the alpha-beta-gamma model."""
     from ccbench.analysis.runs import given_params
     from ccbench.analysis.workload_predict import predict_workload
-    from ccbench.present.model_tables import prediction_tables
-    from ccbench.present.table import render
     from ccbench.commands.common import new_console
     from ccbench.core.dtypes import dtype_of
     from ccbench.core.units import parse_ranks
+    from ccbench.present.model_tables import prediction_tables
+    from ccbench.present.table import render
 
     params, source = given_params(from_run, results_dir, alpha, beta, gamma, "workload predict")
     itemsize = dtype_of(dtype).itemsize

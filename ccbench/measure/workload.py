@@ -2,11 +2,17 @@
 
 The run directory has the sweep's format (`ccbench.store.results`: run.json with schema and
 provenance, cases.jsonl and cases.csv appended and flushed per row) with ``"kind":
-"workload"`` in run.json and `WorkloadRow` rows.
+"workload"`` in run.json and `WorkloadRow` rows.  A run is a list of items -- a schedule
+with one choice of algorithms (ddp, zero, moe), one collective at one size (overlap,
+straggler) -- measured under the session layer shared with sweeps
+(`ccbench.measure.session`): SIGINT/SIGTERM between items, --resume, the watchdog,
+CCBENCH_FAULT, progress.
 """
 
 import functools
-import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -16,6 +22,16 @@ from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.errors import UsageError
 from ccbench.core.stats import summarize
 from ccbench.core.units import format_size
+from ccbench.measure.session import (
+    Progress,
+    Session,
+    agree,
+    check_launch,
+    local_ranks,
+    open_run_dir,
+    read_fault,
+    require_memory,
+)
 from ccbench.measure.timing import TimingSettings, measure
 from ccbench.measure.workload_config import WorkloadConfig
 from ccbench.measure.workload_engine import (
@@ -108,13 +124,8 @@ def _stats(samples, timer_res: float, min_reps: int) -> dict:
                 samples_s=tuple(float(x) for x in samples))
 
 
-def _check_memory(comm, nbytes_per_rank: int, what: str) -> None:
-    """Refuse, before allocating, buffers that would not fit in this node's memory."""
-    from mpi4py import MPI
-
-    from ccbench.measure.sweep import require_memory
-
-    local = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()
+def _check_memory(local: int, nbytes_per_rank: int, what: str) -> None:
+    """Refuse, before allocating, buffers that would not fit in this node's memory (`local` ranks on it)."""
     # the buffers plus one call's templates
     require_memory(int(1.5 * nbytes_per_rank * local), local, what, "use a smaller model or fewer ranks per node")
 
@@ -195,85 +206,149 @@ def _overlap_sizes(cfg: WorkloadConfig) -> tuple[list[int], str]:
     return sorted({c.count * cfg.itemsize for c in sch.calls}), model.name
 
 
-def _run_overlap(comm, cfg, settings, timer_res, kernel, sizes, model_name) -> list[WorkloadRow]:
+def _run_overlap(ctx, cfg, coll_name, count, part, model_name) -> list[WorkloadRow]:
+    """Measure one non-blocking collective at one size against the compute kernel; its one row."""
     from mpi4py import MPI
 
+    comm, settings = ctx.comm, ctx.settings
     P, rank = comm.Get_size(), comm.Get_rank()
-    rows = []
-    for coll_name in cfg.collectives:
-        coll = COLLECTIVES[coll_name]
-        done = set()
-        for size in sizes:
-            count = coll.count_for(size, cfg.itemsize, P)
-            if count in done:
-                continue
-            done.add(count)
-            cb = coll.make_buffers(count, P, rank, np.dtype(cfg.dtype), "sum", 0, False, MPI.IN_PLACE)
-            start = functools.partial(_STARTERS[coll_name], comm, cb, MPI.SUM)
-            cb.fill()
-            samples, stops, iters = measure_overlap(comm, start, kernel, cfg.compute_s, settings, cfg.test_calls)
-            cb.fill()
-            comm.Barrier()
-            start().Wait()
-            wrong = comm.allreduce(cb.nwrong(), MPI.SUM)
-            med = {k: float(np.median(v)) for k, v in samples.items()}
-            nbytes = coll.nbytes_for(count, cfg.itemsize, P)
-            rows.append(WorkloadRow(
-                workload="overlap", variant=f"I{coll_name}" + (f", {cfg.test_calls} tests" if cfg.test_calls else ""),
-                model=model_name, algorithm=f"{coll_name}=native", nranks=P, group_ranks=P, dtype=cfg.dtype,
-                part=len(rows), label=format_size(nbytes), collective=coll_name, ncalls=1, ntensors=0,
-                payload_elems=count * (P if coll.blocked else 1), nbytes=nbytes, comm_s=med["comm"],
-                compute_s=med["compute"], total_s=med["total"],
-                overlap_pct=overlap_pct(med["total"], med["compute"], med["comm"]),
-                nwrong=int(wrong), stop_reason=stops["total"],
-                **_stats(samples["total"], timer_res, settings.min_reps)))
-    return rows
+    coll = COLLECTIVES[coll_name]
+    cb = coll.make_buffers(count, P, rank, np.dtype(cfg.dtype), "sum", 0, False, MPI.IN_PLACE)
+    start = functools.partial(_STARTERS[coll_name], comm, cb, MPI.SUM)
+    cb.fill()
+    samples, stops, iters = measure_overlap(comm, start, ctx.kernel, cfg.compute_s, settings, cfg.test_calls)
+    cb.fill()
+    comm.Barrier()
+    start().Wait()
+    wrong = comm.allreduce(cb.nwrong(), MPI.SUM)
+    med = {k: float(np.median(v)) for k, v in samples.items()}
+    nbytes = coll.nbytes_for(count, cfg.itemsize, P)
+    return [WorkloadRow(
+        workload="overlap", variant=_overlap_variant(cfg, coll_name), model=model_name,
+        algorithm=f"{coll_name}=native", nranks=P, group_ranks=P, dtype=cfg.dtype, part=part,
+        label=format_size(nbytes), collective=coll_name, ncalls=1, ntensors=0,
+        payload_elems=count * (P if coll.blocked else 1), nbytes=nbytes, comm_s=med["comm"],
+        compute_s=med["compute"], total_s=med["total"],
+        overlap_pct=overlap_pct(med["total"], med["compute"], med["comm"]), nwrong=int(wrong),
+        stop_reason=stops["total"], **_stats(samples["total"], ctx.timer_res, settings.min_reps))]
 
 
-def _run_straggler(comm, cfg, settings, timer_res, skipped) -> list[WorkloadRow]:
+def _overlap_variant(cfg: WorkloadConfig, coll_name: str) -> str:
+    return f"I{coll_name}" + (f", {cfg.test_calls} tests" if cfg.test_calls else "")
+
+
+def _straggler_variant(cfg: WorkloadConfig, late: int) -> str:
+    return f"rank {late} late by {cfg.delay_s * 1e3:g} ms"
+
+
+def _run_straggler(ctx, cfg, alg, count, part, late) -> list[WorkloadRow]:
+    """Measure one algorithm at one size, on time and with one rank late; its one row."""
     from mpi4py import MPI
 
+    comm, settings = ctx.comm, ctx.settings
     P, rank = comm.Get_size(), comm.Get_rank()
-    late = cfg.delayed_rank if cfg.delayed_rank >= 0 else P - 1
     coll_name = cfg.collectives[0]
     coll = COLLECTIVES[coll_name]
-    rows = []
+    target = comm if alg.native else counted(comm)
+    cb = coll.make_buffers(count, P, rank, np.dtype(cfg.dtype), "sum", 0, False, MPI.IN_PLACE)
+    call = functools.partial(alg.fn, target, *cb.args, **cb.kwargs)
+    cb.fill()
+    base, _ = measure(comm, call, settings)
+    delayed, stop = measure(DelayedSync(comm, cfg.delay_s, rank == late), call, settings)
+    cb.fill()
+    comm.Barrier()
+    call()
+    wrong = comm.allreduce(cb.nwrong(), MPI.SUM)
+    nbytes = coll.nbytes_for(count, cfg.itemsize, P)
+    b, d = float(np.median(base)), float(np.median(delayed))
+    return [WorkloadRow(
+        workload="straggler", variant=_straggler_variant(cfg, late), model="-",
+        algorithm=f"{coll_name}={alg.name}", nranks=P, group_ranks=P, dtype=cfg.dtype, part=part,
+        label=format_size(nbytes), collective=coll_name, ncalls=1, ntensors=0,
+        payload_elems=count * (P if coll.blocked else 1), nbytes=nbytes, delay_s=cfg.delay_s,
+        delayed_rank=late, baseline_s=b, slowdown=straggler_slowdown(d, b, cfg.delay_s),
+        nwrong=int(wrong), stop_reason=stop, **_stats(delayed, ctx.timer_res, settings.min_reps))]
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One measured item of a workload run: what --resume skips, the watchdog names, a fault picks."""
+
+    key: tuple       # what its rows say of it (`_row_key`)
+    label: str       # how the watchdog names it
+    budget_s: float  # the time its measurements may take; the watchdog's time comes on top
+    nrows: int       # rows it writes: a step and its calls, or one
+    run: Callable    # run(ctx) -> its rows, on every rank
+
+
+def _row_key(row: WorkloadRow) -> tuple:
+    """The item a stored row belongs to (`_Item.key`)."""
+    if row.workload in ("overlap", "straggler"):
+        return (row.variant, row.algorithm, row.nbytes)
+    return (row.variant, row.algorithm)
+
+
+def _whole(row: WorkloadRow) -> bool:
+    """A whole measurement (a step, an overlap or straggler row), not one call of a step."""
+    return row.part == -1 or row.workload in ("overlap", "straggler")
+
+
+def _straggler_plan(cfg: WorkloadConfig, P: int) -> tuple[list, list]:
+    """[(algorithm, count)] of a straggler run at P ranks, and the algorithms skipped with why."""
+    coll = COLLECTIVES[cfg.collectives[0]]
+    out, skipped = [], []
     for name in cfg.algorithms:
-        alg = REGISTRY[coll_name].get(name)
-        if alg is None:
-            continue
+        alg = REGISTRY[cfg.collectives[0]][name]
         why = alg.unsupported(P, "sum" if coll.reduction else None)
         if why:
-            skipped.append({"what": f"{coll_name}/{name}", "why": why})
+            skipped.append({"what": f"{cfg.collectives[0]}/{name}", "why": why})
             continue
-        target = comm if alg.native else counted(comm)
-        done = set()
-        for size in cfg.sizes:
-            count = coll.count_for(size, cfg.itemsize, P)
-            if count in done:
-                continue
-            done.add(count)
-            cb = coll.make_buffers(count, P, rank, np.dtype(cfg.dtype), "sum", 0, False, MPI.IN_PLACE)
-            call = functools.partial(alg.fn, target, *cb.args, **cb.kwargs)
-            cb.fill()
-            base, _ = measure(comm, call, settings)
-            delayed, stop = measure(DelayedSync(comm, cfg.delay_s, rank == late), call, settings)
-            cb.fill()
-            comm.Barrier()
-            call()
-            wrong = comm.allreduce(cb.nwrong(), MPI.SUM)
-            nbytes = coll.nbytes_for(count, cfg.itemsize, P)
-            b, d = float(np.median(base)), float(np.median(delayed))
-            rows.append(WorkloadRow(
-                workload="straggler", variant=f"rank {late} late by {cfg.delay_s * 1e3:g} ms", model="-",
-                algorithm=f"{coll_name}={name}", nranks=P, group_ranks=P, dtype=cfg.dtype, part=len(rows),
-                label=format_size(nbytes), collective=coll_name, ncalls=1, ntensors=0,
-                payload_elems=count * (P if coll.blocked else 1), nbytes=nbytes, delay_s=cfg.delay_s,
-                delayed_rank=late, baseline_s=b, slowdown=straggler_slowdown(d, b, cfg.delay_s),
-                nwrong=int(wrong), stop_reason=stop, **_stats(delayed, timer_res, settings.min_reps)))
-    if not rows:
+        for count in dict.fromkeys(coll.count_for(size, cfg.itemsize, P) for size in cfg.sizes):
+            out.append((alg, count))
+    if not out:
         raise UsageError(f"nothing to run ({'; '.join(s['what'] + ': ' + s['why'] for s in skipped[:3])})")
-    return rows
+    return out, skipped
+
+
+def _run_step(ctx, cfg, model_name, schedule, algs) -> list[WorkloadRow]:
+    return _run_schedule(ctx.comm, cfg, model_name, schedule, algs, ctx.settings, ctx.timer_res)
+
+
+def _plan_items(cfg: WorkloadConfig, P: int, model: Model | None) -> tuple[list[_Item], list, dict]:
+    """The items of a run at P ranks, in order; the skips (stored in run.json); extra planning facts."""
+    bind = functools.partial
+    items: list[_Item] = []
+    if cfg.workload in ("ddp", "zero", "moe"):
+        scheds, skipped = plan_schedules(cfg, P, model)
+        big = max(scheds, key=lambda it: _buffer_bytes(it[0], P, cfg.itemsize))[0]
+        for sch, algs in scheds:
+            what = _alg_label(algs)
+            items.append(_Item((sch.variant, what), f"{sch.workload} {sch.variant} {what}", 2 * cfg.budget_s,
+                               1 + len(sch.calls), bind(_run_step, cfg=cfg, model_name=model.name if model else "-",
+                                                        schedule=sch, algs=algs)))
+        return items, skipped, {"big": big}
+    if cfg.workload == "overlap":
+        sizes, model_name = _overlap_sizes(cfg)
+        for coll_name in cfg.collectives:
+            coll = COLLECTIVES[coll_name]
+            for count in dict.fromkeys(coll.count_for(size, cfg.itemsize, P) for size in sizes):
+                nbytes = coll.nbytes_for(count, cfg.itemsize, P)
+                items.append(_Item((_overlap_variant(cfg, coll_name), f"{coll_name}=native", nbytes),
+                                   f"overlap I{coll_name} {format_size(nbytes)}", 4 * cfg.budget_s, 1,
+                                   bind(_run_overlap, cfg=cfg, coll_name=coll_name, count=count, part=len(items),
+                                        model_name=model_name)))
+        return items, [], {}
+    if cfg.delayed_rank >= P:
+        raise UsageError(f"delayed rank {cfg.delayed_rank} does not exist with {P} ranks")
+    late = cfg.delayed_rank if cfg.delayed_rank >= 0 else P - 1
+    pairs, skipped = _straggler_plan(cfg, P)
+    coll_name = cfg.collectives[0]
+    for alg, count in pairs:
+        nbytes = COLLECTIVES[coll_name].nbytes_for(count, cfg.itemsize, P)
+        items.append(_Item((_straggler_variant(cfg, late), f"{coll_name}={alg.name}", nbytes),
+                           f"straggler {coll_name}/{alg.name} {format_size(nbytes)}", 3 * cfg.budget_s, 1,
+                           bind(_run_straggler, cfg=cfg, alg=alg, count=count, part=len(items), late=late)))
+    return items, skipped, {}
 
 
 def _progress(row: WorkloadRow) -> str:
@@ -288,45 +363,63 @@ def _progress(row: WorkloadRow) -> str:
             f"{row.samples} samples ({row.stop_reason}), " + ("ok" if row.ok else f"WRONG {row.nwrong}"))
 
 
-WATCHDOG_S = 300.0  # seconds an item may run past its timing budget before the job is ended
+@dataclass
+class _Context:
+    """What the items of one run measure with."""
+
+    comm: object
+    settings: TimingSettings
+    timer_res: float
+    kernel: ComputeKernel | None
 
 
-class _Item:
-    """What the watchdog names when it ends the job."""
+def _complete_items(items: list[_Item]):
+    """keep(rows) for a resumed run: the rows up to the last item whose rows are all there."""
+    want = {it.key: it.nrows for it in items}
 
-    def __init__(self, what: str) -> None:
-        self.what = what
+    def keep(rows: list) -> list:
+        seen: dict = {}
+        end = open_items = 0
+        for i, r in enumerate(rows):
+            k = _row_key(r)
+            seen[k] = n = seen.get(k, 0) + 1
+            open_items += (n == 1) - (n == want.get(k, 1))
+            if open_items == 0:
+                end = i + 1
+        return rows[:end]
 
-    def label(self) -> str:
-        return self.what
+    return keep
 
 
 def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str], tag: str = "",
-                 quiet: bool = False):
-    """Run a workload on MPI.COMM_WORLD; return (exit code, run directory on rank 0 or None)."""
+                 quiet: bool = False, resume: Path | None = None, console=None):
+    """Run a workload on MPI.COMM_WORLD; return (exit code, run directory on rank 0 or None).
+
+    With `resume`, continue that run directory instead: its finished items are skipped and
+    new rows are appended; it must have been made with the same configuration, rank count
+    and MPI library.  Progress goes to `console` (rank 0), plain lines without one; none
+    when `quiet`.
+    """
     from mpi4py import MPI
 
     from ccbench.measure.provenance import collect
-    from ccbench.measure.sweep import Watchdog, agree
     from ccbench.measure.timing import timer_resolution_s
+    from ccbench.measure.workload_config import stored_workload
     from ccbench.store.results import RunWriter, new_run_dir
 
     comm = MPI.COMM_WORLD
-    rank, P = comm.Get_rank(), comm.Get_size()
+    P = comm.Get_size()
+    check_launch(comm)
+    fault = agree(comm, read_fault)
     settings = _settings(cfg)
     model = None
-    skipped: list = []
     if cfg.workload in ("ddp", "zero"):
         model = agree(comm, lambda: load_model(cfg.model))
-    if cfg.workload in ("ddp", "zero", "moe"):
-        items, skipped = agree(comm, lambda: plan_schedules(cfg, P, model))
-        big = max(items, key=lambda it: _buffer_bytes(it[0], P, cfg.itemsize))[0]
-        agree(comm, lambda: _check_memory(comm, _buffer_bytes(big, P, cfg.itemsize),
+    items, skipped, facts = agree(comm, lambda: _plan_items(cfg, P, model))
+    if "big" in facts:
+        big, nlocal = facts["big"], local_ranks(comm)
+        agree(comm, lambda: _check_memory(nlocal, _buffer_bytes(big, P, cfg.itemsize),
                                           f"{big.workload} {big.variant}"))
-    elif cfg.workload == "overlap":
-        sizes, overlap_model = agree(comm, lambda: _overlap_sizes(cfg))
-    elif cfg.delayed_rank >= P:
-        raise UsageError(f"delayed rank {cfg.delayed_rank} does not exist with {P} ranks")
     prov = collect(comm, cfg.to_dict(), thread, argv)
     timer_res = comm.allreduce(timer_resolution_s(), MPI.MAX)
     kernel = None
@@ -335,53 +428,47 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
         kernel = ComputeKernel()  # calibrated once per run, every rank at once
         extra["compute_kernel"] = {"what": "numpy matmul of 64 x 64 float64 matrices",
                                    "iteration_s_max_over_ranks": comm.allreduce(kernel.iter_s, MPI.MAX)}
-    writer = None
-    if rank == 0:
-        def start():
-            path = new_run_dir(cfg.results_dir, P, tag)
-            meta = dict(prov, kind=KIND, workload=cfg.workload, timer_resolution_s=timer_res, **extra)
-            if model is not None:
-                meta["model"] = {"name": model.name, "source": model.source, "tensors": len(model.tensors),
-                                 "params": model.numel, "itemsize": cfg.itemsize}
-            return RunWriter(path, meta, columns=WORKLOAD_COLUMNS)
-        writer = agree(comm, start)
-    else:
-        agree(comm, lambda: None)
 
-    status, nwrong = "failed", 0
+    def start():
+        path = new_run_dir(cfg.results_dir, P, tag)
+        meta = dict(prov, kind=KIND, workload=cfg.workload, timer_resolution_s=timer_res, **extra)
+        if model is not None:
+            meta["model"] = {"name": model.name, "source": model.source, "tensors": len(model.tensors),
+                             "params": model.numel, "itemsize": cfg.itemsize}
+        return RunWriter(path, meta, columns=WORKLOAD_COLUMNS)
 
-    def emit(rows):
-        nonlocal nwrong
-        for r in rows:
-            if writer is not None:
-                writer.append(r)
-        nwrong += sum(not r.ok for r in rows if r.part == -1 or r.workload in ("overlap", "straggler"))
-        if writer is not None and not quiet:
-            for r in rows:
-                if r.part == -1 or r.workload in ("overlap", "straggler"):
-                    print(_progress(r), flush=True)
+    def same_config(stored) -> bool:
+        try:
+            return stored_workload(cfg.workload, stored) == cfg
+        except UsageError:
+            return False
 
+    writer, finished = open_run_dir(comm, start, resume, prov=prov, argv=argv, same_config=same_config,
+                                    row_cls=WorkloadRow, keep=_complete_items(items),
+                                    summary=lambda r: (_row_key(r), _whole(r) and not r.ok))
+    done = {tuple(key) for key, _ in finished}
+    nwrong = sum(bad for _, bad in finished)
+    todo = [(n, it) for n, it in enumerate(items, 1) if it.key not in done]
+    progress = Progress(len(todo), console, "workload") if writer is not None and not quiet else None
+    ctx = _Context(comm, settings, timer_res, kernel)
     # a hung call (a deadlocked algorithm, a dead peer) ends the job with one line instead of
-    # hanging it: the sweep's watchdog, armed per measured item with room for its timings
-    watchdog = Watchdog(WATCHDOG_S, P, rank, writer)
+    # hanging it: the watchdog, armed per item with room for its timings
+    session = Session(comm, writer, watchdog_s=cfg.watchdog_s, progress=progress, fault=fault)
     try:
-        if cfg.workload in ("ddp", "zero", "moe"):
-            for sch, algs in items:
-                watchdog.start(_Item(f"{sch.workload} {sch.variant} {_alg_label(algs)}"), 2 * cfg.budget_s)
-                emit(_run_schedule(comm, cfg, model.name if model else "-", sch, algs, settings, timer_res))
-        elif cfg.workload == "overlap":
-            n = len(sizes) * len(cfg.collectives)
-            watchdog.start(_Item(f"overlap of {', '.join(cfg.collectives)}"), 4 * n * cfg.budget_s)
-            emit(_run_overlap(comm, cfg, settings, timer_res, kernel, sizes, overlap_model))
-        else:
-            n = len(cfg.sizes) * len(cfg.algorithms)
-            watchdog.start(_Item(f"straggler {cfg.collectives[0]}"), 3 * n * cfg.budget_s)
-            emit(agree(comm, lambda: _run_straggler(comm, cfg, settings, timer_res, skipped)))
-        status = "complete"
+        for n, item in todo:
+            if session.stop_requested():
+                break
+            session.start(item.label, item.budget_s, f"{cfg.workload}:{n}")
+            rows = item.run(ctx)
+            for r in rows:
+                if writer is not None:
+                    writer.append(r)
+            nwrong += sum(not r.ok for r in rows if _whole(r))
+            if progress is not None:
+                for r in rows:
+                    if _whole(r):
+                        progress.done(item.label, _progress(r), r.ok)
+        session.finished()
     finally:
-        watchdog.stop()
-        if writer is not None:
-            writer.update(status=status, end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"), finished_cases=writer.rows,
-                          failed_cases=nwrong, skipped=skipped)
-            writer.close()
-    return (1 if nwrong else 0), (writer.path if writer is not None else None)
+        session.close(failed_cases=nwrong, skipped=skipped)
+    return session.exit_code(nwrong, "rows"), (writer.path if writer is not None else None)

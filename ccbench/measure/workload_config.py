@@ -16,7 +16,8 @@ from ccbench.measure.config import THREAD_LEVELS, _as_list, _check_choices, _num
 from ccbench.store.workload_rows import WORKLOADS
 from ccbench.workloads.schedule import DDP_BUCKET_MB, DDP_FIRST_BUCKET_MB
 
-__all__ = ["KEYS", "NONBLOCKING", "WorkloadConfig", "load_workload_config", "resolve_workload"]
+__all__ = ["KEYS", "NONBLOCKING", "WorkloadConfig", "load_workload_config", "resolve_workload", "resume_workload",
+           "stored_workload"]
 
 #: collectives with a native non-blocking form (mpi4py: Iallreduce, Ireduce_scatter_block, ...)
 NONBLOCKING = ("allreduce", "reduce_scatter", "allgather", "alltoall", "bcast")
@@ -55,6 +56,7 @@ class WorkloadConfig:
     max_reps: int = 200
     target_rse: float = 0.05
     budget_s: float = 2.0
+    watchdog_s: float = 300.0                      # an item may run this long past its budget; 0 = no watchdog
     thread_level: str = "auto"
     results_dir: str = "results"
 
@@ -68,7 +70,7 @@ class WorkloadConfig:
         return DTYPES[self.dtype].itemsize
 
 
-_TIMING = ("warmup", "min_reps", "max_reps", "target_rse", "budget_s", "thread_level", "results_dir")
+_TIMING = ("warmup", "min_reps", "max_reps", "target_rse", "budget_s", "watchdog_s", "thread_level", "results_dir")
 KEYS: dict[str, tuple[str, ...]] = {
     "ddp": ("model", "dtype", "algorithms", "modes", "bucket_mb", "first_bucket_mb", *_TIMING),
     "zero": ("model", "dtype", "variants", "rs_algorithms", "ag_algorithms", "algorithms", *_TIMING),
@@ -169,6 +171,8 @@ def resolve_workload(workload: str, values: dict) -> WorkloadConfig:
             out[key] = _number(key, value, float, 1e-6, 1.0)
         elif key == "budget_s":
             out[key] = _number(key, value, float, 1e-4, 86400.0)
+        elif key == "watchdog_s":
+            out[key] = _number(key, value, float, 0.0, 604800.0)
         elif key in ("compute_s", "delay_s"):
             out[key] = _time(key, value)
             if out[key] > 60:
@@ -224,3 +228,45 @@ def load_workload_config(workload: str, path: str | Path | None = None,
     values: dict = read_toml(path) if path is not None else {}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return resolve_workload(workload, values)
+
+
+def _stored_values(workload: str, config: dict | None) -> dict:
+    values = {k: v for k, v in (config or {}).items() if v != []}  # [] is the default an empty tuple wrote
+    if workload == "overlap" and values.get("sizes"):
+        values.pop("model", None)  # overlap with sizes stored the default model, unused
+    return values
+
+
+def stored_workload(workload: str, config: dict | None) -> WorkloadConfig:
+    """The configuration a workload run stored in run.json (``config``), validated again.
+
+    A key the run did not store (one added since) keeps its default.
+    """
+    return resolve_workload(workload, _stored_values(workload, config))
+
+
+def resume_workload(workload: str, meta: dict, path, config_file=None, overrides: dict | None = None) -> WorkloadConfig:
+    """The configuration of the workload run `meta` to continue: its own, checked against a file or flags given.
+
+    A config file restates the whole workload, bare flags only themselves; either must
+    agree with the run's configuration (``results_dir`` aside), else the run is refused.
+    """
+    kind = meta.get("workload")
+    if kind != workload:
+        raise UsageError(f"cannot resume {path}: it is a {kind} workload run, not {workload}")
+    stored = stored_workload(workload, meta.get("config"))
+    flags = {k: v for k, v in (overrides or {}).items() if k != "results_dir" and v is not None}
+    if config_file or flags:
+        if config_file:
+            mine = load_workload_config(workload, config_file, overrides)
+        else:
+            values = _stored_values(workload, meta.get("config"))
+            if workload == "overlap" and "sizes" in flags:
+                values.pop("model", None)
+            mine = resolve_workload(workload, {**values, **flags})
+        mine = dataclasses.replace(mine, results_dir=stored.results_dir)
+        if mine != stored:
+            diff = [f.name for f in dataclasses.fields(stored) if getattr(mine, f.name) != getattr(stored, f.name)]
+            raise UsageError(f"cannot resume {path}: its configuration differs in {', '.join(diff)}; "
+                             "resume with the same options, or with none")
+    return stored

@@ -1,0 +1,406 @@
+"""What every measuring run shares, sweeps and workloads alike: opening (or resuming) its run
+directory, SIGINT/SIGTERM, the watchdog, fault injection, progress, the memory check, `agree`.
+
+A run is a list of items (a sweep's cases, a workload's measurements) measured one after
+the other by every rank.  Rank 0 owns the run directory; every decision that could differ
+between ranks (errors, stop requests) is agreed on collectively first, so no rank is ever
+left waiting.
+"""
+
+import dataclasses
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ccbench.core.errors import CCBenchError, UsageError
+from ccbench.core.units import format_size
+from ccbench.store.results import Row, RunWriter
+
+__all__ = ["FAULT_KINDS", "Fault", "Progress", "Session", "Watchdog", "agree", "check_launch", "local_ranks",
+           "open_run_dir", "read_fault", "require_memory"]
+
+
+# -- agreement, the launch, memory --------------------------------------------------------
+
+
+def agree(comm, fn):
+    """Run fn() on every rank; if it raises a CCBenchError anywhere, raise it everywhere."""
+    err = None
+    try:
+        result = fn()
+    except CCBenchError as exc:
+        err, result = exc, None
+    errs = comm.allgather(None if err is None else (type(err).__name__, str(err)))
+    first = next((e for e in errs if e is not None), None)
+    if first is not None:
+        raise (UsageError if first[0] == "UsageError" else CCBenchError)(first[1])
+    return result
+
+
+def check_launch(comm) -> None:
+    """Refuse a job step of several tasks whose launcher did not wire up MPI (each task alone at rank 0)."""
+    ntasks = os.environ.get("SLURM_STEP_NUM_TASKS") or os.environ.get("SLURM_NTASKS")
+    if comm.Get_size() == 1 and ntasks and ntasks.isdigit() and int(ntasks) > 1:
+        raise UsageError(f"this job step has {ntasks} tasks but MPI sees 1 rank each: the launcher "
+                         "did not wire up MPI (with srun use --mpi=pmi2 for MPICH, --mpi=pmix for Open MPI)")
+
+
+def local_ranks(comm) -> int:
+    """How many ranks of `comm` share this node (and its memory)."""
+    from mpi4py import MPI
+
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    n = node.Get_size()
+    node.Free()
+    return n
+
+
+def _mem_available_bytes() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def require_memory(need: int, local_ranks: int, what: str, hint: str) -> None:
+    """Refuse, before allocating, `need` bytes on this node that would not fit in 80% of its free memory."""
+    avail = _mem_available_bytes()
+    if avail is not None and need > 0.8 * avail:
+        raise UsageError(f"{what} needs about {format_size(need)} on this node ({local_ranks} ranks) but only "
+                         f"{format_size(avail)} is available; {hint}")
+
+
+# -- fault injection (for the tests) ------------------------------------------------------
+
+FAULT_KINDS = ("hang", "exit", "term")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault injected for the tests: CCBENCH_FAULT="KIND:RANK:ITEM".
+
+    Before item ITEM, rank RANK sleeps forever (KIND ``hang``, as a deadlocked algorithm
+    or a stuck process would), dies at once without finalising MPI (``exit``, as a
+    crashed or OOM-killed process would) or sends itself SIGTERM (``term``, as a batch
+    system at its time limit would: the run stops after that item).  ITEM is a sweep
+    case as ``COLLECTIVE/ALGORITHM:NBYTES`` (``allreduce/native:64``) or a workload
+    item as ``WORKLOAD:N``, its number in the run's plan from 1 (``ddp:2``).
+    """
+
+    kind: str
+    rank: int
+    item: str
+
+    def fire(self, comm, item: str) -> None:
+        """Inject the fault if this is its rank and `item` its item; nothing otherwise."""
+        if self.rank != comm.Get_rank() or item != self.item:
+            return
+        if self.kind == "hang":
+            while True:
+                time.sleep(3600)
+        if self.kind == "exit":
+            sys.stdout.flush()
+            os._exit(3)
+        if self.kind == "term":
+            signal.raise_signal(signal.SIGTERM)
+
+
+def read_fault() -> Fault | None:
+    """The fault CCBENCH_FAULT asks for, None when it is unset; a malformed value is refused."""
+    spec = os.environ.get("CCBENCH_FAULT")
+    if not spec:
+        return None
+    kind, _, rest = spec.partition(":")
+    rank, _, item = rest.partition(":")
+    if kind not in FAULT_KINDS or not rank.isdigit() or not item:
+        raise UsageError(f"CCBENCH_FAULT={spec!r}: expected KIND:RANK:ITEM with KIND one of "
+                         f"{', '.join(FAULT_KINDS)}")
+    return Fault(kind, int(rank), item)
+
+
+# -- signals ------------------------------------------------------------------------------
+
+_SIGNALLED: list[int] = []
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _on_signal(signum, frame) -> None:  # noqa: ARG001
+    _SIGNALLED.append(signum)
+
+
+# -- the watchdog -------------------------------------------------------------------------
+
+
+class Watchdog:
+    """Ends the job when an item outlives its deadline, naming the item, instead of hanging.
+
+    A daemon thread on every rank.  When the item in progress passes its deadline it
+    prints one line, marks the run failed (rank 0, which owns run.json; finished rows
+    are already on disk) and leaves the process with exit code 3 without finalising
+    MPI, so the launcher tears the whole job down.  0 seconds: no watchdog.
+    """
+
+    def __init__(self, seconds: float, nranks: int, rank: int, writer=None) -> None:
+        self.seconds, self.nranks, self.writer = seconds, nranks, writer
+        # rank 0 speaks and records the failure; the others follow a little later, in
+        # case rank 0 itself cannot (then they end the job silently)
+        self.grace = 0.0 if rank == 0 else 5.0
+        self.rank = rank
+        self.label: str | None = None
+        self.deadline = float("inf")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="ccbench-watchdog", daemon=True)
+        if seconds > 0:
+            self._thread.start()
+
+    def start(self, label: str, budget_s: float) -> None:
+        """Arm the deadline for the item `label`: the watchdog time plus the item's own budget."""
+        self.label, self.deadline = label, time.monotonic() + self.seconds + budget_s
+
+    def stop(self) -> None:
+        """End the watch (the run is over)."""
+        self._stop.set()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.5):
+            if time.monotonic() > self.deadline + self.grace and self.label is not None:
+                if self.rank != 0:
+                    os._exit(3)
+                why = (f"watchdog: {self.label} at {self.nranks} ranks did not finish within "
+                       f"{self.seconds:g} s past its budget; ending the job")
+                print(f"ccbench: error: {why}", file=sys.stderr, flush=True)
+                if self.writer is not None:
+                    try:
+                        self.writer.update(status="failed", failure=why,
+                                           end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+                    except OSError:
+                        pass
+                os._exit(3)
+
+
+# -- progress -----------------------------------------------------------------------------
+
+
+class Progress:
+    """A rich progress bar on a terminal, one plain line per item otherwise (batch jobs)."""
+
+    def __init__(self, total: int, console=None, what: str = "sweep") -> None:
+        self.console, self.total, self.i = console, total, 0
+        self.bar = None
+        if console is not None and console.is_terminal:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                                MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+                                transient=True)
+            self.task = self.bar.add_task(what, total=total)
+            self.bar.start()
+
+    def done(self, label: str, line: str, ok: bool) -> None:
+        """Item `label` finished: `line` says how it went (shown beside the bar only when not `ok`)."""
+        self.i += 1
+        line = f"[{self.i}/{self.total}] {line}"
+        if self.bar is not None:
+            self.bar.update(self.task, advance=1, description=label)
+            if not ok:
+                self.console.print(line, style="red")
+        else:
+            print(line, flush=True)
+
+    def note(self, text: str, style: str = "") -> None:
+        """A line beside the progress (an item skipped, ...)."""
+        if self.console is not None:
+            self.console.print(text, style=style or None)
+        else:
+            print(text, flush=True)
+
+    def stop(self) -> None:
+        """Take the bar off the terminal."""
+        if self.bar is not None:
+            self.bar.stop()
+
+
+# -- the run directory: new or resumed ----------------------------------------------------
+
+
+def _columns(row_cls) -> list[str]:
+    return [f.name for f in dataclasses.fields(row_cls) if f.name != "samples_s"]
+
+
+def _reopen_tables(path: Path, rows: list, row_cls) -> None:
+    """Make a loaded run's tables ready to append to: keep the lines of `rows` only, rebuild cases.csv.
+
+    `rows` are the first rows of cases.jsonl as `load_run` returned them: what follows
+    them (a line torn by a crash, rows of an item left unfinished) is cut off.  The JSON
+    Lines file is the record (it has the raw samples); the CSV is rebuilt from it
+    atomically, so a CSV line torn by the same crash disappears too.
+    """
+    import csv
+
+    jsonl = path / "cases.jsonl"
+    if jsonl.exists():
+        data = jsonl.read_bytes()
+        end, kept = 0, 0
+        while kept < len(rows):
+            nl = data.find(b"\n", end)
+            if nl < 0:  # a whole last row whose newline was not written: finish its line
+                data += b"\n"
+                with open(jsonl, "ab") as f:
+                    f.write(b"\n")
+                nl = len(data) - 1
+            if data[end:nl].strip():
+                kept += 1
+            end = nl + 1
+        if end < len(data):
+            with open(jsonl, "r+b") as f:
+                f.truncate(end)
+    tmp = path / f".cases.csv.tmp{os.getpid()}"
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=_columns(row_cls))
+        w.writeheader()
+        for r in rows:
+            w.writerow(r.csv_dict())
+    os.replace(tmp, path / "cases.csv")
+
+
+def _reopen(path: Path, *, prov: dict, argv: list[str], same_config: Callable[[dict], bool], row_cls,
+            keep: Callable[[list], list] | None) -> tuple[RunWriter, list]:
+    """Rank 0: check that `path` may be continued here, then reopen it for appending."""
+    from ccbench.store.run import load_run
+
+    meta, rows, _ = load_run(path, row_cls=row_cls)  # check before touching anything
+    for what, old, new in (("rank count", meta.get("nranks"), prov["nranks"]),
+                           ("MPI library", meta.get("mpi_library"), prov["mpi_library"])):
+        if old != new:
+            raise UsageError(f"cannot resume {path}: its {what} was {old!r}, now {new!r}")
+    if not same_config(meta.get("config")):
+        raise UsageError(f"cannot resume {path}: it was made with another configuration")
+    if keep is not None:
+        rows = keep(rows)
+    _reopen_tables(path, rows, row_cls)
+    meta["resumed"] = meta.get("resumed", []) + [{"time": prov["start_time"], "argv": argv,
+                                                  "finished_before": len(rows),
+                                                  "status_before": meta.get("status"),
+                                                  "failure_before": meta.pop("failure", None),
+                                                  "signal_before": meta.pop("signal", None)}]
+    columns = None if row_cls is Row else _columns(row_cls)
+    return RunWriter(path, meta, rows=len(rows), columns=columns), rows
+
+
+def open_run_dir(comm, new: Callable[[], RunWriter], resume: Path | None, *, prov: dict, argv: list[str],
+                 same_config: Callable[[dict], bool], summary: Callable, row_cls=Row,
+                 keep: Callable[[list], list] | None = None) -> tuple[RunWriter | None, list]:
+    """Open the run's directory on rank 0, agreed by every rank: a new one, or `resume` continued.
+
+    `new()` makes a new run directory.  With `resume`, that run is continued instead: it
+    must have been made with the same rank count and MPI library (`prov`) and a
+    configuration `same_config` accepts; `keep(rows)` may cut unfinished rows off its
+    end (a torn last line always is).  Returns (the writer on rank 0, None elsewhere;
+    on every rank `summary(row)` of each row the run already has).
+    """
+    rank = comm.Get_rank()
+    if resume is None:
+        return (agree(comm, new) if rank == 0 else agree(comm, lambda: None)), []
+
+    def reopen():
+        writer, rows = _reopen(Path(resume), prov=prov, argv=argv, same_config=same_config, row_cls=row_cls,
+                               keep=keep)
+        return writer, [summary(r) for r in rows]
+
+    opened = agree(comm, reopen) if rank == 0 else agree(comm, lambda: None)
+    finished = comm.bcast(None if opened is None else opened[1], root=0)
+    return (opened[0] if opened is not None else None), finished
+
+
+# -- the loop over items ------------------------------------------------------------------
+
+
+class Session:
+    """The loop of one run over its items, on every rank: stop requests, watchdog, faults, final status.
+
+    ::
+
+        session = Session(comm, writer, watchdog_s=..., progress=..., fault=...)
+        try:
+            for item in items:
+                if session.stop_requested():
+                    break
+                session.start(label, budget_s, fault_name)
+                ...  # measure, append its rows, session.progress.done(...)
+            session.finished()
+        finally:
+            session.close(failed_cases=...)
+        return session.exit_code(failed, "cases")
+
+    SIGINT and SIGTERM stop the run between items: every finished row stays and run.json
+    says ``interrupted`` (with the signal); an exception leaves it ``failed``.
+    """
+
+    def __init__(self, comm, writer: RunWriter | None, *, watchdog_s: float, progress: Progress | None = None,
+                 fault: Fault | None = None) -> None:
+        self.comm, self.writer, self.progress, self.fault = comm, writer, progress, fault
+        self.stopped = 0
+        self.status = "failed"
+        self._flag = np.zeros(1, dtype=np.int64)
+        _SIGNALLED.clear()
+        self._handlers = {s: signal.signal(s, _on_signal) for s in _STOP_SIGNALS}
+        self.watchdog = Watchdog(watchdog_s, comm.Get_size(), comm.Get_rank(), writer)
+
+    def stop_requested(self) -> bool:
+        """True on every rank at once when any rank has received SIGINT or SIGTERM."""
+        from mpi4py import MPI
+
+        self._flag[0] = _SIGNALLED[0] if _SIGNALLED else 0
+        self.comm.Allreduce(MPI.IN_PLACE, self._flag, MPI.MAX)
+        if self._flag[0]:
+            self.stopped = int(self._flag[0])
+        return bool(self.stopped)
+
+    def start(self, label: str, budget_s: float, fault_name: str) -> None:
+        """An item begins: arm the watchdog with its budget; inject the fault aimed at it, if any."""
+        self.watchdog.start(label, budget_s)
+        if self.fault is not None:
+            self.fault.fire(self.comm, fault_name)
+
+    def finished(self) -> None:
+        """The loop is over without an error: the run is complete, or interrupted if a stop was requested."""
+        self.status = "interrupted" if self.stopped else "complete"
+
+    def close(self, **fields) -> None:
+        """Stop the watchdog and the progress, restore the signal handlers, write the final status (rank 0)."""
+        self.watchdog.stop()
+        if self.progress is not None:
+            self.progress.stop()
+        for s, h in self._handlers.items():
+            signal.signal(s, h)
+        if self.writer is not None:
+            self.writer.update(status=self.status, end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                               finished_cases=self.writer.rows, **fields,
+                               **({"signal": signal.Signals(self.stopped).name} if self.stopped else {}))
+            self.writer.close()
+
+    def exit_code(self, failed: int, what: str = "cases") -> int:
+        """128 + the signal when stopped (rank 0 says how many `what` it kept), 1 when `failed` were wrong, else 0."""
+        if self.stopped:
+            if self.writer is not None:
+                n = self.writer.rows
+                print(f"ccbench: stopped by {signal.Signals(self.stopped).name}; {n} finished "
+                      f"{what[:-1] if n == 1 else what} kept in {self.writer.path}", file=sys.stderr)
+            return 128 + self.stopped
+        return 1 if failed else 0
