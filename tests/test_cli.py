@@ -162,7 +162,7 @@ def test_a_rank_that_dies_ends_the_job_and_the_run_says_failed(tmp_path):
     rows = [json.loads(x) for x in (run / "cases.jsonl").read_text().splitlines()]
     assert [x["nbytes"] for x in rows] == [8, 16, 32] and all(x["nwrong"] == 0 for x in rows)
     shown = CliRunner().invoke(cli, ["show", str(run)], env={"COLUMNS": "200"})
-    assert "failed: the job ended before the sweep did" in shown.output
+    assert "failed: the job ended before the run did" in shown.output
 
     r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "3", "--resume", str(run), "--no-show"],
                        capture_output=True, text=True, cwd=REPO, timeout=120)

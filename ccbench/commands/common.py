@@ -133,12 +133,14 @@ def to_argv(ctx: click.Context, kw: dict) -> list[str]:
 def run_launcher(cmd: list[str], env: dict) -> int:
     """Run one launcher command (`ccbench.measure.launcher.run_job`); say how to continue a run it left failed."""
     from ccbench.measure.launcher import run_job
-    from ccbench.store.run import load_run
+    from ccbench.store.run import open_run
 
     job = run_job(cmd, env)
     if job.marked_failed:
-        _, rows, _ = load_run(job.run_dir)
-        print_error(f"the job ended with {job.why} before the sweep finished; {len(rows)} finished cases kept "
-                     f"in {job.run_dir}, marked failed; continue it with --resume {job.run_dir}")
+        run = open_run(job.run_dir)
+        n, spec = len(run.rows), run.spec
+        kept = f"{n} finished {spec.item}" + ("" if n == 1 and spec.item == "row" else "s")
+        print_error(f"the job ended with {job.why} before the {spec.noun} finished; {kept} kept in {job.run_dir}, "
+                    f"marked failed; continue it with --resume {job.run_dir}")
     return job.code
 

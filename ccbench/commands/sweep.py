@@ -22,14 +22,9 @@ __all__ = ["COMMANDS"]
 def run(**kw):
     """Run a sweep on every rank of MPI_COMM_WORLD (start it under an MPI launcher)."""
     cfg, resume = resolve_with_resume(kw)
-    from ccbench.measure.provenance import choose_thread_level
+    from ccbench.measure.mpi import enter_mpi
 
-    thread = choose_thread_level(cfg.thread_level)
-    import mpi4py
-
-    mpi4py.rc.thread_level = thread[0]
-    from mpi4py import MPI
-
+    MPI, thread = enter_mpi(cfg.thread_level)
     from ccbench.measure.sweep import run_sweep
 
     rank = MPI.COMM_WORLD.Get_rank()

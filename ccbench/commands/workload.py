@@ -78,32 +78,16 @@ def _resolve(kind: str, kw: dict):
     return resume_workload(kind, meta, path, kw.get("config_file"), _overrides(kw)), path
 
 
-def _run_job(cmd: list[str], env: dict) -> int:
-    """Run the launcher (`ccbench.measure.launcher.run_job`); say how to continue a run it left failed."""
-    from ccbench.commands.common import print_error
-    from ccbench.measure.launcher import run_job
-    from ccbench.store.run import load_run
-    from ccbench.store.workload_rows import WorkloadRow
-
-    job = run_job(cmd, env)
-    if job.marked_failed:
-        _, rows, _ = load_run(job.run_dir, row_cls=WorkloadRow)
-        kept = f"{len(rows)} finished row" + ("" if len(rows) == 1 else "s")
-        print_error(f"the job ended with {job.why} before the workload finished; {kept} kept in {job.run_dir}, "
-                    f"marked failed; continue it with --resume {job.run_dir}")
-    return job.code
-
-
 def _relaunch(ctx: click.Context, kind: str, kw: dict) -> None:
     """Start LAUNCHER -n N python -m mpi4py -m ccbench workload KIND ... (ccbench launch's helpers)."""
-    from ccbench.commands.common import to_argv
+    from ccbench.commands.common import run_launcher, to_argv
     from ccbench.measure.launcher import prepare_launcher
 
     exe, _, env, extra = prepare_launcher(kw["launcher"])
     args = to_argv(ctx, dict(kw, launch=None, launcher=None))
     cmd = [exe, "-n", str(kw["launch"]), *extra, sys.executable, "-m", "mpi4py", "-m", "ccbench", "workload",
            kind, *args]
-    code = _run_job(cmd, env)
+    code = run_launcher(cmd, env)
     if code:
         raise SystemExit(code if code > 0 else 128 - code)
 
@@ -113,14 +97,9 @@ def _measure(kind: str, kw: dict) -> None:
     if kw.get("launch"):
         _relaunch(click.get_current_context(), kind, kw)
         return
-    import mpi4py
+    from ccbench.measure.mpi import enter_mpi
 
-    from ccbench.measure.provenance import choose_thread_level
-
-    thread = choose_thread_level(cfg.thread_level)
-    mpi4py.rc.thread_level = thread[0]
-    from mpi4py import MPI
-
+    MPI, thread = enter_mpi(cfg.thread_level)
     from ccbench.commands.common import new_console
     from ccbench.measure.workload import run_workload
 

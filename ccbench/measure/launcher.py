@@ -100,5 +100,5 @@ def run_job(cmd: list[str], env: dict, *, stdout=None) -> Job:
     why = (f"killed by signal {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals()
            else f"exit code {code}")
     marked = bool(code and run_dir is not None and mark_failed(
-        run_dir, f"the job ended before the sweep did ({why}): a rank crashed, was killed or aborted"))
+        run_dir, f"the job ended before the run did ({why}): a rank crashed, was killed or aborted"))
     return Job(code, run_dir, marked, why)

@@ -18,8 +18,12 @@ def mpich_default_tree() -> tuple[dict, str]:
     """
     import mpi4py
 
+    initialize = mpi4py.rc.initialize
     mpi4py.rc.initialize = False  # load the library without starting MPI
-    from mpi4py import MPI
+    try:
+        from mpi4py import MPI
+    finally:
+        mpi4py.rc.initialize = initialize  # a later `ccbench run` in this process still starts MPI
 
     version = MPI.Get_library_version().strip().splitlines()[0]
     path = next((line.split()[-1] for line in open("/proc/self/maps")

@@ -271,7 +271,7 @@ def build_workload_report(run: Run) -> dict:
         ("timer resolution", human_time(meta["timer_resolution_s"]) if meta.get("timer_resolution_s") else "?"),
         ("workload", ", ".join(f"{k}={v}" for k, v in cfg.items()
                                if k not in ("warmup", "min_reps", "max_reps", "target_rse", "budget_s",
-                                            "thread_level", "results_dir"))),
+                                            "thread_level", "results_dir", "watchdog_s"))),
         ("model", f"{m['name']}: {m['tensors']} tensors, {m['params']:,} parameters ({m['source']})"
          if isinstance(m, Mapping) else "-"),
         ("repetitions", f"warm-up {cfg.get('warmup', '?')}, {cfg.get('min_reps', '?')} to "

@@ -10,7 +10,6 @@ files, never into them.
 
 import csv
 import dataclasses
-import io
 import json
 import os
 import socket
@@ -21,7 +20,7 @@ from pathlib import Path
 from ccbench.core.errors import CCBenchError, UsageError
 
 __all__ = ["SCHEMA", "Row", "RunWriter", "StoredRow", "free_path", "new_numbered_dir",
-           "new_run_dir", "reopen_run", "resolve_run", "write_json_atomic"]
+           "new_run_dir", "resolve_run", "write_json_atomic"]
 
 SCHEMA = "ccbench.run/1"
 STATUSES = ("running", "complete", "interrupted", "failed")
@@ -239,29 +238,4 @@ def resolve_run(run: str | Path, results_dir: str | Path = "results") -> Path:
                      f"{str(results_dir)!r}, or latest)")
 
 
-def rows_to_csv(rows: list[Row]) -> str:
-    """Rows as CSV text (no raw samples)."""
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS)
-    w.writeheader()
-    for r in rows:
-        w.writerow(r.csv_dict())
-    return buf.getvalue()
 
-
-def reopen_run(path: Path, rows: list[Row]) -> None:
-    """Make a loaded run's tables ready to append to: drop a torn last line, rebuild cases.csv.
-
-    `rows` are the run's rows as `load_run` returned them.  The JSON Lines file is the
-    record (it has the raw samples); the CSV is rebuilt from it atomically, so a CSV line
-    torn by the same crash disappears too.
-    """
-    jsonl = path / "cases.jsonl"
-    if jsonl.exists():
-        text = jsonl.read_text()
-        if text and not text.endswith("\n"):
-            with open(jsonl, "r+") as f:
-                f.truncate(len(text[: text.rfind("\n") + 1].encode()))
-    tmp = path / f".cases.csv.tmp{os.getpid()}"
-    tmp.write_text(rows_to_csv(rows))
-    os.replace(tmp, path / "cases.csv")

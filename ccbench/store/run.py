@@ -30,12 +30,14 @@ class RunKind:
     row_type: type
     marker: str
     label: str
+    noun: str  # what the run is called in messages: "sweep", "workload"
+    item: str  # what one of its rows is called: "case", "row"
 
 
 #: The kinds of run, by run.json's ``kind`` (a sweep's run.json may leave it out).
 KINDS = {
-    SWEEP: RunKind(SWEEP, Row, "collective", "collective sweep"),
-    WORKLOAD: RunKind(WORKLOAD, WorkloadRow, "workload", "training-workload run"),
+    SWEEP: RunKind(SWEEP, Row, "collective", "collective sweep", "sweep", "case"),
+    WORKLOAD: RunKind(WORKLOAD, WorkloadRow, "workload", "training-workload run", "workload", "row"),
 }
 
 
