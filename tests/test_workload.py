@@ -444,6 +444,7 @@ def test_launch_end_to_end_then_show(tmp_path):
 def test_views_of_overlap_and_straggler_rows():
     from rich.console import Console
 
+    from ccbench.present.table import render
     from ccbench.present.workload_views import workload_tables
 
     ov = _row(workload="overlap", variant="Iallreduce", part=0, label="1 MiB", collective="allreduce", ncalls=1,
@@ -452,8 +453,7 @@ def test_views_of_overlap_and_straggler_rows():
               ncalls=1, delay_s=2e-3, delayed_rank=3, baseline_s=1e-5, slowdown=-0.001)
     console = Console(width=200, record=True)
     for rows in ([ov], [st]):
-        for t in workload_tables({}, rows):
-            console.print(t)
+        render(workload_tables({}, rows), console)
     text = console.export_text()
     assert "50%" in text and "OSU definition" in text
     assert "rank 3 late by 2 ms" in text and " 0.00 " in text and "-0.00" not in text

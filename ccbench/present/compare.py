@@ -13,17 +13,18 @@ from pathlib import Path
 
 from ccbench.analysis.compare import CSV_COLUMNS, WORKLOAD_CSV_COLUMNS, Comparison, WorkloadPair
 from ccbench.core.errors import CCBenchError, UsageError
-from ccbench.core.units import fmt_time, format_size, human_time
+from ccbench.core.units import format_size, human_time
 from ccbench.present.report import render_markdown
+from ccbench.present.table import Column, Styled, Table, render, to_rich
 from ccbench.present.workload_report import short_algorithm
 from ccbench.store.run import SWEEP, WORKLOAD
 
-__all__ = ["VERDICT_STYLE", "figure_panels", "markdown_blocks", "print_comparison", "print_warnings_and_legend",
+__all__ = ["VERDICT_COLOUR", "figure_panels", "markdown_blocks", "print_comparison", "print_warnings_and_legend",
            "write_comparison"]
 
 
 #: How the terminal shows each verdict.
-VERDICT_STYLE = {"slower": "[red]slower[/]", "faster": "[green]faster[/]", "noise": "noise", "untested": "untested"}
+VERDICT_COLOUR = {"slower": "red", "faster": "green"}
 
 
 def print_warnings_and_legend(cmp: "Comparison", console, what: str = "cases") -> None:
@@ -149,70 +150,74 @@ def write_comparison(cmp: Comparison, out_dir: str | Path | None = None, *, plot
 
 
 
-def print_sweep_comparison(cmp: Comparison, console) -> None:
-    """Print a comparison of collective sweeps as rich tables (the CLI's view)."""
-    from rich.table import Table
+def _verdict(v: str) -> Styled:
+    return Styled(v, VERDICT_COLOUR.get(v, ""))
 
+
+def _summary_table(cmp: Comparison, per: str, columns: list[Column], fields: list[str]) -> Table:
     base = cmp.runs[0][0]
-    t = Table(title="runs", title_justify="left", header_style="bold")
-    for col in ("run", "directory", "MPI library", "ranks", "nodes", "per node", "thread level", "cases"):
-        t.add_column(col, justify="right" if col in ("ranks", "nodes", "per node", "cases") else "left")
+    t = Table(f"summary per {per}: geometric mean of the ratios (vs {base})",
+              [*columns, Column("geomean ratio", "ratio"),
+               *[Column(v, "count") for v in ("faster", "slower", "noise", "untested")]])
+    for s in cmp.summary():
+        t.add_row(*[s[f] for f in fields], s["geomean_ratio"], s["faster"], s["slower"], s["noise"], s["untested"])
+    return t
+
+
+def _print_unmatched(cmp: Comparison, console, what: str) -> None:
+    base = cmp.runs[0][0]
+    for lab, (only_base, only_other) in cmp.unmatched.items():
+        if only_base or only_other:
+            console.print(f"[yellow]note: not compared: {only_base} {what}(s) of run {base} missing from run {lab}, "
+                          f"{only_other} {what}(s) of run {lab} missing from run {base}[/]")
+
+
+def sweep_tables(cmp: Comparison) -> list[Table]:
+    """A comparison of collective sweeps as tables: the runs, one table per collective."""
+    base = cmp.runs[0][0]
+    t = Table("runs", [Column("run"), Column("directory"), Column("MPI library"), Column("ranks", align="right"),
+                       Column("nodes", align="right"), Column("per node", align="right"), Column("thread level"),
+                       Column("cases", align="right")])
     for lab, p, m in cmp.runs:
         n = len({(q.collective, q.algorithm, q.nbytes, q.dtype, q.op, q.in_place, q.root) for q in cmp.pairs
                  if lab in (q.baseline, q.other)})
         t.add_row(lab, str(p), str(m.get("mpi_library", "?")), str(m.get("nranks", "?")), str(m.get("nodes", "?")),
                   str(m.get("ranks_per_node", "?")), str(m.get("thread_level", "?")), f"{n} compared")
-    console.print(t)
-    print_warnings_and_legend(cmp, console, "cases")
-    style = VERDICT_STYLE
+    tables = [t]
     others = [lab for lab, _, _ in cmp.runs[1:]]
     for coll in dict.fromkeys(p.collective for p in cmp.pairs):
         ps = [p for p in cmp.pairs if p.collective == coll]
-        vary = {k: len({getattr(p, k) for p in ps}) > 1 for k in ("dtype", "op", "in_place", "root")}
-        t = Table(title=f"{coll}: medians, ratio run / {base}, adjusted p", title_justify="left",
-                  header_style="bold")
-        t.add_column("algorithm")
-        t.add_column("size", justify="right")
-        for k in ("dtype", "op", "in_place", "root"):
-            if vary[k]:
-                t.add_column(k.replace("_", " "))
-        t.add_column(f"{base} median", justify="right")
+        vary = [k for k in ("dtype", "op", "in_place", "root") if len({getattr(p, k) for p in ps}) > 1]
+        cols = [Column("algorithm"), Column("size", "size"), *[Column(k.replace("_", " ")) for k in vary],
+                Column(f"{base} median", "time")]
         for lab in others:
-            t.add_column(f"{lab} median", justify="right")
-            t.add_column(f"{lab}/{base}", justify="right")
-            t.add_column("p", justify="right")
-            t.add_column("", justify="left")
-        keys = list(dict.fromkeys((p.algorithm, p.nbytes, p.dtype, p.op, p.in_place, p.root)
-                                  for p in ps))
+            cols += [Column(f"{lab} median", "time"), Column(f"{lab}/{base}", "ratio"), Column("p", "p"), Column("")]
+        t = Table(f"{coll}: medians, ratio run / {base}, adjusted p", cols)
+        keys = list(dict.fromkeys((p.algorithm, p.nbytes, p.dtype, p.op, p.in_place, p.root) for p in ps))
         index = {((p.algorithm, p.nbytes, p.dtype, p.op, p.in_place, p.root), p.other): p for p in ps}
         prev = None
         for k in keys:
             first = next(index[(k, lab)] for lab in others if (k, lab) in index)
-            cells = [k[0] if k[0] != prev else "", format_size(k[1])]
+            cells = [k[0] if k[0] != prev else "", k[1], *[str(getattr(first, f)) for f in vary], first.median_a_s]
             prev = k[0]
-            cells += [str(getattr(first, f)) for f in ("dtype", "op", "in_place", "root") if vary[f]]
-            cells.append(fmt_time(first.median_a_s))
             for lab in others:
                 p = index.get((k, lab))
-                cells += ([fmt_time(p.median_b_s), f"{p.ratio:.3g}",
-                           "-" if p.p_adjusted is None else f"{p.p_adjusted:.2g}", style[p.verdict]]
-                          if p else ["-", "-", "-", ""])
+                cells += [p.median_b_s, p.ratio, p.p_adjusted, _verdict(p.verdict)] if p else [None, None, None, ""]
             t.add_row(*cells)
-        console.print(t)
-    t = Table(title=f"summary per collective: geometric mean of the ratios (vs {base})", title_justify="left",
-              header_style="bold")
-    for col in ("run", "collective", "cases", "geomean ratio", "faster", "slower", "noise", "untested"):
-        t.add_column(col, justify="left" if col in ("run", "collective") else "right")
-    for s in cmp.summary():
-        t.add_row(s["other"], s["collective"], str(s["pairs"]), f"{s['geomean_ratio']:.3g}", str(s["faster"]),
-                  str(s["slower"]), str(s["noise"]), str(s["untested"]))
-    console.print(t)
-    for lab, (only_base, only_other) in cmp.unmatched.items():
-        if only_base or only_other:
-            console.print(f"[yellow]note: not compared: {only_base} case(s) of run {base} missing from run {lab}, "
-                          f"{only_other} case(s) of run {lab} missing from run {base}[/]")
+        tables.append(t)
+    return tables
 
 
+def print_sweep_comparison(cmp: Comparison, console) -> None:
+    """Print a comparison of collective sweeps (the CLI's view)."""
+    tables = sweep_tables(cmp)
+    console.print(to_rich(tables[0]))
+    print_warnings_and_legend(cmp, console, "cases")
+    render(tables[1:], console)
+    console.print(to_rich(_summary_table(cmp, "collective", [Column("run"), Column("collective"),
+                                                             Column("cases", "count")],
+                                         ["other", "collective", "pairs"])))
+    _print_unmatched(cmp, console, "case")
 
 
 def _extra(p: WorkloadPair) -> list[str]:
@@ -295,50 +300,43 @@ def workload_figure(cmp: Comparison):
                              legend_title="filled: significant", hollow_label="within noise")
 
 
-def print_workload_comparison(cmp: Comparison, console) -> None:
-    """Print a workload comparison as rich tables (the CLI's view)."""
-    from rich.table import Table
-
+def workload_comparison_tables(cmp: Comparison) -> list[Table]:
+    """A comparison of workload runs as tables: the runs, then per workload its whole steps and its calls."""
     base = cmp.runs[0][0]
-    t = Table(title="runs", title_justify="left", header_style="bold")
-    for col in ("run", "directory", "workload", "model", "MPI library", "ranks", "per node", "thread level"):
-        t.add_column(col, justify="right" if col in ("ranks", "per node") else "left")
+    t = Table("runs", [Column("run"), Column("directory"), Column("workload"), Column("model"), Column("MPI library"),
+                       Column("ranks", align="right"), Column("per node", align="right"), Column("thread level")])
     for lab, p, m in cmp.runs:
         t.add_row(lab, str(p), str(m.get("workload", "?")), str((m.get("model") or {}).get("name", "-")),
                   str(m.get("mpi_library", "?")), str(m.get("nranks", "?")), str(m.get("ranks_per_node", "?")),
                   str(m.get("thread_level", "?")))
-    console.print(t)
-    print_warnings_and_legend(cmp, console, "rows")
-    style = VERDICT_STYLE
+    tables = [t]
     for w in dict.fromkeys(p.workload for p in cmp.pairs):
         for whole in (True, False):
             ps = [p for p in cmp.pairs if p.workload == w and p.whole == whole]
             if not ps:
                 continue
-            t = Table(title=f"{w}: {'whole steps' if whole else 'each call of the step'}: medians, ratio run / "
-                            f"{base}, adjusted p", title_justify="left", header_style="bold")
-            for col in ("run", "variant", "algorithm", *(() if whole else ("call",)), "size", f"{base} median",
-                        "median", "ratio", "p", ""):
-                t.add_column(col, justify="right" if col in ("size", f"{base} median", "median", "ratio", "p")
-                             else "left")
+            t = Table(f"{w}: {'whole steps' if whole else 'each call of the step'}: medians, ratio run / "
+                      f"{base}, adjusted p",
+                      [Column("run"), Column("variant"), Column("algorithm"), *(() if whole else (Column("call"),)),
+                       Column("size", "size"), Column(f"{base} median", fmt=human_time),
+                       Column("median", fmt=human_time), Column("ratio", "ratio"), Column("p", "p"), Column("")])
             for p in ps:
-                t.add_row(p.other, p.variant, p.algorithm, *(() if whole else (p.label,)), format_size(p.nbytes),
-                          human_time(p.median_a_s), human_time(p.median_b_s), f"{p.ratio:.3g}",
-                          _fmt_p(p.p_adjusted), style[p.verdict])
-            console.print(t)
-    t = Table(title=f"summary per workload: geometric mean of the ratios (vs {base})", title_justify="left",
-              header_style="bold")
-    for col in ("run", "workload", "rows", "compared", "geomean ratio", "faster", "slower", "noise", "untested"):
-        t.add_column(col, justify="left" if col in ("run", "workload", "rows") else "right")
-    for s in cmp.summary():
-        t.add_row(s["other"], s["workload"], s["rows"], str(s["pairs"]), f"{s['geomean_ratio']:.3g}",
-                  str(s["faster"]), str(s["slower"]), str(s["noise"]), str(s["untested"]))
-    console.print(t)
-    for lab, (only_base, only_other) in cmp.unmatched.items():
-        if only_base or only_other:
-            console.print(f"[yellow]note: not compared: {only_base} row(s) of run {base} missing from run {lab}, "
-                          f"{only_other} row(s) of run {lab} missing from run {base}[/]")
+                t.add_row(p.other, p.variant, p.algorithm, *(() if whole else (p.label,)), p.nbytes, p.median_a_s,
+                          p.median_b_s, p.ratio, p.p_adjusted, _verdict(p.verdict))
+            tables.append(t)
+    return tables
 
+
+def print_workload_comparison(cmp: Comparison, console) -> None:
+    """Print a comparison of workload runs (the CLI's view)."""
+    tables = workload_comparison_tables(cmp)
+    console.print(to_rich(tables[0]))
+    print_warnings_and_legend(cmp, console, "rows")
+    render(tables[1:], console)
+    console.print(to_rich(_summary_table(cmp, "workload", [Column("run"), Column("workload"), Column("rows"),
+                                                           Column("compared", "count")],
+                                         ["other", "workload", "rows", "pairs"])))
+    _print_unmatched(cmp, console, "row")
 
 
 @dataclass(frozen=True)

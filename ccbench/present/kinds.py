@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ccbench.present.report import build_sweep_report
-from ccbench.present.table import Column, Table, to_rich
+from ccbench.present.table import Column, Table, render, to_rich
 from ccbench.present.views import run_header, show_sweep
 from ccbench.present.workload_report import build_workload_report
 from ccbench.present.workload_views import show_workload, workload_tables
@@ -36,8 +36,8 @@ def _sweep_summary(res: dict, console) -> None:
     for label, rows in res["fastest"].items():
         if rows and any(r["runner_up"] is not None for r in rows):
             console.print(to_rich(fastest_table(
-                f"fastest per size: {label} (runner-up by Mann-Whitney U on the raw samples)", rows, Column("size", "size"),
-                lambda r: r["nbytes"])))
+                f"fastest per size: {label} (runner-up by Mann-Whitney U on the raw samples)", rows,
+                Column("size", "size"), lambda r: r["nbytes"])))
     for note in res["doc"].get("notes", []):
         console.print(f"[yellow]note: {note}[/]")
     pngs = [f for f in res["files"] if f.endswith(".png")]
@@ -46,10 +46,8 @@ def _sweep_summary(res: dict, console) -> None:
 
 
 def _workload_summary(res: dict, console) -> None:
-    for t in workload_tables(res["meta"], res["rows"]):
-        if not isinstance(t, str) and "per call" in str(t.title):
-            continue  # the per-call tables are in the report
-        console.print(t)
+    render([t for t in workload_tables(res["meta"], res["rows"])  # the per-call tables are in the report
+            if isinstance(t, str) or "per call" not in t.title], console)
     for w, rows in res["fastest"].items():
         if rows and any(r["runner_up"] is not None for r in rows):
             console.print(to_rich(fastest_table(f"fastest: {w} (runner-up by Mann-Whitney U on the raw samples)",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ccbench.core.units import fmt_time, format_size
 
-__all__ = ["QUANTITIES", "Column", "Styled", "Table", "fmt_p", "fmt_ratio", "to_block", "to_rich"]
+__all__ = ["QUANTITIES", "Column", "Styled", "Table", "fmt_p", "fmt_ratio", "render", "to_block", "to_rich"]
 
 
 def fmt_p(p) -> str:
@@ -130,7 +130,7 @@ def to_block(table: Table, *, with_title: bool = False) -> list:
     return blocks
 
 
-def render(tables: Sequence[Table], console) -> None:
-    """Print tables to a rich console."""
+def render(tables: Sequence, console) -> None:
+    """Print tables (and plain lines of text between them) to a rich console."""
     for t in tables:
-        console.print(to_rich(t))
+        console.print(to_rich(t) if isinstance(t, Table) else t)

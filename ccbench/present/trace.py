@@ -1,4 +1,4 @@
-"""`ccbench trace`'s view: an algorithm's simulated schedule and traffic (``ccbench.analysis.trace``) as text and tables."""
+"""`ccbench trace`'s view: a simulated schedule and its traffic (``ccbench.analysis.trace``) as text and tables."""
 
 import math
 

@@ -1,9 +1,8 @@
 """Terminal tables of stored workload runs; every number shown comes from a stored row."""
 
 
-from rich.table import Table
-
-from ccbench.core.units import fmt_time, format_size
+from ccbench.core.units import fmt_time
+from ccbench.present.table import Column, Styled, Table, render
 from ccbench.present.views import run_header
 from ccbench.store.run import Run, open_run
 from ccbench.store.workload_rows import KIND, WorkloadRow
@@ -13,71 +12,77 @@ __all__ = ["show_workload", "workload_tables"]
 MAX_PART_ROWS = 40  # a step with more calls gets a one-line summary instead of a parts table
 
 
-def _check(r: WorkloadRow) -> str:
-    return "ok" if r.ok else f"[red bold]FAILED ({r.nwrong} wrong)[/]"
+def _check(r: WorkloadRow):
+    return "ok" if r.ok else Styled(f"FAILED ({r.nwrong} wrong)", "red bold")
 
 
 def _gbs(nbytes: int, seconds: float) -> str:
     return f"{nbytes / seconds / 1e9:.3f}" if seconds > 0 else "-"
 
 
+def _ci(ci) -> str:
+    return f"{fmt_time(ci[0])}-{fmt_time(ci[1])}"
+
+
+_TAIL = [Column("n", "count"), Column("flags"), Column("check")]
+
+
 def _steps_table(meta: dict, steps: list[WorkloadRow]) -> Table:
     w = steps[0].workload
-    t = Table(title=f"{w} at {steps[0].nranks} ranks: one step's collectives "
-                    f"(size = the calls' buffers, nccl-tests definitions; algbw = size / median)",
-              title_justify="left", header_style="bold")
-    cols = ["variant", "algorithm"] + (["ranks/comm"] if w == "moe" else ["tensors"])
-    cols += ["calls", "size", "median", "95% CI", "algbw GB/s", "sent (counted)", "n", "flags", "check"]
-    for col in cols:
-        left = col in ("variant", "algorithm", "flags", "check")
-        t.add_column(col, justify="left" if left else "right", no_wrap=col in ("algorithm", "median", "size"))
+    t = Table(f"{w} at {steps[0].nranks} ranks: one step's collectives "
+              f"(size = the calls' buffers, nccl-tests definitions; algbw = size / median)",
+              [Column("variant"), Column("algorithm", no_wrap=True),
+               Column("ranks/comm" if w == "moe" else "tensors", "count"), Column("calls", "count"),
+               Column("size", "size", no_wrap=True), Column("median", "time", no_wrap=True),
+               Column("95% CI", fmt=_ci), Column("algbw GB/s", align="right"), Column("sent (counted)", "size"),
+               *_TAIL])
     for r in steps:
-        t.add_row(r.variant, r.algorithm.replace(",", "\n"), str(r.group_ranks if w == "moe" else r.ntensors),
-                  str(r.ncalls), format_size(r.nbytes), fmt_time(r.median_s),
-                  f"{fmt_time(r.ci_low_s)}-{fmt_time(r.ci_high_s)}", _gbs(r.nbytes, r.median_s),
-                  "-" if r.bytes_sent_total is None else format_size(r.bytes_sent_total),
-                  str(r.samples), ",".join(r.flags), _check(r))
+        t.add_row(r.variant, r.algorithm.replace(",", "\n"), r.group_ranks if w == "moe" else r.ntensors, r.ncalls,
+                  r.nbytes, r.median_s, (r.ci_low_s, r.ci_high_s), _gbs(r.nbytes, r.median_s), r.bytes_sent_total,
+                  r.samples, ",".join(r.flags), _check(r))
     return t
 
 
 def _parts_table(step: WorkloadRow, parts: list[WorkloadRow]) -> Table:
     total = sum(p.median_s for p in parts)
-    t = Table(title=f"{step.variant}, {step.algorithm}: per call (median of its time within the timed steps; "
-                    "share = of the calls' sum)",
-              title_justify="left", header_style="bold")
-    for col in ("#", "part", "collective", "tensors", "size", "median", "share", "algbw GB/s", "check"):
-        t.add_column(col, justify="left" if col in ("part", "collective", "check") else "right")
+    t = Table(f"{step.variant}, {step.algorithm}: per call (median of its time within the timed steps; "
+              "share = of the calls' sum)",
+              [Column("#", "count"), Column("part"), Column("collective"), Column("tensors", "count"),
+               Column("size", "size"), Column("median", "time"), Column("share", fmt=lambda v: f"{v:.0%}"),
+               Column("algbw GB/s", align="right"), Column("check")])
     for p in parts:
-        t.add_row(str(p.part), p.label, p.collective, str(p.ntensors), format_size(p.nbytes), fmt_time(p.median_s),
-                  f"{p.median_s / total:.0%}" if total > 0 else "-", _gbs(p.nbytes, p.median_s), _check(p))
+        t.add_row(p.part, p.label, p.collective, p.ntensors, p.nbytes, p.median_s,
+                  p.median_s / total if total > 0 else None, _gbs(p.nbytes, p.median_s), _check(p))
     return t
 
 
 def _overlap_table(rows: list[WorkloadRow]) -> Table:
-    t = Table(title=f"overlap at {rows[0].nranks} ranks: non-blocking collective + compute (OSU definition: "
-                    "overlap = 100 (1 - (total - compute) / comm alone))", title_justify="left", header_style="bold")
-    for col in ("collective", "variant", "size", "comm alone", "compute", "total", "overlap", "n", "flags", "check"):
-        t.add_column(col, justify="left" if col in ("collective", "variant", "flags", "check") else "right")
+    t = Table(f"overlap at {rows[0].nranks} ranks: non-blocking collective + compute (OSU definition: "
+              "overlap = 100 (1 - (total - compute) / comm alone))",
+              [Column("collective"), Column("variant"), Column("size", "size"), Column("comm alone", "time"),
+               Column("compute", "time"), Column("total", "time"), Column("overlap", fmt=lambda v: f"{v:.0f}%"),
+               *_TAIL])
     for r in rows:
-        t.add_row(r.collective, r.variant, format_size(r.nbytes), fmt_time(r.comm_s), fmt_time(r.compute_s),
-                  fmt_time(r.total_s), f"{r.overlap_pct:.0f}%", str(r.samples), ",".join(r.flags), _check(r))
+        t.add_row(r.collective, r.variant, r.nbytes, r.comm_s, r.compute_s, r.total_s, r.overlap_pct, r.samples,
+                  ",".join(r.flags), _check(r))
     return t
 
 
 def _straggler_table(rows: list[WorkloadRow]) -> Table:
     r0 = rows[0]
-    t = Table(title=f"straggler at {r0.nranks} ranks: {r0.variant} before each {r0.collective}; "
-                    "slowdown = (median late - median on time) / delay", title_justify="left", header_style="bold")
-    for col in ("algorithm", "size", "on time", "one rank late", "slowdown", "n", "flags", "check"):
-        t.add_column(col, justify="left" if col in ("algorithm", "flags", "check") else "right")
+    t = Table(f"straggler at {r0.nranks} ranks: {r0.variant} before each {r0.collective}; "
+              "slowdown = (median late - median on time) / delay",
+              [Column("algorithm"), Column("size", "size"), Column("on time", "time"),
+               Column("one rank late", "time"), Column("slowdown", fmt=lambda v: f"{v:.2f}".replace("-0.00", "0.00")),
+               *_TAIL])
     for r in rows:
-        t.add_row(r.algorithm, format_size(r.nbytes), fmt_time(r.baseline_s), fmt_time(r.median_s),
-                  f"{r.slowdown:.2f}".replace("-0.00", "0.00"), str(r.samples), ",".join(r.flags), _check(r))
+        t.add_row(r.algorithm, r.nbytes, r.baseline_s, r.median_s, r.slowdown, r.samples, ",".join(r.flags),
+                  _check(r))
     return t
 
 
 def workload_tables(meta: dict, rows: list[WorkloadRow]) -> list:
-    """The tables (and one-line notes) of a workload run."""
+    """The tables (and one-line notes) of a workload run (`Table`s and strings)."""
     if not rows:
         return []
     if rows[0].workload == "overlap":
@@ -115,8 +120,7 @@ def show_workload(run, console, show_table: bool = True) -> None:
         if m:
             console.print(f"model {m['name']}: {m['tensors']} tensors, {m['params']:,} parameters "
                           f"({m['source']})")
-        for t in workload_tables(meta, rows):
-            console.print(t)
+        render(workload_tables(meta, rows), console)
     for w in warnings:
         console.print(f"[yellow]warning: {w}[/]")
     for s in meta.get("skipped", []):
