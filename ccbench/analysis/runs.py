@@ -42,7 +42,7 @@ from ccbench.analysis.predict import (
 )
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.core.units import parse_inverse_rate, parse_time
-from ccbench.store.results import resolve_run
+from ccbench.store.results import free_stem, resolve_run
 from ccbench.store.run import load_run
 
 __all__ = [
@@ -79,14 +79,6 @@ CSV_COLUMNS = ("collective", "algorithm", "nranks", "dtype", "op", "in_place", "
 
 # --------------------------------------------------------------------------- fit a run
 
-
-def _free_name(folder: Path, stem: str) -> tuple[str, str]:
-    """The first ``stem[-k].json`` / ``.csv`` pair not yet in `folder` (never overwrite)."""
-    for k in range(1, 10_000):
-        base = stem if k == 1 else f"{stem}-{k}"
-        if not (folder / f"{base}.json").exists() and not (folder / f"{base}.csv").exists():
-            return f"{base}.json", f"{base}.csv"
-    raise CCBenchError(f"too many {stem}*.json files in {folder}")
 
 
 def _reduction_choice(rows: list[dict], records: list[Mapping]) -> tuple[str | None, str | None]:
@@ -203,7 +195,8 @@ def fit_run(
 
         doc["lab"] = fitted_vs_injected(rows, meta["lab"], n_boot=n_boot)
     if write:
-        jname, cname = _free_name(path, "fits")
+        base = free_stem(path, "fits", (".json", ".csv"))
+        jname, cname = f"{base}.json", f"{base}.csv"
         doc["files"] = {"json": jname, "csv": cname}
         with open(path / cname, "x", newline="") as f:
             w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)

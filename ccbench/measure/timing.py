@@ -64,9 +64,8 @@ def timer_resolution_s(trials: int = 200) -> float:
 class _Window:
     """Start times on a common clock: offsets to rank 0 by ping-pong (Cristian 1989)."""
 
-    def __init__(self, comm, rounds: int = 20) -> None:
-        from mpi4py import MPI
-
+    def __init__(self, comm, rounds: int = 20, clock: Callable[[], float] | None = None) -> None:
+        now = self.now = _now if clock is None else clock
         self.comm = comm
         rank, size = comm.Get_rank(), comm.Get_size()
         buf = np.zeros(1)
@@ -76,13 +75,13 @@ class _Window:
             for _ in range(rounds):
                 if rank == 0:
                     comm.Recv(buf, peer, 91)
-                    buf[0] = _now()
+                    buf[0] = now()
                     comm.Send(buf, peer, 92)
                 elif rank == peer:
-                    t0 = _now()
+                    t0 = now()
                     comm.Send(buf, 0, 91)
                     comm.Recv(buf, 0, 92)
-                    t1 = _now()
+                    t1 = now()
                     rtt = t1 - t0
                     if rtt < best[0]:
                         best = (rtt, (t0 + t1) / 2 - buf[0])
@@ -90,32 +89,36 @@ class _Window:
                 self.offset = best[1]
         self.start = np.zeros(1)
         self._bcast = comm.Bcast
-        self._op = MPI.MAX
 
     def start_after(self, gap_s: float) -> float:
         """Agree on a start instant `gap_s` from now (rank 0's clock); return it locally."""
         if self.comm.Get_rank() == 0:
-            self.start[0] = _now() + gap_s
+            self.start[0] = self.now() + gap_s
         self._bcast(self.start, 0)
         return float(self.start[0]) + self.offset
 
 
-def measure(comm, call: Callable[[], object], s: TimingSettings) -> tuple[np.ndarray, str]:
-    """Time `call` on every rank of `comm`; return (per-sample max-over-ranks seconds, stop reason)."""
+def measure(comm, call: Callable[[], object], s: TimingSettings,
+            clock: Callable[[], float] | None = None) -> tuple[np.ndarray, str]:
+    """Time `call` on every rank of `comm`; return (per-sample max-over-ranks seconds, stop reason).
+
+    `clock` reads this rank's local time in seconds (default: time.perf_counter).
+    """
     from mpi4py import MPI
 
+    now = _now if clock is None else clock
     barrier = comm.Barrier
     allreduce = comm.Allreduce
     # warm-up, and an estimate of one call's time to size the first batch
     est = np.zeros(1)
     if s.warmup:
         barrier()
-        t0 = _now()
+        t0 = now()
         for _ in range(s.warmup):
             call()
-        est[0] = (_now() - t0) / s.warmup
+        est[0] = (now() - t0) / s.warmup
         allreduce(MPI.IN_PLACE, est, MPI.MAX)
-    window = _Window(comm) if s.sync == "window" else None
+    window = _Window(comm, clock=now) if s.sync == "window" else None
     gap = max(4 * est[0], 50e-6) if window else 0.0
 
     local = np.empty(s.max_reps + 1)
@@ -125,25 +128,25 @@ def measure(comm, call: Callable[[], object], s: TimingSettings) -> tuple[np.nda
         first = max(2, min(first, int(s.budget_s / est[0])))
     n = done = 0
     check = min(first, s.max_reps)
-    t_begin = _now()
+    t_begin = now()
     while True:
         if window is None:
             barrier()
-            t0 = _now()
+            t0 = now()
             call()
-            local[n] = _now() - t0
+            local[n] = now() - t0
         else:
             # everyone starts at the agreed instant; the sample spans from it to the end
             start = window.start_after(gap)
-            while _now() < start:
+            while now() < start:
                 pass
             call()
-            local[n] = _now() - start
+            local[n] = now() - start
         n += 1
         if n < check:
             continue
         # one reduction per batch: maxima of the new samples + elapsed time
-        local[n] = _now() - t_begin
+        local[n] = now() - t_begin
         batch = local[done:n + 1].copy()
         allreduce(MPI.IN_PLACE, batch, MPI.MAX)
         samples[done:n] = batch[:-1]

@@ -7,7 +7,7 @@ Markdown blocks, figure and CSV columns).  The numbers come from
 
 import csv
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from ccbench.core.units import format_size, human_time
 from ccbench.present.report import render_markdown
 from ccbench.present.table import Column, Styled, Table, render, to_rich
 from ccbench.present.workload_report import short_algorithm
+from ccbench.store.results import free_stem
 from ccbench.store.run import SWEEP, WORKLOAD
 
 __all__ = ["VERDICT_COLOUR", "figure_panels", "markdown_blocks", "print_comparison", "print_warnings_and_legend",
@@ -36,13 +37,6 @@ def print_warnings_and_legend(cmp: "Comparison", console, what: str = "cases") -
                   f"samples, adjusted over all {what} of a pair of runs (Benjamini-Hochberg); significant below "
                   f"{cmp.level}, otherwise noise")
 
-
-def _free_set(folder: Path, stem: str, suffixes: Sequence[str]) -> str:
-    for k in range(1, 10_000):
-        base = stem if k == 1 else f"{stem}-{k}"
-        if not any((folder / f"{base}{s}").exists() for s in suffixes):
-            return base
-    raise CCBenchError(f"too many {stem}* files in {folder}")
 
 
 def _fmt_p(p) -> str:
@@ -126,7 +120,7 @@ def write_comparison(cmp: Comparison, out_dir: str | Path | None = None, *, plot
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create {str(folder)!r}: {exc.strerror}") from None
-    stem = _free_set(folder, "compare", (".csv", ".md", ".png"))
+    stem = free_stem(folder, "compare", (".csv", ".md", ".png"))
     files = {"csv": folder / f"{stem}.csv", "md": folder / f"{stem}.md"}
     figure = None
     if plot:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ccbench.core.errors import CCBenchError, UsageError
 
-__all__ = ["SCHEMA", "Row", "RunWriter", "StoredRow", "free_path", "new_numbered_dir",
+__all__ = ["SCHEMA", "Row", "RunWriter", "StoredRow", "free_path", "free_stem", "new_numbered_dir",
            "new_run_dir", "resolve_run", "write_json_atomic"]
 
 SCHEMA = "ccbench.run/1"
@@ -140,13 +140,19 @@ def write_json_atomic(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def free_stem(folder: Path, stem: str, suffixes=("",)) -> str:
+    """The first ``stem``, ``stem-2``, ... for which no ``name + suffix`` exists in `folder` (a set of files
+    written together, e.g. ``fits.json`` + ``fits.csv``, gets one number)."""
+    for k in range(1, 10_000):
+        base = stem if k == 1 else f"{stem}-{k}"
+        if not any((folder / f"{base}{s}").exists() for s in suffixes):
+            return base
+    raise CCBenchError(f"too many {stem}* in {folder}")
+
+
 def free_path(folder: Path, stem: str, suffix: str = "") -> Path:
     """The first ``stem``, ``stem-2``, ... (+ suffix) that does not exist in `folder`."""
-    for k in range(1, 10_000):
-        p = folder / (f"{stem}{suffix}" if k == 1 else f"{stem}-{k}{suffix}")
-        if not p.exists():
-            return p
-    raise CCBenchError(f"too many {stem}* in {folder}")
+    return folder / (free_stem(folder, stem, (suffix,)) + suffix)
 
 
 def new_numbered_dir(folder: Path, stem: str, what: str = "a directory") -> Path:
