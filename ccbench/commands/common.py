@@ -4,6 +4,7 @@ import os
 
 import click
 
+from ccbench.commands.options import run_options
 from ccbench.core.errors import UsageError
 
 __all__ = ["CONFIG_KEYS", "new_console", "print_error", "resolve_sweep", "resolve_with_resume", "run_launcher",
@@ -31,6 +32,9 @@ def new_console():
 
 
 # -- the options of a sweep, shared by `run` and `launch` ---------------------------------
+_RUN = run_options("case", "MPI thread level; auto = multiple when ranks oversubscribe the cores, else single.",
+                   "Continue an interrupted run in its directory, skipping its finished cases "
+                   "(same configuration, ranks and MPI library; sweep options may be left out).")
 SWEEP_OPTIONS = [
     click.option("-c", "--config", "config_file", type=click.Path(dir_okay=False),
                  help="TOML sweep file (see configs/); flags override its keys."),
@@ -48,18 +52,13 @@ SWEEP_OPTIONS = [
     click.option("--target-rse", "target_rse", type=float,
                  help="Stop when the relative standard error of the mean is below this (default 0.05)."),
     click.option("--budget", "budget_s", type=float, help="Time budget per case in seconds (default 1)."),
-    click.option("--watchdog", "watchdog_s", type=float,
-                 help="End the job when a case runs this many seconds past its budget (default 300; 0 = off)."),
+    _RUN["watchdog"],
     click.option("--sync", type=click.Choice(["barrier", "window"]),
                  help="Synchronisation before each sample (default barrier)."),
-    click.option("--thread-level", "thread_level",
-                 type=click.Choice(["auto", "single", "funneled", "serialized", "multiple"]),
-                 help="MPI thread level; auto = multiple when ranks oversubscribe the cores, else single."),
-    click.option("--results-dir", "results_dir", help="Where run directories are created (default results/)."),
-    click.option("--tag", default="", help="Appended to the run directory's name."),
-    click.option("--resume", "resume", metavar="RUN",
-                 help="Continue an interrupted run in its directory, skipping its finished cases "
-                      "(same configuration, ranks and MPI library; sweep options may be left out)."),
+    _RUN["thread_level"],
+    _RUN["results_dir"],
+    _RUN["tag"],
+    _RUN["resume"],
     click.option("--show/--no-show", default=True, help="Print the results table at the end."),
 ]
 CONFIG_KEYS = ("collectives", "algorithms", "sizes", "dtypes", "ops", "in_place", "root", "warmup",

@@ -1,8 +1,8 @@
-"""Click options shared by commands in different modules (`ccbench predict`, `ccbench workload predict`)."""
+"""Click options shared by commands in different modules (measuring runs; `ccbench predict` and `workload predict`)."""
 
 import click
 
-__all__ = ["network_options"]
+__all__ = ["network_options", "run_options"]
 
 _NETWORK_OPTIONS = [
     click.option("--from", "from_run", metavar="RUN", help="Take alpha, beta, gamma from a run's ping-pong "
@@ -19,3 +19,25 @@ def network_options(fn):
     for opt in reversed(_NETWORK_OPTIONS):
         fn = opt(fn)
     return fn
+
+
+THREAD_LEVELS = ["auto", "single", "funneled", "serialized", "multiple"]
+
+
+def run_options(item: str, thread_help: str, resume_help: str) -> dict:
+    """The options every measuring command has (sweeps and workloads): watchdog, thread level, results
+    directory, tag and resume; `item` is what one unit of the run is called ("case", "item")."""
+    return {
+        "watchdog": click.option("--watchdog", "watchdog_s", type=float, help=f"End the job when {_a(item)} runs this "
+                                 "many seconds past its budget (default 300; 0 = off)."),
+        "thread_level": click.option("--thread-level", "thread_level", type=click.Choice(THREAD_LEVELS),
+                                     help=thread_help),
+        "results_dir": click.option("--results-dir", "results_dir",
+                                    help="Where run directories are created (default results/)."),
+        "tag": click.option("--tag", default="", help="Appended to the run directory's name."),
+        "resume": click.option("--resume", "resume", metavar="RUN", help=resume_help),
+    }
+
+
+def _a(item: str) -> str:
+    return ("an " if item[0] in "aeiou" else "a ") + item

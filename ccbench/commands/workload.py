@@ -4,7 +4,7 @@ import sys
 
 import click
 
-from ccbench.commands.options import network_options
+from ccbench.commands.options import network_options, run_options
 from ccbench.core.errors import CCBenchError, UsageError
 
 __all__ = ["COMMANDS"]
@@ -19,6 +19,9 @@ def workload():
     """
 
 
+_RUN = run_options("item", "MPI thread level; auto = multiple when ranks oversubscribe the cores.",
+                   "Continue an interrupted or failed run in its directory, skipping its finished items "
+                   "(same workload, configuration, ranks and MPI library; its options may be left out).")
 _COMMON = [
     click.option("-c", "--config", "config_file", type=click.Path(dir_okay=False),
                  help="TOML workload file (see configs/workload-*.toml); flags override its keys."),
@@ -28,16 +31,7 @@ _COMMON = [
     click.option("--max-reps", "max_reps", type=int, help="Most timed steps (default 200)."),
     click.option("--target-rse", "target_rse", type=float, help="Stop when the RSE of the mean is below this."),
     click.option("--budget", "budget_s", type=float, help="Time budget per measurement in seconds (default 2)."),
-    click.option("--watchdog", "watchdog_s", type=float,
-                 help="End the job when an item runs this many seconds past its budget (default 300; 0 = off)."),
-    click.option("--thread-level", "thread_level",
-                 type=click.Choice(["auto", "single", "funneled", "serialized", "multiple"]),
-                 help="MPI thread level; auto = multiple when ranks oversubscribe the cores."),
-    click.option("--results-dir", "results_dir", help="Where run directories are created (default results/)."),
-    click.option("--tag", default="", help="Appended to the run directory's name."),
-    click.option("--resume", "resume", metavar="RUN",
-                 help="Continue an interrupted or failed run in its directory, skipping its finished items "
-                      "(same workload, configuration, ranks and MPI library; its options may be left out)."),
+    *_RUN.values(),
     click.option("--launch", "launch", type=click.IntRange(1), metavar="N",
                  help="Start the MPI launcher with N ranks for you (as ccbench launch does)."),
     click.option("--launcher", help="Launcher for --launch (default: mpiexec beside this Python, then PATH)."),
