@@ -202,18 +202,6 @@ def sweep_tables(cmp: Comparison) -> list[Table]:
     return tables
 
 
-def print_sweep_comparison(cmp: Comparison, console) -> None:
-    """Print a comparison of collective sweeps (the CLI's view)."""
-    tables = sweep_tables(cmp)
-    console.print(to_rich(tables[0]))
-    print_warnings_and_legend(cmp, console, "cases")
-    render(tables[1:], console)
-    console.print(to_rich(_summary_table(cmp, "collective", [Column("run"), Column("collective"),
-                                                             Column("cases", "count")],
-                                         ["other", "collective", "pairs"])))
-    _print_unmatched(cmp, console, "case")
-
-
 def _extra(p: WorkloadPair) -> list[str]:
     if p.workload == "overlap":
         return [f"{p.overlap_pct_a:.0f}%", f"{p.overlap_pct_b:.0f}%"]
@@ -321,34 +309,39 @@ def workload_comparison_tables(cmp: Comparison) -> list[Table]:
     return tables
 
 
-def print_workload_comparison(cmp: Comparison, console) -> None:
-    """Print a comparison of workload runs (the CLI's view)."""
-    tables = workload_comparison_tables(cmp)
-    console.print(to_rich(tables[0]))
-    print_warnings_and_legend(cmp, console, "rows")
-    render(tables[1:], console)
-    console.print(to_rich(_summary_table(cmp, "workload", [Column("run"), Column("workload"), Column("rows"),
-                                                           Column("compared", "count")],
-                                         ["other", "workload", "rows", "pairs"])))
-    _print_unmatched(cmp, console, "row")
-
-
 @dataclass(frozen=True)
 class _View:
-    """How one kind of comparison is shown."""
+    """How one kind of comparison is shown: its tables, what a compared thing is called, its summary
+    columns (from ``Comparison.summary()``), its Markdown blocks, figure and CSV columns."""
 
-    print: Callable
+    tables: Callable
+    item: str
+    summary_per: str
+    summary_columns: tuple
     markdown_blocks: Callable
     figure: Callable
     columns: tuple
 
 
 _VIEWS = {
-    SWEEP: _View(print_sweep_comparison, markdown_blocks, _sweep_figure, CSV_COLUMNS),
-    WORKLOAD: _View(print_workload_comparison, workload_markdown_blocks, workload_figure, WORKLOAD_CSV_COLUMNS),
+    SWEEP: _View(sweep_tables, "case", "collective",
+                 (("run", "other", Column("run")), ("collective", "collective", Column("collective")),
+                  ("cases", "pairs", Column("cases", "count"))),
+                 markdown_blocks, _sweep_figure, CSV_COLUMNS),
+    WORKLOAD: _View(workload_comparison_tables, "row", "workload",
+                    (("run", "other", Column("run")), ("workload", "workload", Column("workload")),
+                     ("rows", "rows", Column("rows")), ("compared", "pairs", Column("compared", "count"))),
+                    workload_markdown_blocks, workload_figure, WORKLOAD_CSV_COLUMNS),
 }
 
 
 def print_comparison(cmp: Comparison, console) -> None:
-    """Print a comparison (either kind) as rich tables."""
-    _VIEWS[cmp.kind].print(cmp, console)
+    """Print a comparison (either kind): the runs, warnings and legend, the tables, the summary."""
+    view = _VIEWS[cmp.kind]
+    tables = view.tables(cmp)
+    console.print(to_rich(tables[0]))
+    print_warnings_and_legend(cmp, console, view.item + "s")
+    render(tables[1:], console)
+    console.print(to_rich(_summary_table(cmp, view.summary_per, [c for _, _, c in view.summary_columns],
+                                         [f for _, f, _ in view.summary_columns])))
+    _print_unmatched(cmp, console, view.item)
