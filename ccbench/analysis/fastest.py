@@ -15,8 +15,8 @@ from ccbench.core.stats import mann_whitney_u
 from ccbench.store.results import Row
 from ccbench.store.workload_rows import WorkloadRow
 
-__all__ = ["SIGNIFICANCE", "Curves", "algorithm_order", "fastest_of", "fastest_per_size", "fastest_per_variant", "group_rows",
-           "step_rows"]
+__all__ = ["SIGNIFICANCE", "Curves", "algorithm_order", "fastest_of", "fastest_per_size", "fastest_per_variant",
+           "group_rows", "step_rows"]
 
 #: Two-sided level of the Mann-Whitney U tests (fastest vs runner-up, run vs run).
 SIGNIFICANCE = 0.05

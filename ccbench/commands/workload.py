@@ -203,7 +203,7 @@ def predict_cmd(kind, model, ranks, from_run, results_dir, alpha, beta, gamma, d
     from ccbench.commands.common import new_console
     from ccbench.core.dtypes import dtype_of
     from ccbench.core.units import parse_ranks
-    from ccbench.present.model_tables import prediction_tables
+    from ccbench.present.model_tables import params_line, prediction_tables
     from ccbench.present.table import render
 
     params, source = given_params(from_run, results_dir, alpha, beta, gamma, "workload predict")
@@ -222,12 +222,7 @@ def predict_cmd(kind, model, ranks, from_run, results_dir, alpha, beta, gamma, d
                               hidden=hidden, experts_per_rank=experts_per_rank, top_k=top_k,
                               capacity_factor=capacity_factor)
     console = new_console()
-    from ccbench.core.units import fmt_time
-
-    b, g = params.beta_s_per_byte, params.gamma_s_per_byte
-    console.print(f"parameters {source}: alpha = {fmt_time(params.alpha_s)}, beta = {b:.4g} s/B"
-                  + (f" ({1e-9 / b:.3g} GB/s)" if b > 0 else "")
-                  + (f", gamma = {g:.4g} s/B" if g is not None else ", gamma = 0 (not known)"))
+    console.print(params_line(params, source))
     render(prediction_tables(result), console)
 
 

@@ -7,7 +7,7 @@ from ccbench.core.units import fmt_time, format_size
 from ccbench.present.table import Column, Styled, Table, render, to_rich
 
 __all__ = ["curves_table", "gamma_text", "gbs", "lab_table", "network_table", "off_table", "prediction_tables",
-           "print_fit", "who_wins_tables"]
+           "params_line", "print_fit", "who_wins_tables"]
 
 
 def _ci(ci, fmt) -> str:
@@ -25,6 +25,14 @@ def gbs(beta) -> str:
 def gamma_text(g) -> str:
     """A reduction cost in ps per byte."""
     return "-" if g is None or g != g else f"{g * 1e12:.3g} ps/B"
+
+
+def params_line(params, source: str) -> str:
+    """The network parameters a prediction uses, one line, the same for ``predict`` and ``workload predict``."""
+    g = params.gamma_s_per_byte
+    return (f"parameters {source}: alpha = {fmt_time(params.alpha_s)}, "
+            f"beta = {params.beta_s_per_byte:.4g} s/B ({gbs(params.beta_s_per_byte)} GB/s), "
+            f"gamma = {gamma_text(g) if g is not None else '0 (not given)'}")
 
 
 def network_table(net: dict) -> Table:
