@@ -79,6 +79,12 @@ def test_show(runs, capsys, run):
     _check(f"show-{run}.txt", _normalise(_run(capsys, "show", str(runs / run)), runs))
 
 
+@pytest.mark.parametrize("argv", [["list"], ["trace", "allreduce", "ring", "-n", "4"],
+                                  ["trace", "bcast", "binomial", "-n", "5", "--count", "3"]])
+def test_list_and_trace(runs, capsys, argv):
+    _check("-".join(["cmd", *argv]) + ".txt", _normalise(_run(capsys, *argv), runs))
+
+
 @pytest.mark.parametrize("run", ["run-np2", "run-np4"])
 def test_fit(runs, capsys, run):
     out = _run(capsys, "fit", str(runs / run))

@@ -81,24 +81,10 @@ def launch(ctx, n, launcher, launcher_args, **kw):
 @click.command("list")
 def list_cmd():
     """Collectives and their algorithms, with constraints and cost formulas."""
-    from rich.table import Table
+    from ccbench.present.table import to_rich
+    from ccbench.present.views import algorithms_table
 
-    from ccbench.algorithms import REGISTRY
-    from ccbench.core.collectives import COLLECTIVES
-
-    t = Table(title="collectives and algorithms (a = latency, b = s/byte, g = reduction s/byte; "
-                    "n = size in bytes, P = ranks)", title_justify="left", header_style="bold")
-    for col in ("collective", "algorithm", "kind", "cost", "summary"):
-        t.add_column(col, overflow="fold")
-    for coll, algs in REGISTRY.items():
-        for i, (name, alg) in enumerate(algs.items()):
-            t.add_row(coll if i == 0 else "", name, "native" if alg.native else "hand-written",
-                      alg.formula or ("forced (" + ", ".join(alg.settings) + ")" if alg.settings
-                                      else "library's choice" if alg.native else "-"), alg.summary,
-                      end_section=i == len(algs) - 1)
-        if not algs:
-            t.add_row(coll, "-", "", "", COLLECTIVES[coll].summary, end_section=True)
-    new_console().print(t)
+    new_console().print(to_rich(algorithms_table()))
 
 
 @click.command()

@@ -211,6 +211,9 @@ def _alltoall(count, P, rank, dtype, op, root, in_place, marker):
 
 
 def _pingpong(count, P, rank, dtype, op, root, in_place, marker):
+    # rank 1 starts poisoned and must end with rank 0's pattern; rank 0 must end with it again
+    # (the echo).  Rank 0 sends and receives through one buffer, so an echo that never lands in
+    # it goes unseen; separate send and receive buffers (and algorithm) would close that gap.
     buf = _alloc(count, dtype)
     data = pattern(0, 0, count, dtype)
     if rank == 0:

@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ccbench.analysis.fastest import algorithm_order
 from ccbench.core.errors import CCBenchError
 from ccbench.core.units import format_size, human_time
 
@@ -113,9 +114,6 @@ def _time_fmt(v: float) -> str:
     return human_time(v, 3)
 
 
-def _order(name: str) -> tuple:
-    return (name != "native", name.startswith("native"), name)
-
 
 def _colors(names: Sequence[str]) -> dict[str, str]:
     """A colour per name, the same for the same set of names in every figure; native in black."""
@@ -123,7 +121,7 @@ def _colors(names: Sequence[str]) -> dict[str, str]:
 
     tab = list(colormaps["tab10"].colors) + list(colormaps["tab20"].colors[1::2])
     out, i = {}, 0
-    for n in sorted(names, key=_order):
+    for n in sorted(names, key=algorithm_order):
         if n == "native":
             out[n] = "black"
         else:
@@ -222,7 +220,7 @@ def predicted_figure(checks: Sequence[Mapping], title: str, tolerance: float):
 
     fig = _new_figure(7.6, 6.0)
     ax = fig.add_subplot()
-    names = sorted(dict.fromkeys(c["algorithm"] for c in checks), key=_order)
+    names = sorted(dict.fromkeys(c["algorithm"] for c in checks), key=algorithm_order)
     colors = _colors(names)
     allv = []
     for name in names:
@@ -271,7 +269,7 @@ def compare_figure(panels: Mapping[str, Sequence[Mapping]], title: str):
     runs = list(dict.fromkeys(p["other"] for pairs in panels.values() for p in pairs))
     styles = dict(zip(runs, ("-", "--", ":", "-."), strict=False))
     for ax, (coll, pairs) in zip(axes.flat, panels.items(), strict=False):
-        labels = sorted(dict.fromkeys(p["label"] for p in pairs), key=_order)
+        labels = sorted(dict.fromkeys(p["label"] for p in pairs), key=algorithm_order)
         colors = _colors(labels)
         sizes, ratios = [], []
         for lab in labels:

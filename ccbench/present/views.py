@@ -7,7 +7,7 @@ from ccbench.core.units import fmt_time
 from ccbench.present.table import Column, Styled, Table, render
 from ccbench.store.results import Row
 
-__all__ = ["run_header", "rows_tables", "show_sweep"]
+__all__ = ["algorithms_table", "run_header", "rows_tables", "show_sweep"]
 
 
 
@@ -70,3 +70,21 @@ def show_sweep(run, console, show_table: bool = True) -> None:
     skipped = meta.get("skipped", [])
     console.print(f"{len(rows)} cases in {path}" + (f", {len(skipped)} skipped" if skipped else "")
                   + (f", [red bold]{len(bad)} FAILED[/]" if bad else ", all correct"))
+
+
+def algorithms_table() -> Table:
+    """`ccbench list`: every collective and its algorithms, kind, cost formula and summary (the registry)."""
+    from ccbench.algorithms import REGISTRY
+
+    t = Table("collectives and algorithms (a = latency, b = s/byte, g = reduction s/byte; n = size in bytes, "
+              "P = ranks)",
+              [Column(c, overflow="fold") for c in ("collective", "algorithm", "kind", "cost", "summary")])
+    for coll, algs in REGISTRY.items():
+        for i, (name, alg) in enumerate(algs.items()):
+            t.add_row(coll if i == 0 else "", name, "native" if alg.native else "hand-written",
+                      alg.formula or ("forced (" + ", ".join(alg.settings) + ")" if alg.settings
+                                      else "library's choice" if alg.native else "-"), alg.summary,
+                      end_section=i == len(algs) - 1)
+        if not algs:
+            t.add_row(coll, "-", "", "", COLLECTIVES[coll].summary, end_section=True)
+    return t
