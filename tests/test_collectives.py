@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
-from ccbench.core.collectives import COLLECTIVES, _red_expected, _red_input
+from ccbench.algorithms import REGISTRY
+from ccbench.algorithms.simcomm import simulate
+from ccbench.core.collectives import COLLECTIVES, POISON, _red_expected, _red_input, pattern
 from ccbench.core.dtypes import DTYPES, OPS
 
 
@@ -51,3 +53,79 @@ def test_serial_buffers_check_themselves(name):
         out[...] = 0
     if bufs.outputs:
         assert bufs.nwrong() > 0
+
+
+# -- ping-pong: both ranks' buffers are checked -------------------------------------------
+
+def _pingpong_buffers(P: int, rank: int, count: int = 10):
+    return COLLECTIVES["pingpong"].make_buffers(count, P, rank, np.dtype("int32"), "none", 0, False, None)
+
+
+def test_pingpong_buffers_before_the_round_trip():
+    """Rank 0 sends its pattern; both receive buffers hold poison (10 wrong each until the data lands); rank 2 idles."""
+    b0, b1, b2 = (_pingpong_buffers(3, r) for r in range(3))
+    for b in (b0, b1, b2):
+        b.fill()
+    np.testing.assert_array_equal(b0.args[0], pattern(0, 0, 10, np.int32))
+    assert (b0.args[1] == POISON).all() and b0.nwrong() == 10
+    assert (b1.args[1] == POISON).all() and b1.nwrong() == 10
+    assert b2.outputs == []
+
+
+def _round_trip(fn, count: int = 10) -> list[int]:
+    """Run the ping-pong `fn` on 2 simulated ranks over the ping-pong buffers; each rank's wrong elements."""
+
+    def body(comm):
+        bufs = _pingpong_buffers(comm.Get_size(), comm.Get_rank(), count)
+        bufs.fill()
+        fn(comm, *bufs.args, **bufs.kwargs)
+        return bufs.nwrong()
+
+    return simulate(2, body)[0]
+
+
+def test_pingpong_round_trip_is_exact_on_both_ranks():
+    """The native ping-pong on the simulator: rank 1 has rank 0's data, rank 0 has it back."""
+    assert _round_trip(REGISTRY["pingpong"]["native"].fn) == [0, 0]
+
+
+def test_pingpong_check_catches_a_message_that_missed_rank_1():
+    """Rank 1 receives into scratch and echoes it: rank 0 gets the right data, rank 1's own 10 elements are wrong."""
+
+    def echo_from_scratch(comm, sendbuf, recvbuf):
+        if comm.Get_rank() == 0:
+            comm.Send(sendbuf, 1, 7)
+            comm.Recv(recvbuf, 1, 7)
+        else:
+            scratch = np.empty_like(recvbuf)
+            comm.Recv(scratch, 0, 7)
+            comm.Send(scratch, 0, 7)
+
+    assert _round_trip(echo_from_scratch) == [0, 10]
+
+
+def test_pingpong_check_catches_a_wrong_reply_on_rank_0():
+    """Rank 1 replies with its buffer as it was before the message came (poison): rank 0's 10 elements are wrong."""
+
+    def reply_too_early(comm, sendbuf, recvbuf):
+        if comm.Get_rank() == 0:
+            comm.Send(sendbuf, 1, 7)
+            comm.Recv(recvbuf, 1, 7)
+        else:
+            comm.Sendrecv(recvbuf.copy(), 0, 7, recvbuf, 0, 7)
+
+    assert _round_trip(reply_too_early) == [10, 0]
+
+
+def test_pingpong_check_catches_a_reply_that_missed_rank_0():
+    """Rank 0 receives the reply into scratch: its own buffer never got the reply, so its 10 elements count as wrong."""
+
+    def reply_to_scratch(comm, sendbuf, recvbuf):
+        if comm.Get_rank() == 0:
+            comm.Send(sendbuf, 1, 7)
+            comm.Recv(np.empty_like(recvbuf), 1, 7)
+        else:
+            comm.Recv(recvbuf, 0, 7)
+            comm.Send(recvbuf, 0, 7)
+
+    assert _round_trip(reply_to_scratch) == [10, 0]

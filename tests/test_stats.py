@@ -1,4 +1,4 @@
-"""ccbench.core.stats on synthetic data with known answers (plain pytest, no MPI)."""
+"""ccbench.core.stats, and the per-step overhead's median, on synthetic data with known answers (plain pytest)."""
 
 import math
 
@@ -62,10 +62,64 @@ def test_median_ci_lower_confidence_is_narrower():
     assert lo99 < lo90 <= 50.5 <= hi90 < hi99
 
 
-def test_median_ci_exact_and_approximate_agree_at_the_switch():
-    for n in (1000, 1001):
-        lo, hi = median_ci(np.arange(1, n + 1, dtype=float))
-        assert lo == pytest.approx(469, abs=1) and hi == pytest.approx(n + 1 - 469, abs=1)
+def _below(n: int, j: int) -> int:
+    """sum_{i < j} C(n, i): 2**n P(B <= j - 1) for B ~ Binomial(n, 1/2), exact."""
+    total, c = 0, 1  # c = C(n, i)
+    for i in range(j):
+        total += c
+        c = c * (n - i) // (i + 1)
+    return total
+
+
+def _covers(n: int, j: int, k: int) -> bool:
+    """Whether [x_(j), x_(k)] covers the median with probability >= 95%, in exact integers."""
+    # the interval misses when fewer than j or at least k samples lie below the median:
+    # coverage = P(j <= B <= k - 1) (Conover 1999, section 3.2); >= 0.95 <=> 20 * inside >= 19 * 2**n
+    inside = _below(n, k) - _below(n, j)
+    return 20 * inside >= 19 * 2 ** n
+
+
+def _narrowest(n: int) -> tuple[int, int]:
+    """The narrowest symmetric [x_(j), x_(n + 1 - j)] that covers the median with probability >= 95%; (1, n) if none."""
+    # by symmetry the coverage is 1 - 2 P(B <= j - 1): >= 0.95 <=> 40 * sum_{i < j} C(n, i) <= 2**n
+    j, below, c = 0, 0, 1  # c = C(n, j)
+    while j < n // 2 and 40 * (below + c) <= 2 ** n:
+        below += c
+        c = c * (n - j) // (j + 1)
+        j += 1
+    return (j, n + 1 - j) if j else (1, n)
+
+
+def test_median_ci_exact_branch_is_the_narrowest_interval_of_95_percent():
+    """Up to n = 1000 the ranks are exactly the narrowest symmetric pair with coverage >= 95%."""
+    for n in [*range(1, 201), 333, 500, 999, 1000]:
+        j, k = _narrowest(n)
+        got = median_ci(np.arange(1, n + 1, dtype=float))  # on 1..n, x_(i) = i
+        assert got == (j, k), n
+        if n >= 6:
+            assert _covers(n, j, k) and not _covers(n, j + 1, k - 1)
+
+
+@pytest.mark.parametrize("n,j,k", [
+    # Le Boudec (2010, Theorem 2.1): j = floor(n/2 - 0.98 sqrt n), k = ceil(n/2 + 0.98 sqrt n) + 1, with
+    # z/2 = 1.959964/2: n = 1001: 500.5 -+ 31.005 -> 469, 533; n = 2001: 1000.5 -+ 43.837 -> 956, 1046;
+    # n = 10001: 5000.5 -+ 98.003 -> 4902, 5100
+    (1001, 469, 533),
+    (2001, 956, 1046),
+    (10001, 4902, 5100),
+])
+def test_median_ci_normal_branch_is_le_boudec_and_covers_95_percent(n, j, k):
+    """Above n = 1000: Le Boudec's ranks, with exact coverage >= 95%, at most one rank wider than the narrowest."""
+    assert median_ci(np.arange(1, n + 1, dtype=float)) == (j, k)
+    assert _covers(n, j, k)
+    lo, hi = _narrowest(n)
+    assert lo - 1 <= j <= lo and hi <= k <= hi + 1
+
+
+def test_median_ci_at_the_switch():
+    """n = 1000 by exact binomial sums, n = 1001 by Le Boudec's formula."""
+    assert median_ci(np.arange(1, 1001, dtype=float)) == (469, 532)
+    assert median_ci(np.arange(1, 1002, dtype=float)) == (469, 533)
 
 
 def _coverage(n, trials, seed):
@@ -254,8 +308,50 @@ def test_flag_wide_ci():
     assert "wide_ci" not in summarize(_clean()).flags
 
 
+def test_flag_wide_ci_is_judged_on_the_half_width():
+    """n = 10: the CI is (x_(2), x_(9)); a half width of 8% of the median is not wide, 12% is."""
+    x = 1e-5 * np.array([0.80, 0.92, 0.95, 0.97, 0.99, 1.01, 1.03, 1.05, 1.08, 1.20])
+    s = summarize(x)
+    assert (s.ci_low_s, s.median_s, s.ci_high_s) == pytest.approx((0.92e-5, 1.0e-5, 1.08e-5))
+    assert "wide_ci" not in s.flags  # half width 0.08 of the median (the full width, 0.16, is over 0.10)
+    x[[1, 8]] = 0.88e-5, 1.12e-5
+    assert "wide_ci" in summarize(x).flags  # half width 0.12
+
+
+def test_flag_outliers_uses_the_far_out_fence_at_3_iqr():
+    """Q1 = 10, Q3 = 12 (us): 10% of samples at 16 are inside Q3 + 3 IQR = 18, 10% at 19 are beyond it."""
+    # 100 samples, type-7 quartiles at positions 24.75 and 74.25 (0-based): x[24] = x[25] = 10 and
+    # x[74] = x[75] = 12, so IQR = 2; Q3 + 1.5 IQR = 15 would count the samples at 16 too
+    x = np.array([10e-6] * 50 + [12e-6] * 40 + [16e-6] * 10)
+    assert np.percentile(x, [25, 75]).tolist() == [10e-6, 12e-6]
+    assert "outliers" not in summarize(x).flags
+    x[90:] = 19e-6
+    assert "outliers" in summarize(x).flags
+
+
 def test_summarize_rejects_empty_and_nonfinite():
     with pytest.raises(ValueError):
         summarize([])
     with pytest.raises(ValueError):
         summarize([1.0, float("inf")])
+
+
+# -- the per-step overhead of the hand-written algorithms is a median ----------------------
+
+def test_step_overhead_is_the_median_over_cases_not_the_mean():
+    """Cases paying 1, 2 and 9 us per step beyond the model: the estimate is their median, 2 us (the mean is 4)."""
+    from ccbench.algorithms import REGISTRY
+    from ccbench.analysis.fit import NetworkParams
+    from ccbench.analysis.predict import estimate_step_overhead, predict
+
+    params = NetworkParams(alpha_s=2e-6, beta_s_per_byte=1e-10, gamma_s_per_byte=1e-11, source="given")
+    rows = []
+    for (coll, name, P), o in ((("allreduce", "ring", 2), 1e-6), (("allreduce", "recursive_doubling", 4), 2e-6),
+                               (("bcast", "binomial", 8), 9e-6)):
+        alg = REGISTRY[coll][name]
+        steps = alg.cost(P, 64).timing_cost.alpha
+        rows.append({"collective": coll, "algorithm": name, "nranks": P, "nbytes": 64, "steps_max": steps,
+                     "median_s": predict(alg, P, 64, params) + o * steps, "dtype": "float32", "op": "sum"})
+    got, cases = estimate_step_overhead(rows, params)
+    assert cases == 3
+    assert got == pytest.approx(2e-6, rel=1e-9)

@@ -32,15 +32,15 @@ def barrier(comm) -> None:
 
 
 @register("pingpong", "native", source=_SRC, native=True)
-def pingpong(comm, buf) -> None:
-    """MPI_Send/MPI_Recv round trip between ranks 0 and 1 (other ranks idle)."""
+def pingpong(comm, sendbuf, recvbuf) -> None:
+    """MPI_Send/MPI_Recv round trip between ranks 0 and 1 (other ranks idle); rank 1 echoes what it received."""
     rank = comm.Get_rank()
     if rank == 0:
-        comm.Send(buf, 1, 7)
-        comm.Recv(buf, 1, 7)
+        comm.Send(sendbuf, 1, 7)
+        comm.Recv(recvbuf, 1, 7)
     elif rank == 1:
-        comm.Recv(buf, 0, 7)
-        comm.Send(buf, 0, 7)
+        comm.Recv(recvbuf, 0, 7)
+        comm.Send(recvbuf, 0, 7)
 
 
 @register("bcast", "native", source=_SRC, native=True)

@@ -211,14 +211,13 @@ def _alltoall(count, P, rank, dtype, op, root, in_place, marker):
 
 
 def _pingpong(count, P, rank, dtype, op, root, in_place, marker):
-    # rank 1 starts poisoned and must end with rank 0's pattern; rank 0 must end with it again
-    # (the echo).  Rank 0 sends and receives through one buffer, so an echo that never lands in
-    # it goes unseen; separate send and receive buffers (and algorithm) would close that gap.
-    buf = _alloc(count, dtype)
+    # both receive buffers start poisoned and must end with rank 0's pattern: rank 1's holds
+    # the message, rank 0's the echo (not what rank 0 sent, which stays in its send buffer)
+    send, recv = _alloc(count, dtype), _alloc(count, dtype)
     data = pattern(0, 0, count, dtype)
     if rank == 0:
-        return CaseBuffers((buf,), {}, [(buf, data)], [(buf, data.copy())])
-    return CaseBuffers((buf,), {}, [], [(buf, data)] if rank == 1 else [])
+        return CaseBuffers((send, recv), {}, [(send, data)], [(recv, data)])
+    return CaseBuffers((send, recv), {}, [], [(recv, data)] if rank == 1 else [])
 
 
 def _barrier(count, P, rank, dtype, op, root, in_place, marker):

@@ -1,0 +1,390 @@
+"""Contracts of the measuring core on a scripted stand-in for MPI and the clock (plain pytest, no MPI)."""
+
+# Every rank of a `World` runs the real timing loop (or the real `run_case`) in a thread of
+# its own.  Time is virtual, counted in whole ticks of 2**-20 s, so every reading and every
+# difference is exact in floating point.  A rank's clock moves only as the script says: a call
+# takes what `work(rank, k)` gives for the rank's k-th call (warm-up included); a collective
+# ends for everyone when the last rank has arrived, plus its cost; a message arrives `latency`
+# ticks after it was sent; and a clock reading right after another reading, with nothing in
+# between, moves the clock one tick (a rank spinning on its clock).  Each rank may read its
+# clock with an offset to the others.  Every expected value below is derived from the script.
+
+import functools
+import sys
+import threading
+import types
+from collections import deque
+
+import numpy as np
+import pytest
+
+from ccbench.measure import sweep
+from ccbench.measure.config import Case
+from ccbench.measure.timing import TimingSettings, measure
+
+TICK = 2.0 ** -20        # seconds per tick
+BASE = 1 << 20           # every clock starts at 1 s (in ticks)
+TIMEOUT_S = 30.0         # a rank that waits this long on the others is a failed test, not a hang
+
+
+class StuckError(AssertionError):
+    """A rank waits for ranks that have finished or failed: the ranks disagree on what to do."""
+
+
+class _Op:
+    """A reduction of the stand-in MPI: its name and the numpy ufunc that does it."""
+
+    def __init__(self, name: str, ufunc) -> None:
+        self.name, self.ufunc = name, ufunc
+
+    def __repr__(self) -> str:
+        return f"MPI.{self.name}"
+
+
+MPI = types.ModuleType("mpi4py.MPI")
+MPI.IN_PLACE = object()
+MPI.SUM, MPI.PROD, MPI.MIN, MPI.MAX = (_Op(n, u) for n, u in (("SUM", np.add), ("PROD", np.multiply),
+                                                              ("MIN", np.minimum), ("MAX", np.maximum)))
+MPI.COMM_TYPE_SHARED = "shared"
+MPI.UNDEFINED = -32766
+
+
+@pytest.fixture(autouse=True)
+def no_real_mpi(monkeypatch):
+    """`from mpi4py import MPI` in the code under test gives the stand-in's constants."""
+    pkg = types.ModuleType("mpi4py")
+    pkg.MPI = MPI
+    monkeypatch.setitem(sys.modules, "mpi4py", pkg)
+    monkeypatch.setitem(sys.modules, "mpi4py.MPI", MPI)
+
+
+class World:
+    """`size` ranks with scripted calls, collectives, messages and clocks; `tamper` may change or lose a message."""
+
+    # tamper(source, dest, data) -> the data delivered, or None: lost (the receive buffer keeps what it had)
+
+    def __init__(self, size, work=None, *, offsets=None, latency=40, barrier=3, reduce=5, bcast=2,
+                 tamper=None) -> None:
+        self.size, self.work, self.latency, self.tamper = size, work, latency, tamper
+        self.t = [BASE] * size                     # each rank's time, in global ticks
+        self.offsets = list(offsets or [0] * size)  # each rank's clock = global time + offset
+        self.reading = [False] * size               # the rank's last act was a clock reading
+        self.starts = [[] for _ in range(size)]     # global tick at which each of its calls began
+        self.agreed = []                            # the values rank 0 broadcast (window starts)
+        self.cost = {"Barrier": barrier, "Allreduce": reduce, "Bcast": bcast}
+        self._cond = threading.Condition()
+        self._rounds: list[dict] = []      # per collective, in order: rank -> (kind, value, arrival)
+        self._mail: dict = {}
+        self._gone: set[int] = set()       # ranks that have returned or raised
+
+    def call(self, rank: int) -> None:
+        """One scripted call on `rank`: it takes work(rank, k) ticks, k counting its calls so far."""
+        self.starts[rank].append(self.t[rank])
+        self.t[rank] += self.work(rank, len(self.starts[rank]) - 1)
+        self.reading[rank] = False
+
+    def leave(self, rank: int) -> None:
+        """`rank` has returned or raised: whoever still waits for it is stuck."""
+        with self._cond:
+            self._gone.add(rank)
+            self._cond.notify_all()
+
+    def wait_for(self, rank: int, ready, what: str, needs=None) -> None:
+        """Block (holding the lock) until ready(); raise StuckError once a rank in `needs` (default: any) has left."""
+        needs = set(range(self.size)) if needs is None else set(needs)
+        if not self._cond.wait_for(lambda: ready() or needs & self._gone, timeout=TIMEOUT_S) or not ready():
+            raise StuckError(f"rank {rank} waits for {what}, but ranks {sorted(self._gone)} have left")
+
+
+class Comm:
+    """One rank of a World, with the mpi4py methods the measuring core calls."""
+
+    def __init__(self, world: World, rank: int) -> None:
+        self.world, self.rank = world, rank
+        self.collectives = 0  # how many this rank has entered
+
+    def Get_rank(self) -> int:
+        return self.rank
+
+    def Get_size(self) -> int:
+        return self.world.size
+
+    def Wtime(self) -> float:
+        """This rank's clock in seconds; a reading right after a reading moves it one tick."""
+        w, r = self.world, self.rank
+        if w.reading[r]:
+            w.t[r] += 1
+        w.reading[r] = True
+        return (w.t[r] + w.offsets[r]) * TICK
+
+    def _collective(self, kind: str, value) -> list:
+        """Every rank's `value`; everyone leaves when the last rank has arrived, plus the cost."""
+        w = self.world
+        with w._cond:
+            self.collectives += 1
+            if len(w._rounds) < self.collectives:
+                w._rounds.append({})
+            entries = w._rounds[self.collectives - 1]
+            entries[self.rank] = (kind, value, w.t[self.rank])
+            w._cond.notify_all()
+            w.wait_for(self.rank, lambda: len(entries) == w.size, f"the others in {kind}")
+        entries = [entries[r] for r in range(w.size)]
+        kinds = sorted({e[0] for e in entries})
+        assert len(kinds) == 1, f"ranks in different collectives: {kinds}"
+        w.t[self.rank] = max(e[2] for e in entries) + w.cost[kind]
+        w.reading[self.rank] = False
+        return [e[1] for e in entries]
+
+    def Barrier(self) -> None:
+        self._collective("Barrier", None)
+
+    def Allreduce(self, sendbuf, recvbuf, op) -> None:
+        assert isinstance(op, _Op), f"not an MPI op: {op!r}"
+        mine = np.array(recvbuf if sendbuf is MPI.IN_PLACE else sendbuf, copy=True)
+        recvbuf[...] = functools.reduce(op.ufunc, self._collective("Allreduce", mine))
+
+    def Bcast(self, buf, root: int = 0) -> None:
+        if self.rank == root:
+            self.world.agreed.append(float(buf[0]) if buf.size else None)
+        buf[...] = self._collective("Bcast", buf.copy())[root]
+
+    def Send(self, buf, dest: int, tag: int = 0) -> None:
+        w = self.world
+        with w._cond:
+            w._mail.setdefault((self.rank, dest, tag), deque()).append(
+                (np.array(buf, copy=True), w.t[self.rank] + w.latency))
+            w._cond.notify_all()
+        w.reading[self.rank] = False
+
+    def Recv(self, buf, source: int, tag: int = 0) -> None:
+        w = self.world
+        key = (source, self.rank, tag)
+        with w._cond:
+            w.wait_for(self.rank, lambda: w._mail.get(key), f"a message from {source} (tag {tag})", [source])
+            data, arrival = w._mail[key].popleft()
+        if w.tamper is not None:
+            data = w.tamper(source, self.rank, data)
+        if data is not None:
+            buf[...] = data
+        w.t[self.rank] = max(w.t[self.rank], arrival)
+        w.reading[self.rank] = False
+
+
+def run(world: World, fn) -> list:
+    """fn(comm) on every rank of `world`, each in its own thread; the results, or the first error."""
+    results: list = [None] * world.size
+    errors: list = [None] * world.size
+
+    def body(rank: int) -> None:
+        try:
+            results[rank] = fn(Comm(world, rank))
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            errors[rank] = exc
+        world.leave(rank)
+
+    threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(world.size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(2 * TIMEOUT_S)
+        assert not t.is_alive(), "a rank never finished"
+    first = next((e for e in errors if e is not None and not isinstance(e, StuckError)),
+                 next((e for e in errors if e is not None), None))
+    if first is not None:
+        raise first
+    return results
+
+
+def measure_world(world: World, settings: TimingSettings) -> tuple[list[float], str]:
+    """The timing loop on every rank of `world`: (samples in ticks, stop reason), checked equal on all ranks."""
+
+    def body(comm):
+        samples, stop = measure(comm, functools.partial(world.call, comm.rank), settings, clock=comm.Wtime)
+        return (samples / TICK).tolist(), stop
+
+    results = run(world, body)
+    assert all(r == results[0] for r in results), "ranks disagree on the samples or the stop"
+    return results[0]
+
+
+def scripted(table):
+    """work(rank, k) from a table of per-rank call times in ticks (warm-up calls first)."""
+    return lambda rank, k: table[rank][k]
+
+
+def settings(**kw) -> TimingSettings:
+    """Timing settings with a budget (1 s = 2**20 ticks) that no test below reaches unless it says so."""
+    return TimingSettings(**{"warmup": 2, "min_reps": 6, "max_reps": 6, "target_rse": 0.05, "budget_s": 1.0,
+                             "sync": "barrier", **kw})
+
+
+# -- a sample is the slowest rank's time -------------------------------------------------
+
+# two warm-up calls of 50 ticks, then six samples in which the slowest rank changes
+SPREAD = [
+    [50, 50, 10, 70, 30, 90, 20, 40],
+    [50, 50, 60, 20, 80, 10, 45, 40],
+    [50, 50, 30, 40, 20, 60, 70, 40],
+]
+
+
+def test_a_sample_is_the_maximum_over_ranks():
+    """Each sample is the slowest rank's call time, not the fastest's nor an average."""
+    world = World(3, scripted(SPREAD))
+    samples, stop = measure_world(world, settings())
+    assert samples == [60, 70, 80, 90, 70, 40]  # column maxima of SPREAD[:, 2:]
+    assert stop == "max_reps"
+
+
+def test_every_sample_starts_together_on_every_rank():
+    """After the synchronisation every rank begins the timed call at the same instant."""
+    world = World(3, scripted(SPREAD))
+    measure_world(world, settings())
+    for k in range(2, 8):  # the six timed calls
+        assert len({world.starts[r][k] for r in range(3)}) == 1, f"call {k}"
+
+
+# -- the synchronisation is outside the timed region -------------------------------------
+
+def test_barrier_is_outside_the_timed_region():
+    """Every rank does the same work, so any reduction gives it; a barrier (7 ticks) inside would add to it."""
+    work = [100, 100, 100, 140, 100, 180, 100, 120]
+    world = World(2, lambda rank, k: work[k], barrier=7)
+    samples, _ = measure_world(world, settings())
+    assert samples == work[2:]
+
+
+def test_window_sync_is_outside_the_timed_region():
+    """Window sync: a sample runs from the agreed instant to the end, without the broadcast or the wait."""
+    world = World(2, lambda rank, k: [64, 64, 40, 90, 55, 70, 64, 80][k], offsets=[0, 999], bcast=11)
+    samples, _ = measure_world(world, settings(sync="window"))
+    assert samples == [40, 90, 55, 70, 64, 80]
+
+
+# -- window synchronisation starts every rank at the agreed instant -------------------------
+
+def test_window_starts_every_rank_at_the_agreed_instant():
+    """Clocks offset by hundreds to thousands of ticks: every rank begins each call at rank 0's agreed instant."""
+    # Ping-pong offsets are exact here (symmetric 40-tick latency), so rank r's start on its own
+    # clock is rank 0's broadcast value + (offset_r - offset_0): on the common time line, the
+    # broadcast value - offset_0 for every rank.
+    offsets = [300, -4000, 2500]
+    table = [[64, 64, 40, 90, 55, 70, 20, 80],
+             [64, 64, 90, 40, 55, 30, 64, 80],
+             [64, 64, 60, 60, 90, 70, 50, 20]]
+    world = World(3, scripted(table), offsets=offsets)
+    samples, _ = measure_world(world, settings(sync="window"))
+    assert samples == [90, 90, 90, 70, 64, 80]
+    agreed = [round(v / TICK) - offsets[0] for v in world.agreed]  # rank 0's start values, common time
+    assert len(agreed) == 6
+    for rank in range(3):
+        assert world.starts[rank][2:] == agreed, f"rank {rank}"
+
+
+# -- stop rules ---------------------------------------------------------------------------
+
+def test_target_rse_stops_at_min_reps_when_samples_agree():
+    """Identical samples (RSE 0) stop at exactly min_reps, by the target rule."""
+    world = World(2, lambda rank, k: 100)
+    samples, stop = measure_world(world, settings(min_reps=7, max_reps=50))
+    assert (len(samples), stop) == (7, "target_rse")
+
+
+def test_target_rse_never_stops_before_min_reps():
+    """A budget of 5.5 calls checks first at 5 identical samples (RSE 0), under min_reps 10: the budget stops at 6."""
+    # Warm-up calls of 1000 ticks: the budget (5500 ticks) holds int(5500 / 1000) = 5 calls, so
+    # the first check is at 5 samples.  Their RSE is 0, but 5 < min_reps, so only the budget may
+    # stop the loop: 5 samples took 5 x (3 + 1000) = 5015 ticks (+1 of clock reading), under the
+    # budget; the 6th ends past it.
+    world = World(2, lambda rank, k: 1000)
+    samples, stop = measure_world(world, settings(min_reps=10, max_reps=50, budget_s=5500 * TICK))
+    assert (len(samples), stop) == (6, "budget")
+
+
+def test_target_rse_stops_at_the_first_check_below_target():
+    """Samples 1 3 1 3 then 2s (x100 ticks): RSE = 1/sqrt(n (n - 1)) first reaches 0.14 at n = 8; it stops there."""
+    # For every prefix from n = 4 on, the mean is 2 and the squared deviations sum to 4, so
+    # s = 2/sqrt(n - 1) and RSE = s / sqrt(n) / 2 = 1/sqrt(n (n - 1)): 0.289 at n = 4, 0.154 at
+    # n = 7, 0.134 at n = 8.  Below 8 samples a batch is one sample, so every n is checked.
+    work = [200, 100, 300, 100, 300] + [200] * 20
+    world = World(2, lambda rank, k: work[k])
+    samples, stop = measure_world(world, settings(warmup=1, min_reps=4, max_reps=50, target_rse=0.14))
+    assert samples == [100, 300, 100, 300, 200, 200, 200, 200]
+    assert stop == "target_rse"
+
+
+def test_max_reps_stops_a_spread_that_never_settles():
+    """Samples alternating 100/300 ticks never reach a 1% RSE: exactly max_reps samples, all kept."""
+    world = World(2, lambda rank, k: 100 if k % 2 else 300)
+    samples, stop = measure_world(world, settings(min_reps=4, max_reps=9, target_rse=0.01))
+    assert samples == [300, 100, 300, 100, 300, 100, 300, 100, 300]
+    assert stop == "max_reps"
+
+
+def test_max_reps_wins_over_a_larger_min_reps():
+    """max_reps 5 below min_reps 20: 5 samples, "max_reps"."""
+    world = World(2, lambda rank, k: 100)
+    samples, stop = measure_world(world, settings(min_reps=20, max_reps=5))
+    assert (len(samples), stop) == (5, "max_reps")
+
+
+def test_budget_stops_at_the_first_sample_past_it():
+    """A budget of 1000 ticks, samples of 3 + 100 ticks on the slower rank: the 10th is the first to end past it."""
+    # 9 samples take 9 x 103 = 927 ticks, plus under 30 of checking (a clock reading and a 5-tick
+    # reduction per check); 10 take over 1030.  The faster rank (10-tick calls) is still under
+    # 1000 by then: the budget is the slowest rank's.  min_reps is out of reach, so neither
+    # the target nor max_reps can stop the loop.  Warm-up calls of 200 ticks put the first check
+    # at int(1000 / 200) = 5 samples; each later batch ends where the loop's estimate puts the
+    # budget (6, 7, 8, then 10).
+    table = [[200, 200] + [100] * 30, [20, 20] + [10] * 30]
+    world = World(2, scripted(table))
+    samples, stop = measure_world(world, settings(min_reps=1000, max_reps=1000, budget_s=1000 * TICK))
+    assert (len(samples), stop) == (10, "budget")
+    assert samples == [100] * 10
+
+
+# -- ping-pong: half the round trip, both ranks checked ----------------------------------
+
+def _pingpong(world: World, monkeypatch, count: int = 4):
+    """run_case on every rank of `world` for a ping-pong of `count` float64s; the rows."""
+    monkeypatch.setattr(sweep, "measure", lambda comm, call, s: measure(comm, call, s, clock=comm.Wtime))
+    case = Case("pingpong", "native", 8 * count, count, "float64", "none", False, 0)
+    rows = run(world, lambda comm: sweep.run_case(comm, case, settings(min_reps=5, max_reps=5)))
+    assert all(r == rows[0] for r in rows)
+    return rows[0]
+
+
+@pytest.mark.parametrize("nranks", [2, 3])
+def test_pingpong_reports_half_the_round_trip(nranks, monkeypatch):
+    """Latency 50 ticks: rank 1 has the message at 50, rank 0 the reply at 100; the row says 50."""
+    row = _pingpong(World(nranks, latency=50), monkeypatch)
+    assert row.samples_s == (50 * TICK,) * 5
+    assert row.median_s == row.min_s == row.max_s == 50 * TICK
+    assert row.nwrong == 0 and row.stop_reason == "max_reps"
+
+
+def test_pingpong_check_catches_a_wrong_reply_on_rank_0(monkeypatch):
+    """Rank 1 has the right data, the reply is corrupted on its way: rank 0's 4 elements are wrong."""
+
+    def corrupt_reply(source, dest, data):
+        return data + 1 if (source, dest) == (1, 0) else data
+
+    assert _pingpong(World(2, tamper=corrupt_reply), monkeypatch).nwrong == 4
+
+
+def test_pingpong_check_catches_a_wrong_message_on_rank_1(monkeypatch):
+    """The first message is corrupted: rank 1 holds 4 wrong elements and echoes them to rank 0 (8 in all)."""
+
+    def corrupt_ping(source, dest, data):
+        return data + 1 if (source, dest) == (0, 1) else data
+
+    assert _pingpong(World(2, tamper=corrupt_ping), monkeypatch).nwrong == 8
+
+
+def test_pingpong_check_catches_a_lost_reply_on_rank_0(monkeypatch):
+    """The reply never lands in rank 0's receive buffer: it keeps its poison, 4 elements wrong."""
+
+    def lose_reply(source, dest, data):
+        return None if (source, dest) == (1, 0) else data
+
+    assert _pingpong(World(2, tamper=lose_reply), monkeypatch).nwrong == 4
