@@ -7,10 +7,9 @@ range swept by a factor of two (``8:1M``; ``8:1M:4`` for another factor).
 
 import dataclasses
 import difflib
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import tomllib
 
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.dtypes import DTYPES, OPS
