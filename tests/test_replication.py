@@ -1,0 +1,449 @@
+"""ccbench.core.replication on synthetic launches with known answers (plain pytest, fixed seeds).
+
+Simulated case: ln t_kj = mu + b_k + e_kj, launch effect b_k ~ N(0, sigma_b^2), sample noise
+e_kj ~ N(0, sigma_w^2); the typical time is exp(mu).  Rates over N simulated cases are checked
+against their nominal value with a binomial allowance of 3 sd, 3 sqrt(p (1 - p) / N).
+"""
+
+import ast
+import inspect
+import math
+
+import numpy as np
+import pytest
+
+from ccbench.core import replication
+from ccbench.core.replication import (
+    DEFAULT_PRIOR_BETWEEN_CV,
+    compare_launches,
+    cv_from_log_sd,
+    hierarchical_bootstrap_ci,
+    launches_for_budget,
+    log_sd_from_cv,
+    min_detectable_ratio,
+    optimal_split,
+    paired_compare,
+    signed_rank_p,
+    student_t_quantile,
+    student_t_two_sided_p,
+    variance_components,
+    variance_of_mean,
+)
+from ccbench.core.stats import mann_whitney_u, median_ci
+
+MU = math.log(1e-4)  # a 100 us collective
+Z975 = 1.959963984540054
+
+
+def _slack(p: float, n: int) -> float:
+    """3 binomial standard deviations of a rate p over n trials."""
+    return 3.0 * math.sqrt(p * (1.0 - p) / n)
+
+
+def _cases(rng, n_cases: int, k: int, n: int, sigma_b: float, sigma_w: float, shift: float = 0.0):
+    """n_cases simulated cases of k launches x n samples each, as lists of arrays (seconds)."""
+    logs = MU + shift + rng.normal(0.0, sigma_b, (n_cases, k, 1)) + rng.normal(0.0, sigma_w, (n_cases, k, n))
+    t = np.exp(logs)
+    return [list(case) for case in t]
+
+
+def test_replication_is_pure():
+    tree = ast.parse(inspect.getsource(replication))
+    mods = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            mods |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            mods.add(node.module.split(".")[0])
+    assert mods <= {"math", "collections", "dataclasses", "statistics", "numpy", "ccbench"}
+    assert all(hasattr(replication, name) for name in replication.__all__)
+
+
+# -- Student's t -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("p,df,ref", [
+    # tabled quantiles (e.g. Abramowitz & Stegun table 26.10), to 10 digits
+    (0.975, 1, 12.70620474), (0.975, 2, 4.302652730), (0.975, 4, 2.776445105),
+    (0.975, 10, 2.228138852), (0.995, 3, 5.840909310), (0.90, 30, 1.310415025),
+])
+def test_t_quantile_tabled(p, df, ref):
+    assert student_t_quantile(p, df) == pytest.approx(ref, rel=1e-9)
+    assert student_t_quantile(1 - p, df) == pytest.approx(-ref, rel=1e-9)
+
+
+@pytest.mark.parametrize("t", [0.0, 0.1, 1.0, 3.0, 4.898979486, 50.0])
+def test_t_two_sided_p_closed_forms(t):
+    # nu = 1 (Cauchy): 1 - 2 atan(t) / pi; nu = 2: 1 - t / sqrt(2 + t^2);
+    # nu = 4: 1 - sin(th) (1 + cos(th)^2 / 2), th = atan(t / 2) (Abramowitz & Stegun 26.7.3)
+    th = math.atan(t / 2)
+    assert student_t_two_sided_p(t, 1) == pytest.approx(1 - 2 * math.atan(t) / math.pi, abs=1e-13)
+    assert student_t_two_sided_p(t, 2) == pytest.approx(1 - t / math.sqrt(2 + t * t), abs=1e-13)
+    assert student_t_two_sided_p(t, 4) == pytest.approx(1 - math.sin(th) * (1 + math.cos(th) ** 2 / 2), abs=1e-13)
+
+
+@pytest.mark.parametrize("df", [1.5, 3.3, 7.7])
+def test_t_real_df_against_integrated_density_and_inverse(df):
+    x = np.linspace(0.0, 2.0, 20001)
+    pdf = np.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+                 - (df + 1) / 2 * np.log1p(x * x / df))
+    inside = float(np.sum((pdf[1:] + pdf[:-1]) / 2 * np.diff(x)))  # P(0 < T < 2), trapezoid
+    assert student_t_two_sided_p(2.0, df) == pytest.approx(1 - 2 * inside, abs=1e-8)
+    for p in (0.6, 0.9, 0.975, 0.9995):
+        q = student_t_quantile(p, df)
+        assert student_t_two_sided_p(q, df) == pytest.approx(2 * (1 - p), rel=1e-9)
+
+
+def test_log_normal_cv_round_trip():
+    assert log_sd_from_cv(0.25) == pytest.approx(math.sqrt(math.log(1.0625)))
+    for cv in (0.0, 0.05, 0.35, 2.0):
+        assert cv_from_log_sd(log_sd_from_cv(cv)) == pytest.approx(cv, abs=1e-12)
+    # the default prior: the worst measured spread of three launches, 75%, over the mean range
+    # of three normals (1.693 sigma), as a log-normal CV, rounded up
+    assert cv_from_log_sd(math.log(1.75) / 1.693) <= DEFAULT_PRIOR_BETWEEN_CV < 0.36
+
+
+# -- 1. variance components ------------------------------------------------------------------------
+
+
+def test_variance_components_hand_computed_balanced():
+    # linear scale: means 2, 5; grand 3.5; MSW = (2 + 2) / 4 = 1; MSB = 3 (1.5^2 + 1.5^2) / 1 = 13.5;
+    # n0 = (6 - 18/6) / 1 = 3; sigma_b^2 = (13.5 - 1) / 3 = 25/6
+    vc = variance_components([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], log=False)
+    assert vc.scale == "linear" and vc.n_launches == 2 and vc.n_samples == 6
+    assert vc.var_within == pytest.approx(1.0)
+    assert vc.var_between == pytest.approx(25 / 6) and not vc.truncated
+    assert vc.grand_mean == pytest.approx(3.5) and vc.typical_s == pytest.approx(3.5)
+    assert vc.icc == pytest.approx((25 / 6) / (25 / 6 + 1))
+    assert vc.between_cv == pytest.approx(math.sqrt(25 / 6) / 3.5)
+    assert vc.design_effect == pytest.approx(1 + 2 * vc.icc)
+
+
+def test_variance_components_hand_computed_unbalanced():
+    # means 2, 5; N = 5; weighted grand 19/5 = 3.8; MSW = (2 + 2) / 3; MSB = 2 * 1.8^2 + 3 * 1.2^2 = 10.8;
+    # n0 = (5 - (4 + 9)/5) / 1 = 2.4; sigma_b^2 = (10.8 - 4/3) / 2.4
+    vc = variance_components([[1.0, 3.0], [4.0, 5.0, 6.0]], log=False)
+    assert vc.var_within == pytest.approx(4 / 3)
+    assert vc.var_between == pytest.approx((10.8 - 4 / 3) / 2.4)
+    assert vc.grand_mean == pytest.approx(3.5)  # mean of launch means: each launch weighs the same
+
+
+def test_variance_components_balanced_is_kalibera_jones_t2():
+    # T_1^2 = S_1^2 (mean within-launch variance), T_2^2 = S_2^2 - S_1^2 / n (the corrected estimator)
+    rng = np.random.default_rng(3)
+    launches = _cases(rng, 1, 6, 15, 0.2, 0.1)[0]
+    logs = np.log(np.array(launches))
+    s1 = float(np.mean(np.var(logs, axis=1, ddof=1)))
+    s2 = float(np.var(logs.mean(axis=1), ddof=1))
+    vc = variance_components(launches)
+    assert vc.scale == "log"
+    assert vc.var_within == pytest.approx(s1)
+    assert vc.var_between_raw == pytest.approx(s2 - s1 / 15)
+    assert vc.typical_s == pytest.approx(math.exp(logs.mean()))
+
+
+@pytest.mark.parametrize("balanced", [True, False])
+def test_variance_components_recover_known_sigmas(balanced):
+    rng = np.random.default_rng(11 if balanced else 12)
+    k, sb, sw = 200, 0.3, 0.1
+    sizes = np.full(k, 20) if balanced else rng.integers(5, 61, k)
+    launches = [np.exp(MU + rng.normal(0, sb) + rng.normal(0, sw, n)) for n in sizes]
+    vc = variance_components(launches)
+    n_tot, nbar = int(sizes.sum()), float(sizes.mean())
+    # sampling sd of the moment estimators (normal theory, balanced approximation):
+    # var(MSW) = 2 sw^4 / (N - K); var(sb^2) ~ 2 (sb^2 + sw^2 / n)^2 / (K - 1) + 2 sw^4 / (n^2 (N - K))
+    sd_w = math.sqrt(2 * sw ** 4 / (n_tot - k))
+    sd_b = math.sqrt(2 * (sb ** 2 + sw ** 2 / nbar) ** 2 / (k - 1) + 2 * sw ** 4 / (nbar ** 2 * (n_tot - k)))
+    assert abs(vc.var_within - sw ** 2) < 4 * sd_w
+    assert abs(vc.var_between - sb ** 2) < 4 * sd_b
+    assert vc.between_cv == pytest.approx(cv_from_log_sd(sb), rel=0.15)
+    assert vc.icc == pytest.approx(sb ** 2 / (sb ** 2 + sw ** 2), abs=0.05)
+    assert not vc.truncated
+
+
+def test_variance_components_zero_between_truncates_and_flags():
+    # every launch a permutation of the same values: identical launch means, MSB = 0 < MSW
+    base = np.array([1.0, 1.1, 1.3, 0.9, 1.05]) * 1e-4
+    rng = np.random.default_rng(0)
+    vc = variance_components([rng.permutation(base) for _ in range(4)])
+    assert vc.var_between_raw < 0 and vc.truncated
+    assert vc.var_between == 0.0 and vc.icc == 0.0 and vc.between_cv == 0.0
+    assert vc.design_effect == 1.0
+    # and in simulation with sigma_b = 0: never negative, often truncated, small when not
+    truncs, ests = 0, []
+    for case in _cases(np.random.default_rng(5), 200, 8, 20, 0.0, 0.1):
+        v = variance_components(case)
+        assert v.var_between >= 0
+        truncs += v.truncated
+        ests.append(v.var_between)
+    assert 0.3 < truncs / 200 < 0.8  # P(F_{7,152} < 1) ~ 0.56
+    assert float(np.mean(ests)) < 0.1 ** 2 / 20  # below sw^2 / n: no launch effect to speak of
+
+
+def test_variance_components_single_launch_and_bad_input():
+    vc = variance_components([[1.0, 2.0, 3.0]])
+    assert math.isnan(vc.var_between) and not vc.truncated and vc.var_within > 0
+    with pytest.raises(ValueError):
+        variance_components([])
+    with pytest.raises(ValueError):
+        variance_components([[1.0], []])
+    with pytest.raises(ValueError):
+        variance_components([[1.0, -1.0]])           # log scale needs positive times
+    with pytest.raises(ValueError):
+        variance_components(np.array([1.0, 2.0]))  # one array, not a list of launches
+
+
+# -- 2. hierarchical bootstrap interval ------------------------------------------------------------
+
+
+def _coverage(cases, **kw):
+    """(two-stage coverage, naive pooled within-launch coverage) of the true typical time exp(MU)."""
+    true = math.exp(MU)
+    hit = naive = 0
+    for i, case in enumerate(cases):
+        ci = hierarchical_bootstrap_ci(case, n_boot=200, seed=i, **kw)
+        hit += ci.low_s <= true <= ci.high_s
+        lo, hi = median_ci(np.concatenate(case))  # today's interval: all samples pooled
+        naive += lo <= true <= hi
+    return hit / len(cases), naive / len(cases)
+
+
+@pytest.mark.parametrize("k", [3, 5])
+def test_hierarchical_ci_covers_when_launches_dominate_and_naive_does_not(k):
+    n_cases = 400
+    cases = _cases(np.random.default_rng(100 + k), n_cases, k, 20, sigma_b=0.3, sigma_w=0.05)
+    cov, naive = _coverage(cases)
+    # nominal 95% +- 3 binomial sd (0.033 at 400 cases)
+    assert abs(cov - 0.95) <= _slack(0.95, n_cases)
+    # the whole point: the within-launch interval ignores the launch effect and under-covers badly
+    assert naive < 0.5
+    assert cov - naive > 0.4
+
+
+def test_hierarchical_ci_without_launch_effect_is_conservative_or_nominal():
+    n_cases = 200
+    cases = _cases(np.random.default_rng(7), n_cases, 5, 20, sigma_b=0.0, sigma_w=0.2)
+    # strategy 1 (resample within too) counts the within noise twice: errs wide, never narrow
+    cov1, _ = _coverage(cases)
+    assert cov1 >= 0.95 - _slack(0.95, n_cases)
+    # strategy 2 (launches kept whole) is the t interval of the launch medians: nominal
+    cov2, _ = _coverage(cases, resample_within=False)
+    assert abs(cov2 - 0.95) <= _slack(0.95, n_cases)
+
+
+def test_hierarchical_ci_single_launch_is_within_launch_and_flagged():
+    x = np.exp(MU + np.random.default_rng(1).normal(0, 0.1, 50))
+    ci = hierarchical_bootstrap_ci([x])
+    assert ci.launch_variation_unknown and ci.n_launches == 1
+    assert (ci.low_s, ci.high_s) == median_ci(x, 0.95)
+    assert ci.estimate_s == pytest.approx(float(np.median(x)))
+    ci_min = hierarchical_bootstrap_ci([x], stat=np.min, n_boot=100)
+    assert ci_min.launch_variation_unknown and ci_min.low_s <= ci_min.estimate_s <= ci_min.high_s
+    assert not hierarchical_bootstrap_ci([x, x * 1.1], n_boot=100).launch_variation_unknown
+
+
+def test_hierarchical_ci_is_deterministic_with_the_seed():
+    case = _cases(np.random.default_rng(2), 1, 4, 30, 0.2, 0.1)[0]
+    a = hierarchical_bootstrap_ci(case, n_boot=300, seed=9)
+    b = hierarchical_bootstrap_ci(case, n_boot=300, seed=9)
+    c = hierarchical_bootstrap_ci(case, n_boot=300, seed=10)
+    assert a == b and a != c
+    assert a.low_s < a.estimate_s < a.high_s
+    assert a.estimate_s == pytest.approx(math.exp(np.mean(np.log([np.median(x) for x in case]))))
+
+
+def test_hierarchical_ci_bounded_memory_blocks_give_the_same_interval(monkeypatch):
+    case = _cases(np.random.default_rng(6), 1, 3, 101, 0.2, 0.1)[0]
+    whole = hierarchical_bootstrap_ci(case, n_boot=300)
+    monkeypatch.setattr(replication, "_BLOCK_VALUES", 1000)  # ~10 resamples per block
+    assert hierarchical_bootstrap_ci(case, n_boot=300) == whole
+    kept = hierarchical_bootstrap_ci(case, n_boot=300, resample_within=False)
+    assert kept.method.startswith("launch bootstrap") and kept.estimate_s == whole.estimate_s
+
+
+# -- 3. comparing separate launches ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [3, 5])
+def test_compare_launches_a_a_false_verdicts_within_level(k):
+    n_pairs, level = 400, 0.05
+    rng = np.random.default_rng(200 + k)
+    aa = _cases(rng, n_pairs, k, 30, sigma_b=0.3, sigma_w=0.1)
+    bb = _cases(rng, n_pairs, k, 30, sigma_b=0.3, sigma_w=0.1)
+    false = pooled_false = 0
+    for a, b in zip(aa, bb, strict=True):
+        c = compare_launches(a, b, level=level)
+        assert c.method == "welch" and c.verdict in ("faster", "slower", "noise")
+        false += c.verdict != "noise"
+        pooled_false += mann_whitney_u(np.concatenate(a), np.concatenate(b))[1] < level
+    assert false / n_pairs <= level + _slack(level, n_pairs)
+    # today's test on pooled samples calls most identical configurations different
+    assert pooled_false / n_pairs > 0.5
+
+
+def test_compare_launches_single_launch_is_undetermined_in_a_a():
+    n_pairs, level = 400, 0.05
+    rng = np.random.default_rng(300)
+    aa = _cases(rng, n_pairs, 1, 30, sigma_b=0.3, sigma_w=0.1)
+    bb = _cases(rng, n_pairs, 1, 30, sigma_b=0.3, sigma_w=0.1)
+    verdicts = [compare_launches(a, b, level=level).verdict for a, b in zip(aa, bb, strict=True)]
+    false = sum(v in ("faster", "slower") for v in verdicts)
+    assert "noise" not in verdicts  # one launch a side never claims "no difference" either
+    assert false / n_pairs <= level + _slack(level, n_pairs)
+    assert verdicts.count("undetermined") / n_pairs >= 0.9
+
+
+def test_compare_launches_single_launch_ignores_within_launch_significance():
+    # one launch each, 30% apart, every sample tight: the pooled test is overwhelming, the launch is one
+    x = np.exp(MU + np.random.default_rng(4).normal(0, 0.01, 200))
+    a, b = [x], [x * 1.3]
+    assert mann_whitney_u(a[0], b[0])[1] < 1e-10
+    c = compare_launches(a, b, prior_between_cv=0.25)
+    assert c.verdict == "undetermined" and c.method == "prior" and c.resolvable_ratio > 1.3
+    # constant samples (no within-launch term): 1.959964 sqrt(2) sqrt(ln 1.0625) = 0.682476 -> 1.978772
+    const = compare_launches([np.full(20, 1.0)], [np.full(20, 1.5)], prior_between_cv=0.25)
+    assert const.resolvable_ratio == pytest.approx(1.978772, rel=1e-6)
+    assert const.ratio == pytest.approx(1.5) and const.verdict == "undetermined"
+    # a difference beyond what the prior makes plausible is told apart
+    big = compare_launches([np.full(20, 1.0)], [np.full(20, 2.5)], prior_between_cv=0.25)
+    assert big.verdict == "slower" and big.ratio_low > 1.0
+    # the other side's observed spread, when larger than the prior, is used instead
+    wide = compare_launches([np.full(5, 1.0)], [np.full(5, 2.5), np.full(5, 0.8)], prior_between_cv=0.25)
+    assert wide.verdict == "undetermined"
+
+
+def test_compare_launches_welch_hand_computed():
+    # per-launch ln medians a: 0, 0.1, -0.1; b: 0.3, 0.5, 0.4. d = 0.4; se^2 = 0.01/3 + 0.01/3; nu = 4;
+    # t = 0.4 / 0.0816497 = 4.898979 -> p = 0.0080499 (A&S 26.7.3); half-width 2.776445 * 0.0816497
+    a = [np.full(3, math.exp(v)) for v in (0.0, 0.1, -0.1)]
+    b = [np.full(3, math.exp(v)) for v in (0.3, 0.5, 0.4)]
+    c = compare_launches(a, b)
+    assert c.ratio == pytest.approx(math.exp(0.4))
+    assert c.df == pytest.approx(4.0)
+    assert c.p_value == pytest.approx(0.0080499, rel=1e-4)
+    assert c.ratio_low == pytest.approx(math.exp(0.4 - 0.2266958), rel=1e-6)
+    assert c.ratio_high == pytest.approx(math.exp(0.4 + 0.2266958), rel=1e-6)
+    assert c.verdict == "slower"
+    assert compare_launches(b, a).verdict == "faster"
+    # interval [1.19, 1.87] is not inside +-50%: still slower; inside +-100%: noise
+    assert compare_launches(a, b, min_effect=0.5).verdict == "slower"
+    assert compare_launches(a, b, min_effect=1.0).verdict == "noise"
+
+
+def test_compare_launches_min_effect_turns_tiny_significant_differences_into_noise():
+    a = [np.full(5, v) for v in (1.000, 1.002, 0.998, 1.001)]
+    b = [v * 1.02 for v in a]
+    assert compare_launches(a, b).verdict == "slower"
+    assert compare_launches(a, b, min_effect=0.05).verdict == "noise"
+
+
+def test_compare_launches_degenerate_and_unequal_k():
+    same = [np.full(4, 2.0), np.full(4, 2.0)]
+    c = compare_launches(same, same)
+    assert c.p_value == 1.0 and c.verdict == "noise" and c.ratio == 1.0
+    c = compare_launches([np.full(4, 1.0), np.full(4, 1.0)], [np.full(4, 2.0)] * 5)
+    assert c.verdict == "slower" and c.p_value == 0.0
+    with pytest.raises(ValueError):
+        compare_launches([[1.0]], [[1.0]], level=1.5)
+    with pytest.raises(ValueError):
+        compare_launches([[1.0]], [[1.0]], min_effect=-0.1)
+
+
+# -- 4. paired launches -----------------------------------------------------------------------------
+
+
+def _paired(rng, n_cases, k, n, ratio, sigma_shared, sigma_own, sigma_w):
+    """Two algorithms in the same k launches: a shared launch effect, a modest own effect each."""
+    shared = rng.normal(0, sigma_shared, (n_cases, k, 1))
+    a = np.exp(MU + shared + rng.normal(0, sigma_own, (n_cases, k, 1)) + rng.normal(0, sigma_w, (n_cases, k, n)))
+    b = np.exp(MU + math.log(ratio) + shared + rng.normal(0, sigma_own, (n_cases, k, 1))
+               + rng.normal(0, sigma_w, (n_cases, k, n)))
+    return [(list(x), list(y)) for x, y in zip(a, b, strict=True)]
+
+
+def test_paired_compare_finds_a_20_percent_difference_at_k5():
+    n_cases = 400
+    pairs = _paired(np.random.default_rng(400), n_cases, 5, 50, 1.2, sigma_shared=0.3, sigma_own=0.05, sigma_w=0.1)
+    paired_hits = sum(paired_compare(a, b).verdict == "slower" for a, b in pairs)
+    unpaired_hits = sum(compare_launches(a, b).verdict == "slower" for a, b in pairs)
+    assert paired_hits / n_cases >= 0.80
+    # the shared launch effect (30%) drowns a 20% difference when the pairing is ignored
+    assert unpaired_hits / n_cases < 0.3
+
+
+def test_paired_compare_a_a_false_verdicts_within_level():
+    n_cases, level = 400, 0.05
+    pairs = _paired(np.random.default_rng(401), n_cases, 5, 50, 1.0, sigma_shared=0.3, sigma_own=0.05, sigma_w=0.1)
+    false = sum(paired_compare(a, b, level=level).verdict != "noise" for a, b in pairs)
+    assert false / n_cases <= level + _slack(level, n_cases)
+
+
+def test_paired_compare_hand_computed_and_edges():
+    # ln ratios 0.1, 0.2, 0.3: mean 0.2, sd 0.1, se 0.1/sqrt 3, t = 3.4641 on 2 df: p = 1 - t / sqrt(2 + t^2)
+    a = [np.full(3, 1.0)] * 3
+    b = [np.full(3, math.exp(v)) for v in (0.1, 0.2, 0.3)]
+    c = paired_compare(a, b)
+    t = 0.2 / (0.1 / math.sqrt(3))
+    assert c.method == "paired-t" and c.df == 2.0
+    assert c.p_value == pytest.approx(1 - t / math.sqrt(2 + t * t))
+    assert c.ratio == pytest.approx(math.exp(0.2))
+    assert c.ratio_low == pytest.approx(math.exp(0.2 - 4.302652730 * 0.1 / math.sqrt(3)))
+    assert c.p_signed_rank == pytest.approx(0.25)  # 2 / 2^3
+    one = paired_compare([np.full(3, 1.0)], [np.full(3, 9.0)])
+    assert one.verdict == "undetermined" and math.isnan(one.p_value)
+    with pytest.raises(ValueError):
+        paired_compare(a, b[:2])
+
+
+def test_signed_rank_exact():
+    assert signed_rank_p([1, 2, 3, 4, 5]) == pytest.approx(2 / 32)     # the smallest p at K = 5
+    # W+ = 13 of 15: P(W+ >= 13) = #{subsets of 1..5 summing to <= 2} / 32 = 3/32
+    assert signed_rank_p([1, -2, 3, 4, 5]) == pytest.approx(6 / 32)
+    assert signed_rank_p([-1, -2, -3, -4, -5, -6]) == pytest.approx(2 / 64)
+    assert signed_rank_p([1, 1, -1]) == 1.0                          # ties by mid-ranks
+    assert signed_rank_p([0, 0]) == 1.0
+
+
+# -- 5./6. planning ---------------------------------------------------------------------------------
+
+
+def test_optimal_split_hand_computed_and_minimal():
+    # sqrt(c_launch s_w^2 / (c_sample s_b^2)) = sqrt(2.0 * 0.04 / (0.001 * 0.01)) = sqrt(8000)
+    n_opt = optimal_split(0.04, 0.01, 2.0, 0.001)
+    assert n_opt == pytest.approx(89.4427191)
+    # at a fixed budget B, K = B / (c_l + n c_s): the variance of the mean is smallest at n_opt
+    budget = 600.0
+    ns = np.arange(1, 2000)
+    var = [variance_of_mean(0.04, 0.01, budget / (2.0 + n * 0.001), n) for n in ns]
+    assert abs(ns[int(np.argmin(var))] - n_opt) <= 1
+    assert optimal_split(0.04, 0.0, 2.0, 0.001) == math.inf
+    assert optimal_split(0.0, 0.01, 2.0, 0.001) == 0.0
+
+
+def test_launches_for_budget_and_variance_of_mean():
+    assert launches_for_budget(60.0, 100, 2.0, 0.01) == 20       # 60 / (2 + 1)
+    assert launches_for_budget(59.99, 100, 2.0, 0.01) == 19
+    assert launches_for_budget(1.0, 100, 2.0, 0.01) == 0
+    assert variance_of_mean(0.04, 0.01, 5, 100) == pytest.approx(0.01 / 5 + 0.04 / 500)
+    with pytest.raises(ValueError):
+        launches_for_budget(10.0, 0, 1.0, 0.1)
+
+
+def test_min_detectable_ratio_hand_computed():
+    # sigma = sqrt(ln 1.0625) = 0.2462207; (1.959964 + 0.841621) * 0.2462207 * sqrt(2/5) = 0.436270
+    assert min_detectable_ratio(0.25, 5) == pytest.approx(1.546931, rel=1e-6)
+    # one launch each, level 0.05, power 0.5: the prior branch's resolvable ratio at that CV
+    assert min_detectable_ratio(0.25, 1, power=0.5) == pytest.approx(1.978772, rel=1e-6)
+    assert min_detectable_ratio(0.25, 20) < min_detectable_ratio(0.25, 5) < min_detectable_ratio(0.5, 5)
+
+
+def test_min_detectable_ratio_has_its_power_in_simulation():
+    # a z test of two K-launch means of log-normal launch effects at exactly that ratio: power ~ 0.8
+    rng = np.random.default_rng(500)
+    cv, k, n_sim = 0.3, 5, 4000
+    sigma = log_sd_from_cv(cv)
+    d = math.log(min_detectable_ratio(cv, k))
+    a = rng.normal(0, sigma, (n_sim, k)).mean(axis=1)
+    b = rng.normal(d, sigma, (n_sim, k)).mean(axis=1)
+    power = float(np.mean(np.abs(b - a) / (sigma * math.sqrt(2 / k)) > Z975))
+    assert abs(power - 0.8) <= _slack(0.8, n_sim)
