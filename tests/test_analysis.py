@@ -206,7 +206,7 @@ def _no_pingpong(tmp_path):
     (["predict", "--alpha", "2us", "--beta", "1e-10", "-n", "64", "-C", "pingpong"],
      "has no algorithm with a cost model"),
     (["predict", "--alpha", "2us", "--beta", "1e-10", "-n", "0,64"], "at least 1"),
-    (["predict", "--alpha", "2us", "--beta", "1e-10", "-n", "64", "--ppn", "8"],
+    (["predict", "--alpha", "2us", "--beta", "1e-10", "-n", "64", "--intra-alpha", "1us", "--ppn", "8"],
      "needs all of --intra-alpha, --intra-beta and --ppn"),
     (["predict", "--alpha", "2us", "--beta", "1e-10", "-n", "64", "--intra-alpha", "1us",
       "--intra-beta", "1e-10", "--ppn", "0"], "--ppn must be at least 1"),

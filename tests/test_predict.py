@@ -259,3 +259,132 @@ def test_negative_step_overhead_explains_nothing():
              "median_s": 0.3 * predict(alg, 4, 8, params), "dtype": "float32", "op": "sum"}]
     (check,) = compare_to_measured(rows, params, step_overhead_s=-3e-6)
     assert check.off and "per-step overhead" not in check.reasons
+
+
+# --------------------------------------------------------------------------- ranks per node
+
+
+def hierarchical_s(P, ppn, n, a=A, b=B, g=G):
+    """Seconds of the hierarchical allreduce on nodes of `ppn` ranks, derived by hand."""
+    # a binomial reduce and broadcast over L = ceil(lg m) rounds in each node of m = min(ppn, P)
+    # ranks (n bytes a round, n reduced on the way up), and Rabenseifner among the N = ceil(P / ppn)
+    # node leaders, N a power of two here: 2 lg N steps, 2n(N-1)/N bytes, n(N-1)/N reduced
+    # (Thakur, Rabenseifner & Gropp 2005, sections 4.1 and 4.5)
+    m, N = min(ppn, P), -(-P // ppn)
+    L, lgN = lg(m) if m > 1 else 0, lg(N) if N > 1 else 0
+    return (2 * L + 2 * lgN) * a + (2 * L * n + 2 * n * (N - 1) / N) * b + (L * n + n * (N - 1) / N) * g
+
+
+@pytest.mark.parametrize("P,ppn", [(64, 8), (256, 8), (4096, 64), (1024, 1), (64, 64), (16, 100)])
+def test_hierarchical_allreduce_is_priced_on_nodes_of_ppn(P, ppn):
+    from ccbench.algorithms import REGISTRY
+
+    alg = REGISTRY["allreduce"]["hierarchical"]
+    for n in (8, 4096, 1 << 24):
+        want = hierarchical_s(P, ppn, n)
+        assert predict(alg, P, n, PARAMS, ranks_per_node=ppn) == pytest.approx(want, rel=1e-12)
+        assert predict_sizes(alg, P, [n], PARAMS, ranks_per_node=ppn)[0] == pytest.approx(want, rel=1e-12)
+        assert predict_grid(alg, [P], [n], PARAMS, ranks_per_node=ppn)[0, 0] == pytest.approx(want, rel=1e-12)
+    # without ranks per node: all ranks on one node, a binomial reduce + broadcast
+    assert predict(alg, P, 4096, PARAMS) == pytest.approx(hierarchical_s(P, P, 4096), rel=1e-12)
+
+
+def test_ranks_per_node_leaves_other_costs_alone():
+    assert predict(RING, 64, 4096, PARAMS, ranks_per_node=8) == predict(RING, 64, 4096, PARAMS)
+    table = prediction_table(REG, [64], [4096], PARAMS, ranks_per_node=8)
+    assert {p.algorithm for p in table} == {"ring", "recursive_doubling", "binomial"}
+    with pytest.raises(CCBenchError, match="ranks per node"):
+        prediction_table(REG, [64], [4096], PARAMS, ranks_per_node=0)
+
+
+def test_prediction_tables_price_hierarchical_on_ppn_or_the_two_level_nodes():
+    """The hierarchical column used to equal binomial whatever the nodes: one node at 256 ranks."""
+    from ccbench.algorithms import REGISTRY
+    from ccbench.analysis.runs import predict_table
+
+    P, sizes = 256, [8, 1 << 20]
+    hier = [hierarchical_s(P, 8, n) for n in sizes]
+    two = TwoLevelParams(2e-7, 5e-11, A, B, ranks_per_node=8, gamma_s_per_byte=G)
+    for kw in ({"ranks_per_node": 8}, {"two_level": two}):
+        (tab,) = predict_table(PARAMS, [P], sizes, ["allreduce"], **kw)
+        assert tab["times_s"]["hierarchical"] == pytest.approx(hier, rel=1e-12)
+        assert tab["times_s"]["hierarchical"][1] < tab["times_s"]["binomial"][1]
+        rows = prediction_table(REGISTRY, [P], sizes, PARAMS, collectives=["allreduce"], **kw)
+        got = [r for r in rows if r.algorithm == "hierarchical"]
+        assert [r.predicted_s for r in got] == pytest.approx(hier, rel=1e-12)
+        assert (got[0].steps, got[0].step_bytes) == (2 * 3 + 2 * 5, 2 * 3 * 8 + 2 * 8 * 31 / 32)
+    # ranks per node as given wins over the two-level model's
+    (tab,) = predict_table(PARAMS, [P], sizes, ["allreduce"], two_level=two, ranks_per_node=64)
+    assert tab["times_s"]["hierarchical"] == pytest.approx([hierarchical_s(P, 64, n) for n in sizes], rel=1e-12)
+    assert tab["times_s"]["two-level/ring"] == [two_level_allreduce_s(REGISTRY["allreduce"]["ring"], P, n, two)
+                                                for n in sizes]
+    (tab,) = predict_table(PARAMS, [P], sizes, ["allreduce"])
+    assert tab["times_s"]["hierarchical"] == tab["times_s"]["binomial"]  # one node
+
+
+def test_predict_command_takes_ppn_alone(capsys):
+    from ccbench.cli import main
+    from ccbench.core.units import fmt_time
+
+    def run(*extra):
+        code = 0
+        try:
+            main(["predict", "--alpha", "1us", "--beta", "1e-9", "--gamma", "5e-10", "-n", "256",
+                  "-s", "1M", "-C", "allreduce", *extra])
+        except SystemExit as exc:  # errors end by SystemExit, success may too
+            code = exc.code or 0
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    code, out, err = run("--ppn", "8")
+    assert code == 0, err
+    assert "8 ranks per node (hierarchical allreduce)" in out and "two-level/" not in out
+    row = next(line for line in out.splitlines() if "1 MiB" in line)
+    cells = [c.strip() for c in row.split("│") if c.strip()]
+    hier, binom = cells[7], cells[4]  # size, ring, recursive_doubling, rabenseifner, binomial, ...
+    n = 1 << 20
+    assert (hier, binom) == (fmt_time(hierarchical_s(256, 8, n)), fmt_time(hierarchical_s(256, 256, n)))
+    code, out, err = run()
+    assert code == 0, err
+    row = next(line for line in out.splitlines() if "1 MiB" in line)
+    cells = [c.strip() for c in row.split("│") if c.strip()]
+    assert cells[7] == cells[4]  # one node without --ppn
+    for extra, message in ((("--ppn", "0"), "--ppn must be at least 1"),
+                           (("--intra-alpha", "1us", "--ppn", "8"), "needs all of --intra-alpha, --intra-beta"),
+                           (("--intra-alpha", "1us", "--intra-beta", "1e-10"), "needs all of")):
+        code, _, err = run(*extra)
+        assert code == 2 and message in err
+
+
+@pytest.mark.parametrize("P,ppn", [(256, 8), (4096, 64), (100, 12), (1000, 1)])
+def test_hierarchical_with_ppn_is_the_two_level_model_on_one_network(P, ppn):
+    """One network inside and between nodes: the two-level Rabenseifner is the hierarchical allreduce."""
+    from ccbench.algorithms import REGISTRY
+
+    same = TwoLevelParams(A, B, A, B, ranks_per_node=ppn, gamma_s_per_byte=G)
+    for n in (8, 1 << 16, 1 << 24):
+        want = two_level_allreduce_s(REGISTRY["allreduce"]["rabenseifner"], P, n, same)
+        assert predict(REGISTRY["allreduce"]["hierarchical"], P, n, PARAMS, ranks_per_node=ppn) == \
+            pytest.approx(want, rel=1e-12)
+
+
+def test_model_checks_and_who_wins_price_the_hierarchical_allreduce_at_the_runs_ranks_per_node():
+    """A measured hierarchical allreduce on 4 nodes of 16 is compared with its 16-per-node price, not one node's."""
+    from ccbench.algorithms import REGISTRY
+    from ccbench.analysis.predict import compare_to_measured, predict, who_wins
+
+    hier, binom = REGISTRY["allreduce"]["hierarchical"], REGISTRY["allreduce"]["binomial"]
+    n, P = 1 << 20, 64
+    node = predict(hier, P, n, PARAMS, ranks_per_node=16)
+    flat = predict(hier, P, n, PARAMS)
+    assert node != pytest.approx(flat)  # the node-aware price differs from the one-node price
+    rows = [{"collective": "allreduce", "algorithm": a, "nranks": P, "nbytes": n, "median_s": t, "dtype": "float32",
+             "op": "sum", "in_place": False, "root": 0, "ok": True}
+            for a, t in (("hierarchical", node), ("binomial", predict(binom, P, n, PARAMS)))]
+    checks = {c.algorithm: c for c in compare_to_measured(rows, PARAMS, ranks_per_node=16)}
+    assert checks["hierarchical"].predicted_s == pytest.approx(node)
+    assert checks["hierarchical"].ratio == pytest.approx(1)
+    one_node = {c.algorithm: c for c in compare_to_measured(rows, PARAMS)}
+    assert one_node["hierarchical"].predicted_s == pytest.approx(flat)
+    (w,) = who_wins(rows, PARAMS, ranks_per_node=16)
+    assert w.rows[0].predicted_winner == ("hierarchical" if node < predict(binom, P, n, PARAMS) else "binomial")

@@ -8,9 +8,11 @@ with a ``cost(nranks, nbytes)`` method or attribute returning a Cost will do, so
 users can model algorithms the registry does not hold.  No MPI is imported.
 """
 
+import inspect
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -36,6 +38,7 @@ __all__ = [
     "predict_sizes",
     "predicted_winners",
     "prediction_table",
+    "ranks_per_node_for",
     "to_json",
     "two_level_allreduce_grid",
     "two_level_allreduce_s",
@@ -48,12 +51,24 @@ TOLERANCE = 0.25  # |measured / predicted - 1| above this flags a case
 # --------------------------------------------------------------------------- basics
 
 
-def _cost(alg, nranks: int, nbytes: int) -> Cost:
+@lru_cache(maxsize=256)
+def _node_aware(fn) -> bool:
+    """Whether a cost function takes ``ranks_per_node`` (the hierarchical allreduce's does)."""
+    try:
+        return "ranks_per_node" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin or C callable: no keyword to pass
+        return False
+
+
+def _cost(alg, nranks: int, nbytes: int, ranks_per_node: int | None = None) -> Cost:
+    """alg.cost at (nranks, nbytes); a node-aware cost also gets `ranks_per_node` when set."""
     fn = getattr(alg, "cost", None)
     if fn is None:
         raise CCBenchError(
             f"{getattr(alg, 'collective', '?')}/{getattr(alg, 'name', '?')} has no cost model"
         )
+    if ranks_per_node is not None and _node_aware(fn):
+        return fn(int(nranks), int(nbytes), ranks_per_node=int(ranks_per_node))
     return fn(int(nranks), int(nbytes))
 
 
@@ -82,23 +97,31 @@ def _registry(algorithms):
     return algorithms
 
 
-def predict(alg, nranks: int, nbytes: int, params: NetworkParams) -> float:
+def predict(
+    alg, nranks: int, nbytes: int, params: NetworkParams, *, ranks_per_node: int | None = None
+) -> float:
     """Predicted seconds of one call: Cost(P, n) . (alpha, beta, gamma) (Thakur et al. 2005).
 
-    A gamma of None counts as 0 (no reduction cost known).
+    A gamma of None counts as 0 (no reduction cost known).  `ranks_per_node` places the
+    ranks on nodes of that many for a node-aware cost (the hierarchical allreduce's); None
+    leaves it at its default, one node.
     """
-    return _cost(alg, nranks, nbytes).time_s(
+    return _cost(alg, nranks, nbytes, ranks_per_node).time_s(
         float(params.alpha_s), float(params.beta_s_per_byte), _gamma(params)
     )
 
 
-def predict_sizes(alg, nranks: int, sizes: Iterable[int], params: NetworkParams) -> np.ndarray:
+def predict_sizes(
+    alg, nranks: int, sizes: Iterable[int], params: NetworkParams, *, ranks_per_node: int | None = None
+) -> np.ndarray:
     """`predict` over sizes: an array of seconds, one per size."""
-    return np.array([predict(alg, nranks, n, params) for n in sizes], dtype=float)
+    return np.array([predict(alg, nranks, n, params, ranks_per_node=ranks_per_node) for n in sizes],
+                    dtype=float)
 
 
 def predict_grid(
-    alg, ranks: Iterable[int], sizes: Iterable[int], params: NetworkParams
+    alg, ranks: Iterable[int], sizes: Iterable[int], params: NetworkParams, *,
+    ranks_per_node: int | None = None,
 ) -> np.ndarray:
     """`predict` over rank counts x sizes: shape (len(ranks), len(sizes)).
 
@@ -108,8 +131,17 @@ def predict_grid(
     out = np.full((len(ranks), len(sizes)), math.nan)
     for i, P in enumerate(ranks):
         if _unsupported(alg, P) is None:
-            out[i] = predict_sizes(alg, P, sizes, params)
+            out[i] = predict_sizes(alg, P, sizes, params, ranks_per_node=ranks_per_node)
     return out
+
+
+def ranks_per_node_for(ranks_per_node: int | None, two_level: "TwoLevelParams | None") -> int | None:
+    """The ranks per node to price node-aware algorithms with: as given, else the two-level model's."""
+    if ranks_per_node is None and two_level is not None:
+        ranks_per_node = two_level.ranks_per_node
+    if ranks_per_node is not None and int(ranks_per_node) < 1:
+        raise CCBenchError(f"ranks per node must be at least 1, got {ranks_per_node}")
+    return None if ranks_per_node is None else int(ranks_per_node)
 
 
 # --------------------------------------------------------------------------- at scale
@@ -151,15 +183,19 @@ def prediction_table(
     *,
     collectives: Iterable[str] | None = None,
     two_level: "TwoLevelParams | None" = None,
+    ranks_per_node: int | None = None,
 ) -> list[Prediction]:
     """Every modelled algorithm at every rank count and size (skipping unsupported ranks).
 
     `algorithms` is a registry-shaped mapping or an iterable of Algorithm-like objects.
     With `two_level`, every allreduce algorithm also appears as the leader step of the
     hierarchical allreduce, named ``two-level/<name>`` (see `two_level_allreduce_s`); its
-    cost terms are then NaN (it mixes two networks).
+    cost terms are then NaN (it mixes two networks).  Node-aware costs (the registry's
+    hierarchical allreduce) are priced on nodes of `ranks_per_node` ranks, by default the
+    two-level model's, else one node.
     """
     ranks, sizes = [int(p) for p in ranks], [int(n) for n in sizes]
+    rpn = ranks_per_node_for(ranks_per_node, two_level)
     wanted = None if collectives is None else set(collectives)
     out = []
     for alg in modelled(algorithms):
@@ -168,7 +204,7 @@ def prediction_table(
         for P in ranks:
             if _unsupported(alg, P) is None:
                 for n in sizes:
-                    c = _cost(alg, P, n)
+                    c = _cost(alg, P, n, rpn)
                     t = c.time_s(float(params.alpha_s), float(params.beta_s_per_byte),
                                  _gamma(params))
                     tc = c.timing_cost
@@ -243,8 +279,8 @@ def _breakpoint_map(curve_breakpoints) -> dict[tuple, tuple]:
 
 
 def estimate_step_overhead(
-    rows: Iterable[Mapping], params: NetworkParams, *, algorithms=None, max_bytes: int = 1024
-) -> tuple[float, int] | None:
+    rows: Iterable[Mapping], params: NetworkParams, *, algorithms=None, max_bytes: int = 1024,
+    ranks_per_node: int | None = None) -> tuple[float, int] | None:
     """(seconds, cases): the software cost per step of the hand-written algorithms beyond alpha.
 
     A hand-written algorithm (a row with counted steps) pays, on every step, the cost of
@@ -267,9 +303,9 @@ def estimate_step_overhead(
                 or t is None or not math.isfinite(t) or int(r["nbytes"]) > max_bytes):
             continue
         P, n = int(r["nranks"]), int(r["nbytes"])
-        steps = _cost(alg, P, n).timing_cost.alpha
+        steps = _cost(alg, P, n, ranks_per_node).timing_cost.alpha
         if steps > 0:
-            per_step.append((t - predict(alg, P, n, params)) / steps)
+            per_step.append((t - predict(alg, P, n, params, ranks_per_node=ranks_per_node)) / steps)
     if not per_step:
         return None
     return float(np.median(per_step)), len(per_step)
@@ -287,7 +323,7 @@ def compare_to_measured(
     cache_bytes: float | None = None,
     near_factor: float = 2.0,
     step_overhead_s: float | None = None,
-) -> list[ModelCheck]:
+    ranks_per_node: int | None = None) -> list[ModelCheck]:
     """Predicted vs measured for every row whose algorithm has a cost model.
 
     `algorithms`: registry-shaped {collective: {name: alg}} (default: the registry).
@@ -319,7 +355,7 @@ def compare_to_measured(
         if t is None or not math.isfinite(t):
             continue
         P, n = int(r["nranks"]), int(r["nbytes"])
-        pred = predict(alg, P, n, params)
+        pred = predict(alg, P, n, params, ranks_per_node=ranks_per_node)
         ratio = t / pred if pred > 0 else math.nan
         off = not (math.isfinite(ratio) and abs(ratio - 1.0) <= tolerance)
         reasons = []
@@ -336,7 +372,7 @@ def compare_to_measured(
             ):
                 reasons.append("cache")
             if step_overhead_s is not None and step_overhead_s > 0 and r.get("steps_max") is not None:
-                with_o = pred + step_overhead_s * _cost(alg, P, n).timing_cost.alpha
+                with_o = pred + step_overhead_s * _cost(alg, P, n, ranks_per_node).timing_cost.alpha
                 if with_o > 0 and abs(t / with_o - 1.0) <= tolerance:
                     reasons.append("per-step overhead")
         out.append(ModelCheck(r["collective"], r["algorithm"], P, n, r.get("dtype"),
@@ -464,7 +500,7 @@ def who_wins(
     *,
     algorithms=None,
     crossover_points: int = 97,
-) -> list[WhoWins]:
+    ranks_per_node: int | None = None) -> list[WhoWins]:
     """Per collective: the measured fastest algorithm per size, the predicted one, crossovers.
 
     Rows are grouped by (collective, nranks, nbytes, dtype, op); an algorithm measured
@@ -496,7 +532,7 @@ def who_wins(
             if mod:
                 order = sorted(mod, key=mod.get)
                 mw = order[0]
-                preds = {a: predict(models[a], P, n, params) for a in mod}
+                preds = {a: predict(models[a], P, n, params, ranks_per_node=ranks_per_node) for a in mod}
                 pw = min(preds, key=preds.get)
                 ps = preds[pw]
                 if len(mod) > 1:

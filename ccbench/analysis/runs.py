@@ -37,6 +37,7 @@ from ccbench.analysis.predict import (
     compare_to_measured,
     estimate_step_overhead,
     predict,
+    ranks_per_node_for,
     two_level_allreduce_s,
     who_wins,
 )
@@ -179,15 +180,17 @@ def fit_run(
         "who_wins": [],
     }
     if params is not None:
-        overhead = estimate_step_overhead(rows, params)
+        # the hierarchical allreduce is priced at the run's ranks per node when it spans nodes
+        ppn = meta.get("ranks_per_node") if (meta.get("nodes") or 1) > 1 else None
+        overhead = estimate_step_overhead(rows, params, ranks_per_node=ppn)
         doc["network"]["step_overhead"] = (None if overhead is None else
                                            {"seconds": overhead[0], "cases": overhead[1], "max_bytes": 1024})
         checks = compare_to_measured(rows, params, tolerance=tolerance,
                                      oversubscribed=bool(meta.get("oversubscribed")),
                                      curve_breakpoints=curves,
-                                     step_overhead_s=overhead[0] if overhead else None)
+                                     step_overhead_s=overhead[0] if overhead else None, ranks_per_node=ppn)
         doc["model_checks"] = [c.to_dict() for c in checks]
-        doc["who_wins"] = [w.to_dict() for w in who_wins(rows, params)]
+        doc["who_wins"] = [w.to_dict() for w in who_wins(rows, params, ranks_per_node=ppn)]
     else:
         notes.append("no network parameters: predictions and who-wins skipped")
     if meta.get("lab"):  # an emulated-lab run: fitted against injected delay and rate
@@ -264,6 +267,7 @@ def predict_table(
     *,
     two_level: TwoLevelParams | None = None,
     algorithms=None,
+    ranks_per_node: int | None = None,
 ) -> list[dict]:
     """Predicted seconds of every modelled algorithm, per collective and rank count.
 
@@ -271,6 +275,8 @@ def predict_table(
     size]} (NaN-free: algorithms that cannot run at that rank count are left out) and
     ``winners`` (the fastest algorithm per size).  With `two_level`, allreduce also gets
     ``two-level/ring`` and ``two-level/rabenseifner`` (`predict.two_level_allreduce_s`).
+    Node-aware costs (the hierarchical allreduce) are priced on nodes of `ranks_per_node`
+    ranks, by default the two-level model's, else all ranks on one node.
     """
     if algorithms is None:
         from ccbench.algorithms import REGISTRY  # imports no MPI
@@ -278,6 +284,7 @@ def predict_table(
         algorithms = REGISTRY
     _check_params(params)
     ranks, sizes = [int(p) for p in ranks], [int(n) for n in sizes]
+    rpn = ranks_per_node_for(ranks_per_node, two_level)
     if collectives is None:
         colls = [c for c, algs in algorithms.items()
                  if any(a.cost is not None for a in algs.values())]
@@ -294,7 +301,7 @@ def predict_table(
             times: dict[str, list[float]] = {}
             for name, alg in algorithms[coll].items():
                 if alg.cost is not None and alg.unsupported(P) is None:
-                    times[name] = [predict(alg, P, n, params) for n in sizes]
+                    times[name] = [predict(alg, P, n, params, ranks_per_node=rpn) for n in sizes]
             if two_level is not None and coll == "allreduce":
                 nodes = math.ceil(P / two_level.ranks_per_node)
                 for lead in TWO_LEVEL_LEADERS:

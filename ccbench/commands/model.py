@@ -32,7 +32,7 @@ def fit(run_path, results_dir):
 @network_options
 @click.option("--intra-alpha", "intra_alpha", help="Intra-node latency for the two-level allreduce.")
 @click.option("--intra-beta", "intra_beta", help="Intra-node s/byte or bandwidth, as --beta.")
-@click.option("--ppn", type=int, help="Ranks per node for the two-level allreduce.")
+@click.option("--ppn", type=int, help="Ranks per node: the hierarchical allreduce's nodes, and the two-level model's.")
 @click.option("-n", "ranks", required=True, help="Rank counts: 1024,4096 or a range 64:65536:4.")
 @click.option("-s", "--sizes", default="8:64M:8", show_default=True, help="Sizes in bytes: 8:64M[:FACTOR] or 8,4K,1M.")
 @click.option("-C", "--collective", "collectives", help="Collectives, comma separated (default: every modelled one).")
@@ -49,18 +49,17 @@ def predict_cmd(from_run, results_dir, alpha, beta, gamma, intra_alpha, intra_be
     rank_list, size_list = parse_ranks(ranks), parse_sizes(sizes)
     colls = [c.strip() for c in collectives.split(",") if c.strip()] if collectives else None
     two = None
-    intra = (intra_alpha, intra_beta, ppn)
-    if any(v is not None for v in intra):
-        if any(v is None for v in intra):
+    if ppn is not None and ppn < 1:
+        raise UsageError(f"--ppn must be at least 1, got {ppn}")
+    if intra_alpha is not None or intra_beta is not None:
+        if intra_alpha is None or intra_beta is None or ppn is None:
             raise UsageError("the two-level model needs all of --intra-alpha, --intra-beta and --ppn")
-        if ppn < 1:
-            raise UsageError(f"--ppn must be at least 1, got {ppn}")
         ia, ib = parse_time(intra_alpha, "--intra-alpha"), parse_inverse_rate(intra_beta, "--intra-beta")
         if ia < 0 or ib < 0:
             raise UsageError("--intra-alpha and --intra-beta must be >= 0")
         two = TwoLevelParams(ia, ib, params.alpha_s, params.beta_s_per_byte, ppn,
                              params.gamma_s_per_byte or 0.0)
-    tables = predict_table(params, rank_list, size_list, colls, two_level=two)
+    tables = predict_table(params, rank_list, size_list, colls, two_level=two, ranks_per_node=ppn)
     console = new_console()
     g = params.gamma_s_per_byte
     console.print(f"parameters {source}: alpha = {fmt_time(params.alpha_s)}, "
@@ -68,7 +67,8 @@ def predict_cmd(from_run, results_dir, alpha, beta, gamma, intra_alpha, intra_be
                   f"gamma = {gamma_text(g) if g is not None else '0 (not given)'}"
                   + (f"; two-level: intra alpha = {fmt_time(two.intra_alpha_s)}, intra beta = "
                      f"{two.intra_beta_s_per_byte:.4g} s/B, {two.ranks_per_node} ranks per node, "
-                     "inter = the parameters above" if two else ""))
+                     "inter = the parameters above" if two else
+                     f"; {ppn} ranks per node (hierarchical allreduce)" if ppn else ""))
     for tab in tables:
         t = Table(title=f"predicted {tab['collective']} at {tab['nranks']} ranks", title_justify="left",
                   header_style="bold")
