@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from ccbench.analysis.compare import compare_runs, provenance_differences
-from ccbench.present.compare import write_comparison
 from ccbench.cli import main
 from ccbench.core.stats import benjamini_hochberg, geometric_mean, summarize
+from ccbench.present.compare import write_comparison
 from ccbench.store.results import SCHEMA, Row
 from ccbench.store.run import load_run
 

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from ccbench.analysis.lab_check import fit_link, fitted_vs_injected, low_statistic_rows
-from ccbench.present.model_tables import lab_table
-from ccbench.present.table import to_rich
 from ccbench.core.errors import UsageError
 from ccbench.lab import netlink as nl
 from ccbench.lab.link import Link, format_delay, format_rate, parse_delay, parse_rate
+from ccbench.present.model_tables import lab_table
+from ccbench.present.table import to_rich
 
 # ------------------------------------------------------------------ units
 

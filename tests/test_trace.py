@@ -11,8 +11,8 @@ from ccbench.algorithms import REGISTRY, Cost
 from ccbench.algorithms.p2p import is_in_place
 from ccbench.algorithms.registry import register
 from ccbench.analysis.trace import Trace, trace
-from ccbench.present.trace import render, schedule_lines
 from ccbench.core.errors import UsageError
+from ccbench.present.trace import render, schedule_lines
 
 
 def _text(t: Trace, **kw) -> str:
