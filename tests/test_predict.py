@@ -15,12 +15,9 @@ from ccbench.analysis.predict import (
     crossovers,
     modelled,
     predict,
-    predict_grid,
     predict_sizes,
     predicted_winners,
     prediction_table,
-    to_json,
-    two_level_allreduce_grid,
     two_level_allreduce_s,
     who_wins,
 )
@@ -78,10 +75,10 @@ def test_vectorised_helpers():
     sizes = [0, 8, 1024, 1 << 20]
     v = predict_sizes(RING, 4, sizes, PARAMS)
     assert v.shape == (4,) and v[2] == predict(RING, 4, 1024, PARAMS)
-    grid = predict_grid(RECDBL, [4, 6, 64, 65536], sizes, PARAMS)
-    assert grid.shape == (4, 4)
-    assert np.isnan(grid[1]).all() and np.isfinite(grid[[0, 2, 3]]).all()
-    assert grid[3, 0] == pytest.approx(16 * A)
+    table = prediction_table([RECDBL], [4, 6, 64, 65536], sizes, PARAMS)  # 6 ranks: not a power of two
+    assert [(p.nranks, p.nbytes) for p in table] == [(P, n) for P in (4, 64, 65536) for n in sizes]
+    assert all(math.isfinite(p.predicted_s) for p in table)
+    assert table[8].predicted_s == pytest.approx(16 * A)
 
 
 @pytest.mark.parametrize("P", [4, 16, 1024])
@@ -119,7 +116,7 @@ def test_prediction_table_and_winners_at_scale():
             want = "recursive_doubling" if n < crossing(P) else "ring"
             assert wins[P, n].algorithm == want
     assert wins[6000, 8].algorithm == "ring" and wins[6000, 8].runner_up is None
-    json.dumps(to_json(table + list(wins.values())), allow_nan=False)
+    json.dumps([r.to_dict() for r in table + list(wins.values())], allow_nan=False)
 
 
 def measured_rows(P=16, sizes=None, scale=None, noise=0.0, seed=0):
@@ -212,14 +209,14 @@ def test_two_level_allreduce_formula():
     got = two_level_allreduce_s(RING, P, n, hp, local_bcast=lin)
     assert got == pytest.approx(leader + 3 * (intra_a + n * intra_b + n * G)
                                 + 7 * (intra_a + n * intra_b), rel=1e-12)
-    grid = two_level_allreduce_grid(RECDBL, [64, 96, 8], [8, n], hp)
-    assert np.isfinite(grid[0]).all() and np.isnan(grid[1]).all()   # 12 leaders: not pof2
-    assert np.isfinite(grid[2]).all()                                 # one node: no leaders
+    two = {p.nranks for p in prediction_table([RECDBL], [64, 96, 8], [8, n], PARAMS, two_level=hp)
+           if p.algorithm == "two-level/recursive_doubling"}
+    assert two == {64, 8}  # 96 ranks: 12 leaders, not a power of two; 8 ranks: one node, no leaders
     table = prediction_table([RING], [64], [n], PARAMS, two_level=hp)
     assert {p.algorithm for p in table} == {"ring", "two-level/ring"}
     with pytest.raises(CCBenchError):
         TwoLevelParams(1, 1, 1, 1, 0)
-    json.dumps(to_json(table + [hp]), allow_nan=False)
+    json.dumps([r.to_dict() for r in table + [hp]], allow_nan=False)
 
 
 def test_step_overhead_is_recovered_and_named_as_the_reason():
@@ -284,7 +281,8 @@ def test_hierarchical_allreduce_is_priced_on_nodes_of_ppn(P, ppn):
         want = hierarchical_s(P, ppn, n)
         assert predict(alg, P, n, PARAMS, ranks_per_node=ppn) == pytest.approx(want, rel=1e-12)
         assert predict_sizes(alg, P, [n], PARAMS, ranks_per_node=ppn)[0] == pytest.approx(want, rel=1e-12)
-        assert predict_grid(alg, [P], [n], PARAMS, ranks_per_node=ppn)[0, 0] == pytest.approx(want, rel=1e-12)
+        (row,) = prediction_table([alg], [P], [n], PARAMS, ranks_per_node=ppn)
+        assert row.predicted_s == pytest.approx(want, rel=1e-12)
     # without ranks per node: all ranks on one node, a binomial reduce + broadcast
     assert predict(alg, P, 4096, PARAMS) == pytest.approx(hierarchical_s(P, P, 4096), rel=1e-12)
 

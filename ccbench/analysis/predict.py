@@ -17,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from ccbench.algorithms.registry import Cost
-from ccbench.analysis.fit import CurveFit, NetworkParams, _jsonable, _Record
+from ccbench.analysis.fit import CurveFit, NetworkParams, _Record
 from ccbench.core.errors import CCBenchError
 
 __all__ = [
@@ -34,13 +34,10 @@ __all__ = [
     "estimate_step_overhead",
     "modelled",
     "predict",
-    "predict_grid",
     "predict_sizes",
     "predicted_winners",
     "prediction_table",
     "ranks_per_node_for",
-    "to_json",
-    "two_level_allreduce_grid",
     "two_level_allreduce_s",
     "who_wins",
 ]
@@ -118,21 +115,6 @@ def predict_sizes(
     return np.array([predict(alg, nranks, n, params, ranks_per_node=ranks_per_node) for n in sizes],
                     dtype=float)
 
-
-def predict_grid(
-    alg, ranks: Iterable[int], sizes: Iterable[int], params: NetworkParams, *,
-    ranks_per_node: int | None = None,
-) -> np.ndarray:
-    """`predict` over rank counts x sizes: shape (len(ranks), len(sizes)).
-
-    NaN where the algorithm says it cannot run at that rank count (``alg.unsupported``).
-    """
-    ranks, sizes = list(ranks), list(sizes)
-    out = np.full((len(ranks), len(sizes)), math.nan)
-    for i, P in enumerate(ranks):
-        if _unsupported(alg, P) is None:
-            out[i] = predict_sizes(alg, P, sizes, params, ranks_per_node=ranks_per_node)
-    return out
 
 
 def ranks_per_node_for(ranks_per_node: int | None, two_level: "TwoLevelParams | None") -> int | None:
@@ -627,20 +609,4 @@ def two_level_allreduce_s(
     return t_red + t_lead + t_bc
 
 
-def two_level_allreduce_grid(
-    leader_alg, ranks: Iterable[int], sizes: Iterable[int], params: TwoLevelParams, **kw
-) -> np.ndarray:
-    """`two_level_allreduce_s` over rank counts x sizes; NaN where the leader step can't run."""
-    ranks, sizes = list(ranks), list(sizes)
-    out = np.full((len(ranks), len(sizes)), math.nan)
-    for i, P in enumerate(ranks):
-        nodes = math.ceil(int(P) / int(params.ranks_per_node))
-        if nodes > 1 and _unsupported(leader_alg, nodes) is not None:
-            continue
-        out[i] = [two_level_allreduce_s(leader_alg, P, n, params, **kw) for n in sizes]
-    return out
 
-
-def to_json(records: Iterable) -> list:
-    """A list of records (or anything `to_dict`-able) as strict JSON values."""
-    return [_jsonable(r) for r in records]

@@ -36,9 +36,9 @@ from ccbench.analysis.predict import (
     TwoLevelParams,
     compare_to_measured,
     estimate_step_overhead,
-    predict,
+    predicted_winners,
+    prediction_table,
     ranks_per_node_for,
-    two_level_allreduce_s,
     who_wins,
 )
 from ccbench.core.errors import CCBenchError, UsageError
@@ -296,23 +296,20 @@ def predict_table(
             if not any(a.cost is not None for a in algorithms[c].values()):
                 raise UsageError(f"collective {c!r} has no algorithm with a cost model")
     out = []
-    for coll in colls:
+    for coll in colls:  # one prediction API: analysis.predict.prediction_table, grouped per rank count
+        preds = prediction_table({coll: algorithms[coll]}, ranks, sizes, params, two_level=two_level,
+                                 ranks_per_node=rpn)
+        leaders = [f"two-level/{lead}" for lead in TWO_LEVEL_LEADERS]
         for P in ranks:
-            times: dict[str, list[float]] = {}
-            for name, alg in algorithms[coll].items():
-                if alg.cost is not None and alg.unsupported(P) is None:
-                    times[name] = [predict(alg, P, n, params, ranks_per_node=rpn) for n in sizes]
-            if two_level is not None and coll == "allreduce":
-                nodes = math.ceil(P / two_level.ranks_per_node)
-                for lead in TWO_LEVEL_LEADERS:
-                    alg = algorithms[coll].get(lead)
-                    if alg is None or (nodes > 1 and alg.unsupported(nodes) is not None):
-                        continue
-                    times[f"two-level/{lead}"] = [two_level_allreduce_s(alg, P, n, two_level)
-                                                  for n in sizes]
-            if not times:
+            mine = [pr for pr in preds if pr.nranks == P]
+            kept = ([pr for pr in mine if not pr.algorithm.startswith("two-level/")]
+                    + [pr for lead in leaders for pr in mine if pr.algorithm == lead])
+            if not kept:
                 continue
-            winners = [min(times, key=lambda a, i=i: times[a][i]) for i in range(len(sizes))]
+            times: dict[str, list[float]] = {}
+            for pr in kept:
+                times.setdefault(pr.algorithm, []).append(pr.predicted_s)
+            wins = {w.nbytes: w.algorithm for w in predicted_winners(kept)}
             out.append({"collective": coll, "nranks": P, "sizes": sizes, "times_s": times,
-                        "winners": winners})
+                        "winners": [wins[n] for n in sizes]})
     return out
