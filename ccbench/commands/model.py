@@ -6,7 +6,6 @@ import click
 from ccbench.commands.common import new_console
 from ccbench.commands.options import network_options
 from ccbench.core.errors import UsageError
-from ccbench.present.model_tables import gamma_text, gbs
 
 __all__ = ["COMMANDS"]
 
@@ -39,11 +38,10 @@ def fit(run_path, results_dir):
 def predict_cmd(from_run, results_dir, alpha, beta, gamma, intra_alpha, intra_beta, ppn, ranks, sizes,
                 collectives):
     """Predict every modelled algorithm's time at any rank count and size, and the winner per size."""
-    from rich.table import Table
-
     from ccbench.analysis.predict import TwoLevelParams
     from ccbench.analysis.runs import given_params, predict_table
-    from ccbench.core.units import fmt_time, format_size, parse_inverse_rate, parse_ranks, parse_sizes, parse_time
+    from ccbench.core.units import parse_inverse_rate, parse_ranks, parse_sizes, parse_time
+    from ccbench.present.model_tables import print_predictions
 
     params, source = given_params(from_run, results_dir, alpha, beta, gamma)
     rank_list, size_list = parse_ranks(ranks), parse_sizes(sizes)
@@ -60,26 +58,7 @@ def predict_cmd(from_run, results_dir, alpha, beta, gamma, intra_alpha, intra_be
         two = TwoLevelParams(ia, ib, params.alpha_s, params.beta_s_per_byte, ppn,
                              params.gamma_s_per_byte or 0.0)
     tables = predict_table(params, rank_list, size_list, colls, two_level=two, ranks_per_node=ppn)
-    console = new_console()
-    g = params.gamma_s_per_byte
-    console.print(f"parameters {source}: alpha = {fmt_time(params.alpha_s)}, "
-                  f"beta = {params.beta_s_per_byte:.4g} s/B ({gbs(params.beta_s_per_byte)} GB/s), "
-                  f"gamma = {gamma_text(g) if g is not None else '0 (not given)'}"
-                  + (f"; two-level: intra alpha = {fmt_time(two.intra_alpha_s)}, intra beta = "
-                     f"{two.intra_beta_s_per_byte:.4g} s/B, {two.ranks_per_node} ranks per node, "
-                     "inter = the parameters above" if two else
-                     f"; {ppn} ranks per node (hierarchical allreduce)" if ppn else ""))
-    for tab in tables:
-        t = Table(title=f"predicted {tab['collective']} at {tab['nranks']} ranks", title_justify="left",
-                  header_style="bold")
-        t.add_column("size", justify="right", no_wrap=True)
-        for name in tab["times_s"]:
-            head = name.replace("/", "/\n", 1) if "/" in name else name.replace("_", "_\n", 1)
-            t.add_column(head if len(name) > 12 else name, justify="right", no_wrap=True)
-        t.add_column("winner", no_wrap=True, min_width=max(map(len, tab["winners"])))
-        for i, n in enumerate(tab["sizes"]):
-            t.add_row(format_size(n), *[fmt_time(v[i]) for v in tab["times_s"].values()], tab["winners"][i])
-        console.print(t)
+    print_predictions(params, source, two, ppn, tables, new_console())
 
 
 COMMANDS = [fit, predict_cmd]

@@ -7,7 +7,8 @@ from ccbench.core.units import fmt_time, format_size
 from ccbench.present.table import Column, Styled, Table, render, to_rich
 
 __all__ = ["curves_table", "gamma_text", "gbs", "lab_table", "network_table", "off_table", "prediction_tables",
-           "params_line", "print_fit", "who_wins_tables"]
+           "params_line", "prediction_grid_table", "print_fit",
+           "print_predictions", "who_wins_tables"]
 
 
 def _ci(ci, fmt) -> str:
@@ -194,3 +195,26 @@ def print_fit(doc: dict, console) -> None:
         console.print(to_rich(off_table(doc["model_checks"], doc["provenance"]["tolerance"])))
     run_dir = Path(doc["source_path"])
     console.print(f"wrote {run_dir / doc['files']['json']} and {run_dir / doc['files']['csv']}")
+
+
+def prediction_grid_table(tab: dict) -> Table:
+    """One (collective, rank count) of ``ccbench.analysis.runs.predict_table``: every algorithm per size, the winner."""
+    def head(name: str) -> str:  # long names break after their first / or _
+        return (name.replace("/", "/\n", 1) if "/" in name else name.replace("_", "_\n", 1)) if len(name) > 12 else name
+
+    t = Table(f"predicted {tab['collective']} at {tab['nranks']} ranks",
+              [Column("size", "size", no_wrap=True), *[Column(head(a), "time", no_wrap=True) for a in tab["times_s"]],
+               Column("winner", no_wrap=True, min_width=max(map(len, tab["winners"])))])
+    for i, n in enumerate(tab["sizes"]):
+        t.add_row(n, *[v[i] for v in tab["times_s"].values()], tab["winners"][i])
+    return t
+
+
+def print_predictions(params, source: str, two, ppn, tables: list[dict], console) -> None:
+    """`ccbench predict`'s view: the parameters used (two-level ones too), a table per collective and rank count."""
+    console.print(params_line(params, source)
+                  + (f"; two-level: intra alpha = {fmt_time(two.intra_alpha_s)}, intra beta = "
+                     f"{two.intra_beta_s_per_byte:.4g} s/B, {two.ranks_per_node} ranks per node, "
+                     "inter = the parameters above" if two else
+                     f"; {ppn} ranks per node (hierarchical allreduce)" if ppn else ""))
+    render([prediction_grid_table(tab) for tab in tables], console)
