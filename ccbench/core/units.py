@@ -84,29 +84,22 @@ def format_size(nbytes: int) -> str:
 
 
 
-def fmt_time(seconds: float) -> str:
-    """Seconds with a readable unit and three significant digits."""
-    if seconds != seconds:  # NaN
-        return "-"
-    a = abs(seconds)
-    if a < 1e-3:
-        return f"{seconds * 1e6:.3g} us"
-    if a < 1:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds:.3g} s"
-
-
-
-def human_time(seconds: float, digits: int = 3) -> str:
-    """Seconds in ns, µs, ms or s with `digits` significant digits ("-" for NaN/None)."""
+def fmt_time(seconds: float, digits: int = 3, *, micro: str = "us") -> str:
+    """Seconds in ns, µs (written `micro`: "us" in the terminal, "µs" on pages), ms or s, with `digits`
+    significant digits; "-" for NaN/None.  The one time formatter: rounded first, so 999.9 us shows
+    as 1 ms, never as 1e+03 us."""
     if seconds is None or seconds != seconds:
         return "-"
-    a = abs(float(f"{seconds:.{digits}g}"))  # round first: 999.9 ns shows as 1 µs
-    for unit, mult, below in (("ns", 1e-9, 1e-6), ("µs", 1e-6, 1e-3), ("ms", 1e-3, 1.0)):
+    a = abs(float(f"{seconds:.{digits}g}"))
+    for unit, mult, below in (("ns", 1e-9, 1e-6), (micro, 1e-6, 1e-3), ("ms", 1e-3, 1.0)):
         if a < below:
             return f"{seconds / mult:.{digits}g} {unit}"
     return f"{seconds:.{digits}g} s"
 
+
+def human_time(seconds: float, digits: int = 3) -> str:
+    """`fmt_time` for report pages and figures (µs written as such)."""
+    return fmt_time(seconds, digits, micro="µs")
 
 
 _NUM = r"([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
