@@ -396,3 +396,61 @@ def test_workload_straggler_pairs_carry_the_slowdowns(tmp_path):
     for p in cmp.pairs:  # the same samples: ratio 1, p = 1, noise; slowdowns carried from both runs
         assert p.ratio == 1.0 and p.p_value == pytest.approx(1.0) and p.verdict == "noise"
         assert p.slowdown_a == p.slowdown_b is not None and p.delayed_rank == 1
+
+
+# -- verdict rules pinned by mutation testing (tests/mutation/run.sh) ----------------------
+
+def _case(samples, median):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(samples_s=tuple(samples), median_s=median)
+
+
+def test_index_rows_keeps_the_first_of_each_key_and_counts_the_repeats():
+    from types import SimpleNamespace
+
+    from ccbench.analysis.compare import index_rows
+
+    rows = [SimpleNamespace(k=k, i=i) for i, k in enumerate(["x", "x", "y", "x", "y"])]
+    warnings = ["earlier"]
+    got = index_rows(rows, "B", warnings, key=lambda r: (r.k,))
+    assert {k: r.i for k, r in got.items()} == {("x",): 0, ("y",): 2}
+    assert warnings == ["earlier", "run B holds 3 repeated case(s); the first of each is compared"]
+    quiet: list[str] = []
+    assert len(index_rows(rows[1:3], "C", quiet, key=lambda r: (r.k,))) == 2
+    assert quiet == []
+
+
+def test_pairs_need_two_samples_on_both_sides():
+    from ccbench.analysis.compare import test_pairs
+
+    # a = 1 2, b = 3 4 (two samples each): U of b = 4, mu = 2, var = 4/12 * 5, z = 1.5 / sqrt(5/3)
+    p = math.erfc(1.5 / math.sqrt(5.0 / 3.0) / math.sqrt(2.0))
+    (_, _, ratio, got_p, q, sig, verdict), = test_pairs([(_case([1.0, 2.0], 1.5), _case([3.0, 4.0], 3.5))], 0.05)
+    assert (ratio, sig, verdict) == (3.5 / 1.5, False, "noise")
+    assert got_p == pytest.approx(p, rel=1e-12) and q == pytest.approx(p, rel=1e-12)
+    (*_, p1, q1, sig1, verdict1), = test_pairs([(_case([1.0], 1.0), _case([3.0, 4.0, 5.0], 4.0))], 0.05)
+    assert (p1, q1, sig1, verdict1) == (None, None, None, "untested")
+
+
+def test_pairs_zero_baseline_median_is_an_infinite_ratio():
+    from ccbench.analysis.compare import test_pairs
+
+    (_, _, ratio, *_), = test_pairs([(_case([0.0], 0.0), _case([1.0], 1.0))], 0.05)
+    assert ratio == math.inf
+
+
+def test_pairs_significance_is_strictly_below_the_level():
+    from ccbench.analysis.compare import test_pairs
+
+    # all four samples equal: p = 1 exactly, which is not below a level of 1
+    (*_, q, sig, verdict), = test_pairs([(_case([3.0, 3.0], 3.0), _case([3.0, 3.0], 3.0))], 1.0)
+    assert (q, sig, verdict) == (1.0, False, "noise")
+
+
+def test_pairs_equal_medians_are_not_slower():
+    from ccbench.analysis.compare import test_pairs
+
+    # significant at level 0.5 (p = 0.245), ratio exactly 1: "slower" needs a ratio above 1
+    (_, _, ratio, _, _, sig, verdict), = test_pairs([(_case([1.0, 2.0], 2.0), _case([3.0, 4.0], 2.0))], 0.5)
+    assert (ratio, sig, verdict) == (1.0, True, "faster")

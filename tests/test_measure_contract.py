@@ -388,3 +388,110 @@ def test_pingpong_check_catches_a_lost_reply_on_rank_0(monkeypatch):
         return None if (source, dest) == (1, 0) else data
 
     assert _pingpong(World(2, tamper=lose_reply), monkeypatch).nwrong == 4
+
+
+# -- pinned by mutation testing (tests/mutation/run.sh) ----------------------------------
+
+def _reduction_sizes(world: World) -> list[int]:
+    """The element counts of the Allreduce calls, in order (rank 0's buffers)."""
+    return [len(r[0][1]) for r in world._rounds if r[0][0] == "Allreduce"]
+
+
+def test_each_check_reduces_only_the_new_samples():
+    """min_reps 4, max_reps 20, never settling: checks at 4 5 6 7 8 10 12 15 18 20 (~25% more each time)."""
+    # n // 4 more samples after a check at n (at least 1): 4+1, 5+1, 6+1, 7+1, 8+2, 10+2, 12+3,
+    # 15+3, 18+4 capped at 20.  Each batch reduces its new samples plus the elapsed time;
+    # the warm-up's one-element estimate comes first.
+    world = World(2, lambda rank, k: 100 if k % 2 else 300)
+    samples, stop = measure_world(world, settings(min_reps=4, max_reps=20, target_rse=0.01))
+    assert (len(samples), stop) == (20, "max_reps")
+    assert _reduction_sizes(world)[1:] == [5, 2, 2, 2, 2, 3, 3, 4, 4, 3]
+
+
+def test_first_check_comes_after_the_samples_the_budget_holds():
+    """Warm-up calls of 1000 ticks, budget 5500: the first check is at int(5.5) = 5 samples."""
+    # The timed calls take 2000 ticks, so the five samples are already past the budget at that
+    # first check: the loop stops there with 5 (a check at 2 would have stopped it at 3).
+    work = [1000, 1000] + [2000] * 20
+    world = World(2, lambda rank, k: work[k])
+    samples, stop = measure_world(world, settings(min_reps=10, max_reps=50, budget_s=5500 * TICK))
+    assert (samples, stop) == ([2000] * 5, "budget")
+
+
+def test_first_check_is_at_two_samples_at_least():
+    """Warm-up calls of 1000 ticks, budget 2500: int(2.5) = 2 samples, past the budget at once (3000 ticks)."""
+    work = [1000, 1000] + [1500] * 20
+    world = World(2, lambda rank, k: work[k])
+    samples, stop = measure_world(world, settings(min_reps=10, max_reps=50, budget_s=2500 * TICK))
+    assert (samples, stop) == ([1500] * 2, "budget")
+
+
+def test_window_start_is_four_call_estimates_ahead():
+    """Window sync, warm-up calls of 64 ticks: rank 0 sets each start 4 x 64 = 256 ticks after its reading."""
+    # Rank 0 reads its clock right after the previous sample's reading (one tick later), so
+    # consecutive starts are that sample's call time + 1 + 256 ticks apart (one check, at the end).
+    work = [64, 64, 40, 90, 55, 70, 64, 80]
+    world = World(2, lambda rank, k: work[k])
+    measure_world(world, settings(sync="window"))
+    agreed = [round(v / TICK) for v in world.agreed]
+    assert [b - a for a, b in zip(agreed[:-1], agreed[1:], strict=True)] == [w + 1 + 256 for w in work[2:7]]
+
+
+def test_measure_reads_perf_counter_without_a_clock():
+    """No clock given: the loop runs on time.perf_counter (real time), here to max_reps."""
+    world = World(2, lambda rank, k: 100)
+
+    def body(comm):
+        return measure(comm, functools.partial(world.call, comm.rank), settings(min_reps=3, max_reps=3))
+
+    for samples, stop in run(world, body):
+        assert (len(samples), stop) == (3, "max_reps")
+
+
+def test_timing_settings_from_config_takes_the_six_fields():
+    cfg = types.SimpleNamespace(warmup=1, min_reps=2, max_reps=3, target_rse=0.5, budget_s=4.0, sync="window",
+                                nranks=8)
+    assert TimingSettings.from_config(cfg) == TimingSettings(1, 2, 3, 0.5, 4.0, "window")
+
+
+def _scripted_clock(monkeypatch, readings):
+    """timing's clock reads `readings` (in ticks) in order; the count of readings taken."""
+    from ccbench.measure import timing
+
+    it = iter(readings)
+    taken = [0]
+
+    def clock():
+        taken[0] += 1
+        return next(it) * TICK
+
+    monkeypatch.setattr(timing, "_now", clock)
+    return timing, taken
+
+
+def test_timer_resolution_is_the_smallest_step_seen(monkeypatch):
+    # trial 1: 0 then 0 (no step yet) then 8: a step of 8; trial 2: 10 then 12: 2; trial 3: 20 then 25: 5
+    timing, _ = _scripted_clock(monkeypatch, [0, 0, 8, 10, 12, 20, 25])
+    monkeypatch.setattr(timing.time, "get_clock_info",
+                        lambda name: types.SimpleNamespace(resolution={"perf_counter": TICK / 4}[name]))
+    assert timing.timer_resolution_s(3) == 2 * TICK
+
+
+def test_timer_resolution_is_at_least_the_clock_s_own(monkeypatch):
+    timing, _ = _scripted_clock(monkeypatch, [0, 1, 2, 3])
+    monkeypatch.setattr(timing.time, "get_clock_info",
+                        lambda name: types.SimpleNamespace(resolution={"perf_counter": 4 * TICK}[name]))
+    assert timing.timer_resolution_s(2) == 4 * TICK
+
+
+def test_timer_resolution_takes_200_trials_by_default(monkeypatch):
+    timing, taken = _scripted_clock(monkeypatch, range(1000))
+    assert timing.timer_resolution_s() >= TICK
+    assert taken[0] == 400
+
+
+def test_target_rse_of_zero_is_reached_by_identical_samples():
+    """The target is inclusive: identical samples (RSE exactly 0) meet target_rse 0 at min_reps."""
+    world = World(2, lambda rank, k: 100)
+    samples, stop = measure_world(world, settings(min_reps=5, max_reps=50, target_rse=0.0))
+    assert (samples, stop) == ([100] * 5, "target_rse")

@@ -355,3 +355,157 @@ def test_step_overhead_is_the_median_over_cases_not_the_mean():
     got, cases = estimate_step_overhead(rows, params)
     assert cases == 3
     assert got == pytest.approx(2e-6, rel=1e-9)
+
+
+# -- boundaries and messages pinned by mutation testing (tests/mutation/run.sh) ------------
+
+def test_as_sample_is_a_flat_float64_array():
+    x = stats._as_sample([[1, 2], [3, 4]])
+    assert x.dtype == np.float64
+    assert x.tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_inputs_of_any_shape_are_flattened():
+    x = _clean(20, seed=9)
+    assert summarize(x.reshape(4, 5)) == summarize(x)
+    assert median_ci(x.reshape(4, 5)) == median_ci(x)
+
+
+def test_error_messages_name_the_argument():
+    with pytest.raises(ValueError, match=r"^samples: no values$"):
+        median_ci([])
+    with pytest.raises(ValueError, match=r"^samples: values must be finite$"):
+        percentile([1.0, float("nan")], 50)
+    with pytest.raises(ValueError, match=r"^samples_s: no values$"):
+        summarize([])
+    with pytest.raises(ValueError, match=r"^values: no values$"):
+        geometric_mean([])
+    with pytest.raises(ValueError, match=r"^geometric mean needs positive values$"):
+        geometric_mean([1.0, -2.0])
+    with pytest.raises(ValueError, match=r"^a: no values$"):
+        mann_whitney_u([], [1.0])
+    with pytest.raises(ValueError, match=r"^b: values must be finite$"):
+        mann_whitney_u([1.0], [float("inf")])
+
+
+def test_relative_standard_error_of_two_samples():
+    # mean 2, sample stddev sqrt(2), standard error sqrt(2) / sqrt(2) = 1: 1 / 2
+    assert relative_standard_error([1.0, 3.0]) == pytest.approx(0.5, rel=1e-15)
+
+
+def test_mann_whitney_small_variance_still_gives_a_p_value():
+    # n1 = 1, n2 = 2: U = 0, mu = 1, var = 2/12 * 4 = 2/3, z = (1 - 0.5) / sqrt(2/3)
+    u, p = mann_whitney_u([0.0], [1.0, 2.0])
+    assert u == 0.0
+    assert p == pytest.approx(math.erfc(0.5 / math.sqrt(2.0 / 3.0) / math.sqrt(2.0)), rel=1e-12)
+    assert p == pytest.approx(0.5403, abs=1e-4)
+
+
+def test_mann_whitney_continuity_correction_below_one():
+    # a = 1 3, b = 2 4: U = 1 (3 > 2), mu = 2, var = 4/12 * 5 = 5/3, z = (1 - 0.5) / sqrt(5/3)
+    u, p = mann_whitney_u([1.0, 3.0], [2.0, 4.0])
+    assert u == 1.0
+    assert p == pytest.approx(math.erfc(0.5 / math.sqrt(5.0 / 3.0) / math.sqrt(2.0)), rel=1e-12)
+    assert p == pytest.approx(0.6985, abs=1e-4)
+
+
+def test_summarize_all_zero_samples_divides_zero_by_zero_as_zero():
+    assert summarize([0.0] * 10).flags == ("near_resolution",)
+
+
+def test_summarize_zero_median_with_a_spread_is_infinitely_wide():
+    # sorted 0 x6, 1 us x4: median 0, CI (x_(2), x_(9)) = (0, 1 us): half width / 0 = inf
+    s = summarize([0.0] * 6 + [1e-6] * 4)
+    assert s.flags == ("high_spread", "near_resolution", "wide_ci")
+
+
+def test_summarize_single_zero_sample_is_not_high_spread():
+    assert summarize([0.0]).flags == ("few_samples", "near_resolution")
+
+
+def test_summarize_single_sample_does_not_warn():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = summarize([2e-6])
+    assert math.isnan(s.stddev_s)
+
+
+def test_summarize_two_samples():
+    # mean 2, stddev sqrt(2) (CV 0.71); n = 2 never reaches 95%: the CI is (min, max), half width 1/2 of the median
+    s = summarize([1.0, 3.0])
+    assert s.stddev_s == pytest.approx(math.sqrt(2.0), rel=1e-15)
+    assert (s.ci_low_s, s.ci_high_s) == (1.0, 3.0)
+    assert s.flags == ("few_samples", "high_spread", "wide_ci")
+
+
+def test_high_spread_cv_threshold_is_strict():
+    # 3 3 4 5 5: mean 4, sum of squared deviations 4, stddev sqrt(4 / 4) = 1: CV exactly 0.25
+    s = summarize([3.0, 3.0, 4.0, 5.0, 5.0])
+    assert (s.mean_s, s.stddev_s) == (4.0, 1.0)
+    assert s.flags == ("few_samples", "wide_ci")
+
+
+def test_high_spread_tail_threshold_is_strict():
+    # 940 x 2 and 60 x 3: median 2, p95 (position 949.05) = 3: p95 - median is exactly 0.5 of the median
+    x = np.full(1000, 2.0)
+    x[:60] = 3.0
+    s = summarize(x)
+    assert (s.median_s, s.p95_s) == (2.0, 3.0)
+    assert "high_spread" not in s.flags
+
+
+def test_outlier_fence_uses_the_25th_percentile():
+    # n = 101: Q1 = x[25] = 10, Q3 = x[75] = 12, fence 18; the 26th percentile (12) would put it at 12
+    x = np.array([10e-6] * 26 + [12e-6] * 50 + [13e-6] * 25)
+    assert "outliers" not in summarize(x).flags
+
+
+def test_outlier_fence_uses_the_75th_percentile():
+    # n = 101: Q1 = Q3 = x[75] = 10, fence 10: the 25 samples at 11 are beyond it (the 76th percentile is 11)
+    x = np.array([10e-6] * 76 + [11e-6] * 25)
+    assert "outliers" in summarize(x).flags
+
+
+def test_outlier_fence_margin_is_one_and_a_half_ticks_strictly():
+    # Q1 = 1, Q3 = 2, fence 5; a tick of 2**-10 s so that every sum below is exact
+    tick = 2.0**-10
+    at_margin = np.array([1.0] * 26 + [2.0] * 50 + [5.0 + 1.5 * tick] * 25)
+    assert "outliers" not in summarize(at_margin, timer_resolution_s=tick).flags
+    two_ticks = np.array([1.0] * 26 + [2.0] * 50 + [5.0 + 2.0 * tick] * 25)
+    assert "outliers" in summarize(two_ticks, timer_resolution_s=tick).flags
+
+
+def test_near_resolution_threshold_is_strict():
+    tick = 2.0**-10
+    assert summarize([100 * tick] * 10, timer_resolution_s=tick).flags == ()
+
+
+def test_wide_ci_threshold_is_strict():
+    # n = 10: CI (x_(2), x_(9)) = (9, 11), median 10: half width exactly 0.1 of the median
+    s = summarize([8.0, 9.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 11.0, 12.0])
+    assert (s.ci_low_s, s.median_s, s.ci_high_s) == (9.0, 10.0, 11.0)
+    assert "wide_ci" not in s.flags
+
+
+def test_benjamini_hochberg_hand_computed():
+    # sorted 0.01 0.03 0.04 0.20 (m = 4): m p / rank = 0.04 0.06 0.0533 0.20, running min from the top
+    from ccbench.core.stats import benjamini_hochberg
+
+    q = benjamini_hochberg([0.01, 0.04, 0.03, 0.20])
+    assert q.tolist() == pytest.approx([0.04, 0.16 / 3, 0.16 / 3, 0.20], rel=1e-12)
+    q2 = benjamini_hochberg(np.array([[0.01, 0.04], [0.03, 0.20]]))
+    assert q2.tolist() == pytest.approx([0.04, 0.16 / 3, 0.16 / 3, 0.20], rel=1e-12)
+
+
+def test_benjamini_hochberg_edges():
+    from ccbench.core.stats import benjamini_hochberg
+
+    assert benjamini_hochberg([]).tolist() == []
+    assert benjamini_hochberg([0.3]).tolist() == [0.3]
+    # the bounds 0 and 1 are valid p-values: sorted 0 0.5 1 -> 0 * 3 / 1, 0.5 * 3 / 2, 1 * 3 / 3
+    assert benjamini_hochberg([1.0, 0.0, 0.5]).tolist() == [1.0, 0.0, 0.75]
+    for bad in ([1.5], [-0.1, 0.5], [0.5, 1.01]):
+        with pytest.raises(ValueError, match=r"^p-values must lie in \[0, 1\]$"):
+            benjamini_hochberg(bad)
