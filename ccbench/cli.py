@@ -6,6 +6,7 @@ but the entry point and ``python -m ccbench``.
 
 import click
 
+from ccbench import __version__
 from ccbench.commands.common import print_error
 from ccbench.core.errors import CCBenchError
 
@@ -13,7 +14,7 @@ __all__ = ["cli", "main"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(package_name="ccbench")
+@click.version_option(__version__, prog_name="ccbench")
 def cli():
     """ccbench: MPI collectives, native and hand-written, measured, checked and modelled.
 

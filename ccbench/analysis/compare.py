@@ -40,6 +40,7 @@ from pathlib import Path
 from ccbench.analysis.fastest import SIGNIFICANCE
 from ccbench.core.errors import UsageError
 from ccbench.core.stats import benjamini_hochberg, geometric_mean, mann_whitney_u
+from ccbench.measure.hardware import differences as hardware_differences
 from ccbench.store.results import Row
 from ccbench.store.run import SWEEP, WORKLOAD, lab_block, open_run
 from ccbench.store.workload_rows import WorkloadRow
@@ -154,6 +155,8 @@ def provenance_differences(a: Mapping, b: Mapping, rows_a: Sequence[Row], rows_b
         keys = sorted(k for k in set(ea) | set(eb) if ea.get(k) != eb.get(k))
         out.append("provenance differs in MPI environment settings: " + ", ".join(
             f"{k}={ea.get(k, '(unset)')} ({la}) vs {eb.get(k, '(unset)')} ({lb})" for k in keys))
+    for what, va, vb in hardware_differences(a.get("hardware"), b.get("hardware")):
+        out.append(f"provenance differs in hardware ({what}): {va!r} ({la}) vs {vb!r} ({lb})")
     if lab_block(a) != lab_block(b):
         out.append(f"provenance differs in emulated lab settings: {lab_block(a)} ({la}) vs {lab_block(b)} ({lb})")
     for m, lab in ((a, la), (b, lb)):

@@ -7,8 +7,11 @@ range swept by a factor of two (``8:1M``; ``8:1M:4`` for another factor).
 
 import dataclasses
 import difflib
+import os
+import shutil
 import tomllib
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 from ccbench.core.collectives import COLLECTIVES
@@ -16,16 +19,12 @@ from ccbench.core.dtypes import DTYPES, OPS
 from ccbench.core.errors import UsageError
 from ccbench.core.units import format_size, parse_sizes
 
-__all__ = ["Case", "Config", "THREAD_LEVELS", "SYNC_METHODS", "load_config", "plan", "read_toml"]
+__all__ = ["Case", "Config", "THREAD_LEVELS", "SYNC_METHODS", "config_description", "copy_shipped", "load_config",
+           "plan", "read_toml", "resolve_config_path", "shipped_configs", "shipped_dir"]
 
 THREAD_LEVELS = ("auto", "single", "funneled", "serialized", "multiple")
 SYNC_METHODS = ("barrier", "window")
-
-
-
-
-
-
+WORKLOAD_PREFIX = "workload-"  # shipped workload configs are named workload-<kind>.toml
 
 
 @dataclass(frozen=True)
@@ -175,9 +174,83 @@ def read_toml(path: str | Path) -> dict:
     return values
 
 
+def shipped_dir(what: str = "configs") -> Path:
+    """The directory of the files shipped inside the package: ``configs`` or ``slurm``."""
+    return Path(str(resources.files("ccbench").joinpath("data", what)))
+
+
+def shipped_configs(kind: str | None = None) -> dict[str, Path]:
+    """{name: path} of the shipped configs, sorted; `kind` "sweep" or "workload" keeps only those."""
+    paths = sorted(shipped_dir().glob("*.toml")) if shipped_dir().is_dir() else []
+    out = {p.stem: p for p in paths}
+    if kind == "sweep":
+        return {n: p for n, p in out.items() if not n.startswith(WORKLOAD_PREFIX)}
+    if kind == "workload":
+        return {n: p for n, p in out.items() if n.startswith(WORKLOAD_PREFIX)}
+    return out
+
+
+def config_description(path: str | Path) -> str:
+    """The first comment line of a config file, without its ``#`` ("" when it has none)."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return next((ln.lstrip("#").strip() for ln in lines if ln.startswith("#")), "")
+
+
+def copy_shipped(dest: str | Path) -> list[Path]:
+    """Copy the shipped ``configs/`` and ``slurm/`` into `dest` (made if missing); refuse to overwrite any file."""
+    root = Path(dest)
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"{str(root)!r} exists and is not a directory")
+    pairs = [(src, root / what / src.name) for what in ("configs", "slurm")
+             for src in sorted(shipped_dir(what).iterdir()) if src.is_file()]
+    if not pairs:
+        raise UsageError("this installation ships no configs or batch scripts")
+    there = [str(d) for _, d in pairs if d.exists() or d.is_symlink()]
+    if there:
+        more = f" (and {len(there) - 1} more of the files to copy)" if len(there) > 1 else ""
+        raise UsageError(f"{there[0]!r} already exists{more}; nothing copied, nothing overwritten")
+    try:
+        for src, dst in pairs:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src, dst)
+    except OSError as exc:
+        raise UsageError(f"cannot write into {str(root)!r}: {exc.strerror or exc}") from None
+    return [d for _, d in pairs]
+
+
+def _is_name(value: str) -> bool:
+    seps = {"/", os.sep} | ({os.altsep} if os.altsep else set())
+    return not any(s in value for s in seps) and not value.endswith(".toml") and value not in ("", ".", "..")
+
+
+def resolve_config_path(value: str | Path, kind: str = "sweep") -> Path:
+    """The file a ``--config`` value means: a bare name (``quick``) is a shipped config, anything else a path.
+
+    A bare name that is no shipped config but an existing file is that file; otherwise it is
+    refused with the shipped names of this `kind` ("sweep" or "workload").
+    """
+    text = str(value)
+    if not _is_name(text):
+        return Path(text)
+    mine, every = shipped_configs(kind), shipped_configs()
+    if text in mine:
+        return mine[text]
+    if Path(text).is_file():
+        return Path(text)
+    if text in every:
+        other = "workload" if kind == "sweep" else "sweep"
+        raise UsageError(f"config {text!r} is a shipped {other} config, not a {kind} config; "
+                         f"{kind} configs: {', '.join(mine) or 'none'}")
+    raise UsageError(f"no shipped {kind} config named {text!r}; shipped: {', '.join(mine) or 'none'} "
+                     "(or give the path of a .toml file)")
+
+
 def load_config(path: str | Path | None = None, overrides: dict | None = None) -> Config:
-    """Read a TOML sweep file (optional), apply flag overrides, validate."""
-    values: dict = read_toml(path) if path is not None else {}
+    """Read a TOML sweep file or shipped config by name (optional), apply flag overrides, validate."""
+    values: dict = read_toml(resolve_config_path(path, "sweep")) if path is not None else {}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return resolve(values)
 

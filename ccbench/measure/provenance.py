@@ -1,4 +1,4 @@
-"""Where and how a run was made: versions, MPI library, ranks and nodes, Slurm, git.
+"""Where and how a run was made: versions, MPI library, ranks and nodes, Slurm, git, hardware.
 
 Also the launcher facts readable before MPI starts (this rank, ranks on this node), which
 decide the thread level -- it must be chosen before MPI is initialised.
@@ -15,8 +15,9 @@ from pathlib import Path
 import numpy as np
 
 import ccbench
+from ccbench.measure import hardware
 
-__all__ = ["choose_thread_level", "collect", "env_rank", "env_local_ranks", "usable_cores"]
+__all__ = ["choose_thread_level", "collect", "env_rank", "env_local_ranks", "gather_hardware", "usable_cores"]
 
 # rank and node-local size as set by hydra (MPICH), Open MPI, Slurm and PMI(x)
 _RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
@@ -95,6 +96,32 @@ def _lab() -> dict | None:
         return {"error": f"unreadable CCBENCH_LAB: {raw[:80]!r}"}
 
 
+def _node_hardware() -> dict:
+    """This node's hardware; an unexpected failure is recorded, never raised (the other ranks wait in a gather)."""
+    try:
+        return hardware.node_hardware()
+    except Exception as exc:  # provenance must not end a run, nor leave ranks waiting in a collective
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _affinity() -> str | None:
+    try:
+        return hardware.cpu_list(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+def gather_hardware(comm, hosts: list[str]) -> dict:
+    """The ``hardware`` record (collective): each node's hardware read by its first rank, each rank's host and CPUs."""
+    rank = comm.Get_rank()
+    mine = _node_hardware() if hosts.index(hosts[rank]) == rank else None
+    nodes = {hosts[r]: hw for r, hw in enumerate(comm.allgather(mine)) if hw is not None}
+    affinity = comm.allgather(_affinity())
+    return {"nodes": nodes,
+            "ranks": [{"rank": r, "host": h, "cpus": a} for r, (h, a) in enumerate(zip(hosts, affinity, strict=True))],
+            "transport": hardware.transport()}
+
+
 def collect(comm, cfg_dict: dict, thread: tuple[str, str], argv: list[str]) -> dict:
     """Provenance of this run (collective: every rank must call it)."""
     import mpi4py
@@ -104,6 +131,7 @@ def collect(comm, cfg_dict: dict, thread: tuple[str, str], argv: list[str]) -> d
              MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}
     hosts = comm.allgather(MPI.Get_processor_name())
     cores = comm.allgather(usable_cores())
+    hw = gather_hardware(comm, hosts)
     per_node: dict[str, int] = {}
     for h in hosts:
         per_node[h] = per_node.get(h, 0) + 1
@@ -139,4 +167,5 @@ def collect(comm, cfg_dict: dict, thread: tuple[str, str], argv: list[str]) -> d
         "config": cfg_dict,
         "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         **({"lab": _lab()} if _lab() else {}),
+        "hardware": hw,
     }

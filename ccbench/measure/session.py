@@ -21,6 +21,7 @@ import numpy as np
 
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.core.units import format_size
+from ccbench.measure.hardware import memory_available
 from ccbench.store.results import Row, RunWriter
 
 __all__ = ["FAULT_KINDS", "Fault", "Progress", "Session", "Watchdog", "agree", "check_launch", "local_ranks",
@@ -62,22 +63,21 @@ def local_ranks(comm) -> int:
     return n
 
 
-def _mem_available_bytes() -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+def _mem_available_bytes(root: Path = Path("/")) -> int | None:
+    """Bytes this node may still allocate: min(MemAvailable, cgroup limit - usage); None when unknown."""
+    return memory_available(root)[0]
 
 
-def require_memory(need: int, local_ranks: int, what: str, hint: str) -> None:
-    """Refuse, before allocating, `need` bytes on this node that would not fit in 80% of its free memory."""
-    avail = _mem_available_bytes()
+def require_memory(need: int, local_ranks: int, what: str, hint: str, root: Path = Path("/")) -> None:
+    """Refuse, before allocating, `need` bytes on this node that would not fit in 80% of its free memory.
+
+    Free memory is min(MemAvailable, the cgroup's limit less its usage): a Slurm job's limit counts.
+    """
+    avail, source = memory_available(root)
     if avail is not None and need > 0.8 * avail:
         raise UsageError(f"{what} needs about {format_size(need)} on this node ({local_ranks} ranks) but only "
-                         f"{format_size(avail)} is available; {hint}")
+                         f"{format_size(avail)} is available"
+                         + (f" under {source}" if source != "MemAvailable" else "") + f"; {hint}")
 
 
 # -- fault injection (for the tests) ------------------------------------------------------

@@ -12,7 +12,7 @@ from pathlib import Path
 from ccbench.core.dtypes import DTYPES
 from ccbench.core.errors import UsageError
 from ccbench.core.units import parse_sizes
-from ccbench.measure.config import THREAD_LEVELS, _as_list, _check_choices, _number, read_toml
+from ccbench.measure.config import THREAD_LEVELS, _as_list, _check_choices, _number, read_toml, resolve_config_path
 from ccbench.store.workload_rows import WORKLOADS
 from ccbench.workloads.schedule import DDP_BUCKET_MB, DDP_FIRST_BUCKET_MB
 
@@ -224,8 +224,8 @@ def resolve_workload(workload: str, values: dict) -> WorkloadConfig:
 
 def load_workload_config(workload: str, path: str | Path | None = None,
                          overrides: dict | None = None) -> WorkloadConfig:
-    """Read a TOML workload file (optional), apply flag overrides, validate."""
-    values: dict = read_toml(path) if path is not None else {}
+    """Read a TOML workload file or shipped config by name (optional), apply flag overrides, validate."""
+    values: dict = read_toml(resolve_config_path(path, "workload")) if path is not None else {}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return resolve_workload(workload, values)
 

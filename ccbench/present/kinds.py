@@ -4,8 +4,8 @@ The commands open a run once (``ccbench.store.run.open_run``) and hand it here; 
 downstream asks run.json again which kind it is.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ccbench.present.report import build_sweep_report
 from ccbench.present.table import Column, Table, render, to_rich

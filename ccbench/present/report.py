@@ -21,6 +21,7 @@ from ccbench.analysis.fastest import SIGNIFICANCE, Curves, algorithm_order, fast
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.errors import UsageError
 from ccbench.core.units import format_size, human_time
+from ccbench.measure.hardware import summary as hardware_summary
 from ccbench.store.results import Row, new_numbered_dir
 from ccbench.store.run import Run, lab_block
 
@@ -143,6 +144,7 @@ def provenance_blocks(path: Path, meta: Mapping, rows: Sequence, warnings: Seque
                      f"Python {meta.get('python', '?')}, numpy {meta.get('numpy', '?')}, "
                      f"mpi4py {meta.get('mpi4py', '?')}"),
         ("platform", f"{meta.get('platform', '?')}, {meta.get('cpu', '?')}"),
+        *([("hardware", hardware_summary(meta.get("hardware")))] if hardware_summary(meta.get("hardware")) else []),
         ("started / ended", f"{meta.get('start_time', '?')} / {meta.get('end_time', '-')}"),
         ("command", " ".join(str(a) for a in meta.get("argv") or []) or "?"),
     ]

@@ -2,8 +2,11 @@
 
 from collections import defaultdict
 
+from rich.markup import escape
+
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.units import fmt_time
+from ccbench.measure.hardware import summary as hardware_summary
 from ccbench.present.table import Column, Styled, Table, render
 from ccbench.store.results import Row
 
@@ -19,6 +22,7 @@ def run_header(meta: dict, path) -> str:
         status += f": {meta['failure']}"
     elif status == "running":
         status += " (no final status: still running, or its job died unrecorded; --resume continues it)"
+    hardware = hardware_summary(meta.get("hardware"))
     return (
         f"[bold]{path}[/]  {status}\n"
         f"{meta.get('mpi_library', '?')} | {meta.get('nranks', '?')} ranks on {meta.get('nodes', '?')} "
@@ -26,6 +30,7 @@ def run_header(meta: dict, path) -> str:
         f"{' (oversubscribed)' if meta.get('oversubscribed') else ''} | thread level "
         f"{meta.get('thread_level', '?')} | mpi4py {meta.get('mpi4py', '?')}, "
         f"ccbench {meta.get('ccbench', '?')} | {meta.get('start_time', '')}"
+        + (f"\nhardware: {escape(hardware)}" if hardware else "")
     )
 
 
