@@ -40,7 +40,8 @@ def test_version_is_in_one_place(capsys):
 
 
 def test_licence_matches_pyproject():
-    assert tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["license"] == {"text": "MIT"}
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
     text = (REPO / "LICENSE").read_text()
     assert text.startswith("MIT License") and "Copyright (c) 2026 the ccbench authors" in text
 
