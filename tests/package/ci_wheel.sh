@@ -8,6 +8,7 @@ cd "$(dirname "$0")/../.."
 repo=$(pwd)
 work=$(mktemp -d -t ccbench-wheel.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+trap 'echo "wheel: FAIL: line $LINENO: $BASH_COMMAND" >&2' ERR
 python3 -m venv "$work/build" && "$work/build/bin/pip" install -q build
 "$work/build/bin/python" -m build --sdist --wheel --outdir "$work/dist" "$repo" >/dev/null
 ls "$work/dist"/ccbench-*.tar.gz "$work/dist"/ccbench-*.whl >/dev/null
@@ -17,13 +18,17 @@ python3 -m venv "$work/venv"
 cd "$work"  # outside the checkout: nothing of it is on the path
 . "$work/venv/bin/activate"
 python -c 'import ccbench, sys; assert not ccbench.__file__.startswith(sys.argv[1]), ccbench.__file__' "$repo"
+expect() {  # expect WHAT TEXT: TEXT holds WHAT (no pipe into grep -q: its early exit is a SIGPIPE under pipefail)
+  [[ $2 == *"$1"* ]] || { echo "wheel: FAIL: expected '$1' in: $2" >&2; exit 1; }
+}
 version=$(python -c 'import ccbench; print(ccbench.__version__)')
-ccbench --version | grep -q "$version"
-ccbench configs | grep -q '^quick'
-ccbench launch -n 2 -c quick -C allreduce,pingpong -s 8:64K:8 --min-reps 10 --max-reps 30 --budget 0.05 --results-dir runs --no-show
-run=$(ls -d runs/*_np2 | head -1)
-ccbench show "$run" | grep -q 'all correct'
-ccbench fit "$run" | grep -q 'wrote'
-ccbench report "$run" | grep -q 'report.md'
+expect "$version" "$(ccbench --version)"
+expect "quick" "$(ccbench configs)"
+ccbench launch -n 2 -c quick -C allreduce,pingpong -s 8:64K:8 --min-reps 10 --max-reps 30 --budget 0.05 \
+  --results-dir runs --no-show
+run=$(ls -d runs/*_np2)
+expect "all correct" "$(ccbench show "$run")"
+expect "wrote" "$(ccbench fit "$run")"
+expect "report.md" "$(ccbench report "$run")"
 test -s "$run/report/report.md" && test -s "$run/report/report.html"
 echo "wheel: $(basename "$wheel") installed outside the checkout; version, configs, launch -c quick, show, fit, report passed"
