@@ -23,7 +23,12 @@ pytestmark = [pytest.mark.lab,
                                  reason="lab tier: run with CCBENCH_LAB_TESTS=1 (bash tests/lab/ci_lab.sh)")]
 
 REPO = Path(__file__).resolve().parents[2]
-DELAY_TOL_S = 30e-6
+# The fitted delay is the run's alpha minus the baseline's, and the two come from separate
+# launches: their launch-to-launch spread, not the fit, bounds how close it can get. Over seven
+# CI runs on the 2-core machine the baseline alpha alone ranged 60-99 us and the delay error
+# -39..+55 us (+55 under load); so the check allows 60 us or 10% of the delay.
+DELAY_TOL_S = 60e-6
+DELAY_TOL_REL = 0.10
 RATE_TOL = 0.05
 
 
@@ -87,7 +92,7 @@ def test_fits_recover_injected_delay_and_rate(lab, delay, rate, delay_s, rate_bp
           f"(error {lab_fit['delay_error_s'] * 1e6:+.1f} us), fitted rate {lab_fit['fitted']['rate_bps'] / 1e6:.1f} "
           f"Mbit/s (error {lab_fit['rate_error']:+.2%}); run {run}")
     assert abs(lab_fit["rate_error"]) < RATE_TOL
-    assert abs(lab_fit["delay_error_s"]) < DELAY_TOL_S
+    assert abs(lab_fit["delay_error_s"]) < max(DELAY_TOL_S, DELAY_TOL_REL * delay_s)
     shown = ccb("fit", str(run)).stdout  # the report shows fitted against injected
     assert "injected" in shown and "delay = alpha - baseline" in shown
 
