@@ -82,6 +82,20 @@ def _check_choices(key, items, choices, allow_all=True):
     return items
 
 
+def _one_of(key, value, choices) -> str:
+    """A config value that must be one of `choices` (shared by sweep and workload configs)."""
+    if value not in choices:
+        raise UsageError(f"config key {key!r}: {value!r}; choose from {', '.join(choices)}")
+    return value
+
+
+def _path(key, value) -> str:
+    """A config value that must be a non-empty path."""
+    if not isinstance(value, str) or not value:
+        raise UsageError(f"config key {key!r}: expected a path, got {value!r}")
+    return value
+
+
 def _number(key, value, kind, lo, hi):
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     if kind is int and isinstance(value, float):
@@ -131,14 +145,9 @@ def resolve(values: dict) -> Config:
                 raise UsageError(f"config key 'root': {value!r}; expected a rank >= 0 or rotate")
             out[key] = v
         elif key in ("sync", "thread_level"):
-            choices = SYNC_METHODS if key == "sync" else THREAD_LEVELS
-            if value not in choices:
-                raise UsageError(f"config key {key!r}: {value!r}; choose from {', '.join(choices)}")
-            out[key] = value
+            out[key] = _one_of(key, value, SYNC_METHODS if key == "sync" else THREAD_LEVELS)
         elif key == "results_dir":
-            if not isinstance(value, str) or not value:
-                raise UsageError(f"config key 'results_dir': expected a path, got {value!r}")
-            out[key] = value
+            out[key] = _path(key, value)
     cfg = Config(**out)
     colls = _check_choices("collective", cfg.collectives, list(COLLECTIVES))
     names = sorted({a for c in colls for a in REGISTRY[c]})

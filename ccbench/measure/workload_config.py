@@ -12,7 +12,16 @@ from pathlib import Path
 from ccbench.core.dtypes import DTYPES
 from ccbench.core.errors import UsageError
 from ccbench.core.units import parse_sizes
-from ccbench.measure.config import THREAD_LEVELS, _as_list, _check_choices, _number, read_toml, resolve_config_path
+from ccbench.measure.config import (
+    THREAD_LEVELS,
+    _as_list,
+    _check_choices,
+    _number,
+    _one_of,
+    _path,
+    read_toml,
+    resolve_config_path,
+)
 from ccbench.store.workload_rows import WORKLOADS
 from ccbench.workloads.schedule import DDP_BUCKET_MB, DDP_FIRST_BUCKET_MB
 
@@ -178,13 +187,9 @@ def resolve_workload(workload: str, values: dict) -> WorkloadConfig:
             if out[key] > 60:
                 raise UsageError(f"config key {key!r}: {out[key]} s is longer than a minute")
         elif key == "thread_level":
-            if value not in THREAD_LEVELS:
-                raise UsageError(f"config key 'thread_level': {value!r}; choose from {', '.join(THREAD_LEVELS)}")
-            out[key] = value
+            out[key] = _one_of(key, value, THREAD_LEVELS)
         elif key == "results_dir":
-            if not isinstance(value, str) or not value:
-                raise UsageError(f"config key 'results_dir': expected a path, got {value!r}")
-            out[key] = value
+            out[key] = _path(key, value)
     if out.get("modes") == ("both",):
         out["modes"] = DDP_MODES
     cfg = WorkloadConfig(**out)
