@@ -15,7 +15,7 @@ from ccbench.analysis.compare import CSV_COLUMNS, WORKLOAD_CSV_COLUMNS, Comparis
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.core.units import format_size, human_time
 from ccbench.present.report import render_markdown
-from ccbench.present.table import Column, Styled, Table, render, to_rich
+from ccbench.present.table import Column, Styled, Table, fmt_p, render, to_rich
 from ccbench.present.workload_report import short_algorithm
 from ccbench.store.results import free_stem
 from ccbench.store.run import SWEEP, WORKLOAD
@@ -37,10 +37,6 @@ def print_warnings_and_legend(cmp: "Comparison", console, what: str = "cases") -
                   f"samples, adjusted over all {what} of a pair of runs (Benjamini-Hochberg); significant below "
                   f"{cmp.level}, otherwise noise")
 
-
-
-def _fmt_p(p) -> str:
-    return "-" if p is None else f"{p:.2g}"
 
 
 def markdown_blocks(cmp: Comparison, figure: str | None) -> list:
@@ -78,7 +74,7 @@ def markdown_blocks(cmp: Comparison, figure: str | None) -> list:
                               "p (adj.)", "verdict"],
                     [[p.other, p.algorithm, format_size(p.nbytes),
                       p.dtype, p.op, human_time(p.median_a_s), human_time(p.median_b_s), f"{p.ratio:.3g}",
-                      _fmt_p(p.p_adjusted), p.verdict] for p in ps], {2, 5, 6, 7, 8})]
+                      fmt_p(p.p_adjusted), p.verdict] for p in ps], {2, 5, 6, 7, 8})]
     return blocks
 
 
@@ -246,7 +242,7 @@ def workload_markdown_blocks(cmp: Comparison, figure: str | None) -> list:
                    ("table", ["run", "variant", "algorithm", "size", f"{base} median", "other median", "ratio",
                               "p (adj.)", "verdict", *extra],
                     [[p.other, p.variant, p.algorithm, format_size(p.nbytes), human_time(p.median_a_s),
-                      human_time(p.median_b_s), f"{p.ratio:.3g}", _fmt_p(p.p_adjusted), p.verdict, *_extra(p)]
+                      human_time(p.median_b_s), f"{p.ratio:.3g}", fmt_p(p.p_adjusted), p.verdict, *_extra(p)]
                      for p in whole], {3, 4, 5, 6, 7, 8, 9})]
         calls = [p for p in cmp.pairs if p.workload == w and not p.whole]
         if calls:
@@ -255,7 +251,7 @@ def workload_markdown_blocks(cmp: Comparison, figure: str | None) -> list:
                                   "other median", "ratio", "p (adj.)", "verdict"],
                         [[p.other, p.variant, p.algorithm, str(p.part), p.label, format_size(p.nbytes),
                           human_time(p.median_a_s), human_time(p.median_b_s), f"{p.ratio:.3g}",
-                          _fmt_p(p.p_adjusted), p.verdict] for p in calls], {3, 5, 6, 7, 8, 9})]
+                          fmt_p(p.p_adjusted), p.verdict] for p in calls], {3, 5, 6, 7, 8, 9})]
     return blocks
 
 

@@ -17,8 +17,8 @@ __all__ = ["QUANTITIES", "Column", "Styled", "Table", "fmt_p", "fmt_ratio", "ren
 
 
 def fmt_p(p) -> str:
-    """A p-value with two significant digits."""
-    return f"{p:.2g}"
+    """A p-value with two significant digits ("-" when there is none)."""
+    return "-" if p is None else f"{p:.2g}"
 
 
 def fmt_ratio(r) -> str:
