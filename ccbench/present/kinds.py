@@ -8,17 +8,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ccbench.present.report import build_sweep_report
-from ccbench.present.table import Column, Table, render, to_rich
+from ccbench.present.table import SIGNIFICANT, Column, Table, render, to_rich
 from ccbench.present.views import run_header, show_sweep
 from ccbench.present.workload_report import build_workload_report
 from ccbench.present.workload_views import show_workload, workload_tables
 from ccbench.store.run import SWEEP, WORKLOAD, open_run
 
 __all__ = ["VIEWS", "KindView", "build_report", "fastest_table", "print_report", "show_run"]
-
-
-#: How a significance verdict of ``ccbench.analysis.fastest.fastest_of`` is worded.
-SIGNIFICANT = {None: "-", True: "yes", False: "no (noise)"}
 
 
 def fastest_table(title: str, entries: list[dict], key: Column, key_of) -> Table:

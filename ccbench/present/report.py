@@ -22,6 +22,7 @@ from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.errors import UsageError
 from ccbench.core.units import format_size, human_time
 from ccbench.measure.hardware import summary as hardware_summary
+from ccbench.present.table import SIGNIFICANT
 from ccbench.store.results import Row, new_numbered_dir
 from ccbench.store.run import Run, lab_block
 
@@ -295,7 +296,7 @@ def _collective_blocks(g: Curves, doc: Mapping, figures: Mapping[str, str], tole
                       human_time(f["runner_up_s"]) if f["runner_up_s"] is not None else "-",
                       f"{f['margin']:.1%}" if f["margin"] is not None else "-",
                       f"{f['p_value']:.2g}" if f["p_value"] is not None else "-",
-                      {None: "-", True: "yes", False: "no (noise)"}[f["significant"]]] for f in fast],
+                      SIGNIFICANT[f["significant"]]] for f in fast],
                     {0, 2, 4, 5, 6})]
     curves = [c for c in doc.get("curves", [])
               if (c["collective"], c["nranks"], c["dtype"], c["op"], c["in_place"], c["root"]) == g.key]

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from ccbench.core.units import fmt_time, format_size
 
-__all__ = ["QUANTITIES", "Column", "Styled", "Table", "fmt_p", "fmt_ratio", "render", "to_block", "to_rich"]
+__all__ = ["QUANTITIES", "SIGNIFICANT", "Column", "Styled", "Table", "fmt_p", "fmt_ratio", "render", "to_block",
+           "to_rich"]
 
 
 def fmt_p(p) -> str:
@@ -25,6 +26,9 @@ def fmt_ratio(r) -> str:
     """A ratio (or any dimensionless number) with three significant digits."""
     return f"{r:.3g}"
 
+
+#: How a significance verdict (True, False, or None without a test) is worded.
+SIGNIFICANT = {None: "-", True: "yes", False: "no (noise)"}
 
 #: The formatter of each quantity a column can hold (None is shown as "-").
 QUANTITIES: dict[str, Callable] = {

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from ccbench.analysis.fastest import SIGNIFICANCE, fastest_per_variant, step_rows
 from ccbench.core.units import format_size, human_time
 from ccbench.present.report import provenance_blocks, save_figure, writable_run_dir, write_page
+from ccbench.present.table import SIGNIFICANT
 from ccbench.store.results import new_numbered_dir
 from ccbench.store.run import Run
 from ccbench.store.workload_rows import KIND, WorkloadRow
@@ -74,7 +75,7 @@ def _fastest_block(fast: Sequence[Mapping]) -> list:
                human_time(f["runner_up_s"]) if f["runner_up_s"] is not None else "-",
                f"{f['margin']:.1%}" if f["margin"] is not None else "-",
                f"{f['p_value']:.2g}" if f["p_value"] is not None else "-",
-               {None: "-", True: "yes", False: "no (noise)"}[f["significant"]]] for f in fast],
+               SIGNIFICANT[f["significant"]]] for f in fast],
              {2, 4, 5, 6})]
 
 
