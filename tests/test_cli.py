@@ -132,12 +132,18 @@ def test_watchdog_ends_a_hung_case_then_resume_finishes(tmp_path):
     meta = json.loads((run / "run.json").read_text())
     rows = (run / "cases.jsonl").read_text().splitlines()
     assert meta["status"] == "failed" and "watchdog" in meta["failure"]
-    assert [json.loads(x)["nbytes"] for x in rows] == [8, 16, 32]
+    before = [json.loads(x)["nbytes"] for x in rows]  # the cases that ran before 64 B, in the shuffled order
+    assert 64 not in before and set(before) < {8, 16, 32, 128, 256, 512, 1024}
     r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "3", "--resume", str(run), "--no-show"],
                        capture_output=True, text=True, cwd=REPO, timeout=120)
     assert r.returncode == 0, r.stderr
-    rows = [json.loads(x) for x in (run / "cases.jsonl").read_text().splitlines()]
-    assert [x["nbytes"] for x in rows] == [8, 16, 32, 64, 128, 256, 512, 1024]
+    after = [json.loads(x)["nbytes"] for x in (run / "cases.jsonl").read_text().splitlines()]
+    assert after[:len(before)] == before and sorted(after) == [8, 16, 32, 64, 128, 256, 512, 1024]
+    order = [8, 16, 32, 64, 128, 256, 512, 1024]
+    import numpy as np
+
+    seed = json.loads((run / "run.json").read_text())["order_seed"]
+    assert after == [order[i] for i in np.random.default_rng(seed).permutation(8)]  # the recorded order, resumed
     assert json.loads((run / "run.json").read_text())["status"] == "complete"
 
 
@@ -149,7 +155,7 @@ def test_a_rank_that_dies_ends_the_job_and_the_run_says_failed(tmp_path):
     env = dict(os.environ, CCBENCH_FAULT="exit:1:allreduce/native:64")
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "3", "-C", "allreduce", "-s", "8:1K",
-                        "--budget", "0.1", "--results-dir", str(tmp_path), "--no-show"],
+                        "--order", "planned", "--budget", "0.1", "--results-dir", str(tmp_path), "--no-show"],
                        capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
     assert r.returncode != 0 and time.monotonic() - t0 < 60
     (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]

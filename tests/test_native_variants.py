@@ -109,10 +109,11 @@ def test_run_refuses_a_variant_whose_variables_are_not_set(tmp_path):
 
 def test_launch_runs_one_launch_per_variant_and_records_refusals(tmp_path):
     """At 4 ranks MPICH refuses reduce_scatter_allgather for 2 elements (8 B of float32): that case is
-    recorded as not applicable with the library's reason, the sweep goes on, the rows carry their settings."""
+    recorded as not applicable with the library's reason, the sweep goes on, the rows carry their settings.
+    With two launches the parts run round-robin (A B C A B C) and every row holds both launches' samples."""
     r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "4", "-C", "allreduce", "-a",
                         "native,native:reduce_scatter_allgather,native:ring,native:rabenseifner", "-s", "8,4K",
-                        "--min-reps", "3", "--max-reps", "10", "--budget", "0.05", "--results-dir", str(tmp_path),
+                        "--launches", "2", "--min-reps", "3", "--max-reps", "10", "--budget", "0.05", "--results-dir", str(tmp_path),
                         "--no-show"], capture_output=True, text=True, timeout=300, cwd=REPO)
     vendor = subprocess.run([sys.executable, "-c", "import mpi4py; mpi4py.rc.initialize = False; "
                              "from mpi4py import MPI; print(MPI.get_vendor()[0])"], capture_output=True, text=True)
@@ -121,10 +122,13 @@ def test_launch_runs_one_launch_per_variant_and_records_refusals(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
     meta, rows, _ = load_run(run)
-    assert meta["status"] == "complete" and len(meta["parts"]) == 3
-    assert [p["settings"] for p in meta["parts"]] == [
-        {}, {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "reduce_scatter_allgather"},
-        {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring"}]
+    assert meta["status"] == "complete" and len(meta["parts"]) == 6
+    assert [(p["launch"], p["settings"]) for p in meta["parts"]] == [
+        (k, s) for k in (1, 2) for s in ({}, {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "reduce_scatter_allgather"},
+                                        {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring"})]
+    seeds = [p["order_seed"] for p in meta["parts"]]
+    assert seeds[:3] == [meta["order_seed"]] * 3 and seeds[3:] == [(meta["order_seed"] + 1) % 2**32] * 3
+    assert all(x.launches == (1, 2) and sum(x.launch_samples) == x.samples for x in rows)
     assert all((run / p["dir"] / "run.json").is_file() for p in meta["parts"])
     got = {(x.algorithm, x.nbytes): x.settings for x in rows}
     assert got == {("native", 8): {}, ("native", 4096): {},
@@ -134,12 +138,12 @@ def test_launch_runs_one_launch_per_variant_and_records_refusals(tmp_path):
                        {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "reduce_scatter_allgather"}}
     refused = [s for s in meta["skipped"] if s.get("not_applicable")]
     assert [(s["algorithm"], s["nbytes"], s["nranks"]) for s in refused] == [
-        ("native:reduce_scatter_allgather", 8, 4)]
+        ("native:reduce_scatter_allgather", 8, 4)]  # once, though both launches refused it
     assert "not usable for the provided arguments" in refused[0]["why"]
     assert {"what": "allreduce/native:rabenseifner", "why": "not an algorithm of MPICH"} in meta["skipped"]
     csv_head, *csv_rows = (run / "cases.csv").read_text().splitlines()
-    assert csv_head.endswith(",settings") and any(line.endswith("MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=ring")
-                                                  for line in csv_rows)
+    assert csv_head.endswith(",settings,launches,launch_samples")
+    assert any(",MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=ring,1;2," in line for line in csv_rows)
     assert json.loads((run / "cases.jsonl").read_text().splitlines()[0])["settings"] == {}
 
 

@@ -217,7 +217,7 @@ def test_pairs(matched: Sequence[tuple], level: float) -> list[tuple]:
 #: WorkloadRow fields that are measured, not part of what is measured.
 MEASURED = frozenset({"samples", "median_s", "min_s", "mean_s", "ci_low_s", "ci_high_s", "comm_s", "compute_s",
                       "total_s", "overlap_pct", "baseline_s", "slowdown", "bytes_sent_total", "nwrong",
-                      "stop_reason", "flags", "samples_s"})
+                      "stop_reason", "flags", "samples_s", "launches", "launch_samples"})
 
 
 #: Rank counts (provenance: compared and warned about, not matched on).

@@ -59,11 +59,19 @@ SWEEP_OPTIONS = [
     _RUN["results_dir"],
     _RUN["tag"],
     _RUN["resume"],
+    click.option("--launches", type=int,
+                 help="Separate launches of the whole plan, merged into one run (default 1; ccbench launch). "
+                      "The launch is the unit of replication: comparisons need 3 or more."),
+    click.option("--order", type=click.Choice(["shuffled", "planned"]),
+                 help="Case order within a launch: shuffled (default, seeded, recorded) or as planned."),
+    click.option("--seed", type=int, help="Seed of the shuffled case order (default: drawn and recorded)."),
+    click.option("--launch-index", "launch_index", type=click.IntRange(1), hidden=True,
+                 help="Which of the launches this is (set by ccbench launch)."),
     click.option("--show/--no-show", default=True, help="Print the results table at the end."),
 ]
 CONFIG_KEYS = ("collectives", "algorithms", "sizes", "dtypes", "ops", "in_place", "root", "warmup",
                 "min_reps", "max_reps", "target_rse", "budget_s", "sync", "thread_level", "results_dir",
-                "watchdog_s")
+                "watchdog_s", "launches", "order", "seed")
 
 
 def sweep_options(fn):

@@ -22,6 +22,12 @@ __all__ = ["COMMANDS"]
 def run(**kw):
     """Run a sweep on every rank of MPI_COMM_WORLD (start it under an MPI launcher)."""
     cfg, resume = resolve_with_resume(kw)
+    launch_index = kw.get("launch_index")
+    if cfg.launches > 1 and launch_index is None:
+        raise UsageError(f"launches = {cfg.launches} needs one job per launch: start the sweep with "
+                         f"ccbench launch -n N --launches {cfg.launches} (it merges them into one run)")
+    if launch_index is not None and launch_index > cfg.launches:
+        raise UsageError(f"--launch-index {launch_index} is beyond --launches {cfg.launches}")
     from ccbench.measure.mpi import enter_mpi
 
     MPI, thread = enter_mpi(cfg.thread_level)
@@ -31,7 +37,7 @@ def run(**kw):
     console = new_console() if rank == 0 else None
     try:
         code, path = run_sweep(cfg, thread=thread, argv=sys.argv, console=console, tag=kw["tag"],
-                               resume=resume)
+                               resume=resume, launch=launch_index)
     except CCBenchError as exc:
         if rank == 0:
             click.echo(f"ccbench: error: {exc}", err=True)
@@ -56,20 +62,24 @@ def launch(ctx, n, launcher, launcher_args, **kw):
 
     Options after `--` go to the launcher itself.
     """
-    cfg, _ = resolve_with_resume(kw)  # refuse bad input before starting anything
+    cfg, resume = resolve_with_resume(kw)  # refuse bad input before starting anything
+    if kw.get("launch_index") is not None:
+        raise UsageError("--launch-index is set by ccbench launch for each of its launches")
     from ccbench.measure.launcher import prepare_launcher
 
     exe, version, env, extra = prepare_launcher(launcher)
     head = [exe, "-n", str(n), *extra, *launcher_args, sys.executable, "-m", "mpi4py", "-m", "ccbench", "run"]
     cmd = [*head, *to_argv(ctx, kw)]
-    from ccbench.measure.multilaunch import has_variants, launch_parts
+    from ccbench.measure.multilaunch import launch_parts, needs_launches
 
-    if has_variants(cfg):  # forced native:<alg> variants: one launch each, merged into one run
+    merged_before = resume is not None and (resume / "parts").is_dir()
+    if needs_launches(cfg) or merged_before:
+        # replicated launches, forced native:<alg> variants (one launch each): merged into one run
         from ccbench.algorithms.native_variants import library_of_launcher
 
         code, merged = launch_parts(cfg, kw, library_of_launcher(version),
                                     lambda part_kw: [*head, *to_argv(ctx, part_kw)], env, run_launcher, n,
-                                    sys.argv, say=new_console().print)
+                                    sys.argv, say=new_console().print, resume=resume)
         show_run(merged, new_console(), show_table=kw["show"])
         raise SystemExit(code)
     code = run_launcher(cmd, env)

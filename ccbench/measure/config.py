@@ -19,11 +19,13 @@ from ccbench.core.dtypes import DTYPES, OPS
 from ccbench.core.errors import UsageError
 from ccbench.core.units import format_size, parse_sizes
 
-__all__ = ["Case", "Config", "THREAD_LEVELS", "SYNC_METHODS", "config_description", "copy_shipped", "load_config",
+__all__ = ["Case", "Config", "MAX_LAUNCHES", "ORDERS", "THREAD_LEVELS", "SYNC_METHODS", "config_description", "copy_shipped", "load_config",
            "plan", "read_toml", "resolve_config_path", "shipped_configs", "shipped_dir"]
 
 THREAD_LEVELS = ("auto", "single", "funneled", "serialized", "multiple")
 SYNC_METHODS = ("barrier", "window")
+ORDERS = ("shuffled", "planned")
+MAX_LAUNCHES = 1000
 WORKLOAD_PREFIX = "workload-"  # shipped workload configs are named workload-<kind>.toml
 
 
@@ -47,6 +49,11 @@ class Config:
     thread_level: str = "auto"
     watchdog_s: float = 300.0  # a case may run this long past its budget before the job is ended
     results_dir: str = "results"
+    # replication: launches of the whole plan (the launch is the unit of replication), the
+    # order of the cases within each launch, and the seed of that order (None: drawn per run)
+    launches: int = 1
+    order: str = "shuffled"
+    seed: int | None = None
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     def to_dict(self) -> dict:
@@ -54,6 +61,23 @@ class Config:
         d = dataclasses.asdict(self)
         d.pop("extra")
         return d
+
+    def per_launch(self) -> "Config":
+        """The configuration one of `launches` launches runs: the time budget and the sample cap split between them.
+
+        Each launch gets budget_s / K and ceil(max_reps / K) samples (never fewer than
+        min_reps), so K launches cost about what one did: the same number of samples,
+        spread over K independent launches.  Why: the variance of a K-launch mean is
+        sigma_b^2 / K + sigma_w^2 / (K n) (Cochran, Sampling Techniques, 1977, sec. 10.2); when
+        launches differ more than calls (sigma_b^2 of 15-75% against a few percent of
+        sigma_w^2 / n here), more launches with fewer samples each is the better use of a
+        fixed time (Kalibera & Jones, ISMM 2013; ``ccbench.core.replication.optimal_split``).
+        """
+        k = self.launches
+        if k == 1:
+            return self
+        return dataclasses.replace(self, budget_s=self.budget_s / k,
+                                   max_reps=max(self.min_reps, -(-self.max_reps // k)))
 
 
 _LIST_KEYS = ("collectives", "algorithms", "dtypes", "ops")
@@ -148,6 +172,12 @@ def resolve(values: dict) -> Config:
             out[key] = _one_of(key, value, SYNC_METHODS if key == "sync" else THREAD_LEVELS)
         elif key == "results_dir":
             out[key] = _path(key, value)
+        elif key == "launches":
+            out[key] = _number(key, value, int, 1, MAX_LAUNCHES)
+        elif key == "seed":
+            out[key] = None if value is None else _number(key, value, int, 0, 2**32 - 1)
+        elif key == "order":
+            out[key] = _one_of(key, value, ORDERS)
     cfg = Config(**out)
     colls = _check_choices("collective", cfg.collectives, list(COLLECTIVES))
     names = sorted({a for c in colls for a in REGISTRY[c]})

@@ -1,12 +1,22 @@
-"""One launch per forced native variant, merged into one run directory.
+"""Several launches merged into one run directory: replicated launches, and one launch per forced native variant.
+
+The launch is the unit of replication (process placement, memory layout and library state
+change per launch; Kalibera & Jones, ISMM 2013; Hunold & Carpen-Amarie, IEEE TPDS 2016), so
+``ccbench launch --launches K`` runs the plan K times, each a separate job, each with its
+own seeded case order and its share of the samples (``Config.per_launch``).
 
 The MPI library reads the variables that force an internal algorithm at MPI_Init
 (``MPIR_CVAR_<COLL>_INTRA_ALGORITHM``, ``OMPI_MCA_coll_tuned_<coll>_algorithm``), so a
-sweep over ``native:<alg>`` variants needs one launch per variant.  ``ccbench launch``
-runs the unforced part of the sweep (native, hand-written) in one launch and each
-variant in its own, each into ``RUN/parts/``, then writes the merged rows -- every row
-with the settings it ran under -- and one ``run.json`` whose ``parts`` list says which
-launch produced what.
+sweep over ``native:<alg>`` variants needs one launch per variant: the unforced part of
+the sweep (native, hand-written) runs in one launch and each variant in its own.  With K
+launches the parts are interleaved round by round (A B C A B C ...), never all launches of
+one variant and then the next, so drift over time does not line up with a variant.
+
+Every launch writes its own run into ``RUN/parts/``; the merged run holds one row per case
+with the samples of all its launches (``ccbench.store.launches.pool_launches``: each row
+records which launch measured which samples) and one ``run.json`` whose ``parts`` list says
+which launch produced what.  ``--resume RUN`` continues at the launch and case where the
+run stopped: finished launches are kept, an unfinished one is resumed, the rest are run.
 """
 
 from dataclasses import dataclass, field
@@ -14,7 +24,7 @@ from pathlib import Path
 
 from ccbench.core.errors import UsageError
 
-__all__ = ["Part", "has_variants", "launch_parts", "merge_parts", "plan_parts"]
+__all__ = ["Part", "has_variants", "launch_parts", "merge_parts", "needs_launches", "plan_launches", "plan_parts"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +43,22 @@ def has_variants(cfg) -> bool:
 
     return any(REGISTRY[c].get(a) is not None and REGISTRY[c][a].settings
                for c in cfg.collectives for a in cfg.algorithms)
+
+
+def needs_launches(cfg) -> bool:
+    """True when the sweep needs more than one launch (replicates, or forced variants)."""
+    return cfg.launches > 1 or has_variants(cfg)
+
+
+def plan_launches(cfg, library: str | None) -> tuple[list[tuple[int, Part]], list[tuple[str, str]]]:
+    """([(launch number, part)] in the order to run them, (what, why) skips): round 1's parts, then round 2's, ..."""
+    if has_variants(cfg):
+        if library is None:
+            raise UsageError("cannot force native variants: the launcher belongs to neither MPICH nor Open MPI")
+        parts, skipped = plan_parts(cfg, library)
+    else:
+        parts, skipped = [Part("all", cfg.collectives, cfg.algorithms)], []
+    return [(k, p) for k in range(1, cfg.launches + 1) for p in parts], skipped
 
 
 def plan_parts(cfg, library: str) -> tuple[list[Part], list[tuple[str, str]]]:
@@ -65,103 +91,159 @@ def plan_parts(cfg, library: str) -> tuple[list[Part], list[tuple[str, str]]]:
     return parts, skipped
 
 
+def _tag(launch: int, index: int, part: Part) -> str:
+    return f"L{launch:02d}-{index:02d}-{part.label}".replace(":", "-")
+
+
 def _part_dir(parts_dir: Path, tag: str) -> Path | None:
     found = sorted(d for d in parts_dir.glob(f"*_{tag}*") if (d / "run.json").is_file())
     return found[-1] if found else None
 
 
-def merge_parts(dest: Path, results: list[tuple[Part, int, Path | None]], cfg, argv: list[str],
-                library_skips: list[tuple[str, str]]) -> tuple[int, int]:
-    """Write dest's run.json and tables from the parts' runs; return (rows, failed rows).
+def _case_key(r) -> tuple:
+    return (r.collective, r.algorithm, r.nbytes, r.dtype, r.op, bool(r.in_place), r.root)
 
-    Provenance comes from the first part that ran (the same machine, library and ranks for
-    all); each part's own run.json stays under ``parts/`` with its full provenance.
+
+_PER_PART = ("schema", "status", "failure", "signal", "skipped", "planned_cases", "finished_cases", "failed_cases",
+             "end_time", "resumed", "order", "order_seed", "launch")
+
+
+def merge_parts(dest: Path, results: list[tuple[int, Part, int, Path | None]], cfg, argv: list[str],
+                library_skips: list[tuple[str, str]], order_seed: int | None = None) -> tuple[int, int]:
+    """Write dest's run.json and tables from the launches' runs; return (rows, failed rows).
+
+    `results`: (launch number, part, exit code, its run directory or None).  Rows of one case
+    from different launches become one row (``pool_rows``).  Provenance comes from the first
+    part that ran (the same machine, library and ranks for all); each part's own run.json
+    stays under ``parts/`` with its full provenance.  The merged tables are derived from the
+    parts, which are never changed: they are written beside the old ones and renamed over
+    them, so a resumed merge replaces them whole.
     """
+    import os
+    import shutil
     import time
 
+    from ccbench.store.launches import pool_rows
     from ccbench.store.results import RunWriter
     from ccbench.store.run import load_run
 
     loaded = []
-    for part, code, path in results:
+    for launch, part, code, path in results:
         meta, rows, _ = load_run(path) if path is not None else ({}, [], [])
-        loaded.append((part, code, path, meta, rows))
-    first = next((m for _, _, _, m, _ in loaded if m), {})
-    keep = {k: v for k, v in first.items() if k not in ("schema", "status", "failure", "signal", "skipped",
-                                                         "planned_cases", "finished_cases", "failed_cases",
-                                                         "end_time", "resumed")}
+        loaded.append((launch, part, code, path, meta, rows))
+    first = next((m for *_, m, _ in loaded if m), {})
+    keep = {k: v for k, v in first.items() if k not in _PER_PART}
     skipped = [{"what": w, "why": y} for w, y in library_skips]
+    seen_skips: set[str] = set()
     part_docs = []
     statuses = []
-    for part, code, path, meta, rows in loaded:
-        skipped += meta.get("skipped", [])
+    for launch, part, code, path, meta, rows in loaded:
+        for entry in meta.get("skipped", []):  # the same skip from every launch is listed once
+            if entry.get("what") not in seen_skips:
+                seen_skips.add(entry.get("what"))
+                skipped.append(entry)
         status = meta.get("status", "failed") if path is not None else "failed"
         if code and status == "complete":
             status = "failed"
         statuses.append(status)
         if path is None:
-            skipped.append({"what": f"{','.join(part.collectives)}/{','.join(part.algorithms)}",
+            skipped.append({"what": f"launch {launch}: {','.join(part.collectives)}/{','.join(part.algorithms)}",
                             "why": f"its launch ended with exit code {code} before writing a run "
                                    "(MPI_Init refused the setting?)"})
-        part_docs.append({"dir": str(path.relative_to(dest)) if path is not None else None,
+        part_docs.append({"dir": str(path.relative_to(dest)) if path is not None else None, "launch": launch,
                           "label": part.label, "collectives": list(part.collectives),
                           "algorithms": list(part.algorithms), "settings": part.env, "exit_code": code,
-                          "status": status, "cases": len(rows)})
+                          "status": status, "order_seed": meta.get("order_seed"), "cases": len(rows)})
     status = ("complete" if all(s == "complete" for s in statuses)
               else "interrupted" if any(s == "interrupted" for s in statuses) else "failed")
-    meta = dict(keep, argv=argv, config=cfg.to_dict(), parts=part_docs, skipped=skipped,
-                planned_cases=sum(m.get("planned_cases", 0) for *_, m, _ in loaded))
-    writer = RunWriter(dest, meta)
-    nrows = nbad = 0
+    meta = dict(keep, argv=argv, config=cfg.to_dict(), launches=cfg.launches, order=cfg.order,
+                order_seed=order_seed, parts=part_docs, skipped=skipped,
+                planned_cases=sum(m.get("planned_cases", 0) for launch, *_, m, _ in loaded if launch == 1))
+    pooled = pool_rows(((launch, r) for launch, *_, rows in loaded for r in rows), _case_key)
+    tmp = dest / ".merging"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    writer = RunWriter(tmp, meta)
+    nbad = 0
     try:
-        for *_, rows in loaded:
-            for r in rows:
-                writer.append(r)
-                nrows += 1
-                nbad += not r.ok
+        for r in pooled:
+            writer.append(r)
+            nbad += not r.ok
     finally:
         extra = {} if status == "complete" else {"failure": "; ".join(
-            f"part {d['label']}: {d['status']} (exit code {d['exit_code']})"
+            f"launch {d['launch']} part {d['label']}: {d['status']} (exit code {d['exit_code']})"
             for d in part_docs if d["status"] != "complete")}
-        writer.update(status=status, end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"), finished_cases=nrows,
+        writer.update(status=status, end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"), finished_cases=len(pooled),
                       failed_cases=nbad, **extra)
         writer.close()
-    return nrows, nbad
+    for name in ("cases.jsonl", "cases.csv", "run.json"):  # run.json last: it says the tables are whole
+        os.replace(tmp / name, dest / name)
+    tmp.rmdir()
+    return len(pooled), nbad
 
 
 def launch_parts(cfg, kw: dict, library: str | None, command_for, env: dict, run_launcher, nranks: int,
-                 argv: list[str], say=print) -> tuple[int, Path]:
-    """Run every part with its own launcher command, merge them; return (exit code, run dir).
+                 argv: list[str], say=print, resume: Path | None = None) -> tuple[int, Path]:
+    """Run every launch with its own launcher command, merge them; return (exit code, run dir).
 
     `command_for(part_kw)` gives the launcher command for the sweep options `part_kw`;
-    `run_launcher(cmd, env)` runs one and returns its exit code.
+    `run_launcher(cmd, env)` runs one and returns its exit code.  With `resume` (a merged run
+    made by this function), its finished launches are kept, an unfinished one continued and
+    the missing ones run.
     """
-    from ccbench.store.results import new_run_dir
+    import secrets
 
-    if kw.get("resume"):
-        raise UsageError("--resume cannot continue a launch of forced native variants (one launch per "
-                         "variant); launch the sweep again")
-    if library is None:
-        raise UsageError("cannot force native variants: the launcher belongs to neither MPICH nor Open MPI")
-    parts, library_skips = plan_parts(cfg, library)
-    if not parts:
+    from ccbench.store.results import new_run_dir
+    from ccbench.store.run import load_run
+
+    plan, library_skips = plan_launches(cfg, library)
+    if not plan:
         why = "; ".join(f"{w}: {y}" for w, y in library_skips[:3])
         raise UsageError(f"nothing to run ({why})")
-    dest = new_run_dir(cfg.results_dir, nranks, kw.get("tag") or "")
+    if resume is not None:
+        dest = Path(resume)
+        old = load_run(dest)[0]
+        if not isinstance(old.get("parts"), list):
+            raise UsageError(f"cannot resume {dest} as a run of several launches: it has no parts/")
+        seed = old.get("order_seed")
+    else:
+        dest = new_run_dir(cfg.results_dir, nranks, kw.get("tag") or "")
+        (dest / "parts").mkdir()
+        seed = cfg.seed if cfg.seed is not None else secrets.randbelow(2**32)
     parts_dir = dest / "parts"
-    parts_dir.mkdir()
-    results: list[tuple[Part, int, Path | None]] = []
-    for i, part in enumerate(parts, 1):
-        tag = f"{i:02d}-{part.label}".replace(":", "-")
-        part_kw = dict(kw, collectives=",".join(part.collectives), algorithms=",".join(part.algorithms),
-                       results_dir=str(parts_dir), tag=tag, show=False, resume=None)
+    per_round = len(plan) // cfg.launches
+    results: list[tuple[int, Part, int, Path | None]] = []
+    for i, (launch, part) in enumerate(plan):
+        tag = _tag(launch, i % per_round + 1, part)
+        there = _part_dir(parts_dir, tag)
+        done = there is not None and load_run(there)[0].get("status") == "complete"
         shown = " ".join(f"{k}={v}" for k, v in part.env.items()) or "no forcing"
-        say(f"part {i}/{len(parts)}: {','.join(part.collectives)} / {','.join(part.algorithms)} ({shown})")
+        head = f"launch {launch}/{cfg.launches}" + (f", part {i % per_round + 1}/{per_round}" if per_round > 1 else "")
+        if done:
+            say(f"{head}: finished earlier, kept ({there.name})")
+            results.append((launch, part, 0, there))
+            continue
+        # each launch gets its own seed (launch_order adds the launch number to the run's seed)
+        part_kw = dict(kw, collectives=",".join(part.collectives), algorithms=",".join(part.algorithms),
+                       results_dir=str(parts_dir), tag=tag, show=False, resume=str(there) if there else None,
+                       launches=cfg.launches, seed=seed, order=cfg.order, launch_index=launch, config_file=None,
+                       sizes=",".join(str(n) for n in cfg.sizes), dtypes=",".join(cfg.dtypes),
+                       ops=",".join(cfg.ops), **{k: getattr(cfg, k) for k in _CARRIED})
+        say(f"{head}: {','.join(part.collectives)} / {','.join(part.algorithms)} ({shown})"
+            + (f", continuing {there.name}" if there else ""))
         code = run_launcher(command_for(part_kw), dict(env, **part.env))
-        results.append((part, code, _part_dir(parts_dir, tag)))
+        results.append((launch, part, code, _part_dir(parts_dir, tag)))
         if code < 0 or code >= 128:  # a signal: stop here, keep what ran
             break
-    merge_parts(dest, results, cfg, argv, library_skips)
-    codes = [c for _, c, _ in results]
+    merge_parts(dest, results, cfg, argv, library_skips, seed)
+    codes = [c for *_, c, _ in results]
     stopped = next((c for c in codes if c < 0 or c >= 128), None)
+    if stopped is None and len(results) < len(plan):
+        stopped = 1
     return (stopped if stopped is not None else (1 if any(codes) else 0)), dest
+
+
+#: Sweep settings every launch is given explicitly (from the resolved configuration, so a
+#: resumed run's launches get the stored values, not the command line's).
+_CARRIED = ("in_place", "root", "warmup", "min_reps", "max_reps", "target_rse", "budget_s", "sync", "thread_level",
+            "watchdog_s")

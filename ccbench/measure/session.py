@@ -24,8 +24,8 @@ from ccbench.core.units import format_size
 from ccbench.measure.hardware import memory_available
 from ccbench.store.results import Row, RunWriter
 
-__all__ = ["FAULT_KINDS", "Fault", "Progress", "Session", "Watchdog", "agree", "check_launch", "local_ranks",
-           "open_run_dir", "read_fault", "require_memory"]
+__all__ = ["FAULT_KINDS", "Fault", "Progress", "Session", "Watchdog", "agree", "check_launch", "launch_order",
+           "local_ranks", "open_run_dir", "read_fault", "require_memory"]
 
 
 # -- agreement, the launch, memory --------------------------------------------------------
@@ -43,6 +43,31 @@ def agree(comm, fn):
     if first is not None:
         raise (UsageError if first[0] == "UsageError" else CCBenchError)(first[1])
     return result
+
+
+def launch_order(comm, items: list, order: str, seed: int | None, launch: int | None,
+                 stored: dict | None = None) -> tuple[list, dict]:
+    """(items in this launch's order, the order's record for run.json), the same on every rank.
+
+    ``order == "shuffled"``: a permutation drawn from numpy's PCG64 with seed ``seed + launch - 1``
+    (``seed`` drawn on rank 0 when None), so that drift within a launch and the launch's own
+    effect do not line up with algorithms or sizes (Hunold & Carpen-Amarie, "Reproducible MPI
+    benchmarking is still not as easy as you think", IEEE TPDS 2016: randomise the order of the
+    measurements); the seed is recorded, so an order can be reproduced.  `stored` (a resumed
+    run's record) gives its seed back, so a resumed launch continues in its own order.
+    """
+    launch = launch or 1
+    if order == "planned":
+        return list(items), {"order": "planned", "launch": launch}
+    if stored and stored.get("order") == "shuffled" and "order_seed" in stored:
+        chosen = int(stored["order_seed"])
+    else:
+        import secrets
+
+        base = seed if seed is not None else (secrets.randbelow(2**32) if comm.Get_rank() == 0 else None)
+        chosen = (comm.bcast(base, root=0) + launch - 1) % 2**32
+    perm = np.random.default_rng(chosen).permutation(len(items))
+    return [items[i] for i in perm], {"order": "shuffled", "order_seed": chosen, "launch": launch}
 
 
 def check_launch(comm) -> None:

@@ -29,6 +29,7 @@ from ccbench.measure.session import (
     Session,
     agree,
     check_launch,
+    launch_order,
     local_ranks,
     open_run_dir,
     read_fault,
@@ -164,12 +165,14 @@ def _case_key(c) -> tuple:
 
 
 def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=None,
-              tag: str = "", resume: Path | None = None) -> tuple[int, Path | None]:
+              tag: str = "", resume: Path | None = None, launch: int | None = None) -> tuple[int, Path | None]:
     """Run a whole sweep on MPI.COMM_WORLD; return (exit code, run directory on rank 0).
 
     With `resume`, continue that run directory instead: its finished cases are skipped and
     new rows are appended; it must have been made with the same configuration, rank count
-    and MPI library.
+    and MPI library.  `launch` is which of ``cfg.launches`` launches this is (``ccbench
+    launch`` merges them): it runs ``cfg.per_launch()``'s share of the samples, in its own
+    order (``launch_order``).
     """
 
     from mpi4py import MPI
@@ -188,12 +191,17 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     agree(comm, lambda: _check_memory(cases, nlocal))
     agree(comm, lambda: _check_sync(cfg.sync, nlocal))
     prov = collect(comm, cfg.to_dict(), thread, argv)
-    settings = TimingSettings.from_config(cfg)
+    settings = TimingSettings.from_config(cfg.per_launch())
     timer_res = comm.allreduce(timer_resolution_s(), MPI.MAX)
+
+    from ccbench.store.run import load_run
+
+    stored_order = agree(comm, lambda: load_run(resume)[0] if resume is not None and rank == 0 else None)
+    cases, order = launch_order(comm, cases, cfg.order, cfg.seed, launch, comm.bcast(stored_order, root=0))
 
     def start():
         path = new_run_dir(cfg.results_dir, P, tag)
-        meta = dict(prov, size_definitions={c: COLLECTIVES[c].size_definition for c in cfg.collectives},
+        meta = dict(prov, **order, size_definitions={c: COLLECTIVES[c].size_definition for c in cfg.collectives},
                     timer_resolution_s=timer_res, planned_cases=len(cases),
                     skipped=[{"what": w, "why": y} for w, y in skipped],
                     reduce_local=reduce_local_rates(cases))

@@ -29,9 +29,27 @@ STATUSES = ("running", "complete", "interrupted", "failed")
 class StoredRow:
     """What every stored row type shares: a validity check and the JSON form of cases.jsonl.
 
-    Rows are frozen dataclasses with ``nwrong``, ``flags`` (a tuple) and ``samples_s``
-    (the raw samples, a tuple); fields with defaults may be absent from older files.
+    Rows are frozen dataclasses with ``nwrong``, ``flags`` (a tuple), ``samples_s`` (the raw
+    samples, a tuple) and ``launches`` / ``launch_samples`` (which launch measured which
+    samples: ``samples_s`` is the launches' samples one after the other, ``launch_samples[i]``
+    of them from launch ``launches[i]``; both empty for a row of one launch); fields with
+    defaults may be absent from older files.
     """
+
+    @property
+    def n_launches(self) -> int:
+        """How many launches measured this row (1 for a row of one launch)."""
+        return max(1, len(self.launches))
+
+    def launch_blocks(self) -> list[tuple[int, tuple[float, ...]]]:
+        """[(launch number, its samples)], in launch order; a row of one launch is launch 1."""
+        if not self.launches:
+            return [(1, tuple(self.samples_s))]
+        out, start = [], 0
+        for launch, n in zip(self.launches, self.launch_samples, strict=True):
+            out.append((launch, tuple(self.samples_s[start:start + n])))
+            start += n
+        return out
 
     @property
     def ok(self) -> bool:
@@ -55,6 +73,8 @@ class StoredRow:
         for k, v in d.items():
             if isinstance(v, dict):
                 d[k] = ";".join(f"{name}={value}" for name, value in v.items())
+            elif isinstance(v, (list, tuple)):
+                d[k] = ";".join(str(x) for x in v)
         return d
 
     @classmethod
@@ -67,8 +87,8 @@ class StoredRow:
         if missing:
             raise ValueError(f"missing columns {sorted(missing)}")
         kw = {k: v for k, v in d.items() if k in {f.name for f in fields}}
-        kw["flags"] = tuple(kw.get("flags", ()))
-        kw["samples_s"] = tuple(kw.get("samples_s", ()))
+        for name in ("flags", "samples_s", "launches", "launch_samples"):
+            kw[name] = tuple(kw.get(name, ()))
         return cls(**kw)
 
 
@@ -112,18 +132,32 @@ class Row(StoredRow):
     # absent from rows written before it existed)
     settings: dict[str, str] = field(default_factory=dict)
     samples_s: tuple[float, ...] = field(default=(), repr=False)
+    # launch numbers and their sample counts (StoredRow); empty for a row of one launch
+    launches: tuple[int, ...] = ()
+    launch_samples: tuple[int, ...] = ()
 
     def __post_init__(self):
         if self.nbytes < 0 or self.count < 0 or self.nranks < 1 or self.nwrong < 0:
             raise ValueError(f"invalid row {self.collective}/{self.algorithm}: negative field")
         if self.samples != len(self.samples_s):
             raise ValueError("samples does not match the raw samples kept")
+        check_launches(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Row":
         """Build (and validate) a row from a stored dict; `settings` absent from older rows."""
         return super().from_dict({**d, "settings": dict(d.get("settings") or {})})
 
+
+
+def check_launches(row) -> None:
+    """Refuse a row whose launch fields do not split its samples (StoredRow)."""
+    if len(row.launches) != len(row.launch_samples):
+        raise ValueError("launches and launch_samples differ in length")
+    if row.launches and sum(row.launch_samples) != len(row.samples_s):
+        raise ValueError("launch_samples does not add up to the raw samples kept")
+    if len(set(row.launches)) != len(row.launches):
+        raise ValueError("a launch appears twice in one row")
 
 
 CSV_COLUMNS = [f.name for f in dataclasses.fields(Row) if f.name != "samples_s"]

@@ -4,7 +4,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ccbench.store.results import StoredRow
+from ccbench.store.results import StoredRow, check_launches
 
 __all__ = ["KIND", "WORKLOADS", "WORKLOAD_COLUMNS", "WorkloadRow"]
 
@@ -59,6 +59,8 @@ class WorkloadRow(StoredRow):
     stop_reason: str = ""
     flags: tuple[str, ...] = ()
     samples_s: tuple[float, ...] = field(default=(), repr=False)
+    launches: tuple[int, ...] = ()        # launch numbers and their sample counts (StoredRow)
+    launch_samples: tuple[int, ...] = ()
 
     def __post_init__(self):
         if self.workload not in WORKLOADS:
@@ -77,6 +79,7 @@ class WorkloadRow(StoredRow):
             raise ValueError(f"overlap_pct {self.overlap_pct} is outside 0..100")
         if self.samples != len(self.samples_s):
             raise ValueError("samples does not match the raw samples kept")
+        check_launches(self)
 
 
 WORKLOAD_COLUMNS = [f.name for f in dataclasses.fields(WorkloadRow) if f.name != "samples_s"]

@@ -1,0 +1,105 @@
+"""One stored row from the rows of one case measured in several launches.
+
+A replicated run (``ccbench launch --launches K``) measures every case once per launch; its
+merged tables hold one row per case whose raw samples are the launches' samples one after
+the other, with ``launches`` / ``launch_samples`` saying which launch measured which
+(``ccbench.store.results.StoredRow``).  The launch is the unit of replication (Kalibera &
+Jones, ISMM 2013; Hunold & Carpen-Amarie, IEEE TPDS 2016): the row's typical time is the
+geometric mean of the launches' medians and its interval the two-stage bootstrap of
+``ccbench.core.replication.hierarchical_bootstrap_ci``, which resamples launches, then the
+samples within them.  Statistics that describe the samples themselves (min, max, mean,
+percentiles, standard deviation) are those of all samples pooled.
+"""
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from ccbench.core.replication import hierarchical_bootstrap_ci, variance_components
+
+__all__ = ["BOOTSTRAP_REPLICATES", "LAUNCH_SPREAD", "launch_spread", "pool_launches", "pool_rows"]
+
+#: Replicates of the two-stage bootstrap behind a pooled row's interval (fixed seed: the same
+#: rows always give the same interval).
+BOOTSTRAP_REPLICATES = 1000
+
+#: Flag of a pooled row whose launches differ by more than the noise within a launch.
+LAUNCH_SPREAD = "launch_spread"
+
+# pooled statistics of the samples themselves, where the row type has them
+_POOLED = {"min_s": np.min, "max_s": np.max, "mean_s": np.mean,
+           "p95_s": lambda x: np.percentile(x, 95), "p99_s": lambda x: np.percentile(x, 99),
+           "stddev_s": lambda x: np.std(x, ddof=1) if x.size > 1 else math.nan}
+# per-launch measurements other than the samples (workload rows): the median over launches
+_PER_LAUNCH = ("comm_s", "compute_s", "total_s", "overlap_pct", "baseline_s", "slowdown")
+
+
+def launch_spread(blocks: Sequence[np.ndarray]) -> bool:
+    """True when the launch-to-launch spread exceeds the within-launch spread.
+
+    One-way random-effects components on the log scale (``variance_components``): the
+    between-launch standard deviation sigma_b is larger than the within-launch sigma_w, i.e.
+    which launch a sample came from matters more than which call it was.
+    """
+    xs = [np.asarray(b, dtype=np.float64) for b in blocks if len(b)]
+    if len(xs) < 2 or any(np.any(x <= 0) for x in xs):
+        return False
+    vc = variance_components(xs)
+    return bool(math.isfinite(vc.var_within) and vc.var_between > vc.var_within)
+
+
+def pool_launches(blocks: Sequence[tuple[int, object]]):
+    """One row from [(launch number, that launch's row of the case)], in any order.
+
+    The rows must be of one case and one launch each.  Typical time (``median_s``): the
+    geometric mean of the launches' medians (the median itself with one launch); interval:
+    the two-stage bootstrap at 95% (``hierarchical_bootstrap_ci``, ``BOOTSTRAP_REPLICATES``
+    replicates, seed 0); bandwidths follow the typical time; wrong elements add up; flags are
+    the union, plus ``launch_spread`` (``launch_spread``); stop reasons are joined with ';'.
+    """
+    if not blocks:
+        raise ValueError("no rows to pool")
+    blocks = sorted(blocks, key=lambda b: b[0])
+    numbers = [n for n, _ in blocks]
+    if len(set(numbers)) != len(numbers):
+        raise ValueError(f"launch numbers repeat: {numbers}")
+    rows = [r for _, r in blocks]
+    for r in rows:
+        if r.launches:
+            raise ValueError("pool_launches takes rows of one launch each")
+    first = rows[0]
+    xs = [np.asarray(r.samples_s, dtype=np.float64) for r in rows]
+    pooled = np.concatenate(xs) if xs else np.empty(0)
+    fields = {f.name for f in dataclasses.fields(first)}
+    out: dict = {"samples_s": tuple(float(v) for v in pooled), "samples": int(pooled.size),
+                 "launches": tuple(numbers), "launch_samples": tuple(int(x.size) for x in xs),
+                 "nwrong": sum(r.nwrong for r in rows),
+                 "stop_reason": ";".join(dict.fromkeys(r.stop_reason for r in rows if r.stop_reason))}
+    full = [x for x in xs if x.size]
+    flags = list(dict.fromkeys(f for r in rows for f in r.flags))
+    if len(full) >= 2 and all(np.all(x > 0) for x in full):
+        ci = hierarchical_bootstrap_ci(full, n_boot=BOOTSTRAP_REPLICATES, seed=0)
+        out.update(median_s=ci.estimate_s, ci_low_s=ci.low_s, ci_high_s=ci.high_s)
+        if launch_spread(full) and LAUNCH_SPREAD not in flags:
+            flags.append(LAUNCH_SPREAD)
+    if pooled.size:
+        out.update({k: float(fn(pooled)) for k, fn in _POOLED.items() if k in fields})
+    for k in _PER_LAUNCH:
+        vals = [getattr(r, k) for r in rows if k in fields and getattr(r, k) is not None]
+        if vals:
+            out[k] = float(np.median(vals))
+    if "algbw_gbs" in fields and out.get("median_s", 0) > 0 and first.median_s > 0:
+        scale = first.median_s / out["median_s"]
+        out.update(algbw_gbs=first.algbw_gbs * scale, busbw_gbs=first.busbw_gbs * scale)
+    out["flags"] = tuple(flags)
+    return dataclasses.replace(first, **out)
+
+
+def pool_rows(launch_rows: Iterable[tuple[int, object]], key: Callable) -> list:
+    """Pool [(launch number, row)] of many cases into one row per case (``key(row)``), in first-seen order."""
+    groups: dict = {}
+    for n, r in launch_rows:
+        groups.setdefault(key(r), []).append((n, r))
+    return [pool_launches(g) for g in groups.values()]

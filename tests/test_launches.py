@@ -1,0 +1,154 @@
+"""Rows of several launches: pooling (store.launches), the launch fields of stored rows, the per-launch share."""
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ccbench.measure.config import load_config
+from ccbench.store.launches import LAUNCH_SPREAD, launch_spread, pool_launches, pool_rows
+from ccbench.store.results import Row, RunWriter, new_run_dir
+from ccbench.store.run import load_run
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _row(samples, algorithm="ring", nbytes=64, nwrong=0, flags=(), stop="target_rse"):
+    x = np.asarray(samples, dtype=float)
+    med = float(np.median(x))
+    return Row(collective="allreduce", algorithm=algorithm, nbytes=nbytes, count=nbytes // 4, dtype="float32",
+               op="sum", in_place=False, root=0, nranks=2, samples=x.size, min_s=float(x.min()), median_s=med,
+               mean_s=float(x.mean()), p95_s=med, p99_s=med, max_s=float(x.max()), stddev_s=0.0, ci_low_s=med,
+               ci_high_s=med, algbw_gbs=nbytes / med / 1e9, busbw_gbs=2 * nbytes / med / 1e9, msgs_max=1,
+               bytes_max=nbytes, msgs_total=2, bytes_total=2 * nbytes, steps_max=1, step_bytes_max=nbytes,
+               reduced_bytes_max=nbytes, nwrong=nwrong, stop_reason=stop, sync="barrier", flags=tuple(flags),
+               samples_s=tuple(float(v) for v in x))
+
+
+def test_pooled_row_is_the_geometric_mean_of_launch_medians_with_an_interval_over_launches():
+    rng = np.random.default_rng(1)
+    a = 1e-5 * (1 + 0.01 * rng.standard_normal(50))
+    b = 4e-5 * (1 + 0.01 * rng.standard_normal(30))
+    c = 2e-5 * (1 + 0.01 * rng.standard_normal(40))
+    pooled = pool_launches([(3, _row(c)), (1, _row(a, nwrong=1, flags=("outliers",))),
+                            (2, _row(b, stop="budget"))])
+    assert pooled.launches == (1, 2, 3) and pooled.launch_samples == (50, 30, 40) and pooled.samples == 120
+    assert pooled.samples_s == tuple(np.concatenate([a, b, c]))
+    want = math.exp(np.mean(np.log([np.median(a), np.median(b), np.median(c)])))
+    assert pooled.median_s == pytest.approx(want, rel=1e-12)
+    # the launches differ by 2-4x, far more than the 1% within them: the interval spans them, the flag says so
+    assert pooled.ci_low_s < np.median(a) * 1.05 and pooled.ci_high_s > np.median(b) * 0.95
+    assert LAUNCH_SPREAD in pooled.flags and "outliers" in pooled.flags
+    assert pooled.min_s == a.min() and pooled.max_s == b.max()
+    assert pooled.mean_s == pytest.approx(np.mean(np.concatenate([a, b, c])))
+    assert pooled.nwrong == 1 and pooled.stop_reason == "target_rse;budget"
+    # bandwidths follow the typical time; counted traffic is the first launch's
+    assert pooled.algbw_gbs == pytest.approx(64 / want / 1e9) and pooled.busbw_gbs == pytest.approx(2 * 64 / want / 1e9)
+    assert pooled.bytes_max == 64
+    assert [n for n, _ in pooled.launch_blocks()] == [1, 2, 3]
+    assert pooled.launch_blocks()[1][1] == tuple(b) and pooled.n_launches == 3
+
+
+def test_one_launch_keeps_its_statistics_and_records_its_number():
+    r = _row([1e-5, 2e-5, 3e-5])
+    pooled = pool_launches([(2, r)])
+    assert pooled.launches == (2,) and pooled.launch_samples == (3,)
+    assert (pooled.median_s, pooled.ci_low_s, pooled.ci_high_s) == (r.median_s, r.ci_low_s, r.ci_high_s)
+    assert LAUNCH_SPREAD not in pooled.flags
+
+
+def test_launches_that_agree_are_not_flagged():
+    rng = np.random.default_rng(2)
+    blocks = [1e-5 * (1 + 0.2 * rng.random(200)) for _ in range(4)]
+    assert not launch_spread(blocks)
+    assert launch_spread([blocks[0], 3 * blocks[1]])
+
+
+def test_pool_refuses_repeated_launches_and_pooled_rows():
+    r = _row([1e-5, 2e-5])
+    with pytest.raises(ValueError, match="repeat"):
+        pool_launches([(1, r), (1, r)])
+    with pytest.raises(ValueError, match="one launch each"):
+        pool_launches([(1, pool_launches([(1, r)]))])
+    with pytest.raises(ValueError):
+        pool_launches([])
+
+
+def test_pool_rows_groups_by_case_in_first_seen_order():
+    x, y = _row([1e-5], nbytes=8), _row([2e-5], nbytes=64)
+    out = pool_rows([(1, y), (1, x), (2, x), (2, y)], key=lambda r: r.nbytes)
+    assert [(r.nbytes, r.launches) for r in out] == [(64, (1, 2)), (8, (1, 2))]
+
+
+def test_launch_fields_must_split_the_samples():
+    r = _row([1e-5, 2e-5])
+    with pytest.raises(ValueError, match="add up"):
+        dataclasses.replace(r, launches=(1,), launch_samples=(1,))
+    with pytest.raises(ValueError, match="length"):
+        dataclasses.replace(r, launches=(1, 2), launch_samples=(2,))
+    with pytest.raises(ValueError, match="twice"):
+        dataclasses.replace(r, launches=(1, 1), launch_samples=(1, 1))
+
+
+def test_launch_fields_round_trip_and_old_rows_load_as_one_launch(tmp_path):
+    pooled = pool_launches([(1, _row([1e-5, 1.1e-5])), (2, _row([2e-5]))])
+    d = new_run_dir(tmp_path, 2)
+    w = RunWriter(d, {})
+    w.append(pooled)
+    w.update(status="complete")
+    w.close()
+    _, rows, warnings = load_run(d)
+    assert rows == [pooled] and not warnings
+    header, line = (d / "cases.csv").read_text().splitlines()
+    cols = dict(zip(header.split(","), line.split(","), strict=True))
+    assert cols["launches"] == "1;2" and cols["launch_samples"] == "2;1"
+    _, old, _ = load_run(REPO / "tests" / "data" / "run-np2")
+    assert old and all(r.launches == () and r.n_launches == 1 and r.launch_blocks() == [(1, r.samples_s)]
+                       for r in old)
+
+
+def test_each_launch_gets_its_share_of_the_samples():
+    cfg = load_config(None, {"launches": 3, "budget_s": 1.5, "max_reps": 1000, "min_reps": 50})
+    one = cfg.per_launch()
+    assert one.budget_s == pytest.approx(0.5) and one.max_reps == 334 and one.min_reps == 50
+    small = load_config(None, {"launches": 5, "max_reps": 100, "min_reps": 50}).per_launch()
+    assert small.max_reps == 50  # never below min_reps
+    plain = load_config(None, {})
+    assert plain.launches == 1 and plain.per_launch() is plain and plain.order == "shuffled" and plain.seed is None
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"launches": 0}, "outside 1..1000"), ({"launches": 2.5}, "expected an integer"),
+    ({"order": "random"}, "choose from shuffled, planned"), ({"seed": -1}, "outside"),
+])
+def test_bad_replication_keys_are_refused(values, message):
+    from ccbench.core.errors import UsageError
+
+    with pytest.raises(UsageError, match=message):
+        load_config(None, values)
+
+
+class _OneRank:
+    def Get_rank(self):
+        return 0
+
+    def bcast(self, value, root=0):
+        return value
+
+
+def test_launch_order_is_a_seeded_permutation_per_launch_and_resumes_in_its_own_order():
+    from ccbench.measure.session import launch_order
+
+    items = list(range(20))
+    first, rec1 = launch_order(_OneRank(), items, "shuffled", 7, 1)
+    second, rec2 = launch_order(_OneRank(), items, "shuffled", 7, 2)
+    assert rec1 == {"order": "shuffled", "order_seed": 7, "launch": 1} and rec2["order_seed"] == 8
+    assert sorted(first) == items and first == [items[i] for i in np.random.default_rng(7).permutation(20)]
+    assert first != second and first != items
+    again, _ = launch_order(_OneRank(), items, "shuffled", None, 1, stored=rec2)  # a resumed launch: its own seed
+    assert again == second
+    drawn, rec = launch_order(_OneRank(), items, "shuffled", None, 1)
+    assert 0 <= rec["order_seed"] < 2**32 and sorted(drawn) == items
+    assert launch_order(_OneRank(), items, "planned", 7, 3) == (items, {"order": "planned", "launch": 3})
