@@ -13,6 +13,12 @@ python3 -m venv "$work/build" && "$work/build/bin/pip" install -q build
 "$work/build/bin/python" -m build --sdist --wheel --outdir "$work/dist" "$repo" >/dev/null
 ls "$work/dist"/ccbench-*.tar.gz "$work/dist"/ccbench-*.whl >/dev/null
 wheel=$(ls "$work/dist"/ccbench-*.whl)
+# the Spack recipe and the easyconfig take this sdist's version and checksum, and stay valid Python
+python3 contrib/release_checksums.py --dest "$work/recipes" "$(ls "$work/dist"/ccbench-*.tar.gz)" >/dev/null
+python3 -c 'import ast, pathlib, sys; [ast.parse(p.read_text()) for p in pathlib.Path(sys.argv[1]).rglob("*") if p.is_file()]' \
+  "$work/recipes"
+sdist_sha=$(sha256sum "$work/dist"/ccbench-*.tar.gz | cut -d' ' -f1)
+[[ $(cat "$work/recipes/spack/package.py") == *"$sdist_sha"* ]] || { echo "wheel: FAIL: recipe checksum" >&2; exit 1; }
 python3 -m venv "$work/venv"
 "$work/venv/bin/pip" install -q "$wheel[mpich,report]"
 cd "$work"  # outside the checkout: nothing of it is on the path
@@ -31,4 +37,4 @@ expect "all correct" "$(ccbench show "$run")"
 expect "wrote" "$(ccbench fit "$run")"
 expect "report.md" "$(ccbench report "$run")"
 test -s "$run/report/report.md" && test -s "$run/report/report.html"
-echo "wheel: $(basename "$wheel") installed outside the checkout; version, configs, launch -c quick, show, fit, report passed"
+echo "wheel: $(basename "$wheel") installed outside the checkout; version, configs, launch -c quick, show, fit, report passed; recipes take the sdist's checksum"
