@@ -1,0 +1,51 @@
+"""A run of several launches stopped part-way is continued with --resume at the launch and case where it stopped."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ccbench.store.run import load_run
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _launch(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "2", *args, "--no-show"],
+                          capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+
+
+def test_resume_continues_every_unfinished_launch_and_keeps_finished_ones(tmp_path):
+    env = dict(os.environ, CCBENCH_FAULT="exit:1:allreduce/native:64")  # every launch dies at 64 B
+    r = _launch("-C", "allreduce", "-s", "8:256", "--launches", "2", "--budget", "0.05", "--max-reps", "20",
+                "--seed", "11", "--results-dir", str(tmp_path), env=env)
+    assert r.returncode != 0
+    (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["status"] == "failed" and meta["order_seed"] == 11 and meta["launches"] == 2
+    assert [p["launch"] for p in meta["parts"]] == [1, 2] and all(p["status"] == "failed" for p in meta["parts"])
+    _, before, _ = load_run(run)
+    assert 64 not in {x.nbytes for x in before}
+
+    r = _launch("--resume", str(run))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.count("continuing") == 2
+    meta, rows, _ = load_run(run)
+    assert meta["status"] == "complete" and len(meta["parts"]) == 2
+    assert sorted(x.nbytes for x in rows) == [8, 16, 32, 64, 128, 256]
+    assert all(x.launches == (1, 2) and sum(x.launch_samples) == x.samples for x in rows)
+    # each launch kept its own recorded order (seed + launch - 1), resumed where it stopped
+    parts = {p["launch"]: p for p in meta["parts"]}
+    assert parts[1]["order_seed"] == 11 and parts[2]["order_seed"] == 12
+    # a finished run resumed again: every launch is kept, the rows do not change
+    r = _launch("--resume", str(run))
+    assert r.returncode == 0 and r.stdout.count("finished earlier, kept") == 2
+    assert load_run(run)[1] == rows
+
+
+def test_run_refuses_launches_without_launch(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "ccbench", "run", "--launches", "3", "--results-dir", str(tmp_path)],
+                       capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert r.returncode == 2 and "ccbench launch -n N --launches 3" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not list(tmp_path.iterdir())
