@@ -48,6 +48,8 @@ __all__ = [
     "fit_curve",
     "fit_curves",
     "fit_gamma",
+    "gamma_per_path",
+    "reduction_records",
     "fit_joint",
     "fit_line",
     "fit_pingpong",
@@ -752,6 +754,44 @@ def fit_gamma(
         for n, s in by_size.items()
     ]
     return fit_curve(rows, **kw)
+
+
+def reduction_records(records: Iterable[Mapping], path: str = "numpy", temperature: str = "warm") -> list[Mapping]:
+    """The local-reduction records of one path (``numpy`` or ``mpi``) and temperature (``warm`` or ``cold``).
+
+    Records stored before the paths were told apart (no ``path`` key) are numpy's, warm
+    (``ccbench.measure.gamma``).
+    """
+    return [r for r in records if r.get("path", "numpy") == path and r.get("temperature", "warm") == temperature]
+
+
+def gamma_per_path(records: Iterable[Mapping], **kw) -> list[dict]:
+    """gamma of every (dtype, op, path, temperature) the records hold, each its own fit (``fit_gamma``).
+
+    One dict per group: dtype, op, path, temperature, gamma_s_per_byte and its CI (the slope
+    of the last segment, as ``fit_gamma``), the rate in GB/s (1 / gamma) and the sizes; a
+    group whose fit fails carries ``error`` instead.  The path tells which code reduces:
+    ``mpi`` is the library's own (MPI_Reduce_local, what native collectives pay), ``numpy``
+    is what ccbench's hand-written algorithms call (``ccbench.measure.gamma``).
+    """
+    recs = list(records)
+    groups: dict[tuple, list[Mapping]] = {}
+    for r in recs:
+        key = (str(r.get("dtype")), str(r.get("op")), r.get("path", "numpy"), r.get("temperature", "warm"))
+        groups.setdefault(key, []).append(r)
+    out = []
+    for (dtype, op, path, temp), group in sorted(groups.items()):
+        entry = {"dtype": dtype, "op": op, "path": path, "temperature": temp,
+                 "sizes": sorted({int(r["nbytes"]) for r in group})}
+        try:
+            seg = fit_gamma(group, **kw).segmented.segments[-1]
+        except CCBenchError as exc:
+            entry["error"] = str(exc)
+        else:
+            entry.update(gamma_s_per_byte=seg.beta_s_per_byte, gamma_ci_s_per_byte=seg.beta_ci_s_per_byte,
+                         gbs=_gbs(seg.beta_s_per_byte))
+        out.append(entry)
+    return out
 
 
 def network_from_microbenchmarks(

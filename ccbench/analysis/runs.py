@@ -29,7 +29,9 @@ from ccbench.analysis.fit import (
     compare_params,
     fit_curves,
     fit_joint,
+    gamma_per_path,
     network_from_microbenchmarks,
+    reduction_records,
 )
 from ccbench.analysis.predict import (
     TOLERANCE,
@@ -99,7 +101,9 @@ def _network(rows: list[dict], meta: Mapping, notes: list[str], **kw) -> Network
         notes.append("no ping-pong rows: network parameters from ping-pong skipped "
                      "(run the pingpong collective to get them)")
         return None
-    recs = list(meta.get("reduce_local") or [])
+    # gamma of the path the hand-written algorithms take (numpy), warm: the library's own
+    # reduction (what native collectives pay) and the cold timings are reported apart
+    recs = reduction_records(meta.get("reduce_local") or [])
     dtype, op = _reduction_choice(rows, recs)
     return network_from_microbenchmarks(pp, recs, dtype=dtype, op=op, **kw)
 
@@ -174,6 +178,7 @@ def fit_run(
             "comparison": ([c.to_dict() for c in compare_params(pingpong, joint)]
                            if pingpong and joint else []),
             "used_for_predictions": params.source if params else None,
+            "reduction_paths": gamma_per_path(meta.get("reduce_local") or [], **kw),
         },
         "curves": [c.to_dict() for c in curves],
         "model_checks": [],

@@ -65,6 +65,37 @@ def network_table(net: dict) -> Table:
     return t
 
 
+def reduction_table(paths: list[dict]) -> Table | None:
+    """gamma per path and temperature (``ccbench.analysis.fit.gamma_per_path``): numpy's, MPI's, their ratio.
+
+    None when the run timed one path only (runs made before the paths were told apart).
+    """
+    if not any(p.get("path") == "mpi" for p in paths):
+        return None
+    t = Table("local reduction per path: gamma (time per reduced byte) [95% CI]; hand-written algorithms reduce "
+              "with numpy, the library's own collectives with MPI_Reduce_local; warm = in cache, cold = operands "
+              "evicted first",
+              [Column("dtype/op"), Column("buffers"), Column("numpy", align="right"), Column("GB/s", align="right"),
+               Column("MPI_Reduce_local", align="right"), Column("GB/s ", align="right"),
+               Column("MPI / numpy", align="right")])
+    by = {(p["dtype"], p["op"], p["temperature"], p["path"]): p for p in paths}
+    for dtype, op, temp in dict.fromkeys((p["dtype"], p["op"], p["temperature"]) for p in paths):
+        sizes = sorted({n for path in ("numpy", "mpi")
+                        for n in (by.get((dtype, op, temp, path)) or {}).get("sizes", ())})
+        cells = [f"{dtype}/{op}", f"{temp} ({', '.join(format_size(n) for n in sizes)})"]
+        gam = {}
+        for path in ("numpy", "mpi"):
+            p = by.get((dtype, op, temp, path)) or {}
+            g = p.get("gamma_s_per_byte")
+            gam[path] = g
+            cells += [(gamma_text(g) + " " + _ci(p.get("gamma_ci_s_per_byte"), gamma_text)) if g is not None
+                      else p.get("error", "-"), gbs(g) if g is not None else "-"]
+        ratio = (gam["mpi"] / gam["numpy"]) if gam["mpi"] and gam["numpy"] else None
+        cells.append(f"{ratio:.3g}" if ratio is not None else "-")
+        t.add_row(*cells)
+    return t
+
+
 def _segments_text(seg: dict) -> str:
     return "\n".join(f"{format_size(s['nbytes_lo'])}-{format_size(s['nbytes_hi'])}  "
                      f"{fmt_time(s['alpha_s'])} {_ci(s['alpha_ci_s'], fmt_time)}  "
@@ -181,6 +212,9 @@ def print_fit(doc: dict, console) -> None:
     for w in doc["warnings"] + doc["notes"]:
         console.print(f"[yellow]note: {w}[/]")
     console.print(to_rich(network_table(doc["network"])))
+    paths = reduction_table(doc["network"].get("reduction_paths") or [])
+    if paths is not None:
+        console.print(to_rich(paths))
     over = doc["network"].get("step_overhead")
     if over:
         console.print(f"software overhead per step of the hand-written algorithms, beyond alpha: "
