@@ -1,4 +1,7 @@
-"""`ccbench compare`: significance on synthetic samples with known answers, and real stored runs.
+"""`ccbench compare`: launch-level verdicts on synthetic samples with known answers, and real stored runs.
+
+The stored runs are single-launch runs: their cases are decided only where a difference is beyond what
+launch-to-launch variation could explain (tests/test_compare_launches.py covers replicated runs).
 
 Real runs: tests/data/run-np4 (4 ranks on 2 cores, thread level multiple), run-np4-single
 (the same sweep with --thread-level single) and run-np2 (2 ranks); see test_report.py and
@@ -15,8 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ccbench.analysis.compare import compare_runs, provenance_differences
+from ccbench.analysis.compare import CSV_COLUMNS, compare_runs, provenance_differences
 from ccbench.cli import main
+from ccbench.core.replication import DEFAULT_PRIOR_BETWEEN_CV, compare_launches
 from ccbench.core.stats import benjamini_hochberg, geometric_mean, summarize
 from ccbench.present.compare import write_comparison
 from ccbench.store.results import SCHEMA, Row
@@ -81,7 +85,7 @@ def test_benjamini_hochberg_known_answer():
         benjamini_hochberg([1.5])
 
 
-def test_significance_on_synthetic_samples(tmp_path):
+def test_single_launch_runs_are_not_decided_by_their_samples(tmp_path):
     lo = [1e-6 * (10 + i) for i in range(10)]           # 10..19 us
     hi = [1e-6 * (20 + i) for i in range(10)]           # 20..29 us: every sample slower
     rng = np.random.default_rng(1)
@@ -92,24 +96,32 @@ def test_significance_on_synthetic_samples(tmp_path):
                                     _row("allreduce", "ring", 512, hi[:1])])
     cmp = compare_runs([a, b])
     by = {p.nbytes: p for p in cmp.pairs}
-    # fully separated samples, n1 = n2 = 10: U = 100, mean 50, variance 100 * 21 / 12,
-    # z = (50 - 0.5) / sqrt(175), p = erfc(z / sqrt 2) (normal approximation, continuity correction)
-    p_sep = math.erfc((50 - 0.5) / math.sqrt(175) / math.sqrt(2))
-    assert by[8].p_value == pytest.approx(p_sep)
+    # fully separated samples (a rank test of the samples: p = 0.00018), but one launch a side: the
+    # between-launch CV is the default prior, and a 1.69x ratio is within what it cannot resolve
+    ref = compare_launches([lo], [hi], prior_between_cv=DEFAULT_PRIOR_BETWEEN_CV)
+    assert by[8].p_value == pytest.approx(ref.p_value) and by[8].p_value > 0.05
     assert by[8].ratio == pytest.approx(np.median(hi) / np.median(lo))
-    assert by[8].verdict == "slower" and by[8].significant
-    # identical samples: U = 50, p = 1: noise
-    assert by[64].p_value == pytest.approx(1.0) and by[64].verdict == "noise" and by[64].ratio == 1.0
+    assert (by[8].ratio_low, by[8].ratio_high) == pytest.approx((ref.ratio_low, ref.ratio_high))
+    assert by[8].verdict == "undetermined" and by[8].significant is False and by[8].method == "prior"
+    assert (by[8].launches_a, by[8].launches_b) == (1, 1)
+    assert by[8].resolvable_ratio == pytest.approx(ref.resolvable_ratio) and by[8].resolvable_ratio > by[8].ratio
+    # identical samples: p = 1, still undetermined (one launch says nothing about the next)
+    assert by[64].p_value == pytest.approx(1.0) and by[64].verdict == "undetermined" and by[64].ratio == 1.0
     # one sample each: shown, not tested
-    assert by[512].p_value is None and by[512].verdict == "untested"
+    assert by[512].p_value is None and by[512].verdict == "untested" and by[512].method == "untested"
     # two tests in the family: adjusted p = min over ranks of 2 p / rank
-    assert by[8].p_adjusted == pytest.approx(min(2 * p_sep, 1.0))
+    assert [by[n].p_adjusted for n in (8, 64)] == pytest.approx(benjamini_hochberg(
+        [by[8].p_value, by[64].p_value]).tolist())
     (s,) = cmp.summary()
     assert s["geomean_ratio"] == pytest.approx(geometric_mean([by[n].ratio for n in (8, 64, 512)]))
-    assert (s["slower"], s["faster"], s["noise"], s["untested"]) == (1, 0, 1, 1)
-    # reversed order: faster
+    assert (s["slower"], s["faster"], s["noise"], s["undetermined"], s["untested"]) == (0, 0, 0, 2, 1)
+    (ls,) = cmp.launch_summary()
+    assert (ls["launch_level"], ls["single_launch"], ls["undetermined"], ls["called"], ls["untested"]) == (0, 2, 2,
+                                                                                                            0, 1)
+    # reversed order: the same verdicts, the inverse ratio and interval
     rev = {p.nbytes: p for p in compare_runs([b, a]).pairs}
-    assert rev[8].verdict == "faster" and rev[8].ratio == pytest.approx(1 / by[8].ratio)
+    assert rev[8].verdict == "undetermined" and rev[8].ratio == pytest.approx(1 / by[8].ratio)
+    assert rev[8].ratio_high == pytest.approx(1 / by[8].ratio_low)
 
 
 def test_native_variants_match_by_name_across_libraries(tmp_path):
@@ -162,13 +174,18 @@ def test_ratios_are_the_stored_medians_ratio(runs, tmp_path, capsys):
     with open(out / "compare.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == len(sa) == 95
+    assert tuple(rows[0]) == CSV_COLUMNS  # the columns before launch-level testing come first, unchanged
     ratios: dict[str, list[float]] = {}
     for r in rows:
         k = (r["collective"], r["algorithm"], int(r["nbytes"]), r["dtype"], r["op"])
         assert float(r["median_a_s"]) == sa[k]["median_s"] and float(r["median_b_s"]) == sb[k]["median_s"]
         assert float(r["ratio"]) == pytest.approx(sb[k]["median_s"] / sa[k]["median_s"], rel=1e-12)
-        assert r["verdict"] in ("slower", "faster", "noise")
-        assert (r["verdict"] != "noise") == (float(r["p_adjusted"]) < 0.05)
+        # single-launch runs: the prior between-launch CV; called only where the adjusted p is below the level
+        assert (r["launches_a"], r["launches_b"], r["method"]) == ("1", "1", "prior")
+        assert r["verdict"] in ("slower", "faster", "undetermined")
+        assert (r["verdict"] != "undetermined") == (float(r["p_adjusted"]) < 0.05)
+        assert float(r["ratio_low"]) < float(r["ratio"]) < float(r["ratio_high"])
+        assert float(r["resolvable_ratio"]) > 2.5  # CV 0.35: exp(1.96 sqrt(2 ln 1.1225)) = 2.57, plus samples' noise
         ratios.setdefault(r["collective"], []).append(float(r["ratio"]))
     md = (out / "compare.md").read_text()
     assert "warning: provenance differs in thread level" in md
@@ -178,7 +195,12 @@ def test_ratios_are_the_stored_medians_ratio(runs, tmp_path, capsys):
         g = math.exp(sum(math.log(x) for x in rs) / len(rs))
         assert f"| B | {coll} | {len(rs)} | {g:.3g} |" in md
         assert any(line.split("│")[2].strip() == coll and line.split("│")[4].strip() == f"{g:.3g}"
-                   for line in text.splitlines() if line.count("│") == 9)
+                   for line in text.splitlines() if line.count("│") == 10)
+    # one line per pair of runs: nothing decided at the launch level, what a single launch resolves
+    line = " ".join(text.split()).split("run B vs A: ")[1]
+    assert line.startswith("0 of 95 cases decided at the launch level; 95 with a single launch on a side")
+    assert "between-launch CV of 35% (default prior)" in line and "undetermined" in line
+    assert "0 of 95 cases decided at the launch level; 95 with a single launch on a side" in " ".join(md.split())
     # single-threaded MPICH busy-polls at 4 ranks on 2 cores: allreduce is much slower
     cmp = compare_runs([a, b])
     allreduce = [p for p in cmp.pairs if p.collective == "allreduce"]
@@ -318,12 +340,10 @@ def test_workload_ratios_are_the_stored_medians_ratio(wl_runs, tmp_path, capsys)
         k = tuple(r[f] if r[f] != "" else "None" for f in KEY_FIELDS)
         assert float(r["median_a_s"]) == sa[k]["median_s"] and float(r["median_b_s"]) == sb[k]["median_s"]
         assert float(r["ratio"]) == pytest.approx(sb[k]["median_s"] / sa[k]["median_s"], rel=1e-12)
-        from ccbench.core.stats import mann_whitney_u
-
-        p = mann_whitney_u(sb[k]["samples_s"], sa[k]["samples_s"])[1]
+        p = compare_launches([sa[k]["samples_s"]], [sb[k]["samples_s"]]).p_value
         assert float(r["p_value"]) == pytest.approx(p)
         ps.append(p)
-        assert (r["verdict"] != "noise") == (float(r["p_adjusted"]) < 0.05)
+        assert (r["verdict"] != "undetermined") == (float(r["p_adjusted"]) < 0.05)
     # one family per pair of runs: steps and calls adjusted together
     assert [float(r["p_adjusted"]) for r in rows] == pytest.approx(benjamini_hochberg(ps).tolist())
     md = (out / "compare.md").read_text()
@@ -335,7 +355,8 @@ def test_workload_ratios_are_the_stored_medians_ratio(wl_runs, tmp_path, capsys)
         g = geometric_mean(rs)
         assert f"| B | ddp | {what} | {len(rs)} | {g:.3g} |" in md
         assert any(line.split("│")[3].strip() == what and line.split("│")[5].strip() == f"{g:.3g}"
-                   for line in text.splitlines() if line.count("│") == 10)
+                   for line in text.splitlines() if line.count("│") == 11)
+    assert "0 of 39 rows decided at the launch level; 39 with a single launch on a side" in " ".join(text.split())
 
 
 def test_workload_compare_files_are_numbered(wl_runs, capsys):
@@ -393,17 +414,27 @@ def test_workload_straggler_pairs_carry_the_slowdowns(tmp_path):
     shutil.copytree(DATA / "wl-straggler-np2", b)
     cmp = compare_workload_runs([a, b], level=0.05)
     assert cmp.kind == "workload" and len(cmp.pairs) == 6
-    for p in cmp.pairs:  # the same samples: ratio 1, p = 1, noise; slowdowns carried from both runs
-        assert p.ratio == 1.0 and p.p_value == pytest.approx(1.0) and p.verdict == "noise"
+    for p in cmp.pairs:  # the same samples of one launch: ratio 1, p = 1, undetermined; slowdowns carried
+        assert p.ratio == 1.0 and p.p_value == pytest.approx(1.0) and p.verdict == "undetermined"
         assert p.slowdown_a == p.slowdown_b is not None and p.delayed_rank == 1
 
 
 # -- verdict rules pinned by mutation testing (tests/mutation/run.sh) ----------------------
 
-def _case(samples, median):
+def _case(samples, median, launches=()):
+    """A row stand-in: samples, stored median and launch blocks (one launch unless `launches` splits them)."""
     from types import SimpleNamespace
 
-    return SimpleNamespace(samples_s=tuple(samples), median_s=median)
+    samples = tuple(samples)
+    if launches:
+        blocks, at = [], 0
+        for i, n in enumerate(launches):
+            blocks.append((i + 1, samples[at:at + n]))
+            at += n
+    else:
+        blocks = [(1, samples)]
+    return SimpleNamespace(samples_s=samples, median_s=median, n_launches=len(blocks),
+                           launch_blocks=lambda: blocks)
 
 
 def test_index_rows_keeps_the_first_of_each_key_and_counts_the_repeats():
@@ -421,36 +452,57 @@ def test_index_rows_keeps_the_first_of_each_key_and_counts_the_repeats():
     assert quiet == []
 
 
-def test_pairs_need_two_samples_on_both_sides():
+def test_pairs_need_two_samples_and_positive_times():
     from ccbench.analysis.compare import test_pairs
 
-    # a = 1 2, b = 3 4 (two samples each): U of b = 4, mu = 2, var = 4/12 * 5, z = 1.5 / sqrt(5/3)
-    p = math.erfc(1.5 / math.sqrt(5.0 / 3.0) / math.sqrt(2.0))
-    (_, _, ratio, got_p, q, sig, verdict), = test_pairs([(_case([1.0, 2.0], 1.5), _case([3.0, 4.0], 3.5))], 0.05)
-    assert (ratio, sig, verdict) == (3.5 / 1.5, False, "noise")
-    assert got_p == pytest.approx(p, rel=1e-12) and q == pytest.approx(p, rel=1e-12)
-    (*_, p1, q1, sig1, verdict1), = test_pairs([(_case([1.0], 1.0), _case([3.0, 4.0, 5.0], 4.0))], 0.05)
-    assert (p1, q1, sig1, verdict1) == (None, None, None, "untested")
+    (_, _, t), = test_pairs([(_case([1.0], 1.0), _case([3.0, 4.0, 5.0], 4.0))], 0.05)
+    assert (t.p_value, t.p_adjusted, t.significant, t.verdict, t.method, t.ratio_low) == (None, None, None,
+                                                                                         "untested", "untested", None)
+    assert (t.launches_a, t.launches_b) == (1, 1)
+    (_, _, t), = test_pairs([(_case([0.0, 1.0], 0.5), _case([1.0, 2.0], 1.5))], 0.05)
+    assert t.verdict == "untested"  # a time of 0 has no logarithm
+    # two samples a side: tested (the prior)
+    (_, _, t), = test_pairs([(_case([1.0, 2.0], 1.5), _case([3.0, 4.0], 3.5))], 0.05)
+    assert t.method == "prior" and t.ratio == 3.5 / 1.5 and t.verdict == "undetermined"
 
 
 def test_pairs_zero_baseline_median_is_an_infinite_ratio():
     from ccbench.analysis.compare import test_pairs
 
-    (_, _, ratio, *_), = test_pairs([(_case([0.0], 0.0), _case([1.0], 1.0))], 0.05)
-    assert ratio == math.inf
+    (_, _, t), = test_pairs([(_case([0.0], 0.0), _case([1.0], 1.0))], 0.05)
+    assert t.ratio == math.inf and t.verdict == "untested"
 
 
 def test_pairs_significance_is_strictly_below_the_level():
     from ccbench.analysis.compare import test_pairs
 
-    # all four samples equal: p = 1 exactly, which is not below a level of 1
-    (*_, q, sig, verdict), = test_pairs([(_case([3.0, 3.0], 3.0), _case([3.0, 3.0], 3.0))], 1.0)
-    assert (q, sig, verdict) == (1.0, False, "noise")
+    # two launches a side, every launch the same: d = 0, p = 1 exactly, which is not below a level of 1 - 1e-9
+    same = _case([3.0] * 4, 3.0, (2, 2))
+    (_, _, t), = test_pairs([(same, same)], 1 - 1e-9)
+    assert (t.p_adjusted, t.significant, t.verdict, t.method) == (1.0, False, "noise", "welch")
 
 
-def test_pairs_equal_medians_are_not_slower():
+def test_pairs_direction_follows_the_launch_ratio():
     from ccbench.analysis.compare import test_pairs
 
-    # significant at level 0.5 (p = 0.245), ratio exactly 1: "slower" needs a ratio above 1
-    (_, _, ratio, _, _, sig, verdict), = test_pairs([(_case([1.0, 2.0], 2.0), _case([3.0, 4.0], 2.0))], 0.5)
-    assert (ratio, sig, verdict) == (1.0, True, "faster")
+    # launches of a: 1 1.1 1.2, of b: 2 2.2 2.4 (constant within each): Welch on ln medians, ratio exactly 2
+    a = _case([1.0, 1.0, 1.1, 1.1, 1.2, 1.2], 1.1, (2, 2, 2))
+    b = _case([2.0, 2.0, 2.2, 2.2, 2.4, 2.4], 2.2, (2, 2, 2))
+    (_, _, t), = test_pairs([(a, b)], 0.05)
+    assert t.ratio == pytest.approx(2.0) and t.verdict == "slower" and t.method == "welch"
+    assert (t.launches_a, t.launches_b) == (3, 3) and t.ratio_low < 2.0 < t.ratio_high
+    (_, _, t), = test_pairs([(b, a)], 0.05)
+    assert t.ratio == pytest.approx(0.5) and t.verdict == "faster"
+
+
+def test_pairs_min_effect_band_is_inclusive_on_the_log_scale():
+    from ccbench.analysis.compare import _decide
+
+    # a 10% band is [1 / 1.1, 1.1]: an interval on its edges is noise, a hair outside is not
+    assert _decide(1.02, 1 / 1.1, 1.1, "welch", True, 0.1) == "noise"
+    assert _decide(1.02, 1 / 1.1 - 1e-9, 1.1, "welch", True, 0.1) == "slower"
+    assert _decide(1.02, 1.0, 1.1 + 1e-9, "welch", True, 0.1) == "slower"
+    assert _decide(0.98, 0.95, 1.05, "prior", False, 0.1) == "noise"  # inside the band decides even a prior
+    assert _decide(0.98, 0.95, 1.05, "prior", False, 0.0) == "undetermined"
+    assert _decide(0.98, 0.95, 1.05, "welch", False, 0.0) == "noise"
+    assert _decide(1.0, 0.95, 1.05, "welch", True, 0.0) == "faster"  # "slower" needs a ratio above 1

@@ -1,34 +1,61 @@
-"""``ccbench compare``: stored runs side by side, with a significance test on the raw samples.
+"""``ccbench compare``: stored runs side by side, decided at the level of the launch.
 
 The first run is the baseline A; every other run (B, C, ...) is matched to it case by
 case on (collective, algorithm, size, dtype, op, in place, root); ``native:<alg>``
-variants match by name whatever environment forced them in each library.  For each
-matched case: both stored medians, the ratio other / A (> 1: the other run is slower),
-and a two-sided Mann-Whitney U test of the two cases' stored raw samples (Mann & Whitney
-1947; ``ccbench.core.stats.mann_whitney_u``).  The p-values of one pair of runs form one family
-and are adjusted with Benjamini & Hochberg's false-discovery-rate procedure (JRSS B
-1995); a case is a significant difference when its adjusted p is below the level (0.05),
-otherwise noise.  Per collective the ratios are summarised by their geometric mean
-(Fleming & Wallace, CACM 1986).  Provenance that changes what is measured (MPI library,
-ranks, nodes, ranks per node, dtypes, thread level, ...) is compared and every
-difference is a warning in the output and the files.
+variants match by name whatever environment forced them in each library.  Provenance
+that changes what is measured (MPI library, ranks, nodes, ranks per node, dtypes, thread
+level, ...) is compared and every difference is a warning in the output and the files.
+
+**The launch is the unit of replication.**  Samples of one launch share its process
+placement, memory layout and library state, and identical launches of one sweep differ
+by 15-75% here; a test of one launch's raw samples against another's therefore calls
+most of three identical runs' cases "significantly" different (pseudo-replication:
+Kalibera & Jones, "Rigorous benchmarking in reasonable time", ISMM 2013; Hunold &
+Carpen-Amarie, "Reproducible MPI benchmarking is still not as easy as you think", IEEE
+TPDS 2016).  Two runs are always separate launches, so every matched case is compared
+with ``ccbench.core.replication.compare_launches`` on the rows' ``launch_blocks()``:
+
+- both sides measured in K >= 2 launches (``ccbench launch --launches K``): Welch's t on
+  the per-launch log-medians (Welch, Biometrika 34, 1947), the ratio of the launches'
+  geometric means and its (1 - level) interval;
+- a single launch on a side: the launch-to-launch spread cannot be estimated from the
+  data, so a between-launch CV is assumed -- ``launch_cv`` (``--launch-cv``: one measured
+  earlier on the same machine) or ``DEFAULT_PRIOR_BETWEEN_CV`` (0.35, conservative),
+  raised per case to the spread measured on a side with >= 2 launches -- and a normal
+  test of the log ratio with that spread.  Its ``resolvable_ratio`` is the smallest ratio
+  it can tell from 1; a case whose difference it cannot resolve is "undetermined", never
+  "noise" nor significant: within-launch samples alone never decide.
+
+The compare command does not take a between-launch CV from a replicated run given to it
+on its own: the prior stands for the machine the single-launch runs ran on, which the
+user knows and the replicated run may not share.  It reports the pooled CV such a run
+measured (``measured_launch_cv``) so that it can be passed as ``--launch-cv``.
+
+The p-values of one pair of runs form one family and are adjusted with Benjamini &
+Hochberg's false-discovery-rate procedure (JRSS B 57, 1995;
+``ccbench.core.stats.benjamini_hochberg``).  Verdict of each case, b against a: "noise"
+when ``min_effect`` > 0 and its whole interval lies within +-min_effect (ln(1 + m) on the
+log scale: [1 / (1 + m), 1 + m]), otherwise "slower" / "faster" when its adjusted p is
+below the level, otherwise "noise" (K >= 2 launches a side) or "undetermined" (a single
+launch on a side); "untested" when a side has fewer than ``MIN_SAMPLES`` samples or
+times <= 0.  The interval shown is each case's own (1 - level) interval, not adjusted.
+Per collective the ratios are summarised by their geometric mean (Fleming & Wallace,
+CACM 1986) with the verdict counts; per pair of runs ``launch_summary`` says how many
+cases were decided at the launch level, how many had a single launch on a side, and
+which ratios those could resolve.
 
 Training-workload runs are compared the same way (one engine; what differs per run kind is
 the small table ``_KINDS``: row matching, pair type, extra warnings, summary).
 Rows of the other runs are matched to the baseline A on ``KEY_FIELDS``: every field of
 ``WorkloadRow`` that is neither a measurement (times, overlap, slowdown, counted bytes,
-checks, samples), nor a rank count (``nranks``, ``group_ranks``: provenance, warned about
-as for sweeps; MoE's expert-parallel degree is in its variant), nor a count that follows
-from the schedule (calls, tensors, elements).  That is workload, variant, model,
-algorithm(s), dtype, part (-1: the whole step), its label (bucket, layer collective,
-size), collective, buffer bytes, delay and delayed rank.  Ratios, the two-sided
-Mann-Whitney U tests of the raw samples, the Benjamini-Hochberg adjustment over all rows
-of a pair of runs and the verdicts are ``test_pairs``', as for sweeps;
-per workload the ratios of whole steps (and, apart, of their calls) are summarised by
-their geometric mean (Fleming & Wallace, CACM 1986).
-
-Samples of one case are consecutive calls, not independent draws; the test treats them
-as exchangeable, as every benchmark comparison by rank test does (e.g. pyperf's).
+checks, samples, launches), nor a rank count (``nranks``, ``group_ranks``: provenance,
+warned about as for sweeps; MoE's expert-parallel degree is in its variant), nor a count
+that follows from the schedule (calls, tensors, elements).  That is workload, variant,
+model, algorithm(s), dtype, part (-1: the whole step), its label (bucket, layer
+collective, size), collective, buffer bytes, delay and delayed rank.  Ratios,
+launch-level tests, the Benjamini-Hochberg adjustment over all rows of a pair of runs and
+the verdicts are ``test_pairs``', as for sweeps; per workload the ratios of whole steps
+(and, apart, of their calls) are summarised by their geometric mean.
 """
 
 import dataclasses
@@ -37,28 +64,49 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from ccbench.analysis.fastest import SIGNIFICANCE
 from ccbench.core.errors import UsageError
-from ccbench.core.stats import benjamini_hochberg, geometric_mean, mann_whitney_u
+from ccbench.core.replication import DEFAULT_PRIOR_BETWEEN_CV, compare_launches, cv_from_log_sd
+from ccbench.core.stats import benjamini_hochberg, geometric_mean
 from ccbench.measure.hardware import differences as hardware_differences
 from ccbench.store.results import Row
 from ccbench.store.run import SWEEP, WORKLOAD, lab_block, open_run
 from ccbench.store.workload_rows import WorkloadRow
 
-__all__ = ["CSV_COLUMNS", "KEY_FIELDS", "WORKLOAD_CSV_COLUMNS", "Comparison", "Pair", "WorkloadPair", "compare_runs",
-           "index_rows", "match_key", "provenance_differences", "test_pairs", "workload_match_key"]
+__all__ = ["CSV_COLUMNS", "KEY_FIELDS", "VERDICTS", "WORKLOAD_CSV_COLUMNS", "Comparison", "LaunchTest", "Pair",
+           "WorkloadPair", "compare_runs", "index_rows", "match_key", "measured_launch_cv", "parse_fraction",
+           "provenance_differences", "test_pairs", "workload_match_key"]
 
 #: Fewer raw samples than this on either side: the case is shown but not tested.
 MIN_SAMPLES = 2
+#: Every verdict a compared case can get, in the order summaries count them.
+VERDICTS = ("faster", "slower", "noise", "undetermined", "untested")
 #: Provenance fields whose difference changes what is measured: (key in run.json, label).
 PROVENANCE_FIELDS = (("mpi_library", "MPI library"), ("nranks", "ranks"), ("nodes", "nodes"),
                      ("ranks_per_node", "ranks per node"), ("thread_level", "thread level"),
                      ("oversubscribed", "oversubscribed cores"))
+#: The launch-level columns every pair carries after its verdict (``LaunchTest``'s fields after ``verdict``).
+LAUNCH_COLUMNS = ("ratio_low", "ratio_high", "launches_a", "launches_b", "method", "resolvable_ratio")
 CSV_COLUMNS = ("baseline", "other", "collective", "algorithm", "nbytes", "dtype", "op", "in_place", "root",
                "settings_a", "settings_b", "nranks_a", "nranks_b", "samples_a", "samples_b", "median_a_s",
                "median_b_s",
                "ci_low_a_s", "ci_high_a_s", "ci_low_b_s", "ci_high_b_s", "ratio", "p_value", "p_adjusted",
-               "significant", "verdict")
+               "significant", "verdict", *LAUNCH_COLUMNS)
+
+
+def parse_fraction(text: str, option: str) -> float:
+    """A fraction written as "5%" or "0.05" (both 0.05); anything else is a UsageError naming `option`."""
+    s = str(text).strip()
+    percent = s.endswith("%")
+    try:
+        value = float(s[:-1].strip() if percent else s)
+    except ValueError:
+        raise UsageError(f"{option} {text!r} is not a number: give a fraction (0.05) or a percentage (5%)") from None
+    if not math.isfinite(value):
+        raise UsageError(f"{option} {text!r} is not a finite number: give a fraction (0.05) or a percentage (5%)")
+    return value / 100.0 if percent else value
 
 
 def match_key(r: Row) -> tuple:
@@ -71,6 +119,33 @@ def _settings(r: Row) -> str:
     s = getattr(r, "settings", None) or {}
     return ";".join(f"{k}={v}" for k, v in s.items()) if isinstance(s, Mapping) else str(s)
 
+
+@dataclass(frozen=True)
+class LaunchTest:
+    """The launch-level test of one matched case, b against a (the fields every pair ends with).
+
+    ratio: b's stored median / a's; ratio_low, ratio_high: the (1 - level) interval of the
+    ratio of the launches' geometric means (``compare_launches``; None when untested);
+    method: "welch" (K >= 2 launches a side), "prior" (a single launch on a side: assumed
+    between-launch CV) or "untested"; resolvable_ratio: the smallest ratio (> 1) the test
+    tells from 1 at the level before the false-discovery adjustment.
+    """
+
+    ratio: float
+    p_value: float | None
+    p_adjusted: float | None
+    significant: bool | None
+    verdict: str  # one of VERDICTS
+    ratio_low: float | None
+    ratio_high: float | None
+    launches_a: int
+    launches_b: int
+    method: str
+    resolvable_ratio: float | None
+
+    def values(self) -> tuple:
+        """The fields in order (what a pair's constructor takes after the rows' own fields)."""
+        return tuple(getattr(self, f.name) for f in dataclasses.fields(self))
 
 
 @dataclass(frozen=True)
@@ -102,12 +177,18 @@ class Pair:
     p_value: float | None
     p_adjusted: float | None
     significant: bool | None
-    verdict: str  # "slower", "faster", "noise", or "untested"
+    verdict: str  # one of VERDICTS
+    ratio_low: float | None
+    ratio_high: float | None
+    launches_a: int
+    launches_b: int
+    method: str  # "welch", "prior" or "untested"
+    resolvable_ratio: float | None
 
 
 @dataclass
 class Comparison:
-    """Runs (label, path, meta), matched pairs, provenance warnings, cases only in one run."""
+    """Runs (label, path, meta), matched pairs, provenance warnings, cases only in one run, the test's settings."""
 
     runs: list[tuple[str, Path, dict]]
     pairs: list[Pair]
@@ -115,10 +196,22 @@ class Comparison:
     unmatched: dict[str, tuple[int, int]]  # other run -> (cases only in the baseline, only in it)
     level: float
     kind: str = "sweep"  # "workload": pairs are `WorkloadPair`
+    min_effect: float = 0.0
+    launch_cv: float = DEFAULT_PRIOR_BETWEEN_CV  # between-launch CV assumed with a single launch on a side
+    launch_cv_given: bool = False  # True: from --launch-cv; False: the default prior
+    measured_cv: dict[str, tuple[float, int]] = dataclasses.field(default_factory=dict)  # run -> (CV, rows)
 
     def summary(self) -> list[dict]:
         """Per other run: pairs, geometric mean of the ratios and verdict counts (per kind: `_KINDS`)."""
         return _KINDS[self.kind].summary(self)
+
+    def launch_summary(self) -> list[dict]:
+        """Per other run: how its cases were decided (see ``launch_summary``)."""
+        return launch_summary(self)
+
+
+def _counts(ps: Sequence) -> dict[str, int]:
+    return {v: sum(p.verdict == v for p in ps) for v in VERDICTS}
 
 
 def sweep_summary(cmp: "Comparison") -> list[dict]:
@@ -131,9 +224,33 @@ def sweep_summary(cmp: "Comparison") -> list[dict]:
             ps = [p for p in mine if coll is None or p.collective == coll]
             ratios = [p.ratio for p in ps if p.ratio > 0 and math.isfinite(p.ratio)]
             out.append({"other": label, "collective": coll or "all", "pairs": len(ps),
-                        "geomean_ratio": geometric_mean(ratios) if ratios else math.nan,
-                        **{v: sum(p.verdict == v for p in ps) for v in ("faster", "slower", "noise",
-                                                                           "untested")}})
+                        "geomean_ratio": geometric_mean(ratios) if ratios else math.nan, **_counts(ps)})
+    return out
+
+
+def launch_summary(cmp: "Comparison") -> list[dict]:
+    """Per other run: cases decided at the launch level, with a single launch on a side, and what those resolve.
+
+    Keys: other, pairs; launch_level (Welch, >= 2 launches a side) with the launches per side
+    (sorted distinct counts) and its verdict counts; single_launch (the assumed CV) with
+    called (faster or slower), undetermined and noise counts and the range of their
+    resolvable ratios (None when there is none); untested.
+    """
+    out = []
+    for label, _, _ in cmp.runs[1:]:
+        mine = [p for p in cmp.pairs if p.other == label]
+        welch = [p for p in mine if p.method == "welch"]
+        prior = [p for p in mine if p.method == "prior"]
+        res = [p.resolvable_ratio for p in prior if p.resolvable_ratio is not None]
+        out.append({"other": label, "pairs": len(mine), "launch_level": len(welch),
+                    "launches_a": sorted({p.launches_a for p in welch}),
+                    "launches_b": sorted({p.launches_b for p in welch}),
+                    "launch_level_counts": _counts(welch), "single_launch": len(prior),
+                    "called": sum(p.verdict in ("faster", "slower") for p in prior),
+                    "undetermined": sum(p.verdict == "undetermined" for p in prior),
+                    "noise": sum(p.verdict == "noise" for p in prior),
+                    "resolvable_low": min(res) if res else None, "resolvable_high": max(res) if res else None,
+                    "untested": sum(p.method == "untested" for p in mine)})
     return out
 
 
@@ -180,35 +297,88 @@ def index_rows(rows: Sequence, label: str, warnings: list[str], key=match_key) -
     return out
 
 
-def test_pairs(matched: Sequence[tuple], level: float) -> list[tuple]:
-    """[(a, b, ratio, p, p adjusted, significant, verdict)] of matched rows (a: baseline, b: other).
+def _launches(row) -> list[np.ndarray] | None:
+    """The row's samples per launch (launches without samples left out); None when it cannot be tested.
 
-    ratio = b's median / a's; p: two-sided Mann-Whitney U test of the raw samples (None
-    with fewer than MIN_SAMPLES on a side), adjusted over all of `matched` as one family
-    (Benjamini-Hochberg); verdict "slower"/"faster" when the adjusted p is below `level`,
-    "noise" otherwise, "untested" without a test.
+    Not testable: fewer than ``MIN_SAMPLES`` samples in all, or a time that is not finite and
+    above 0 (the comparison works on the log scale).
+    """
+    blocks = [np.asarray(s, dtype=np.float64) for _, s in row.launch_blocks()]
+    blocks = [b for b in blocks if b.size]
+    if sum(b.size for b in blocks) < MIN_SAMPLES or not all(np.all(np.isfinite(b) & (b > 0)) for b in blocks):
+        return None
+    return blocks
+
+
+def _decide(ratio: float, low: float, high: float, method: str, significant: bool, min_effect: float) -> str:
+    """A case's verdict (module docstring): the practical band first, then the adjusted test."""
+    if min_effect > 0 and 1.0 / (1.0 + min_effect) <= low and high <= 1.0 + min_effect:
+        return "noise"
+    if significant:
+        return "slower" if ratio > 1 else "faster"
+    return "noise" if method == "welch" else "undetermined"
+
+
+def test_pairs(matched: Sequence[tuple], level: float, *, min_effect: float = 0.0,
+               launch_cv: float = DEFAULT_PRIOR_BETWEEN_CV) -> list[tuple]:
+    """[(a, b, LaunchTest)] of matched rows (a: baseline, b: other), tested at the launch level.
+
+    Each case: ``compare_launches`` on the two rows' launch blocks (Welch's t over per-launch
+    log-medians with >= 2 launches a side; with a single launch on a side, the between-launch
+    CV `launch_cv` assumed); the p-values of all of `matched` adjusted as one family
+    (Benjamini-Hochberg); verdicts by ``_decide`` (module docstring).  ratio = b's stored
+    median / a's (inf when a's is 0).
     """
     tested = []
     for a, b in matched:
-        p = None
-        if len(a.samples_s) >= MIN_SAMPLES and len(b.samples_s) >= MIN_SAMPLES:
-            p = mann_whitney_u(b.samples_s, a.samples_s)[1]
-        tested.append((a, b, p))
-    ps = [t[2] for t in tested if t[2] is not None]
+        xa, xb = _launches(a), _launches(b)
+        lc = None
+        if xa is not None and xb is not None:
+            lc = compare_launches(xa, xb, level=level, prior_between_cv=launch_cv)
+        tested.append((a, b, lc))
+    ps = [lc.p_value for _, _, lc in tested if lc is not None]
     adj = iter(benjamini_hochberg(ps).tolist()) if ps else iter(())
     out = []
-    for a, b, p in tested:
-        q = next(adj) if p is not None else None
+    for a, b, lc in tested:
         ratio = b.median_s / a.median_s if a.median_s > 0 else math.inf
-        sig = None if q is None else q < level
-        verdict = ("untested" if sig is None else "noise" if not sig
-                   else "slower" if ratio > 1 else "faster")
-        out.append((a, b, ratio, p, q, sig, verdict))
+        if lc is None:
+            test = LaunchTest(ratio, None, None, None, "untested", None, None, a.n_launches, b.n_launches,
+                              "untested", None)
+        else:
+            q = next(adj)
+            sig = q < level
+            test = LaunchTest(ratio, lc.p_value, q, sig,
+                              _decide(lc.ratio, lc.ratio_low, lc.ratio_high, lc.method, sig, min_effect),
+                              lc.ratio_low, lc.ratio_high, lc.n_launches_a, lc.n_launches_b, lc.method,
+                              lc.resolvable_ratio)
+        out.append((a, b, test))
     return out
 
 
+def measured_launch_cv(rows: Sequence) -> tuple[float, int] | None:
+    """(between-launch CV, rows used) pooled over the rows measured in >= 2 launches; None without such a row.
 
-# --------------------------------------------------------------------------- files
+    Per row, the sample variance s^2 of its per-launch log-medians (K - 1 degrees of
+    freedom); pooled as sum (K - 1) s^2 / sum (K - 1) (the pooled variance of one-way
+    analysis of variance, e.g. Montgomery, Design and Analysis of Experiments, sec. 3.3),
+    turned into a CV with ``cv_from_log_sd``.  The spread of launch medians holds the
+    launch effect and the noise of a median of one launch: what a single-launch
+    comparison on the same machine must allow for (``--launch-cv``).
+    """
+    num = 0.0
+    dof = 0
+    used = 0
+    for r in rows:
+        blocks = _launches(r)
+        if blocks is None or len(blocks) < 2:
+            continue
+        logs = np.log([float(np.median(b)) for b in blocks])
+        num += float(np.var(logs, ddof=1)) * (logs.size - 1)
+        dof += logs.size - 1
+        used += 1
+    if not used:
+        return None
+    return cv_from_log_sd(math.sqrt(num / dof)), used
 
 
 # --------------------------------------------------------------------------- training-workload runs
@@ -276,7 +446,13 @@ class WorkloadPair:
     p_value: float | None
     p_adjusted: float | None
     significant: bool | None
-    verdict: str  # "slower", "faster", "noise", or "untested"
+    verdict: str  # one of VERDICTS
+    ratio_low: float | None
+    ratio_high: float | None
+    launches_a: int
+    launches_b: int
+    method: str  # "welch", "prior" or "untested"
+    resolvable_ratio: float | None
 
     @property
     def whole(self) -> bool:
@@ -309,11 +485,8 @@ def workload_summary(cmp: Comparison) -> list[dict]:
                 ratios = [p.ratio for p in ps if p.ratio > 0 and math.isfinite(p.ratio)]
                 out.append({"other": label, "workload": w, "rows": what if w not in ("overlap", "straggler")
                             else "calls measured", "pairs": len(ps),
-                            "geomean_ratio": geometric_mean(ratios) if ratios else math.nan,
-                            **{v: sum(p.verdict == v for p in ps) for v in ("faster", "slower", "noise",
-                                                                               "untested")}})
+                            "geomean_ratio": geometric_mean(ratios) if ratios else math.nan, **_counts(ps)})
     return out
-
 
 
 # --------------------------------------------------------------------------- the engine
@@ -324,23 +497,23 @@ class _Kind:
     """What comparing runs of one kind needs: the match key, the pair, extra warnings, the summary."""
 
     key: Callable
-    pair: Callable  # (label a, label b, row a, row b, ratio, p, p adjusted, significant, verdict) -> pair
+    pair: Callable  # (label a, label b, row a, row b, LaunchTest) -> pair
     extra_warnings: Callable  # (meta a, meta b, label a, label b) -> [str]
     summary: Callable
     what: str  # "case" or "row"
     same: str  # what "in common" means, for the error
 
 
-def _sweep_pair(la, lb, a, b, *test) -> Pair:
+def _sweep_pair(la, lb, a, b, test: LaunchTest) -> Pair:
     return Pair(la, lb, a.collective, a.algorithm, a.nbytes, a.dtype, a.op, a.in_place, a.root, _settings(a),
                 _settings(b), a.nranks, b.nranks, a.samples, b.samples, a.median_s, b.median_s, a.ci_low_s,
-                a.ci_high_s, b.ci_low_s, b.ci_high_s, *test)
+                a.ci_high_s, b.ci_low_s, b.ci_high_s, *test.values())
 
 
-def _workload_pair(la, lb, a, b, *test) -> "WorkloadPair":
+def _workload_pair(la, lb, a, b, test: LaunchTest) -> "WorkloadPair":
     return WorkloadPair(la, lb, *workload_match_key(a), a.nranks, b.nranks, a.samples, b.samples, a.median_s,
                         b.median_s, a.ci_low_s, a.ci_high_s, b.ci_low_s, b.ci_high_s, a.overlap_pct, b.overlap_pct,
-                        a.slowdown, b.slowdown, *test)
+                        a.slowdown, b.slowdown, *test.values())
 
 
 _KINDS = {
@@ -350,16 +523,32 @@ _KINDS = {
                     "same workload, variant, model, algorithm, call, size, delay"),
 }
 
+#: Largest between-launch CV --launch-cv accepts (100%: launches twice as slow as others are one sigma away).
+MAX_LAUNCH_CV = 1.0
 
-def compare_runs(runs: Sequence, results_dir="results", *, level: float = SIGNIFICANCE) -> Comparison:
+
+def _check_settings(level: float, min_effect: float, launch_cv: float | None) -> None:
+    if not 0 < level < 1:
+        raise UsageError(f"the significance level must be in (0, 1), got {level}")
+    if not (math.isfinite(min_effect) and 0 <= min_effect < 1):
+        raise UsageError(f"the minimum effect must be at least 0 and below 100% (e.g. 5% or 0.05), got {min_effect:g}")
+    if launch_cv is not None and not (math.isfinite(launch_cv) and 0 < launch_cv <= MAX_LAUNCH_CV):
+        raise UsageError(f"the between-launch CV must be above 0 and at most {MAX_LAUNCH_CV:.0%} (e.g. 20% or 0.2), "
+                         f"got {launch_cv:g}")
+
+
+def compare_runs(runs: Sequence, results_dir="results", *, level: float = SIGNIFICANCE, min_effect: float = 0.0,
+                 launch_cv: float | None = None) -> Comparison:
     """Compare every run after the first with the first (the baseline); see the module docstring.
 
-    All runs must be of one kind (collective sweeps, or training-workload runs).
+    All runs must be of one kind (collective sweeps, or training-workload runs).  `min_effect`:
+    the practical threshold (a fraction, 0.05 = 5%); `launch_cv`: the between-launch CV to
+    assume where a side has a single launch (default ``DEFAULT_PRIOR_BETWEEN_CV``).
     """
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs")
-    if not 0 < level < 1:
-        raise UsageError(f"the significance level must be in (0, 1), got {level}")
+    _check_settings(level, min_effect, launch_cv)
+    prior = DEFAULT_PRIOR_BETWEEN_CV if launch_cv is None else launch_cv
     opened = [open_run(r, results_dir) for r in runs]
     kinds = [r.kind for r in opened]
     if len(set(kinds)) > 1:
@@ -392,7 +581,10 @@ def compare_runs(runs: Sequence, results_dir="results", *, level: float = SIGNIF
         if not common:
             raise UsageError(f"runs {labels[0]} ({first.path.name}) and {lab} ({r.path.name}) have no "
                              f"{spec.what} in common ({spec.same})")
-        for a, b, *test in test_pairs([(base[k], other[k]) for k in common], level):
-            pairs.append(spec.pair(labels[0], lab, a, b, *test))
+        for a, b, test in test_pairs([(base[k], other[k]) for k in common], level, min_effect=min_effect,
+                                     launch_cv=prior):
+            pairs.append(spec.pair(labels[0], lab, a, b, test))
+    measured = {lab: m for lab, r in zip(labels, opened, strict=True) if (m := measured_launch_cv(r.rows))}
     return Comparison([(lab, r.path, r.meta) for lab, r in zip(labels, opened, strict=True)], pairs, warnings,
-                      unmatched, level, kind=kinds[0])
+                      unmatched, level, kind=kinds[0], min_effect=min_effect, launch_cv=prior,
+                      launch_cv_given=launch_cv is not None, measured_cv=measured)

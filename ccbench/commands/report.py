@@ -39,29 +39,41 @@ def report(run_path, results_dir):
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Folder for compare.csv / compare.md / compare.png (default: RUN_A's directory).")
 @click.option("--level", type=float, default=0.05, show_default=True,
-              help="Significance level of the adjusted Mann-Whitney U tests.")
+              help="Significance level of the adjusted launch-level tests (and 1 - confidence of the intervals).")
+@click.option("--min-effect", metavar="FRACTION",
+              help="Practical threshold, e.g. 5% or 0.05: a difference whose whole interval lies within +- it is "
+                   "noise.")
+@click.option("--launch-cv", metavar="CV",
+              help="Between-launch CV to assume where a run has a single launch, e.g. 20% or 0.2: one measured "
+                   "earlier on the same machine (compare prints it for runs of --launches K); default 35%.")
 @click.option("--no-plot", is_flag=True, help="Write no figure (no matplotlib needed).")
-def compare(runs, results_dir, out_dir, level, no_plot):
-    """Compare runs case by case against the first: medians, ratios, significance, summary.
+def compare(runs, results_dir, out_dir, level, min_effect, launch_cv, no_plot):
+    """Compare runs case by case against the first: medians, ratios, launch-level verdicts, summary.
 
     Cases match on collective, algorithm, size, dtype, op, in place and root.  Ratio =
-    run / RUN_A (> 1: slower).  A difference is significant when the Mann-Whitney U test of
-    the raw samples, adjusted over all cases (Benjamini-Hochberg), is below --level.
-    Provenance that changes what is measured (MPI library, ranks, nodes, ranks per node,
-    dtypes, thread level, ...) is warned about.  Training-workload runs match on workload,
-    variant, model, algorithm, call, size and delay; a workload run and a sweep are refused.
+    run / RUN_A (> 1: slower), with its interval at the launch level.  The launch is the
+    unit: runs of 2 or more launches (ccbench launch --launches K) are compared by Welch's
+    t test of the per-launch log-medians; with a single launch on a side the launch-to-launch
+    variation cannot be estimated, a between-launch CV is assumed (--launch-cv, default 35%)
+    and a difference it cannot resolve is "undetermined".  p-values are adjusted over all
+    cases (Benjamini-Hochberg); below --level a case is faster or slower.  Provenance that
+    changes what is measured (MPI library, ranks, nodes, ranks per node, dtypes, thread
+    level, ...) is warned about.  Training-workload runs match on workload, variant, model,
+    algorithm, call, size and delay; a workload run and a sweep are refused.
     """
-    from ccbench.analysis.compare import compare_runs
+    from ccbench.analysis.compare import compare_runs, parse_fraction
     from ccbench.commands.common import new_console
     from ccbench.present.compare import print_comparison, write_comparison
 
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs: RUN_A RUN_B [RUN ...]")
+    effect = 0.0 if min_effect is None else parse_fraction(min_effect, "--min-effect")
+    cv = None if launch_cv is None else parse_fraction(launch_cv, "--launch-cv")
     if not no_plot:
         from ccbench.present.plots import require_matplotlib
 
         require_matplotlib()
-    cmp = compare_runs(runs, results_dir, level=level)
+    cmp = compare_runs(runs, results_dir, level=level, min_effect=effect, launch_cv=cv)
     console = new_console()
     print_comparison(cmp, console)
     files = write_comparison(cmp, out_dir, plot=not no_plot)

@@ -1,7 +1,10 @@
 """How a comparison of runs is shown: terminal tables, Markdown blocks, CSV, the ratio figure.
 
 One module for both run kinds; what differs per kind is the table ``_VIEWS`` (its printer,
-Markdown blocks, figure and CSV columns).  The numbers come from
+Markdown blocks, figure and CSV columns).  Every case shows the ratio with its launch-level
+interval, the launches per side, p and adjusted p, and the verdict; every pair of runs gets
+a line that says how many cases were decided at the launch level and what single-launch
+comparisons could resolve (``launch_lines``).  The numbers come from
 ``ccbench.analysis.compare.compare_runs``; nothing here computes a statistic.
 """
 
@@ -11,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ccbench.analysis.compare import CSV_COLUMNS, WORKLOAD_CSV_COLUMNS, Comparison, WorkloadPair
+from ccbench.analysis.compare import CSV_COLUMNS, VERDICTS, WORKLOAD_CSV_COLUMNS, Comparison, WorkloadPair
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.core.units import format_size, human_time
 from ccbench.present.report import render_markdown
@@ -20,22 +23,99 @@ from ccbench.present.workload_report import short_algorithm
 from ccbench.store.results import free_stem
 from ccbench.store.run import SWEEP, WORKLOAD
 
-__all__ = ["VERDICT_COLOUR", "figure_panels", "markdown_blocks", "print_comparison", "print_warnings_and_legend",
-           "write_comparison"]
+__all__ = ["VERDICT_COLOUR", "figure_panels", "launch_lines", "legend", "markdown_blocks", "print_comparison",
+           "print_warnings_and_legend", "write_comparison"]
 
 
 #: How the terminal shows each verdict.
-VERDICT_COLOUR = {"slower": "red", "faster": "green"}
+VERDICT_COLOUR = {"slower": "red", "faster": "green", "undetermined": "yellow"}
+
+#: Verdicts that call a difference.
+CALLED = ("faster", "slower")
+
+
+def _r(x: float) -> str:
+    """A ratio: three significant digits, whole numbers from 1000 up (never an exponent)."""
+    return f"{x:.3g}" if x < 1000 else f"{x:.0f}"
+
+
+def _interval(p) -> str:
+    """A pair's launch-level interval of the ratio as "low-high" ("-" when untested)."""
+    return "-" if p.ratio_low is None else f"{_r(p.ratio_low)}-{_r(p.ratio_high)}"
+
+
+def _launches(p) -> str:
+    """Launches per side, the baseline's first: "3:3"."""
+    return f"{p.launches_a}:{p.launches_b}"
+
+
+def _pct(x: float) -> str:
+    """A fraction as a percentage without trailing zeros: 0.05 -> "5%", 0.355 -> "35.5%"."""
+    return f"{100 * x:.3g}%"
+
+
+def _confidence(cmp: Comparison) -> str:
+    return _pct(1 - cmp.level)
+
+
+def legend(cmp: Comparison, what: str = "cases") -> str:
+    """How to read a comparison's ratios, intervals, launches, p-values and verdicts (one paragraph)."""
+    base = cmp.runs[0][0]
+    band = (f"; noise also when the whole interval lies within +-{_pct(cmp.min_effect)} (--min-effect)"
+            if cmp.min_effect > 0 else "")
+    return (f"ratio = run's median / {base}'s (> 1: slower) with its {_confidence(cmp)} interval at the launch "
+            f"level; launches: {base}'s:run's. p: Welch's t test of the per-launch log-medians (2 or more launches "
+            "a side) or, with a single launch on a side, a normal test assuming a between-launch CV of "
+            f"{_pct(cmp.launch_cv)} ({'--launch-cv' if cmp.launch_cv_given else 'default prior'}); p adj.: "
+            f"Benjamini-Hochberg over all {what} of a pair of runs; below {cmp.level} faster or slower, otherwise "
+            "noise (2 or more launches a side) or undetermined (a single launch: within what launch-to-launch "
+            f"variation could explain){band}")
+
+
+def _sentence(text: str) -> str:
+    """`text` as a sentence of a page: capitalised, with a full stop."""
+    return text[:1].upper() + text[1:] + "."
+
+
+def _ks(ks: list[int]) -> str:
+    return "/".join(str(k) for k in ks)
+
+
+def launch_lines(cmp: Comparison, what: str = "case") -> list[str]:
+    """Per pair of runs: cases decided at the launch level, single-launch ones and what they resolve; measured CVs."""
+    base = cmp.runs[0][0]
+    lines = []
+    for s in cmp.launch_summary():
+        n, k = s["pairs"], s["launch_level"]
+        parts = [f"{k} of {n} {what}s decided at the launch level"]
+        if k:
+            c = s["launch_level_counts"]
+            parts[0] += (f" ({_ks(s['launches_a'])}:{_ks(s['launches_b'])} launches, Welch: {c['faster']} faster, "
+                         f"{c['slower']} slower, {c['noise']} noise)")
+        if s["single_launch"]:
+            lo, hi = _r(s["resolvable_low"]), _r(s["resolvable_high"])
+            res = lo if lo == hi else f"{lo}-{hi}"
+            noise = f", {s['noise']} noise (within --min-effect)" if s["noise"] else ""
+            parts.append(f"{s['single_launch']} with a single launch on a side, where launch-to-launch variation "
+                         f"could not be estimated: at a between-launch CV of {_pct(cmp.launch_cv)} "
+                         f"({'--launch-cv' if cmp.launch_cv_given else 'default prior'}) they resolve only ratios "
+                         f"beyond {res}x either way: {s['called']} called faster or slower, "
+                         f"{s['undetermined']} undetermined{noise}")
+        if s["untested"]:
+            parts.append(f"{s['untested']} untested (fewer than 2 samples or times <= 0)")
+        lines.append(f"run {s['other']} vs {base}: " + "; ".join(parts))
+    if cmp.measured_cv:
+        lines.append("between-launch CV measured (pooled over the " + what + "s with 2 or more launches): " + ", ".join(
+            f"run {lab} {100 * cv:.2g}% ({n} {what}s)" for lab, (cv, n) in cmp.measured_cv.items())
+            + "; --launch-cv assumes one for single-launch comparisons on the same machine")
+    return lines
 
 
 def print_warnings_and_legend(cmp: "Comparison", console, what: str = "cases") -> None:
-    """The provenance warnings of a comparison and how to read its ratios and p-values."""
-    base = cmp.runs[0][0]
+    """The provenance warnings of a comparison and how to read its ratios, intervals and p-values."""
     for w in cmp.warnings:
         console.print(f"[yellow bold]warning:[/] [yellow]{w}[/]")
-    console.print(f"ratio = run's median / {base}'s (> 1: slower); p = two-sided Mann-Whitney U test of the raw "
-                  f"samples, adjusted over all {what} of a pair of runs (Benjamini-Hochberg); significant below "
-                  f"{cmp.level}, otherwise noise")
+    console.print(legend(cmp, what))
 
 
 
@@ -50,16 +130,13 @@ def markdown_blocks(cmp: Comparison, figure: str | None) -> list:
                        str(m.get("start_time", "?"))] for lab, p, m in cmp.runs], {3, 4, 5})]
     if cmp.warnings:
         blocks += [("h", 2, "Warnings"), ("ul", [f"warning: {w}" for w in cmp.warnings])]
-    blocks.append(("p", f"Ratio = other run's stored median / run {base}'s (> 1: slower than {base}). p: "
-                        "two-sided Mann-Whitney U test of the two cases' raw samples, adjusted for the number "
-                        f"of cases compared (Benjamini-Hochberg); significant when below {cmp.level}, "
-                        "otherwise noise. Summary: geometric mean of the ratios."))
+    blocks.append(("p", _sentence(legend(cmp)) + " Summary: geometric mean of the ratios."))
     blocks += [("h", 2, "Summary"),
-               ("table", ["run", "collective", "cases", f"geometric mean ratio (vs {base})", "faster", "slower",
-                          "noise", "untested"],
-                [[s["other"], s["collective"], str(s["pairs"]), f"{s['geomean_ratio']:.3g}", str(s["faster"]),
-                  str(s["slower"]), str(s["noise"]), str(s["untested"])] for s in cmp.summary()],
-                {2, 3, 4, 5, 6, 7})]
+               ("table", ["run", "collective", "cases", f"geometric mean ratio (vs {base})", *VERDICTS],
+                [[s["other"], s["collective"], str(s["pairs"]), f"{s['geomean_ratio']:.3g}",
+                  *(str(s[v]) for v in VERDICTS)] for s in cmp.summary()],
+                {2, 3, 4, 5, 6, 7, 8})]
+    blocks.append(("ul", launch_lines(cmp)))
     base_lab = cmp.runs[0][0]
     only = [f"{a} case(s) of run {base_lab} not in run {lab}, {b} of run {lab} not in run {base_lab}"
             for lab, (a, b) in cmp.unmatched.items() if a or b]
@@ -68,14 +145,21 @@ def markdown_blocks(cmp: Comparison, figure: str | None) -> list:
     if figure:
         blocks.append(("img", figure, "time ratios per collective"))
     for coll in dict.fromkeys(p.collective for p in cmp.pairs):
-        ps = [p for p in cmp.pairs if p.collective == coll]
+        ps = _in_size_order([p for p in cmp.pairs if p.collective == coll])
         blocks += [("h", 2, coll),
                    ("table", ["run", "algorithm", "size", "dtype", "op", f"{base} median", "other median", "ratio",
-                              "p (adj.)", "verdict"],
+                              f"{_confidence(cmp)} interval", "launches", "p", "p (adj.)", "verdict"],
                     [[p.other, p.algorithm, format_size(p.nbytes),
                       p.dtype, p.op, human_time(p.median_a_s), human_time(p.median_b_s), f"{p.ratio:.3g}",
-                      fmt_p(p.p_adjusted), p.verdict] for p in ps], {2, 5, 6, 7, 8})]
+                      _interval(p), _launches(p), fmt_p(p.p_value), fmt_p(p.p_adjusted), p.verdict] for p in ps],
+                    {2, 5, 6, 7, 8, 9, 10, 11})]
     return blocks
+
+
+def _in_size_order(ps: list) -> list:
+    """Pairs by algorithm (in first-seen order), then size; ties keep their order (a shuffled run's rows are not)."""
+    first = {a: i for i, a in enumerate(dict.fromkeys(p.algorithm for p in ps))}
+    return sorted(ps, key=lambda p: (first[p.algorithm], p.nbytes))
 
 
 def figure_panels(cmp: Comparison) -> dict[str, list[dict]]:
@@ -87,7 +171,7 @@ def figure_panels(cmp: Comparison) -> dict[str, list[dict]]:
         variant = "" if p.op in ("none", "sum") and not p.in_place else f" {p.op}{' in place' if p.in_place else ''}"
         label = p.algorithm + (f" {p.dtype}" if len({q.dtype for q in cmp.pairs}) > 1 else "") + variant
         panels.setdefault(p.collective, []).append(
-            {"nbytes": p.nbytes, "ratio": p.ratio, "significant": bool(p.significant),
+            {"nbytes": p.nbytes, "ratio": p.ratio, "significant": p.verdict in CALLED,
              "other": f"{p.other}/{p.baseline}", "label": label})
     return panels
 
@@ -147,10 +231,9 @@ def _verdict(v: str) -> Styled:
 def _summary_table(cmp: Comparison, per: str, columns: list[Column], fields: list[str]) -> Table:
     base = cmp.runs[0][0]
     t = Table(f"summary per {per}: geometric mean of the ratios (vs {base})",
-              [*columns, Column("geomean ratio", "ratio"),
-               *[Column(v, "count") for v in ("faster", "slower", "noise", "untested")]])
+              [*columns, Column("geomean ratio", "ratio"), *[Column(v, "count") for v in VERDICTS]])
     for s in cmp.summary():
-        t.add_row(*[s[f] for f in fields], s["geomean_ratio"], s["faster"], s["slower"], s["noise"], s["untested"])
+        t.add_row(*[s[f] for f in fields], s["geomean_ratio"], *(s[v] for v in VERDICTS))
     return t
 
 
@@ -181,9 +264,12 @@ def sweep_tables(cmp: Comparison) -> list[Table]:
         cols = [Column("algorithm"), Column("size", "size"), *[Column(k.replace("_", " ")) for k in vary],
                 Column(f"{base} median", "time")]
         for lab in others:
-            cols += [Column(f"{lab} median", "time"), Column(f"{lab}/{base}", "ratio"), Column("p", "p"), Column("")]
-        t = Table(f"{coll}: medians, ratio run / {base}, adjusted p", cols)
-        keys = list(dict.fromkeys((p.algorithm, p.nbytes, p.dtype, p.op, p.in_place, p.root) for p in ps))
+            cols += [Column(f"{lab} median", "time"), Column(f"{lab}/{base}", "ratio"),
+                     Column(f"{_confidence(cmp)} interval", align="right"), Column("launches", align="right"),
+                     Column("p", "p"), Column("p adj.", "p"), Column("")]
+        t = Table(f"{coll}: medians, ratio run / {base} with its launch-level interval, p and adjusted p", cols)
+        keys = list(dict.fromkeys((p.algorithm, p.nbytes, p.dtype, p.op, p.in_place, p.root)
+                                  for p in _in_size_order(ps)))
         index = {((p.algorithm, p.nbytes, p.dtype, p.op, p.in_place, p.root), p.other): p for p in ps}
         prev = None
         for k in keys:
@@ -192,7 +278,8 @@ def sweep_tables(cmp: Comparison) -> list[Table]:
             prev = k[0]
             for lab in others:
                 p = index.get((k, lab))
-                cells += [p.median_b_s, p.ratio, p.p_adjusted, _verdict(p.verdict)] if p else [None, None, None, ""]
+                cells += ([p.median_b_s, p.ratio, _interval(p), _launches(p), p.p_value, p.p_adjusted,
+                           _verdict(p.verdict)] if p else [None, None, None, None, None, None, ""])
             t.add_row(*cells)
         tables.append(t)
     return tables
@@ -218,17 +305,14 @@ def workload_markdown_blocks(cmp: Comparison, figure: str | None) -> list:
                        str(m.get("start_time", "?"))] for lab, p, m in cmp.runs], {5, 6, 7})]
     if cmp.warnings:
         blocks += [("h", 2, "Warnings"), ("ul", [f"warning: {w}" for w in cmp.warnings])]
-    blocks.append(("p", f"Ratio = other run's stored median / run {base}'s (> 1: slower than {base}). p: "
-                        "two-sided Mann-Whitney U test of the two rows' raw samples, adjusted for the number "
-                        f"of rows compared (Benjamini-Hochberg); significant when below {cmp.level}, "
-                        "otherwise noise. Summary: geometric mean of the ratios, of whole steps and of the "
-                        "calls within them apart."))
+    blocks.append(("p", _sentence(legend(cmp, "rows")) + " Summary: geometric mean of the ratios, of whole steps "
+                                                          "and of the calls within them apart."))
     blocks += [("h", 2, "Summary"),
-               ("table", ["run", "workload", "rows", "compared", f"geometric mean ratio (vs {base})", "faster",
-                          "slower", "noise", "untested"],
+               ("table", ["run", "workload", "rows", "compared", f"geometric mean ratio (vs {base})", *VERDICTS],
                 [[s["other"], s["workload"], s["rows"], str(s["pairs"]), f"{s['geomean_ratio']:.3g}",
-                  str(s["faster"]), str(s["slower"]), str(s["noise"]), str(s["untested"])] for s in cmp.summary()],
-                {3, 4, 5, 6, 7, 8})]
+                  *(str(s[v]) for v in VERDICTS)] for s in cmp.summary()],
+                {3, 4, 5, 6, 7, 8, 9})]
+    blocks.append(("ul", launch_lines(cmp, "row")))
     only = [f"{a} row(s) of run {base} not in run {lab}, {b} of run {lab} not in run {base}"
             for lab, (a, b) in cmp.unmatched.items() if a or b]
     if only:
@@ -240,18 +324,21 @@ def workload_markdown_blocks(cmp: Comparison, figure: str | None) -> list:
         extra = {"overlap": ["overlap A", "overlap other"], "straggler": ["slowdown A", "slowdown other"]}.get(w, [])
         blocks += [("h", 2, w),
                    ("table", ["run", "variant", "algorithm", "size", f"{base} median", "other median", "ratio",
-                              "p (adj.)", "verdict", *extra],
+                              f"{_confidence(cmp)} interval", "launches", "p", "p (adj.)", "verdict", *extra],
                     [[p.other, p.variant, p.algorithm, format_size(p.nbytes), human_time(p.median_a_s),
-                      human_time(p.median_b_s), f"{p.ratio:.3g}", fmt_p(p.p_adjusted), p.verdict, *_extra(p)]
-                     for p in whole], {3, 4, 5, 6, 7, 8, 9})]
+                      human_time(p.median_b_s), f"{p.ratio:.3g}", _interval(p), _launches(p), fmt_p(p.p_value),
+                      fmt_p(p.p_adjusted), p.verdict, *_extra(p)]
+                     for p in whole], {3, 4, 5, 6, 7, 8, 9, 10, 12, 13})]
         calls = [p for p in cmp.pairs if p.workload == w and not p.whole]
         if calls:
             blocks += [("h", 3, f"{w}: each call of the step"),
                        ("table", ["run", "variant", "algorithm", "#", "call", "size", f"{base} median",
-                                  "other median", "ratio", "p (adj.)", "verdict"],
+                                  "other median", "ratio", f"{_confidence(cmp)} interval", "launches", "p",
+                                  "p (adj.)", "verdict"],
                         [[p.other, p.variant, p.algorithm, str(p.part), p.label, format_size(p.nbytes),
-                          human_time(p.median_a_s), human_time(p.median_b_s), f"{p.ratio:.3g}",
-                          fmt_p(p.p_adjusted), p.verdict] for p in calls], {3, 5, 6, 7, 8, 9})]
+                          human_time(p.median_a_s), human_time(p.median_b_s), f"{p.ratio:.3g}", _interval(p),
+                          _launches(p), fmt_p(p.p_value), fmt_p(p.p_adjusted), p.verdict] for p in calls],
+                        {3, 5, 6, 7, 8, 9, 10, 11, 12})]
     return blocks
 
 
@@ -268,14 +355,14 @@ def workload_figure(cmp: Comparison):
             group += f", {format_size(p.nbytes)}"
         panels.setdefault(f"{p.workload}: time ratio per step" if p.workload not in ("overlap", "straggler")
                           else f"{p.workload}: time ratio per call", {}).setdefault(group, {})[
-            f"run {p.other} / run {p.baseline}"] = {"value": p.ratio, "hollow": not p.significant}
+            f"run {p.other} / run {p.baseline}"] = {"value": p.ratio, "hollow": p.verdict not in CALLED}
     if not panels:
         return None
     title = ("time ratio vs run A = " + cmp.runs[0][1].name + "; "
              + ", ".join(f"{lab} = {p.name}" for lab, p, _ in cmp.runs[1:]))
     return bar_panels_figure(panels, title, "time ratio (other run / baseline, log scale; > 1: slower)",
                              fmt=lambda v: f"{v:.3g}×", log=True, ref=1.0, ref_label="same time",
-                             legend_title="filled: significant", hollow_label="within noise")
+                             legend_title="filled: faster or slower", hollow_label="noise or undetermined")
 
 
 def workload_comparison_tables(cmp: Comparison) -> list[Table]:
@@ -294,13 +381,16 @@ def workload_comparison_tables(cmp: Comparison) -> list[Table]:
             if not ps:
                 continue
             t = Table(f"{w}: {'whole steps' if whole else 'each call of the step'}: medians, ratio run / "
-                      f"{base}, adjusted p",
+                      f"{base} with its launch-level interval, p and adjusted p",
                       [Column("run"), Column("variant"), Column("algorithm"), *(() if whole else (Column("call"),)),
                        Column("size", "size"), Column(f"{base} median", fmt=human_time),
-                       Column("median", fmt=human_time), Column("ratio", "ratio"), Column("p", "p"), Column("")])
+                       Column("median", fmt=human_time), Column("ratio", "ratio"),
+                       Column(f"{_confidence(cmp)} interval", align="right"), Column("launches", align="right"),
+                       Column("p", "p"), Column("p adj.", "p"), Column("")])
             for p in ps:
                 t.add_row(p.other, p.variant, p.algorithm, *(() if whole else (p.label,)), p.nbytes, p.median_a_s,
-                          p.median_b_s, p.ratio, p.p_adjusted, _verdict(p.verdict))
+                          p.median_b_s, p.ratio, _interval(p), _launches(p), p.p_value, p.p_adjusted,
+                          _verdict(p.verdict))
             tables.append(t)
     return tables
 
@@ -340,4 +430,6 @@ def print_comparison(cmp: Comparison, console) -> None:
     render(tables[1:], console)
     console.print(to_rich(_summary_table(cmp, view.summary_per, [c for _, _, c in view.summary_columns],
                                          [f for _, f, _ in view.summary_columns])))
+    for line in launch_lines(cmp, view.item):
+        console.print(line)
     _print_unmatched(cmp, console, view.item)
