@@ -1,4 +1,5 @@
-"""`ccbench fit` and `ccbench predict` on a real stored run (tests/data/run-np2), no MPI.
+"""`ccbench fit` and `ccbench predict` on a real stored run (tests/data/run-np2), no MPI; the fastest of a run's
+rows decided at the launch level (``ccbench.analysis.fastest``) on synthetic rows with known launch effects.
 
 The run was made on this machine with
 ``ccbench launch -n 2 -C pingpong,allreduce,bcast -a all -s 8:64K:4 --min-reps 10
@@ -6,20 +7,34 @@ The run was made on this machine with
 here: every test works on a copy.
 """
 
+import dataclasses
 import json
 import math
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from ccbench.algorithms import REGISTRY
+from ccbench.analysis.fastest import (
+    ONE_LAUNCH,
+    Curves,
+    fastest_of,
+    fastest_per_size,
+    launch_variation,
+    launches_shared,
+)
 from ccbench.analysis.fit import NetworkParams
 from ccbench.analysis.predict import TwoLevelParams, predict, two_level_allreduce_s
 from ccbench.analysis.runs import FITS_SCHEMA, fit_run, predict_table
 from ccbench.cli import cli, main
+from ccbench.core.replication import variance_components
+from ccbench.core.stats import mann_whitney_u, summarize
 from ccbench.core.units import fmt_time, parse_inverse_rate, parse_ranks, parse_time
+from ccbench.store.launches import pool_launches
+from ccbench.store.results import Row
 
 RUN = Path(__file__).resolve().parent / "data" / "run-np2"
 RAW = ("run.json", "cases.jsonl", "cases.csv")
@@ -259,3 +274,115 @@ def test_fit_of_a_lab_run_with_an_unfittable_rate_still_writes_strict_json(run_c
     fit_run(run_copy, n_boot=50)
     stored = json.loads((run_copy / "fits.json").read_text())
     assert stored["lab"]["fitted"]["rate_bps"] is None and stored["lab"]["rate_error"] is None
+
+
+# --------------------------------------------------------------------------- fastest, at the launch level
+
+#: Launch effects (multiplicative, CV about 30%) of five launches, and another five drawn independently.
+EFFECTS = (1.0, 1.45, 0.72, 1.28, 0.83)
+OTHER_EFFECTS = (0.8, 1.3, 1.05, 0.7, 1.5)
+
+
+def _launch_row(algorithm: str, samples, settings=None) -> Row:
+    """A sweep row of one launch with these samples (statistics from ``summarize``)."""
+    s = summarize(samples)
+    return Row(collective="allreduce", algorithm=algorithm, nbytes=1024, count=256, dtype="float32", op="sum",
+               in_place=False, root=0, nranks=4, samples=s.n, min_s=s.min_s, median_s=s.median_s, mean_s=s.mean_s,
+               p95_s=s.p95_s, p99_s=s.p99_s, max_s=s.max_s, stddev_s=s.stddev_s, ci_low_s=s.ci_low_s,
+               ci_high_s=s.ci_high_s, algbw_gbs=1.0, busbw_gbs=1.0, msgs_max=None, bytes_max=None, msgs_total=None,
+               bytes_total=None, steps_max=None, step_bytes_max=None, reduced_bytes_max=None, nwrong=0,
+               stop_reason="target_rse", sync="barrier", flags=s.flags, settings=dict(settings or {}),
+               samples_s=tuple(float(v) for v in samples))
+
+
+def _pooled(algorithm: str, typical_s: float, effects, seed: int, settings=None, n: int = 30) -> Row:
+    """A row of len(effects) launches: launch k's samples are typical_s x effects[k] x (1 + 2% noise)."""
+    rng = np.random.default_rng(seed)
+    blocks = [(k + 1, _launch_row(algorithm, typical_s * f * (1 + 0.02 * rng.standard_normal(n)), settings))
+              for k, f in enumerate(effects)]
+    return blocks[0][1] if len(blocks) == 1 else pool_launches(blocks)
+
+
+def test_fastest_of_finds_a_consistent_difference_over_shared_launches():
+    """20% slower in every one of 5 launches the two shared: paired by launch, decided, the interval holds 1.2."""
+    a = _pooled("native", 10e-6, EFFECTS, seed=1)
+    b = _pooled("ring", 12e-6, EFFECTS, seed=2)
+    assert launches_shared(a, b)
+    f = fastest_of([b, a])
+    assert (f["fastest"], f["runner_up"]) == ("native", "ring")
+    assert f["method"] == "paired by launch, K=5" and f["launches"] == 5
+    assert f["verdict"] == "faster" and f["significant"] is True and f["p_value"] < 0.001
+    assert f["ratio_low"] < 1.2 < f["ratio_high"] and f["ratio_low"] > 1.1
+    assert f["margin"] == pytest.approx(b.median_s / a.median_s - 1) and f["margin"] == pytest.approx(0.2, abs=0.02)
+
+
+def test_fastest_of_does_not_over_claim_when_the_launch_effect_is_not_shared():
+    """The same rows, but the runner-up ran in other jobs (a forced variant): separate launches, noise.
+
+    Pooling the samples would have called it: a Mann-Whitney U test of the pooled samples is
+    far below 0.05 (the pseudo-replication the launch-level comparison avoids).
+    """
+    a = _pooled("native", 10e-6, EFFECTS, seed=1)
+    b = _pooled("native:ring", 12e-6, EFFECTS, seed=2, settings={"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring"})
+    assert not launches_shared(a, b)
+    f = fastest_of([a, b])
+    assert f["method"] == "separate launches, K=5" and f["launches"] == 5
+    assert f["verdict"] == "noise" and f["significant"] is False and f["p_value"] > 0.05
+    assert f["ratio_low"] < 1.0 < f["ratio_high"]
+    assert mann_whitney_u(a.samples_s, b.samples_s)[1] < 0.05
+    # launch effects drawn independently for the two: still separate launches, still not claimed
+    c = _pooled("native:ring", 12e-6, OTHER_EFFECTS, seed=3, settings={"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring"})
+    g = fastest_of([a, c])
+    assert g["method"] == "separate launches, K=5" and g["significant"] is False
+
+
+def test_fastest_of_with_one_launch_is_undetermined_unless_the_difference_is_huge():
+    a = _pooled("native", 10e-6, (1.0,), seed=1)
+    near = _pooled("ring", 11e-6, (1.0,), seed=2)
+    f = fastest_of([a, near])
+    assert f["method"] == ONE_LAUNCH and f["launches"] == 1
+    assert f["verdict"] == "undetermined" and f["significant"] is False
+    assert f["margin"] == pytest.approx(0.1, abs=0.02)
+    far = _pooled("ring", 50e-6, (1.0,), seed=2)
+    g = fastest_of([far, a])
+    assert g["fastest"] == "native" and g["method"] == ONE_LAUNCH
+    assert g["verdict"] == "faster" and g["significant"] is True and g["ratio_low"] > 1.0
+
+
+def test_fastest_of_keeps_its_keys_without_a_runner_up_and_skips_failed_rows():
+    a = _pooled("native", 10e-6, EFFECTS, seed=1)
+    f = fastest_of([a, None])
+    assert f["fastest"] == "native" and f["median_s"] == a.median_s and f["launches"] == 5
+    for k in ("runner_up", "runner_up_s", "margin", "p_value", "significant", "verdict", "ratio_low", "ratio_high",
+              "method"):
+        assert f[k] is None
+    wrong = dataclasses.replace(_pooled("ring", 1e-6, EFFECTS, seed=2), nwrong=3)
+    assert fastest_of([wrong, a])["fastest"] == "native" and fastest_of([wrong]) is None
+
+
+def test_launches_are_shared_only_launch_number_for_launch_number():
+    a = _pooled("native", 10e-6, EFFECTS, seed=1)
+    b = _pooled("ring", 12e-6, EFFECTS[:4], seed=2)  # launch 5 missing
+    assert not launches_shared(a, b)
+    f = fastest_of([a, b])
+    assert f["method"] == "separate launches, K=5 and 4" and f["launches"] == 4
+
+
+def test_fastest_per_size_compares_each_size_at_the_launch_level():
+    rows = [_pooled("native", 10e-6, EFFECTS, seed=1), _pooled("ring", 12e-6, EFFECTS, seed=2)]
+    small = [dataclasses.replace(r, nbytes=8, count=2) for r in (_pooled("native", 3e-6, EFFECTS, seed=3),
+                                                                   _pooled("ring", 3.03e-6, EFFECTS, seed=4))]
+    g = Curves("allreduce", 4, "float32", "sum", False, 0, {"native": [small[0], rows[0]], "ring": [small[1], rows[1]]})
+    out = {f["nbytes"]: f for f in fastest_per_size(g)}
+    assert out[1024]["verdict"] == "faster" and out[1024]["method"] == "paired by launch, K=5"
+    assert out[8]["fastest"] == "native" and out[8]["verdict"] == "faster"  # the shared launch effect cancels
+    assert out[8]["ratio_low"] < 1.01 < out[8]["ratio_high"]  # a 1% difference, 2% noise per sample
+
+
+def test_launch_variation_is_the_variance_components_of_the_rows_launches():
+    r = _pooled("native", 10e-6, EFFECTS, seed=1)
+    vc = launch_variation(r)
+    want = variance_components([np.asarray(s) for _, s in r.launch_blocks()])
+    assert vc == want and vc.n_launches == 5
+    assert vc.between_cv > vc.within_cv and "launch_spread" in r.flags  # 30% between, 2% within
+    assert launch_variation(_pooled("native", 10e-6, (1.0,), seed=1)) is None

@@ -8,6 +8,7 @@ made relative to the repository.  They are only read here: every test that write
 on a copy.
 """
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -35,7 +36,9 @@ def load_collective_run(run):
     """(path, meta, rows, warnings) of a stored sweep, as `ccbench plot` opens it."""
     r = open_run(run, kinds=(SWEEP,), need_rows=True, what="ccbench plot")
     return r.path, r.meta, r.rows, r.warnings
-from ccbench.analysis.fastest import fastest_per_size, group_rows  # noqa: E402
+from ccbench.analysis.fastest import ONE_LAUNCH, fastest_per_size, group_rows  # noqa: E402
+from ccbench.present.report import fastest_table  # noqa: E402
+from ccbench.present.table import DECIDED, Column, fmt_p  # noqa: E402
 from ccbench.store.run import load_run  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -106,9 +109,36 @@ def test_fastest_per_size_is_the_smallest_stored_median():
                 second = sorted(at, key=lambda r: r["median_s"])[1]
                 assert f["runner_up"] == second["algorithm"]
                 assert f["margin"] == pytest.approx(second["median_s"] / best["median_s"] - 1)
+                # one launch: the prior between-launch CV decides, never the pooled samples
+                assert f["method"] == ONE_LAUNCH and f["launches"] == 1
                 assert 0 <= f["p_value"] <= 1 and f["significant"] == (f["p_value"] < 0.05)
+                assert f["significant"] == (f["verdict"] == "faster")
+                assert f["verdict"] in ("faster", "undetermined")
+                assert f["ratio_low"] < 1 + f["margin"] < f["ratio_high"]
             checked += 1
     assert checked == 4 * 5  # four collectives, five sizes each
+
+
+def test_fastest_table_says_how_each_verdict_was_reached():
+    """One method: the caption says it; several: a column per row; the verdict is worded by DECIDED."""
+    entry = {"nbytes": 8, "fastest": "native", "median_s": 1e-6, "runner_up": "ring", "runner_up_s": 2e-6,
+             "margin": 1.0, "p_value": 0.01, "significant": True, "verdict": "faster", "ratio_low": 1.5,
+             "ratio_high": 2.5, "method": "paired by launch, K=3", "launches": 3}
+    other = {**entry, "nbytes": 64, "verdict": "noise", "significant": False, "ratio_low": 0.8,
+             "method": "separate launches, K=3"}
+    t = fastest_table("t", [entry], Column("size", "size"), lambda e: e["nbytes"])
+    assert [c.header for c in t.columns][-3:] == ["95% CI", "p", "decided"]
+    assert t.cells()[0][-3:] == ["+50% to +150%", "0.01", "yes"]
+    assert t.caption.startswith("paired by launch, K=3: ") and "paired t test" in t.caption
+    t = fastest_table("t", [entry, other], Column("size", "size"), lambda e: e["nbytes"])
+    assert t.columns[-1].header == "how"
+    assert [r[-2:] for r in t.cells()] == [["yes", "paired by launch, K=3"], ["no (noise)", "separate launches, K=3"]]
+    assert "Welch" in t.caption and "paired t test" in t.caption
+    alone = {**entry, "runner_up": None, "runner_up_s": None, "margin": None, "p_value": None, "significant": None,
+             "verdict": None, "ratio_low": None, "ratio_high": None, "method": None}
+    t = fastest_table("t", [alone], Column("size", "size"), lambda e: e["nbytes"])
+    assert t.cells()[0][-3:] == ["-", "-", "-"] and t.caption == ""
+    assert DECIDED["undetermined"] == "undetermined"
 
 
 # -- the report's files ------------------------------------------------------------------------
@@ -163,6 +193,7 @@ def test_report_parameters_come_from_the_fit_library(report):
     d = report["dir"]
     doc = json.loads((d / "fits.json").read_text())
     again = fit_run(report["path"], write=False, n_boot=200)
+    again = json.loads(json.dumps(again))  # as stored: tuples are JSON lists
     assert doc["curves"] == again["curves"] and doc["network"] == again["network"]
     md = (d / "report.md").read_text()
     pp = doc["network"]["pingpong"]
@@ -348,6 +379,35 @@ def test_figures_label_sizes_and_times_in_human_units():
     assert ylabels and all(t.endswith(" µs") or t.endswith(" ms") for t in ylabels)
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend[0] == "native" and set(g.by_algorithm) <= set(legend)
+    assert "95% CI of median" in legend  # one launch: the stored intervals are within it
+
+
+def test_figures_of_several_launches_say_their_intervals_are_over_launches():
+    """Bands and whiskers are the stored intervals; for rows of several launches the legend says they are over
+    launches."""
+    from ccbench.present.plots import bar_panels_figure, ci_label, latency_figure
+    from ccbench.store.launches import pool_launches
+
+    _, _, rows, _ = load_collective_run(RUN)
+    g = next(g for g in group_rows(rows) if g.collective == "allreduce")
+
+    def two_launches(r):
+        half = len(r.samples_s) // 2
+        parts = [(k + 1, dataclasses.replace(r, samples_s=s, samples=len(s)))
+                 for k, s in enumerate((r.samples_s[:half], r.samples_s[half:]))]
+        return pool_launches(parts)
+
+    curves = {a: [two_launches(r) for r in rs] for a, rs in g.by_algorithm.items()}
+    assert ci_label(curves["native"]) == "95% CI over launches" and ci_label(rows) == "95% CI of median"
+    fig = latency_figure(curves, {}, "allreduce")
+    assert "95% CI over launches" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    r = curves["native"][0]
+    assert (r.ci_low_s, r.ci_high_s) != (g.by_algorithm["native"][0].ci_low_s, g.by_algorithm["native"][0].ci_high_s)
+    band = fig.axes[0].collections[0].get_paths()[0].vertices[:, 1]
+    assert min(band) == pytest.approx(min(x.ci_low_s for x in curves[next(iter(curves))]))
+    fig = bar_panels_figure({"p": {"g": {"native": {"value": r.median_s, "lo": r.ci_low_s, "hi": r.ci_high_s}}}},
+                            "t", "time", whisker_label=ci_label([r]))
+    assert "95% CI over launches" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
 
 
 # -- training-workload runs ---------------------------------------------------------------------
@@ -391,16 +451,23 @@ def test_workload_report_tables_are_the_stored_rows(tmp_path):
     for line, r in zip(rows, steps, strict=True):
         assert line[:2] == [r["variant"], r["algorithm"]]
         assert line[5] == f"{human_time(r['median_s'])} [{human_time(r['ci_low_s'])}, {human_time(r['ci_high_s'])}]"
-    # the fastest algorithm per variant is the one with the smallest stored median; p from the raw samples
+    # the fastest algorithm per variant is the one with the smallest stored median; decided at the launch level
     head, fast = _md_table(md, "### Fastest")
+    assert head[5:] == ["margin", "95% CI", "p", "decided"]
+    entries = {f["what"]: f for f in res["fastest"]["ddp"]}
     for line in fast:
         among = steps if line[0] == "all variants" else [r for r in steps if r["variant"] == line[0]]
         best, second = sorted(among, key=lambda r: r["median_s"])[:2]
         name = (lambda r: f"{r['variant']}: {r['algorithm']}") if line[0] == "all variants" else (
             lambda r: r["algorithm"])
         assert (line[1], line[2], line[3]) == (name(best), human_time(best["median_s"]), name(second))
-        assert line[6] == f"{mann_whitney_u(best['samples_s'], second['samples_s'])[1]:.2g}"
-    assert [f["what"] for f in res["fastest"]["ddp"]] == ["bucketed 0.5/0.125 MiB", "per_tensor", "all variants"]
+        f = entries[line[0]]
+        assert line[7] == fmt_p(f["p_value"]) and line[8] == DECIDED[f["verdict"]]
+        # one launch, a 2% difference: the pooled samples would call it (Mann-Whitney), the launch level does not
+        assert f["method"] == ONE_LAUNCH and f["verdict"] == "undetermined"
+        assert mann_whitney_u(best["samples_s"], second["samples_s"])[1] < 0.05
+    assert f"{ONE_LAUNCH}, so a between-launch CV of 35% is assumed" in md
+    assert list(entries) == ["bucketed 0.5/0.125 MiB", "per_tensor", "all variants"]
     # per call: every bucket of every algorithm, with its stored median
     head, calls = _md_table(md, "#### bucketed 0.5/0.125 MiB")
     assert head[5:] == [f"{a}: median [95% CI] (share)" for a in ("native", "ring", "rabenseifner")]

@@ -1,25 +1,50 @@
-"""The fastest of a set of stored rows, with its runner-up and a significance test, for both run kinds.
+"""The fastest of a set of stored rows against its runner-up, decided at the launch level, for both run kinds.
 
 Grouping of sweep rows into curves (one collective at one rank count, dtype, op, in place,
 root; algorithms native first) and of workload rows into whole steps, then per size (sweep)
-or per variant (workload) the fastest correct row by stored median against its runner-up,
-tested with the two-sided Mann-Whitney U test of their raw samples (Mann & Whitney 1947).
+or per variant (workload) the fastest correct row by stored median against its runner-up.
+
+The launch is the unit of replication (``ccbench.core.replication``): samples of one launch
+share its placement and library state, so the verdict "fastest" rests on the launches'
+medians, never on the pooled samples.  Rows that ran in the same jobs, launch number for
+launch number (equal ``settings``, equal launch numbers), are compared paired by launch
+(``paired_compare``: Student's paired t on the per-launch log ratios, so the launch effect they
+share cancels); rows that ran in different jobs (different ``native:<alg>`` variants) as separate
+launches (``compare_launches``: Welch's t on the per-launch log-medians, Welch 1947).  The launch
+as the unit: Kalibera & Jones, ISMM 2013; Hunold & Carpen-Amarie, IEEE TPDS 2016.  With one
+launch the launch-to-launch spread is unknown and a conservative prior between-launch CV stands
+in for it (``compare_launches``): the verdict is "undetermined" unless the difference is larger
+than that prior resolves.
 """
 
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ccbench.core.collectives import COLLECTIVES
-from ccbench.core.stats import mann_whitney_u
+from ccbench.core.replication import (
+    LaunchComparison,
+    VarianceComponents,
+    compare_launches,
+    paired_compare,
+    variance_components,
+)
 from ccbench.store.results import Row
 from ccbench.store.workload_rows import WorkloadRow
 
-__all__ = ["SIGNIFICANCE", "Curves", "algorithm_order", "fastest_of", "fastest_per_size", "fastest_per_variant",
-           "group_rows", "step_rows"]
+__all__ = ["ONE_LAUNCH", "SIGNIFICANCE", "Curves", "algorithm_order", "fastest_of", "fastest_per_size",
+           "fastest_per_variant", "group_rows", "launch_variation", "launches_shared", "step_rows"]
 
-#: Two-sided level of the Mann-Whitney U tests (fastest vs runner-up, run vs run).
+#: Two-sided level of the launch-level comparison of the fastest with its runner-up.
 SIGNIFICANCE = 0.05
+
+#: The ``method`` of a comparison of two single-launch rows.
+ONE_LAUNCH = "one launch: launch variation unknown"
+
+# the verdict of compare_launches / paired_compare (runner-up against the fastest) said of the fastest
+_OF_FASTEST = {"slower": "faster", "faster": "slower", "noise": "noise", "undetermined": "undetermined"}
 
 
 @dataclass
@@ -64,14 +89,69 @@ def group_rows(rows: Iterable[Row]) -> list[Curves]:
     return out
 
 
-def fastest_of(rows: Iterable, name=lambda r: r.algorithm, alpha: float = SIGNIFICANCE) -> dict | None:
-    """The correct row with the smallest stored median among `rows`, its runner-up, and a test.
+def _launch_arrays(r) -> list[np.ndarray]:
+    """The samples of each launch of a row that has any."""
+    return [np.asarray(s, dtype=np.float64) for _, s in r.launch_blocks() if len(s)]
 
-    ``fastest`` / ``runner_up`` are ``name(row)``; ``margin`` = runner-up median / fastest
-    median - 1; ``p_value`` is the two-sided Mann-Whitney U test (Mann & Whitney 1947,
-    ``ccbench.core.stats.mann_whitney_u``) of the two rows' raw samples, ``significant`` when it
-    is below `alpha` (None without a runner-up or with fewer than two samples on a side).
-    None when no row is correct with a finite median.
+
+def launch_variation(row) -> VarianceComponents | None:
+    """Between- and within-launch variance components of a row (``variance_components`` of its launches, log scale).
+
+    None for a row of one launch (the launch-to-launch spread is not measured) or with a
+    time <= 0 (the log scale needs positive times).
+    """
+    xs = _launch_arrays(row)
+    if len(xs) < 2 or any(np.any(x <= 0) for x in xs):
+        return None
+    return variance_components(xs)
+
+
+def launches_shared(a, b) -> bool:
+    """True when rows `a` and `b` ran in the same jobs, launch number for launch number (a paired design).
+
+    Rows of one run with equal ``settings`` ({} unforced; workload rows have none) ran in
+    the same launches; rows of different ``native:<alg>`` variants ran in different jobs of the
+    same round and are not paired.
+    """
+    return (dict(getattr(a, "settings", None) or {}) == dict(getattr(b, "settings", None) or {})
+            and tuple(r for r, _ in a.launch_blocks()) == tuple(r for r, _ in b.launch_blocks()))
+
+
+def _compare(best, second, alpha: float) -> tuple[LaunchComparison | None, str, int]:
+    """(comparison of `second` against `best`, its method in words, launches it rests on)."""
+    xa, xb = _launch_arrays(best), _launch_arrays(second)
+    ka, kb = len(xa), len(xb)
+    if not xa or not xb or any(np.any(x <= 0) for x in xa + xb):
+        return None, "no test (a time <= 0)", min(ka, kb)
+    if ka >= 2 and ka == kb and launches_shared(best, second):
+        return paired_compare(xa, xb, level=alpha), f"paired by launch, K={ka}", ka
+    lc = compare_launches(xa, xb, level=alpha)
+    if ka == kb == 1:
+        return lc, ONE_LAUNCH, 1
+    return lc, "separate launches, K=" + (str(ka) if ka == kb else f"{ka} and {kb}"), min(ka, kb)
+
+
+def _finite(v) -> float | None:
+    return None if v is None or not math.isfinite(v) else float(v)
+
+
+def fastest_of(rows: Iterable, name=lambda r: r.algorithm, alpha: float = SIGNIFICANCE) -> dict | None:
+    """The correct row with the smallest stored median among `rows`, its runner-up, and a launch-level verdict.
+
+    ``fastest`` / ``runner_up`` are ``name(row)``, ``median_s`` / ``runner_up_s`` their stored
+    medians (for rows of several launches the geometric mean of the launches' medians);
+    ``margin`` = runner-up median / fastest median - 1.  The two are compared at the launch
+    level at two-sided `alpha`: ``paired_compare`` when they shared launches (``launches_shared``),
+    else ``compare_launches`` (Welch on per-launch log-medians; with one launch on a side, a
+    prior between-launch CV, ``ccbench.core.replication.DEFAULT_PRIOR_BETWEEN_CV``).  ``ratio_low`` / ``ratio_high``:
+    the 1 - `alpha` interval of runner-up / fastest; ``p_value`` that test's p; ``verdict``:
+    "faster" (the fastest is faster than the runner-up), "noise" (within launch-to-launch
+    noise), "undetermined" (one launch: the difference is within what a launch effect could
+    make), "slower" (the launches contradict the stored medians); ``method``: how it was decided
+    ("paired by launch, K=3", "separate launches, K=3", ``ONE_LAUNCH``); ``launches``: the
+    launches the verdict rests on (the smaller side's); ``significant``: the verdict is
+    "faster", i.e. decided at the launch level.  Without a runner-up (or a test) these are
+    None.  None when no row is correct with a finite median.
     """
     cands = sorted((r for r in rows if r is not None and r.ok and math.isfinite(r.median_s)),
                    key=lambda r: r.median_s)
@@ -79,21 +159,25 @@ def fastest_of(rows: Iterable, name=lambda r: r.algorithm, alpha: float = SIGNIF
         return None
     best = cands[0]
     second = cands[1] if len(cands) > 1 else None
-    p = None
-    if second is not None and len(best.samples_s) > 1 and len(second.samples_s) > 1:
-        p = mann_whitney_u(best.samples_s, second.samples_s)[1]
+    lc, method, launches = _compare(best, second, alpha) if second is not None else (None, None, best.n_launches)
+    verdict = _OF_FASTEST[lc.verdict] if lc is not None else None
     return {
         "fastest": name(best), "median_s": best.median_s,
         "runner_up": name(second) if second else None,
         "runner_up_s": second.median_s if second else None,
         "margin": (second.median_s / best.median_s - 1.0) if second and best.median_s > 0 else None,
-        "p_value": p, "significant": None if p is None else p < alpha,
+        "p_value": _finite(lc.p_value) if lc is not None else None,
+        "significant": None if lc is None else verdict == "faster",
+        "verdict": verdict,
+        "ratio_low": _finite(lc.ratio_low) if lc is not None else None,
+        "ratio_high": _finite(lc.ratio_high) if lc is not None else None,
+        "method": method, "launches": launches,
     }
 
 
 def fastest_per_size(g: Curves, alpha: float = SIGNIFICANCE) -> list[dict]:
-    """Per size: the correct algorithm with the smallest stored median, the runner-up, and a test
-    (``fastest_of`` of the algorithms' rows at that size, with ``nbytes``)."""
+    """Per size: the correct algorithm with the smallest stored median, the runner-up, and a launch-level
+    verdict (``fastest_of`` of the algorithms' rows at that size, with ``nbytes``)."""
     out = []
     for n in g.sizes:
         f = fastest_of((next((r for r in rows if r.nbytes == n), None) for rows in g.by_algorithm.values()),
@@ -101,8 +185,6 @@ def fastest_per_size(g: Curves, alpha: float = SIGNIFICANCE) -> list[dict]:
         if f is not None:
             out.append({"nbytes": n, **f})
     return out
-
-
 
 def step_rows(rows: Sequence[WorkloadRow]) -> list[WorkloadRow]:
     """The rows that are whole measurements: steps of ddp/zero/moe (part -1), every overlap/straggler row."""
@@ -112,10 +194,9 @@ def step_rows(rows: Sequence[WorkloadRow]) -> list[WorkloadRow]:
 def fastest_per_variant(rows: Sequence[WorkloadRow], alpha: float = SIGNIFICANCE) -> list[dict]:
     """The fastest algorithm per variant (per size for stragglers) and overall, each against its runner-up.
 
-    Each entry is ``ccbench.present.report.fastest_of`` of the candidates' stored rows (smallest
-    median among correct rows, two-sided Mann-Whitney U test of the two raw sample sets)
-    with ``what``: the variant, the size, or "all variants" (every variant and algorithm).
-    Overlap runs have one algorithm per call (native) and get none.
+    Each entry is ``fastest_of`` of the candidates' stored rows (smallest median among correct
+    rows, against the runner-up at the launch level) with ``what``: the variant, the size, or
+    "all variants" (every variant and algorithm).  Overlap runs have one algorithm per call (native) and get none.
     """
     steps = step_rows(rows)
     if not steps or steps[0].workload == "overlap":

@@ -7,9 +7,9 @@ downstream asks run.json again which kind it is.
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ccbench.present.report import build_sweep_report
-from ccbench.present.table import SIGNIFICANT, Column, Table, render, to_rich
-from ccbench.present.views import run_header, show_sweep
+from ccbench.present.report import build_sweep_report, fastest_table
+from ccbench.present.table import Column, render, to_rich
+from ccbench.present.views import launch_notes, launch_tables, run_header, show_sweep
 from ccbench.present.workload_report import build_workload_report
 from ccbench.present.workload_views import show_workload, workload_tables
 from ccbench.store.run import SWEEP, WORKLOAD, open_run
@@ -17,23 +17,15 @@ from ccbench.store.run import SWEEP, WORKLOAD, open_run
 __all__ = ["VIEWS", "KindView", "build_report", "fastest_table", "print_report", "show_run"]
 
 
-def fastest_table(title: str, entries: list[dict], key: Column, key_of) -> Table:
-    """The fastest against its runner-up (``fastest_of`` entries), one row per entry keyed by `key_of(entry)`."""
-    t = Table(title, [key, Column("fastest"), Column("median", "time"), Column("runner-up"),
-                      Column("its median", "time"), Column("margin", fmt=lambda v: f"{v:.1%}"), Column("p", "p"),
-                      Column("significant")])
-    for r in entries:
-        t.add_row(key_of(r), r["fastest"], r["median_s"], r["runner_up"] or "-", r["runner_up_s"], r["margin"],
-                  r["p_value"], SIGNIFICANT[r["significant"]])
-    return t
-
-
 def _sweep_summary(res: dict, console) -> None:
-    for label, rows in res["fastest"].items():
-        if rows and any(r["runner_up"] is not None for r in rows):
+    rows = res.get("rows") or []
+    if any(r.n_launches > 1 for r in rows):
+        render([*launch_tables(rows), *launch_notes(rows)], console)
+    for label, entries in res["fastest"].items():
+        if entries and any(e["runner_up"] is not None for e in entries):
             console.print(to_rich(fastest_table(
-                f"fastest per size: {label} (runner-up by Mann-Whitney U on the raw samples)", rows,
-                Column("size", "size"), lambda r: r["nbytes"])))
+                f"fastest per size: {label} (runner-up compared at the launch level)", entries,
+                Column("size", "size"), lambda e: e["nbytes"])))
     for note in res["doc"].get("notes", []):
         console.print(f"[yellow]note: {note}[/]")
     pngs = [f for f in res["files"] if f.endswith(".png")]
@@ -44,10 +36,10 @@ def _sweep_summary(res: dict, console) -> None:
 def _workload_summary(res: dict, console) -> None:
     render([t for t in workload_tables(res["meta"], res["rows"])  # the per-call tables are in the report
             if isinstance(t, str) or "per call" not in t.title], console)
-    for w, rows in res["fastest"].items():
-        if rows and any(r["runner_up"] is not None for r in rows):
-            console.print(to_rich(fastest_table(f"fastest: {w} (runner-up by Mann-Whitney U on the raw samples)",
-                                                rows, Column("among"), lambda r: r["what"])))
+    for w, entries in res["fastest"].items():
+        if entries and any(e["runner_up"] is not None for e in entries):
+            console.print(to_rich(fastest_table(f"fastest: {w} (runner-up compared at the launch level)",
+                                                entries, Column("among"), lambda e: e["what"])))
     pngs = [f for f in res["files"] if f.endswith(".png")]
     console.print(f"wrote {res['dir'] / 'report.md'}, {res['dir'] / 'report.html'} (figures embedded) and "
                   f"{len(pngs)} PNG figures in {res['dir']}")
@@ -71,7 +63,7 @@ VIEWS = {
 
 def print_report(res: dict, console) -> None:
     """What ``ccbench report`` prints about the report it wrote (`build_report`'s result)."""
-    console.print(run_header(res["meta"], res["path"]))
+    console.print(run_header(res["meta"], res["path"], res.get("rows") or ()))
     VIEWS[res["kind"]].summary(res, console)
 
 

@@ -21,6 +21,7 @@ from ccbench.core.units import format_size, human_time
 __all__ = [
     "bar_panels_figure",
     "busbw_figure",
+    "ci_label",
     "compare_figure",
     "latency_figure",
     "predicted_figure",
@@ -146,13 +147,19 @@ def size_label(collective: str) -> str:
     return f"size: {c.size_definition}" if c is not None else "size"
 
 
+def ci_label(rows: Sequence) -> str:
+    """What the stored intervals of `rows` are, for a legend: over launches when a row has several."""
+    return "95% CI over launches" if any(r.n_launches > 1 for r in rows) else "95% CI of median"
+
+
 def latency_figure(curves: Mapping[str, Sequence], fits: Mapping[str, Sequence[Mapping]], title: str,
                    xlabel: str = "size"):
     """Median time vs size (log-log) per algorithm, 95% CI bands, fitted alpha + beta n dashed.
 
     `curves`: {algorithm: rows (``ccbench.store.results.Row``) sorted by size}; `fits`:
     {algorithm: segments (dicts with nbytes_lo, nbytes_hi, alpha_s, beta_s_per_byte)} from
-    ``ccbench.analysis.fit`` (Hockney's model, segmented at protocol changes).
+    ``ccbench.analysis.fit`` (Hockney's model, segmented at protocol changes).  The bands are the
+    stored intervals: over launches for rows of several launches (the legend says which, ``ci_label``).
     """
     import numpy as np
 
@@ -176,7 +183,7 @@ def latency_figure(curves: Mapping[str, Sequence], fits: Mapping[str, Sequence[M
     if fits:
         ax.plot([], [], linestyle="--", color="grey", label="fitted α + β·n")
     ax.plot([], [], marker="s", linestyle="none", color="grey", alpha=0.3, markersize=9,
-            label="95% CI of median")
+            label=ci_label([r for rows in curves.values() for r in rows]))
     ax.set_yscale("log")
     _size_axis(ax, sizes, xlabel)
     _log_axis(ax.yaxis, times, _time_fmt)
@@ -254,8 +261,8 @@ def compare_figure(panels: Mapping[str, Sequence[Mapping]], title: str):
 
     `panels`: {collective: pairs}, each pair a dict with label (the curve: algorithm and
     variant), nbytes, ratio, significant and other (the other run's label).  Colour: the
-    curve; line style: the other run; filled markers: significant difference; hollow:
-    within noise.
+    curve; line style: the other run; filled markers: called faster or slower; hollow:
+    noise or undetermined.
     """
     from matplotlib.lines import Line2D
 
@@ -300,9 +307,9 @@ def compare_figure(panels: Mapping[str, Sequence[Mapping]], title: str):
         handles = [Line2D([], [], color=colors[lab], label=lab) for lab in labels]
         if len(runs) > 1:
             handles += [Line2D([], [], color="grey", linestyle=styles[r], label=f"run {r}") for r in runs]
-        handles += [Line2D([], [], color="grey", marker="o", linestyle="none", label="significant"),
+        handles += [Line2D([], [], color="grey", marker="o", linestyle="none", label="faster or slower"),
                     Line2D([], [], color="grey", marker="o", markerfacecolor="white", linestyle="none",
-                           label="within noise")]
+                           label="noise or undetermined")]
         ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0),
                   borderaxespad=0.0, frameon=False)
     fig.suptitle(title, fontsize="medium")
@@ -311,12 +318,14 @@ def compare_figure(panels: Mapping[str, Sequence[Mapping]], title: str):
 
 def bar_panels_figure(panels: Mapping[str, Mapping[str, Mapping[str, Mapping]]], title: str, xlabel: str,
                       fmt=_time_fmt, *, log: bool = False, ref: float | None = None, ref_label: str | None = None,
-                      legend_title: str | None = None, hollow_label: str | None = None):
+                      legend_title: str | None = None, hollow_label: str | None = None,
+                      whisker_label: str = "95% CI"):
     """Horizontal grouped bars, one panel per key of `panels`, for values that have no size axis.
 
     `panels`: {panel title: {group (a y label): {series (a colour): bar}}}, each bar a dict
-    with ``value`` and optionally ``lo``/``hi`` (drawn as a whisker, e.g. a 95% CI) and
-    ``hollow`` (drawn as an outline, e.g. a difference within noise).  The value axis is
+    with ``value`` and optionally ``lo``/``hi`` (drawn as a whisker, e.g. a 95% CI, named
+    `whisker_label` in the legend) and ``hollow`` (drawn as an outline, e.g. a difference
+    within noise).  The value axis is
     labelled by `fmt` (times in ns/µs/ms/s by default), linear from 0 unless `log`; `ref`
     draws a vertical reference line (e.g. a ratio of 1), where bars on a log axis start.
     """
@@ -390,7 +399,7 @@ def bar_panels_figure(panels: Mapping[str, Mapping[str, Mapping[str, Mapping]]],
     if any(b.get("lo") is not None for groups in panels.values() for bars in groups.values() for b in bars.values()):
         from matplotlib.lines import Line2D
 
-        handles.append(Line2D([], [], color="#444", marker="|", linestyle="-", markersize=8, label="95% CI"))
+        handles.append(Line2D([], [], color="#444", marker="|", linestyle="-", markersize=8, label=whisker_label))
     axes[0].legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0),
                    borderaxespad=0.0, frameon=False, title=legend_title, title_fontsize="small")
     fig.suptitle(title, fontsize="medium")

@@ -16,18 +16,27 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from statistics import NormalDist
 
-from ccbench.analysis.fastest import SIGNIFICANCE, Curves, algorithm_order, fastest_per_size, group_rows
+from ccbench.analysis.fastest import ONE_LAUNCH, SIGNIFICANCE, Curves, algorithm_order, fastest_per_size, group_rows
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.errors import UsageError
+from ccbench.core.replication import DEFAULT_PRIOR_BETWEEN_CV, log_sd_from_cv
 from ccbench.core.units import format_size, human_time
 from ccbench.measure.hardware import summary as hardware_summary
-from ccbench.present.table import SIGNIFICANT
+from ccbench.present.table import DECIDED, Column, Table, fmt_cv, to_block
+from ccbench.present.views import LAUNCH_COLUMNS, launch_cells, launch_count, launch_line
+from ccbench.store.launches import LAUNCH_SPREAD
 from ccbench.store.results import Row, new_numbered_dir
 from ccbench.store.run import Run, lab_block
 
 __all__ = [
+    "PAGE_QUANTITIES",
     "build_sweep_report",
+    "fastest_blocks",
+    "fastest_table",
+    "launch_blocks",
+    "launch_sentence",
     "group_figure",
     "group_slug",
     "provenance_blocks",
@@ -60,9 +69,85 @@ def group_slug(g: Curves, several: bool) -> str:
                      f"root{g.root}"])
 
 
+# --------------------------------------------------------------------------- the fastest against its runner-up
+
+#: Formatters the report pages use instead of the terminal's (times in µs rather than us).
+PAGE_QUANTITIES = {"time": human_time}
+
+
+def _method_text(method: str) -> str:
+    """What a ``fastest_of`` method means, in one sentence."""
+    if method.startswith("paired by launch"):
+        return (f"{method}: the two shared their launches, so the verdict is a paired t test of the per-launch "
+                "log ratios of their medians (Student 1908; the launch effect they share cancels)")
+    if method.startswith("separate launches"):
+        return (f"{method}: the two ran in different jobs, so the verdict is Welch's t test of their per-launch "
+                "log medians (Welch 1947)")
+    if method == ONE_LAUNCH:
+        z = NormalDist().inv_cdf(1 - SIGNIFICANCE / 2)
+        resolvable = math.exp(z * math.sqrt(2.0) * log_sd_from_cv(DEFAULT_PRIOR_BETWEEN_CV))
+        return (f"{ONE_LAUNCH}, so a between-launch CV of {fmt_cv(DEFAULT_PRIOR_BETWEEN_CV)} is assumed and a "
+                f"difference under about {resolvable:.2g}x stays undetermined (ccbench launch --launches 3 or more "
+                "decides smaller ones)")
+    return method
+
+
+def fastest_table(title: str, entries: Sequence[Mapping], key: Column, key_of) -> Table:
+    """The fastest against its runner-up (``fastest_of`` entries), one row per entry keyed by `key_of(entry)`.
+
+    "decided" is the launch-level verdict (``ccbench.present.table.DECIDED``); how it was reached
+    is the caption when every row was decided the same way, else a column of its own.
+    """
+    methods = list(dict.fromkeys(e["method"] for e in entries if e.get("method")))
+    per_row = len(methods) > 1
+    t = Table(title, [key, Column("fastest"), Column("median", "time"), Column("runner-up"),
+                      Column("its median", "time"), Column("margin", "percent"),
+                      Column("95% CI", "margin_ci", no_wrap=True), Column("p", "p"), Column("decided"),
+                      *([Column("how")] if per_row else [])],
+              caption="; ".join(_method_text(m) for m in methods) + ("." if methods else ""))
+    for e in entries:
+        t.add_row(key_of(e), e["fastest"], e["median_s"], e["runner_up"] or "-", e["runner_up_s"], e["margin"],
+                  (e.get("ratio_low"), e.get("ratio_high")), e["p_value"], DECIDED[e.get("verdict")],
+                  *([e.get("method") or "-"] if per_row else []))
+    return t
+
+
+def fastest_blocks(heading: str, what: str, entries: Sequence[Mapping], key: Column, key_of) -> list:
+    """The report page's section of a ``fastest_table``: heading, what was compared, table, how it was decided."""
+    return [("h", 3, heading),
+            ("p", f"Smallest stored median among correct {what}; margin = the runner-up's median over the "
+                  f"fastest's, minus 1, with its 95% CI; decided at the launch level (two-sided, p < {SIGNIFICANCE})."),
+            *to_block(fastest_table("", entries, key, key_of), with_caption=True, quantities=PAGE_QUANTITIES)]
+
+
+# --------------------------------------------------------------------------- launches
+
+
+def launch_sentence(meta: Mapping, rows: Sequence) -> str:
+    """``ccbench.present.views.launch_line`` as a sentence of the page."""
+    line = launch_line(dict(meta), rows)
+    return line[0].upper() + line[1:] + "."
+
+
+def launch_blocks(rows: Sequence, name) -> list:
+    """For rows of several launches: each case's launches and CVs between and within them, as one page table.
+
+    `name(row)` labels a row; a case flagged ``launch_spread`` says so.  Nothing for one launch.
+    """
+    if not any(r.n_launches > 1 for r in rows):
+        return []
+    t = Table("", [Column("case"), *LAUNCH_COLUMNS, Column("flag")])
+    for r in rows:
+        t.add_row(name(r), *launch_cells(r), LAUNCH_SPREAD if LAUNCH_SPREAD in r.flags else "-")
+    return [("h", 3, "Launch to launch"),
+            ("p", "Between / within: coefficient of variation of the launches' typical times / of the calls "
+                  "within one launch (one-way random effects on log times; Searle, Casella & McCulloch 1992). "
+                  f"{LAUNCH_SPREAD}: the launches differ more than the calls within one launch, so only the "
+                  "intervals over launches are to be trusted."),
+            *to_block(t, quantities=PAGE_QUANTITIES)]
+
+
 # --------------------------------------------------------------------------- analyses
-
-
 
 
 def _curve_segments(doc: Mapping, g: Curves) -> dict[str, list[dict]]:
@@ -146,6 +231,9 @@ def provenance_blocks(path: Path, meta: Mapping, rows: Sequence, warnings: Seque
                      f"mpi4py {meta.get('mpi4py', '?')}"),
         ("platform", f"{meta.get('platform', '?')}, {meta.get('cpu', '?')}"),
         *([("hardware", hardware_summary(meta.get("hardware")))] if hardware_summary(meta.get("hardware")) else []),
+        *([("launches", f"{launch_count(dict(meta), rows)}, each a separate job with its own case order (seed "
+                        f"{meta.get('order_seed', '?')}); the parts are under parts/")]
+          if launch_count(dict(meta), rows) > 1 else []),
         ("started / ended", f"{meta.get('start_time', '?')} / {meta.get('end_time', '-')}"),
         ("command", " ".join(str(a) for a in meta.get("argv") or []) or "?"),
     ]
@@ -266,9 +354,13 @@ def _collective_blocks(g: Curves, doc: Mapping, figures: Mapping[str, str], tole
         factor = coll.busbw_factor(g.nranks)
         bw = (f" Bus bandwidth = size / time × {factor:.3g} (nccl-tests, doc/PERFORMANCE.md)."
               if g.collective != "barrier" else "")
-        blocks.append(("p", f"Size: {coll.size_definition}.{bw} Times are the median over samples, each "
-                            "sample the slowest rank's time of one call; brackets: distribution-free 95% CI "
-                            "of the median."))
+        k = max(r.n_launches for a in algs for r in g.by_algorithm[a])
+        blocks.append(("p", f"Size: {coll.size_definition}.{bw} " + (
+            "Times are the median over samples, each sample the slowest rank's time of one call; brackets: "
+            "distribution-free 95% CI of the median." if k < 2 else
+            f"Times are the geometric mean of the {k} launches' medians, each the median of one launch's "
+            "samples, each sample the slowest rank's time of one call; brackets: 95% CI over launches "
+            "(two-stage bootstrap: launches, then samples within them).")))
     cell = {(r.algorithm, r.nbytes): r for a in algs for r in g.by_algorithm[a]}
 
     def lat(r: Row | None) -> str:
@@ -280,6 +372,8 @@ def _collective_blocks(g: Curves, doc: Mapping, figures: Mapping[str, str], tole
     blocks += [("h", 3, "Latency (median [95% CI])"),
                ("table", ["size", *algs], [[format_size(n), *[lat(cell.get((a, n))) for a in algs]]
                                           for n in g.sizes], set(range(len(algs) + 1)))]
+    blocks += launch_blocks([r for a in algs for r in g.by_algorithm[a]],
+                            lambda r: f"{r.algorithm} {format_size(r.nbytes)}")
     if g.collective != "barrier":
         blocks += [("h", 3, "Bus bandwidth (GB/s)"),
                    ("table", ["size", *algs],
@@ -287,17 +381,8 @@ def _collective_blocks(g: Curves, doc: Mapping, figures: Mapping[str, str], tole
                      for n in g.sizes], set(range(len(algs) + 1)))]
     fast = fastest_per_size(g)
     if len(algs) > 1 and fast:
-        blocks += [("h", 3, "Fastest algorithm per size"),
-                   ("p", f"Smallest stored median among correct cases; runner-up compared with a two-sided "
-                         f"Mann-Whitney U test of the raw samples (significant at p < {SIGNIFICANCE})."),
-                   ("table", ["size", "fastest", "median", "runner-up", "its median", "margin", "p",
-                              "significant"],
-                    [[format_size(f["nbytes"]), f["fastest"], human_time(f["median_s"]), f["runner_up"] or "-",
-                      human_time(f["runner_up_s"]) if f["runner_up_s"] is not None else "-",
-                      f"{f['margin']:.1%}" if f["margin"] is not None else "-",
-                      f"{f['p_value']:.2g}" if f["p_value"] is not None else "-",
-                      SIGNIFICANT[f["significant"]]] for f in fast],
-                    {0, 2, 4, 5, 6})]
+        blocks += fastest_blocks("Fastest algorithm per size", "cases", fast, Column("size", "size"),
+                                 lambda f: f["nbytes"])
     curves = [c for c in doc.get("curves", [])
               if (c["collective"], c["nranks"], c["dtype"], c["op"], c["in_place"], c["root"]) == g.key]
     if curves:
@@ -345,7 +430,8 @@ def group_figure(g: Curves, doc: Mapping | None, kind: str):
     """One figure of a variant group: "latency", "busbw" or "predicted"; None when there is nothing to draw.
 
     Only sizes above 0 B with a positive median are drawn, and only groups with two or
-    more such sizes; "latency" adds the fitted segments of `doc` (a ``fit_run`` document),
+    more such sizes; "latency" adds the fitted segments of `doc` (a ``fit_run`` document) and
+    its bands are the stored intervals (over launches for a run of several, as its legend says),
     "predicted" needs its model checks.
     """
     from ccbench.present.plots import busbw_figure, latency_figure, predicted_figure, size_label
@@ -356,7 +442,9 @@ def group_figure(g: Curves, doc: Mapping | None, kind: str):
         return None
     label = variant_label(g)
     if kind == "latency":
-        return latency_figure(curves, _curve_segments(doc or {}, g), f"{label}: median time per call",
+        k = max(r.n_launches for rs in curves.values() for r in rs)
+        over = f" (geometric mean of {k} launches' medians)" if k > 1 else ""
+        return latency_figure(curves, _curve_segments(doc or {}, g), f"{label}: median time per call{over}",
                               size_label(g.collective))
     if kind == "busbw":
         if g.collective in ("barrier",):
@@ -476,8 +564,8 @@ def writable_run_dir(path: Path) -> None:
 def build_sweep_report(run: Run, *, n_boot: int | None = None) -> dict:
     """Write the report of a stored collective sweep into a new ``report[-k]`` directory beside its files.
 
-    Returns {"dir": Path, "files": [names], "groups": [Curves], "fastest": {label: rows},
-    "doc": the fit document, "meta", "path"}.  Needs matplotlib (the ``report`` extra).
+    Returns {"dir": Path, "files": [names], "groups": [Curves], "fastest": {label: ``fastest_per_size``
+    entries}, "doc": the fit document, "meta", "path", "rows"}.  Needs matplotlib (the ``report`` extra).
     """
     from ccbench.analysis.runs import fit_run
     from ccbench.present.plots import require_matplotlib
@@ -499,7 +587,8 @@ def build_sweep_report(run: Run, *, n_boot: int | None = None) -> dict:
                     ("p", f"{meta.get('mpi_library', '?')}; {meta.get('nranks', '?')} ranks on "
                           f"{meta.get('nodes', '?')} node(s); thread level {meta.get('thread_level', '?')}; "
                           f"{len(rows)} cases. Every time, interval and bandwidth below is a stored row of "
-                          "cases.jsonl; fitted values are in fits.json beside this page.")]
+                          "cases.jsonl; fitted values are in fits.json beside this page. "
+                          + launch_sentence(meta, rows))]
     blocks += provenance_blocks(path, meta, rows, warnings, doc.get("notes", []))
     blocks += _network_blocks(doc, meta)
     fastest = {}
@@ -520,4 +609,4 @@ def build_sweep_report(run: Run, *, n_boot: int | None = None) -> dict:
         f.write("\n")
     write_page(out_dir, blocks, title, images)
     return {"dir": out_dir, "files": ["report.md", "report.html", "fits.json", *images], "groups": groups,
-            "fastest": fastest, "doc": doc, "meta": meta, "path": path}
+            "fastest": fastest, "doc": doc, "meta": meta, "path": path, "rows": rows}

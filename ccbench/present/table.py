@@ -8,13 +8,13 @@ nothing about benchmarks; the code that builds a table knows nothing about rende
 After hyperfine's ``export`` module (one table, several renderers).
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ccbench.core.units import fmt_time, format_size
 
-__all__ = ["QUANTITIES", "SIGNIFICANT", "Column", "Styled", "Table", "fmt_p", "fmt_ratio", "render", "to_block",
-           "to_rich"]
+__all__ = ["DECIDED", "QUANTITIES", "SIGNIFICANT", "Column", "Styled", "Table", "fmt_cv", "fmt_margin",
+           "fmt_margin_ci", "fmt_p", "fmt_percent", "fmt_ratio", "fmt_time_ci", "render", "to_block", "to_rich"]
 
 
 def fmt_p(p) -> str:
@@ -27,8 +27,39 @@ def fmt_ratio(r) -> str:
     return f"{r:.3g}"
 
 
+def fmt_percent(v) -> str:
+    """A fraction as a percentage with one decimal (0.243 -> "24.3%")."""
+    return f"{v:.1%}"
+
+
+def fmt_cv(v) -> str:
+    """A coefficient of variation as a percentage with two significant digits (0.034 -> "3.4%", 0.12 -> "12%")."""
+    pct = 100.0 * v
+    return f"{pct:.2g}%" if pct < 9.95 else f"{pct:.0f}%"
+
+
+def fmt_margin(m) -> str:
+    """A relative difference with its sign, two significant digits under 10% ("+3.4%", "-12%", "+480%")."""
+    pct = 100.0 * m
+    return f"{pct:+.2g}%" if abs(pct) < 9.95 else f"{pct:+.0f}%"
+
+
+def fmt_margin_ci(ci) -> str:
+    """An interval of a ratio (low, high) as relative differences: "+12% to +31%"."""
+    return f"{fmt_margin(ci[0] - 1.0)} to {fmt_margin(ci[1] - 1.0)}"
+
+
+def fmt_time_ci(ci) -> str:
+    """An interval of times (low, high): "1.2 us - 3.4 us"."""
+    return f"{fmt_time(ci[0])} - {fmt_time(ci[1])}"
+
+
 #: How a significance verdict (True, False, or None without a test) is worded.
 SIGNIFICANT = {None: "-", True: "yes", False: "no (noise)"}
+
+#: How a launch-level verdict of the fastest against its runner-up (``ccbench.analysis.fastest``) is worded.
+DECIDED = {None: "-", "faster": "yes", "noise": "no (noise)", "undetermined": "undetermined",
+           "slower": "no (launches disagree)"}
 
 #: The formatter of each quantity a column can hold (None is shown as "-").
 QUANTITIES: dict[str, Callable] = {
@@ -38,6 +69,10 @@ QUANTITIES: dict[str, Callable] = {
     "size": format_size,
     "p": fmt_p,
     "ratio": fmt_ratio,
+    "percent": fmt_percent,
+    "cv": fmt_cv,
+    "margin_ci": fmt_margin_ci,
+    "time_ci": fmt_time_ci,
 }
 
 
@@ -66,15 +101,15 @@ class Column:
         """True when the column is right-aligned."""
         return self.align == "right" if self.align else (self.quantity != "text" or self.fmt is not None)
 
-    def format(self, value) -> str:
-        """The text of one cell."""
+    def format(self, value, quantities: Mapping[str, Callable] | None = None) -> str:
+        """The text of one cell (`quantities` overrides some of ``QUANTITIES``' formatters)."""
         if isinstance(value, Styled):
             value = value.value
-        if value is None:
-            return "-"
+        if value is None or (self.fmt is None and isinstance(value, tuple) and any(v is None for v in value)):
+            return "-"  # no value, or an interval of a quantity without a bound
         if isinstance(value, str) and self.fmt is None and self.quantity != "text":
             return value  # already formatted (e.g. "-", "inf")
-        return (self.fmt or QUANTITIES[self.quantity])(value)
+        return (self.fmt or {**QUANTITIES, **(quantities or {})}[self.quantity])(value)
 
 
 @dataclass
@@ -95,9 +130,9 @@ class Table:
         if end_section:
             self.section_ends.add(len(self.rows) - 1)
 
-    def cells(self) -> list[list[str]]:
-        """Every row as formatted text (no styles)."""
-        return [[c.format(v) for c, v in zip(self.columns, row, strict=True)] for row in self.rows]
+    def cells(self, quantities: Mapping[str, Callable] | None = None) -> list[list[str]]:
+        """Every row as formatted text (no styles); `quantities` overrides some formatters."""
+        return [[c.format(v, quantities) for c, v in zip(self.columns, row, strict=True)] for row in self.rows]
 
 
 def to_rich(table: Table):
@@ -126,11 +161,18 @@ def to_rich(table: Table):
     return t
 
 
-def to_block(table: Table, *, with_title: bool = False) -> list:
-    """The table as report-page blocks: ``("table", headers, rows, right-aligned column indexes)``."""
+def to_block(table: Table, *, with_title: bool = False, with_caption: bool = False,
+             quantities: Mapping[str, Callable] | None = None) -> list:
+    """The table as report-page blocks: ``("table", headers, rows, right-aligned column indexes)``.
+
+    `with_title` / `with_caption` add the title before and the caption after it as paragraphs;
+    `quantities` overrides formatters of ``QUANTITIES`` (e.g. "µs" for the pages' times).
+    """
     right = {i for i, c in enumerate(table.columns) if c.right}
     blocks: list = [("p", table.title)] if with_title and table.title else []
-    blocks.append(("table", [c.header for c in table.columns], table.cells(), right))
+    blocks.append(("table", [c.header for c in table.columns], table.cells(quantities), right))
+    if with_caption and table.caption:
+        blocks.append(("p", table.caption))
     return blocks
 
 

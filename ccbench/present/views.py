@@ -1,22 +1,69 @@
-"""Terminal tables (rich) of stored runs; every number shown comes from a stored row."""
+"""Terminal tables (rich) of stored runs; every number shown comes from a stored row.
+
+A run of several launches shows per case its launches and the coefficients of variation between
+and within them (``variance_components`` of the row's launches, ``launch_cells``), and its header
+says that medians and intervals are over launches; a run of one launch says that they are within it.
+"""
 
 from collections import defaultdict
+from collections.abc import Sequence
 
 from rich.markup import escape
 
+from ccbench.analysis.fastest import launch_variation
 from ccbench.core.collectives import COLLECTIVES
-from ccbench.core.units import fmt_time
+from ccbench.core.stats import FLAG_DESCRIPTIONS
 from ccbench.measure.hardware import summary as hardware_summary
 from ccbench.present.table import Column, Styled, Table, render
+from ccbench.store.launches import LAUNCH_SPREAD
 from ccbench.store.results import Row
 
-__all__ = ["algorithms_table", "run_header", "rows_tables", "show_sweep"]
+__all__ = ["LAUNCH_COLUMNS", "algorithms_table", "launch_cells", "launch_count", "launch_line", "launch_notes",
+           "launch_tables", "run_header", "rows_tables", "show_sweep"]
+
+#: The columns a run of several launches adds per case: its launches, and the spread between and within them.
+LAUNCH_COLUMNS = (Column("launches", "count"), Column("between", "cv"), Column("within", "cv"))
 
 
+def launch_count(meta: dict, rows: Sequence = ()) -> int:
+    """How many launches a run has: run.json's ``launches``, else the most any of its rows has (1 for none)."""
+    return int(meta.get("launches") or max((r.n_launches for r in rows), default=1))
 
 
-def run_header(meta: dict, path) -> str:
-    """One paragraph of provenance for the top of a table."""
+def launch_line(meta: dict, rows: Sequence = ()) -> str:
+    """What a run's medians and intervals are: over launches (several), or within one launch."""
+    k = launch_count(meta, rows)
+    if k < 2:
+        return "one launch: launch variation is not measured; 95% CIs are within that launch (over its samples)"
+    seed = meta.get("order_seed")
+    return (f"{k} launches" + (f", case order seed {seed}" if seed is not None else "")
+            + ": medians are geometric means of the launches' medians; 95% CIs are over launches "
+              "(two-stage bootstrap)")
+
+
+def launch_cells(row) -> list:
+    """A row's values for ``LAUNCH_COLUMNS``: launches, between- and within-launch CV (log scale).
+
+    The CVs come from ``ccbench.core.replication.variance_components`` of the row's launches
+    (None with one launch); a row flagged ``launch_spread`` shows its between-launch CV in yellow.
+    """
+    vc = launch_variation(row)
+    if vc is None:
+        return [row.n_launches, None, None]
+    between = Styled(vc.between_cv, "yellow bold") if LAUNCH_SPREAD in row.flags else vc.between_cv
+    return [vc.n_launches, between, vc.within_cv]
+
+
+def launch_notes(rows: Sequence) -> list[str]:
+    """One line about the CV columns and the cases flagged ``launch_spread`` (for a run of several launches)."""
+    spread = sum(LAUNCH_SPREAD in r.flags for r in rows)
+    return [f"between / within: coefficient of variation of the launches' typical times / of the calls within a "
+            f"launch (one-way random effects on log times); {spread} of {len(rows)} "
+            f"{'case' if len(rows) == 1 else 'cases'} flagged {LAUNCH_SPREAD}: {FLAG_DESCRIPTIONS[LAUNCH_SPREAD]}"]
+
+
+def run_header(meta: dict, path, rows: Sequence = ()) -> str:
+    """One paragraph of provenance for the top of a table, and what its medians and intervals are over."""
     status = meta.get("status", "?")
     if status == "failed" and meta.get("failure"):
         status += f": {meta['failure']}"
@@ -31,34 +78,61 @@ def run_header(meta: dict, path) -> str:
         f"{meta.get('thread_level', '?')} | mpi4py {meta.get('mpi4py', '?')}, "
         f"ccbench {meta.get('ccbench', '?')} | {meta.get('start_time', '')}"
         + (f"\nhardware: {escape(hardware)}" if hardware else "")
+        + f"\n{launch_line(meta, rows)}"
     )
 
 
-def _ci_text(ci) -> str:
-    return f"{fmt_time(ci[0])} - {fmt_time(ci[1])}"
+def _order(r: Row) -> tuple:
+    return (r.algorithm != "native", r.algorithm, r.dtype, r.op, r.in_place, r.root, r.nbytes)
 
 
-def rows_tables(rows: list[Row]) -> list[Table]:
-    """One table per collective: median with 95% CI, min, bus bandwidth, samples, flags, check."""
+def _by_collective(rows: Sequence[Row]) -> list[tuple[str, list[Row], list[str]]]:
+    """[(collective, its rows, the row parameters that vary)] in registry order."""
     by_coll: dict[str, list[Row]] = defaultdict(list)
     for r in rows:
         by_coll[r.collective].append(r)
+    return [(c, by_coll[c], [k for k in ("dtype", "op", "in_place", "root")
+                             if len({getattr(r, k) for r in by_coll[c]}) > 1])
+            for c in COLLECTIVES if c in by_coll]
+
+
+def rows_tables(rows: list[Row], launches: bool | None = None) -> list[Table]:
+    """One table per collective: median with 95% CI, min, bus bandwidth, samples, flags, check.
+
+    With `launches` (default: when a row has several launches) each case also shows
+    ``LAUNCH_COLUMNS`` and its flags wrap at commas.
+    """
+    if launches is None:
+        launches = any(r.n_launches > 1 for r in rows)
+    sep = ", " if launches else ","
     tables = []
-    for coll in [c for c in COLLECTIVES if c in by_coll]:
-        group = by_coll[coll]
-        vary = [k for k in ("dtype", "op", "in_place", "root") if len({getattr(r, k) for r in group}) > 1]
+    for coll, group, vary in _by_collective(rows):
         P = group[0].nranks
         factor = COLLECTIVES[coll].busbw_factor(P)
         t = Table(f"{coll} at {P} ranks - size: {COLLECTIVES[coll].size_definition}; busbw = algbw x {factor:.3g}",
                   [Column("algorithm"), Column("size", "size"), *[Column(k.replace("_", " ")) for k in vary],
-                   Column("median", "time"), Column("95% CI", fmt=_ci_text, align="right"), Column("min", "time"),
+                   Column("median", "time"), Column("95% CI", "time_ci", no_wrap=True), Column("min", "time"),
                    Column("busbw GB/s", fmt=lambda v: f"{v:.3f}", align="right"), Column("n", "count"),
-                   Column("stop"), Column("flags"), Column("check")])
-        for r in sorted(group, key=lambda r: (r.algorithm != "native", r.algorithm, r.dtype, r.op,
-                                              r.in_place, r.root, r.nbytes)):
+                   *(LAUNCH_COLUMNS if launches else ()), Column("stop"), Column("flags"), Column("check")])
+        for r in sorted(group, key=_order):
             t.add_row(r.algorithm, r.nbytes, *[getattr(r, k) for k in vary], r.median_s, (r.ci_low_s, r.ci_high_s),
-                      r.min_s, r.busbw_gbs if coll != "barrier" else None, r.samples, r.stop_reason,
-                      ",".join(r.flags), "ok" if r.ok else Styled(f"FAILED ({r.nwrong} wrong)", "red bold"))
+                      r.min_s, r.busbw_gbs if coll != "barrier" else None, r.samples,
+                      *(launch_cells(r) if launches else ()), r.stop_reason.replace(";", sep.replace(",", ";")),
+                      sep.join(r.flags), "ok" if r.ok else Styled(f"FAILED ({r.nwrong} wrong)", "red bold"))
+        tables.append(t)
+    return tables
+
+
+def launch_tables(rows: Sequence[Row]) -> list[Table]:
+    """Per collective, each case's launches: median and 95% CI over launches, launches, between / within CV, flag."""
+    tables = []
+    for coll, group, vary in _by_collective(rows):
+        t = Table(f"{coll} at {group[0].nranks} ranks: launch to launch",
+                  [Column("algorithm"), Column("size", "size"), *[Column(k.replace("_", " ")) for k in vary],
+                   Column("median", "time"), Column("95% CI", "time_ci"), *LAUNCH_COLUMNS, Column("flag")])
+        for r in sorted(group, key=_order):
+            t.add_row(r.algorithm, r.nbytes, *[getattr(r, k) for k in vary], r.median_s, (r.ci_low_s, r.ci_high_s),
+                      *launch_cells(r), LAUNCH_SPREAD if LAUNCH_SPREAD in r.flags else "")
         tables.append(t)
     return tables
 
@@ -67,8 +141,10 @@ def show_sweep(run, console, show_table: bool = True) -> None:
     """Print a stored collective sweep (a `Run`): provenance, tables per collective, warnings, a summary line."""
     path, meta, rows = run.path, run.meta, run.rows
     if show_table:
-        console.print(run_header(meta, path))
+        console.print(run_header(meta, path, rows))
         render(rows_tables(rows), console)
+        if any(r.n_launches > 1 for r in rows):
+            render(launch_notes(rows), console)
     for w in run.warnings:
         console.print(f"[yellow]warning: {w}[/]")
     bad = [r for r in rows if not r.ok]

@@ -5,19 +5,29 @@ The report goes where a sweep's does (a new ``RUN/report``, ``report-2`` ... dir
 ``ccbench.present.report``'s page writer).  It starts with the run's provenance, then shows what
 ``ccbench show`` prints: for ddp, zero and moe the step time per variant and algorithm
 (median and distribution-free 95% CI of the median, each sample the slowest rank's
-step), the fastest algorithm per variant and overall with a two-sided Mann-Whitney U test
-against the runner-up (``ccbench.present.report.fastest_of``), and per variant every call of the
+step), the fastest algorithm per variant and overall against the runner-up, decided at the
+launch level (``ccbench.analysis.fastest.fastest_of``), and per variant every call of the
 step (bucket, layer collective, dispatch/combine); for overlap the OSU times and overlap
-percentage per size; for stragglers the on-time and delayed medians and the slowdown.
-Every number is a stored row's value or a test of its raw samples.
+percentage per size; for stragglers the on-time and delayed medians and the slowdown.  A run
+of several launches adds each measurement's launches and their spread (``launch_blocks``) and
+says that its medians and intervals are over launches.
+Every number is a stored row's value or a test of its launches.
 """
 
 from collections.abc import Mapping, Sequence
 
-from ccbench.analysis.fastest import SIGNIFICANCE, fastest_per_variant, step_rows
+from ccbench.analysis.fastest import fastest_per_variant, step_rows
 from ccbench.core.units import format_size, human_time
-from ccbench.present.report import provenance_blocks, save_figure, writable_run_dir, write_page
-from ccbench.present.table import SIGNIFICANT
+from ccbench.present.report import (
+    fastest_blocks,
+    launch_blocks,
+    launch_sentence,
+    provenance_blocks,
+    save_figure,
+    writable_run_dir,
+    write_page,
+)
+from ccbench.present.table import Column
 from ccbench.store.results import new_numbered_dir
 from ccbench.store.run import Run
 from ccbench.store.workload_rows import KIND, WorkloadRow
@@ -67,16 +77,21 @@ def _gbs(nbytes: int, seconds: float) -> str:
 def _fastest_block(fast: Sequence[Mapping]) -> list:
     if not fast or all(f["runner_up"] is None for f in fast):
         return []
-    return [("h", 3, "Fastest"),
-            ("p", f"Smallest stored median among correct rows; runner-up compared with a two-sided "
-                  f"Mann-Whitney U test of the raw samples (significant at p < {SIGNIFICANCE})."),
-            ("table", ["among", "fastest", "median", "runner-up", "its median", "margin", "p", "significant"],
-             [[f["what"], f["fastest"], human_time(f["median_s"]), f["runner_up"] or "-",
-               human_time(f["runner_up_s"]) if f["runner_up_s"] is not None else "-",
-               f"{f['margin']:.1%}" if f["margin"] is not None else "-",
-               f"{f['p_value']:.2g}" if f["p_value"] is not None else "-",
-               SIGNIFICANT[f["significant"]]] for f in fast],
-             {2, 4, 5, 6})]
+    return fastest_blocks("Fastest", "rows", fast, Column("among"), lambda f: f["what"])
+
+
+def _times(rows: Sequence[WorkloadRow], one: str, what: str) -> str:
+    """What the times and brackets of `rows` are: `one` for a run of one launch; for several, the geometric mean
+    over launches of each launch's `what` and a CI over launches."""
+    k = max(r.n_launches for r in rows)
+    if k < 2:
+        return one
+    return (f"geometric mean over {k} launches of each launch's {what}; brackets: 95% CI over launches "
+            "(two-stage bootstrap: launches, then samples within them)")
+
+
+def _whiskers(rows: Sequence[WorkloadRow]) -> str:
+    return "95% CI over launches" if any(r.n_launches > 1 for r in rows) else "95% CI"
 
 
 def _step_blocks(rows: Sequence[WorkloadRow], figures: Mapping[str, str]) -> list:
@@ -86,15 +101,18 @@ def _step_blocks(rows: Sequence[WorkloadRow], figures: Mapping[str, str]) -> lis
     blocks: list = [
         ("h", 3, "Step time"),
         ("p", "One step's collectives, called one after another. Size: the calls' buffers summed (nccl-tests "
-              "definitions); time: median over timed steps, each sample the slowest rank's step; brackets: "
-              "distribution-free 95% CI of the median; algbw = size / median; sent: bytes counted on the wire "
-              "by all ranks (hand-written algorithms only)."),
+              "definitions); time: " + _times(
+                  steps, "median over timed steps, each sample the slowest rank's step; brackets: distribution-free "
+                         "95% CI of the median", "median over timed steps, each sample the slowest rank's step")
+              + "; algbw = size / median; sent: bytes counted on the wire by all ranks (hand-written algorithms "
+                "only)."),
         ("table", ["variant", "algorithm", per, "calls", "size", "step time (median [95% CI])", "algbw GB/s",
                    "sent (counted)", "n", "flags", "check"],
          [[r.variant, r.algorithm, str(r.group_ranks if w == "moe" else r.ntensors), str(r.ncalls),
            format_size(r.nbytes), _ci(r), _gbs(r.nbytes, r.median_s),
            "-" if r.bytes_sent_total is None else format_size(r.bytes_sent_total), str(r.samples),
            ", ".join(r.flags) or "-", _check(r)] for r in steps], {2, 3, 4, 5, 6, 7, 8})]
+    blocks += launch_blocks(steps, lambda r: f"{r.variant}, {r.algorithm}")
     blocks += _fastest_block(fastest_per_variant(rows))
     blocks += [("h", 3, "Per call"),
                ("p", "Each call's median over the timed steps (its own time within the step) and 95% CI, per "
@@ -132,26 +150,33 @@ def _overlap_blocks(rows: Sequence[WorkloadRow], figures: Mapping[str, str]) -> 
     return [("h", 3, "Overlap"),
             ("p", "A non-blocking collective started before a compute kernel and waited for after it (OSU's "
                   "non-blocking benchmarks): comm alone = the call by itself, compute = the kernel by itself, "
-                  "total = start + compute + wait (median [95% CI] over samples, each the slowest rank's); "
-                  "overlap = max(0, 100 (1 - (total - compute) / comm alone))."),
+                  "total = start + compute + wait (" + _times(
+                      rows, "median [95% CI] over samples, each the slowest rank's",
+                      "median over samples, each the slowest rank's")
+                  + "); overlap = max(0, 100 (1 - (total - compute) / comm alone))."),
             ("table", ["collective", "variant", "size", "comm alone", "compute", "total (median [95% CI])",
                        "overlap", "n", "flags", "check"],
              [[r.collective, r.variant, format_size(r.nbytes), human_time(r.comm_s), human_time(r.compute_s),
                _ci(r), f"{r.overlap_pct:.0f}%", str(r.samples), ", ".join(r.flags) or "-", _check(r)]
-              for r in rows], {2, 3, 4, 5, 6, 7})] + _figure_blocks(figures)
+              for r in rows], {2, 3, 4, 5, 6, 7})] + launch_blocks(
+                  rows, lambda r: f"{r.collective} {format_size(r.nbytes)}") + _figure_blocks(figures)
 
 
 def _straggler_blocks(rows: Sequence[WorkloadRow], figures: Mapping[str, str]) -> list:
     r0 = rows[0]
     return [("h", 3, "Straggler"),
             ("p", f"{r0.variant} before each {r0.collective}: on time = median without the delay, one rank late = "
-                  "median [95% CI] with it (each sample the slowest rank's call); slowdown = (late - on time) / "
-                  "delay: 1 when every rank waits for the late one, 0 when none does."),
+                  "median [95% CI] with it (" + _times(
+                      rows, "each sample the slowest rank's call", "median over samples, each the slowest rank's call")
+                  + "); slowdown = (late - on time) / delay: 1 when every rank waits for the late one, 0 when none "
+                    "does."),
             ("table", ["algorithm", "size", "on time", "one rank late (median [95% CI])", "slowdown", "n", "flags",
                        "check"],
              [[r.algorithm, format_size(r.nbytes), human_time(r.baseline_s), _ci(r),
                f"{r.slowdown:.2f}".replace("-0.00", "0.00"), str(r.samples), ", ".join(r.flags) or "-", _check(r)]
-              for r in rows], {1, 2, 3, 4, 5})] + _fastest_block(fastest_per_variant(rows)) + _figure_blocks(figures)
+              for r in rows], {1, 2, 3, 4, 5})] + launch_blocks(
+                  rows, lambda r: f"{r.algorithm} {format_size(r.nbytes)}") + _fastest_block(
+                  fastest_per_variant(rows)) + _figure_blocks(figures)
 
 
 def _figure_blocks(figures: Mapping[str, str]) -> list:
@@ -192,6 +217,7 @@ def workload_figures(rows: Sequence[WorkloadRow]) -> list[tuple[str, object, str
     from ccbench.present.plots import bar_panels_figure
 
     w, P = rows[0].workload, rows[0].nranks
+    ci = _whiskers(rows)
     out = []
     if w in ("ddp", "zero", "moe"):
         steps: dict[str, dict[str, dict]] = {}
@@ -199,8 +225,8 @@ def workload_figures(rows: Sequence[WorkloadRow]) -> list[tuple[str, object, str
             steps.setdefault(r.variant, {})[short_algorithm(r.algorithm)] = _bar(r)
         out.append(("steps.png", bar_panels_figure(
             {f"{w}, {rows[0].model}": steps}, f"{w} at {P} ranks: step time per variant and algorithm "
-            "(median over steps, each the slowest rank's; whiskers: 95% CI)", "step time (median)",
-            legend_title="algorithm"), f"{w}: step time per variant and algorithm"))
+            f"(median over steps, each the slowest rank's; whiskers: {ci})", "step time (median)",
+            legend_title="algorithm", whisker_label=ci), f"{w}: step time per variant and algorithm"))
         panels: dict[str, dict[str, dict]] = {}
         for step, parts in _parts(rows):
             if not parts or len(parts) > MAX_PART_BARS:
@@ -211,8 +237,9 @@ def workload_figures(rows: Sequence[WorkloadRow]) -> list[tuple[str, object, str
                     _bar(p)
         if panels:
             out.append(("calls.png", bar_panels_figure(
-                panels, f"{w} at {P} ranks: each call's time within the step (median; whiskers: 95% CI)",
-                "time per call (median)", legend_title="algorithm"), f"{w}: time of each call of the step"))
+                panels, f"{w} at {P} ranks: each call's time within the step (median; whiskers: {ci})",
+                "time per call (median)", legend_title="algorithm", whisker_label=ci),
+                f"{w}: time of each call of the step"))
     elif w == "overlap":
         pct: dict[str, dict[str, dict]] = {}
         times: dict[str, dict[str, dict]] = {}
@@ -228,8 +255,8 @@ def workload_figures(rows: Sequence[WorkloadRow]) -> list[tuple[str, object, str
             fmt=lambda v: f"{v:.0f}%", ref=100.0, ref_label="full overlap", legend_title="call"),
             "overlap per size and collective"))
         out.append(("overlap-times.png", bar_panels_figure(
-            {"medians: the call alone, the compute alone, both together (whiskers: 95% CI of total)": times},
-            f"overlap at {P} ranks: the three OSU times", "time (median)", legend_title="time"),
+            {f"medians: the call alone, the compute alone, both together (whiskers: {ci} of total)": times},
+            f"overlap at {P} ranks: the three OSU times", "time (median)", legend_title="time", whisker_label=ci),
             "overlap: the call alone, the compute alone and both"))
     else:
         late: dict[str, dict[str, dict]] = {}
@@ -240,8 +267,9 @@ def workload_figures(rows: Sequence[WorkloadRow]) -> list[tuple[str, object, str
         r0 = rows[0]
         out.append(("straggler-time.png", bar_panels_figure(
             {f"{r0.collective} with {r0.variant}": late},
-            f"straggler at {P} ranks: time per call with one rank late (median; whiskers: 95% CI)",
-            "time per call (median)", legend_title="algorithm"), "straggler: time per call with one rank late"))
+            f"straggler at {P} ranks: time per call with one rank late (median; whiskers: {ci})",
+            "time per call (median)", legend_title="algorithm", whisker_label=ci),
+            "straggler: time per call with one rank late"))
         out.append(("straggler-slowdown.png", bar_panels_figure(
             {f"{r0.collective} with {r0.variant}": slow},
             f"straggler at {P} ranks: slowdown = (late - on time) / delay", "slowdown (fraction of the delay "
@@ -286,7 +314,7 @@ def build_workload_report(run: Run) -> dict:
                     ("p", f"Training workload {meta.get('workload', rows[0].workload)}: "
                           f"{meta.get('mpi_library', '?')}; {meta.get('nranks', '?')} ranks on "
                           f"{meta.get('nodes', '?')} node(s); thread level {meta.get('thread_level', '?')}. Every "
-                          "time and interval below is a stored row of cases.jsonl.")]
+                          "time and interval below is a stored row of cases.jsonl. " + launch_sentence(meta, rows))]
     blocks += provenance_blocks(path, meta, rows, warnings, [], settings=settings, cases=cases,
                                 describe=lambda r: f"{r.variant} {r.algorithm} {r.label}")
     fastest = {}

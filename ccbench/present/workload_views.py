@@ -1,9 +1,15 @@
-"""Terminal tables of stored workload runs; every number shown comes from a stored row."""
+"""Terminal tables of stored workload runs; every number shown comes from a stored row.
 
+A run of several launches shows, per measurement (a step, an overlap or straggler row), its
+launches and the coefficients of variation between and within them (``LAUNCH_COLUMNS``).
+"""
+
+from collections.abc import Sequence
 
 from ccbench.core.units import fmt_time
 from ccbench.present.table import Column, Styled, Table, render
-from ccbench.present.views import run_header
+from ccbench.present.views import LAUNCH_COLUMNS, launch_cells, launch_notes, run_header
+from ccbench.store.launches import LAUNCH_SPREAD
 from ccbench.store.run import Run, open_run
 from ccbench.store.workload_rows import KIND, WorkloadRow
 
@@ -27,7 +33,24 @@ def _ci(ci) -> str:
 _TAIL = [Column("n", "count"), Column("flags"), Column("check")]
 
 
+def _several(rows: Sequence[WorkloadRow]) -> bool:
+    return any(r.n_launches > 1 for r in rows)
+
+
+def _tail(several: bool) -> list[Column]:
+    """The last columns: samples, (launches, CV between and within,) flags, check."""
+    return [_TAIL[0], *(LAUNCH_COLUMNS if several else ()), *_TAIL[1:]]
+
+
+def _tail_cells(r: WorkloadRow, several: bool, columns: bool = True) -> list:
+    """Values of `_tail`: with several launches the launch columns (unless not `columns`) and flags that wrap."""
+    return [r.samples, *(launch_cells(r) if several and columns else ()), (", " if several else ",").join(r.flags),
+            _check(r)]
+
+
 def _steps_table(meta: dict, steps: list[WorkloadRow]) -> Table:
+    """One step's collectives per variant and algorithm (the launches of a run of several: `_steps_launch_table`)."""
+    several = _several(steps)
     w = steps[0].workload
     t = Table(f"{w} at {steps[0].nranks} ranks: one step's collectives "
               f"(size = the calls' buffers, nccl-tests definitions; algbw = size / median)",
@@ -39,7 +62,18 @@ def _steps_table(meta: dict, steps: list[WorkloadRow]) -> Table:
     for r in steps:
         t.add_row(r.variant, r.algorithm.replace(",", "\n"), r.group_ranks if w == "moe" else r.ntensors, r.ncalls,
                   r.nbytes, r.median_s, (r.ci_low_s, r.ci_high_s), _gbs(r.nbytes, r.median_s), r.bytes_sent_total,
-                  r.samples, ",".join(r.flags), _check(r))
+                  *_tail_cells(r, several, columns=False))
+    return t
+
+
+def _steps_launch_table(steps: list[WorkloadRow]) -> Table:
+    """A step's launches (a run of several): median and 95% CI over launches, launches, CV between and within."""
+    t = Table(f"{steps[0].workload} at {steps[0].nranks} ranks: launch to launch",
+              [Column("variant"), Column("algorithm", no_wrap=True), Column("median", "time"),
+               Column("95% CI", fmt=_ci), *LAUNCH_COLUMNS, Column("flag")])
+    for r in steps:
+        t.add_row(r.variant, r.algorithm.replace(",", "\n"), r.median_s, (r.ci_low_s, r.ci_high_s), *launch_cells(r),
+                  LAUNCH_SPREAD if LAUNCH_SPREAD in r.flags else "")
     return t
 
 
@@ -57,27 +91,28 @@ def _parts_table(step: WorkloadRow, parts: list[WorkloadRow]) -> Table:
 
 
 def _overlap_table(rows: list[WorkloadRow]) -> Table:
+    several = _several(rows)
     t = Table(f"overlap at {rows[0].nranks} ranks: non-blocking collective + compute (OSU definition: "
               "overlap = 100 (1 - (total - compute) / comm alone))",
               [Column("collective"), Column("variant"), Column("size", "size"), Column("comm alone", "time"),
                Column("compute", "time"), Column("total", "time"), Column("overlap", fmt=lambda v: f"{v:.0f}%"),
-               *_TAIL])
+               *_tail(several)])
     for r in rows:
-        t.add_row(r.collective, r.variant, r.nbytes, r.comm_s, r.compute_s, r.total_s, r.overlap_pct, r.samples,
-                  ",".join(r.flags), _check(r))
+        t.add_row(r.collective, r.variant, r.nbytes, r.comm_s, r.compute_s, r.total_s, r.overlap_pct,
+                  *_tail_cells(r, several))
     return t
 
 
 def _straggler_table(rows: list[WorkloadRow]) -> Table:
+    several = _several(rows)
     r0 = rows[0]
     t = Table(f"straggler at {r0.nranks} ranks: {r0.variant} before each {r0.collective}; "
               "slowdown = (median late - median on time) / delay",
               [Column("algorithm"), Column("size", "size"), Column("on time", "time"),
                Column("one rank late", "time"), Column("slowdown", fmt=lambda v: f"{v:.2f}".replace("-0.00", "0.00")),
-               *_TAIL])
+               *_tail(several)])
     for r in rows:
-        t.add_row(r.algorithm, r.nbytes, r.baseline_s, r.median_s, r.slowdown, r.samples, ",".join(r.flags),
-                  _check(r))
+        t.add_row(r.algorithm, r.nbytes, r.baseline_s, r.median_s, r.slowdown, *_tail_cells(r, several))
     return t
 
 
@@ -85,10 +120,9 @@ def workload_tables(meta: dict, rows: list[WorkloadRow]) -> list:
     """The tables (and one-line notes) of a workload run (`Table`s and strings)."""
     if not rows:
         return []
-    if rows[0].workload == "overlap":
-        return [_overlap_table(rows)]
-    if rows[0].workload == "straggler":
-        return [_straggler_table(rows)]
+    if rows[0].workload in ("overlap", "straggler"):
+        table = (_overlap_table if rows[0].workload == "overlap" else _straggler_table)(rows)
+        return [table, *(launch_notes(rows) if _several(rows) else [])]
     steps, parts, out = [], {}, []
     for r in rows:
         if r.part == -1:
@@ -97,6 +131,8 @@ def workload_tables(meta: dict, rows: list[WorkloadRow]) -> list:
         elif steps:
             parts[len(steps) - 1].append(r)
     out.append(_steps_table(meta, steps))
+    if _several(steps):
+        out += [_steps_launch_table(steps), *launch_notes(steps)]
     for i, step in enumerate(steps):
         ps = parts[i]
         if len(ps) <= MAX_PART_ROWS:
@@ -115,7 +151,7 @@ def show_workload(run, console, show_table: bool = True) -> None:
         run = open_run(run, kinds=(KIND,))
     path, meta, rows, warnings = run.path, run.meta, run.rows, run.warnings
     if show_table:
-        console.print(run_header(meta, path))
+        console.print(run_header(meta, path, rows))
         m = meta.get("model")
         if m:
             console.print(f"model {m['name']}: {m['tensors']} tensors, {m['params']:,} parameters "
