@@ -136,16 +136,16 @@ def test_compare(runs, capsys, a, b):
 
 def _tune_row(alg, nbytes, median, coll, spread):
     return Row(collective=coll, algorithm=alg, nbytes=nbytes, count=nbytes // 4, dtype="float32",
-               op="sum" if coll == "allreduce" else "none", in_place=False, root=0, nranks=4, samples=1,
+               op="sum" if coll == "allreduce" else "none", in_place=False, root=0, nranks=4, samples=3,
                min_s=median, median_s=median, mean_s=median, p95_s=median, p99_s=median, max_s=median,
                stddev_s=0.0, ci_low_s=median * (1 - spread), ci_high_s=median * (1 + spread), algbw_gbs=1.0,
                busbw_gbs=1.0, msgs_max=None, bytes_max=None, msgs_total=None, bytes_total=None, steps_max=None,
                step_bytes_max=None, reduced_bytes_max=None, nwrong=0, stop_reason="target_rse", sync="barrier",
-               samples_s=(median,))
+               samples_s=(median * 0.97, median, median * 1.03), launches=(1, 2, 3), launch_samples=(1, 1, 1))
 
 
 def _tune_run(path: Path) -> Path:
-    """A synthetic MPICH run with allreduce and bcast variants: a crossover, a toss-up, a default that wins."""
+    """A synthetic MPICH run (3 launches) with allreduce and bcast variants: a crossover, a toss-up, the default."""
     times = {  # size: {algorithm: median}
         "allreduce": {8: {"native": 3e-6, "native:recursive_doubling": 2e-6, "native:ring": 9e-6},
                       4096: {"native": 8e-6, "native:recursive_doubling": 6e-6, "native:ring": 6.05e-6},

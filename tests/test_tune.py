@@ -2,6 +2,7 @@
 MPICH loading the generated selection file and obeying it."""
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -23,7 +24,6 @@ from ccbench.analysis.tune import (
     select,
     size_ranges,
     tune_runs,
-    verdict,
 )
 from ccbench.core.errors import UsageError
 from ccbench.store.results import Row, RunWriter
@@ -31,13 +31,20 @@ from ccbench.store.results import Row, RunWriter
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _row(alg, nbytes, median, P=4, coll="allreduce", dtype="float32", op="sum", spread=0.01):
+#: Launch effects of a replicated synthetic row: three launches within +-3% of each other.
+LAUNCH_FACTORS = (0.97, 1.0, 1.03)
+
+
+def _row(alg, nbytes, median, P=4, coll="allreduce", dtype="float32", op="sum", spread=0.01, launches=1):
+    """A row of one sample per launch: one launch (the median itself) or three (LAUNCH_FACTORS x median)."""
+    samples = (median,) if launches == 1 else tuple(median * f for f in LAUNCH_FACTORS)
     return Row(collective=coll, algorithm=alg, nbytes=nbytes, count=nbytes // 4, dtype=dtype, op=op,
-               in_place=False, root=0, nranks=P, samples=1, min_s=median, median_s=median, mean_s=median,
+               in_place=False, root=0, nranks=P, samples=len(samples), min_s=median, median_s=median, mean_s=median,
                p95_s=median, p99_s=median, max_s=median, stddev_s=0.0, ci_low_s=median * (1 - spread),
                ci_high_s=median * (1 + spread), algbw_gbs=1.0, busbw_gbs=1.0, msgs_max=None, bytes_max=None,
                msgs_total=None, bytes_total=None, steps_max=None, step_bytes_max=None, reduced_bytes_max=None,
-               nwrong=0, stop_reason="target_rse", sync="barrier", samples_s=(median,))
+               nwrong=0, stop_reason="target_rse", sync="barrier", samples_s=samples,
+               launches=() if launches == 1 else (1, 2, 3), launch_samples=() if launches == 1 else (1, 1, 1))
 
 
 def test_crossover_is_where_the_log_log_lines_meet():
@@ -79,6 +86,7 @@ def test_select_takes_the_fastest_writable_variant_and_the_default_where_it_wins
             _row("native:recursive_doubling", 1 << 20, 8e-4),
             _row("native:tree", 1 << 20, 1e-4),  # fastest, but a selection file cannot name it (parameters)
             _row("ring", 1 << 20, 1e-5)]         # hand-written: never a candidate
+    rows = [_row(r.algorithm, r.nbytes, r.median_s, launches=3) for r in rows]  # decided at the launch level
     (sel,) = select(rows, "mpich", "run-x")
     assert [c.winner for c in sel.choices] == ["native", "native:ring"]
     assert sel.choices[1].fastest_any == "native:tree" and any("native:tree" in n for n in sel.notes)
@@ -194,15 +202,6 @@ def test_openmpi_json_rules():
                           {"msg_size_min": 4096, "msg_size_max": "inf", "alg": "ring"}]
 
 
-def test_verdict():
-    assert verdict(10.0, 5.0, 5.2) == "moved"
-    assert verdict(5.1, 5.0, 5.0) == "already best"
-    assert verdict(10.0, 5.0, 9.9) == "did not move"
-    assert verdict(5.0, 5.0, 20.0) == "worse"
-    assert verdict(10.0, 5.0, None) == "not measured"
-    assert verdict(5.0, 5.0, 4.0) == "faster than measured before"
-
-
 def _write_run(path: Path, rows, vendor="MPICH 5.0.2", library="MPICH Version:      5.0.2", skipped=()):
     path.mkdir(parents=True)
     w = RunWriter(path, {"mpi_vendor": vendor, "mpi_library": library, "nranks": rows[0].nranks,
@@ -247,8 +246,6 @@ SIGNATURE = Path(__file__).resolve().parent / "openmpi" / "signature.py"
 
 
 def _signature(tmp_path, env) -> str:
-    import os
-
     exe = Path(sys.executable).parent / "mpiexec"
     r = subprocess.run([str(exe) if exe.exists() else "mpiexec", "-n", "4", sys.executable, "-m", "mpi4py",
                         str(SIGNATURE)], env=dict(os.environ, **env), capture_output=True, text=True, timeout=120)
@@ -264,8 +261,8 @@ def test_mpich_loads_the_generated_file_and_obeys_it(tmp_path):
               for alg in ("ring", "recursive_doubling")}
     assert forced["ring"] != forced["recursive_doubling"]  # the probe can tell them apart
     for alg, other in (("ring", "recursive_doubling"), ("recursive_doubling", "ring")):
-        rows = [_row(f"native:{alg}", n, 1e-6) for n in (8, 256, 4096)]
-        rows += [_row(f"native:{other}", n, 2e-6) for n in (8, 256, 4096)]
+        rows = [_row(f"native:{alg}", n, 1e-6, launches=3) for n in (8, 256, 4096)]
+        rows += [_row(f"native:{other}", n, 2e-6, launches=3) for n in (8, 256, 4096)]
         run = _write_run(tmp_path / f"run-{alg}", rows)
         out = tmp_path / f"{alg}.json"
         r = subprocess.run([sys.executable, "-m", "ccbench", "tune", str(run), "--format", "mpich-json", "-o",
@@ -281,18 +278,33 @@ def test_mpich_loads_the_generated_file_and_obeys_it(tmp_path):
 
 @pytest.mark.skipif(not _mpich_here(), reason="needs the MPICH library")
 def test_tune_verify_end_to_end(tmp_path):
-    """launch the variants, tune, --verify: the relaunch runs the default selection with the file set."""
+    """launch the variants in 3 launches, tune, --verify: 3 pairs of launches of the default selection,
+    without and with the file, alternating, each stored; a verdict per size from the launch-level test."""
     r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "2", "-C", "allreduce", "-a",
                         "native,native:ring,native:recursive_doubling", "-s", "64,64K", "--min-reps", "3",
-                        "--max-reps", "10", "--budget", "0.05", "--results-dir", str(tmp_path), "--no-show"],
-                       capture_output=True, text=True, timeout=300, cwd=REPO)
+                        "--max-reps", "30", "--budget", "0.05", "--launches", "3", "--results-dir", str(tmp_path),
+                        "--no-show"], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert r.returncode == 0, r.stderr[-2000:]
     (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
     r = subprocess.run([sys.executable, "-m", "ccbench", "tune", str(run), "--format", "mpich-json", "--verify"],
-                       capture_output=True, text=True, timeout=300, cwd=REPO)
+                       capture_output=True, text=True, timeout=300, cwd=REPO, env=dict(os.environ, COLUMNS="400"))
     assert r.returncode == 0, r.stderr[-2000:]
     assert "verification of" in r.stdout and (run / "tuning.mpich.json").is_file()
     (check,) = [d for d in tmp_path.iterdir() if d.name.endswith("verify-mpich-json")]
-    meta = json.loads((check / "run.json").read_text())
-    assert meta["mpi_env"]["MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE"] == str((run / "tuning.mpich.json").resolve())
-    assert {json.loads(line)["algorithm"] for line in (check / "cases.jsonl").read_text().splitlines()} == {"native"}
+    # in the order they ran (run.json start times tie within a second: sort by launch, then without before with)
+    launches = sorted((d for d in check.iterdir() if d.is_dir()),
+                      key=lambda d: (d.name.split("_")[-1][:3], d.name.endswith("-with")))
+    assert [d.name.split("_")[-1] for d in launches] == ["L01-without", "L01-with", "L02-without", "L02-with",
+                                                         "L03-without", "L03-with"]
+    starts = [json.loads((d / "run.json").read_text())["start_time"] for d in launches]
+    assert starts == sorted(starts)  # A B A B: each launch began no earlier than the one before
+    path = str((run / "tuning.mpich.json").resolve())
+    for d in launches:
+        meta = json.loads((d / "run.json").read_text())
+        assert meta["launch"] == int(d.name.split("_L")[1][:2]) and meta["config"]["launches"] == 3
+        assert meta["mpi_env"].get("MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE") == (
+            path if d.name.endswith("-with") else None)
+        assert {json.loads(line)["algorithm"] for line in (d / "cases.jsonl").read_text().splitlines()} == {"native"}
+    record = json.loads((check / "verification.json").read_text())
+    assert {x["nbytes"] for x in record["rows"]} == {64, 65536} and all(x["pairs"] == 3 for x in record["rows"])
+    assert str(check) in r.stdout and "verification.json" in r.stdout

@@ -1,11 +1,21 @@
 """Tuning files for the MPI library, chosen from measured ``native:<alg>`` variants.
 
-`select` picks, per collective, rank count and measured size, the fastest variant the
-library can be told to use; `size_ranges` turns the per-size winners into size ranges,
-putting each boundary at the crossover: interpolated linearly in log size and log time
+`select` picks, per collective, rank count and measured size, what the library is told
+to use, from launch-level statistics: the launch is the unit of replication (Kalibera &
+Jones, ISMM 2013; ``ccbench.core.replication``), and each ``native:<alg>`` variant ran in
+jobs of its own, apart from the unforced ``native`` (the library's default), so every
+comparison is of separate launches (`ccbench.core.replication.compare_launches`, Welch's t
+on per-launch log-medians).  A variant replaces the default only where it is faster than
+``native`` with the Benjamini-Hochberg adjusted p of all variant-against-default
+comparisons of the collective below `LEVEL`; elsewhere the default stays.  A size whose
+choice is not decidedly faster than its runner-up is a toss-up; with one launch a side the
+launch-to-launch variation is unknown and the comparison undetermined below the ratio a
+prior between-launch CV resolves.  `size_ranges` turns the per-size choices into size
+ranges, putting each boundary at the crossover: interpolated linearly in log size and log time
 between the two measured sizes that bracket it, or, where those are more than a factor
 of two apart (a coarse sweep, reported as such), where the two curves' alpha-beta fits
-(`ccbench.analysis.fit`) cross inside the bracket.  Three writers
+(`ccbench.analysis.fit`) cross inside the bracket.  `verify` measures the default with and
+without the file in alternating launches and decides per size at the launch level.  Three writers
 turn the ranges into the files the libraries read:
 
 * MPICH's collective-selection JSON (``MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE``):
@@ -51,6 +61,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from ccbench.algorithms.native_variants import (
     LIBRARIES,
     MPICH,
@@ -62,17 +74,25 @@ from ccbench.algorithms.native_variants import (
     library_of_vendor,
 )
 from ccbench.core.errors import CCBenchError, UsageError
+from ccbench.core.replication import LaunchComparison, compare_launches, paired_compare
+from ccbench.core.stats import benjamini_hochberg
 from ccbench.core.units import format_size
+from ccbench.measure.config import MAX_LAUNCHES
 from ccbench.measure.library import mpich_default_tree
 
-__all__ = ["FORMATS", "Range", "Selection", "SizeChoice", "crossover_nbytes", "model_crossover_nbytes",
+__all__ = ["DEFAULT_VERIFY_LAUNCHES", "FORMATS", "LEVEL", "VERDICTS", "Range", "Selection", "SizeChoice",
+           "check_verify_launches", "crossover_nbytes", "decide_sizes", "launch_arrays", "model_crossover_nbytes",
            "mpich_json", "openmpi_json", "openmpi_rules", "read_json_with_comment", "select", "size_ranges",
-           "tune_runs", "verdict"]
+           "tune_runs", "verdict", "verify"]
 
 FORMATS = {"mpich-json": "mpich", "openmpi-rules": "openmpi", "openmpi-json": "openmpi"}
 DEFAULT = "native"  # the library's own selection: a range won by it keeps the library's default
 COARSE_FACTOR = 2.0  # a crossover bracketed by sizes further apart than this is "coarse"
-NOISE = 0.10         # verify: within 10% of a time counts as "at" it
+LEVEL = 0.05         # two-sided level of every launch-level test here (after Benjamini-Hochberg)
+DEFAULT_VERIFY_LAUNCHES = 3   # launches a side of a verification (pairs A B); fewer than 3 is refused
+#: Verdicts of a verified size (`verdict`).
+VERDICTS = ("moved", "already best", "did not move", "worse", "faster, same selection", "undetermined",
+            "not measured", "wrong results")
 # MPICH csel collective names and the message-size key of each (csel.c get_avg_msgsize /
 # get_total_msgsize); gather and scatter have one intra algorithm in MPICH: nothing to tune
 _MPICH_COLL = {"allreduce": ("allreduce", "avg_msg_size"), "bcast": ("bcast", "avg_msg_size"),
@@ -83,17 +103,40 @@ _MPICH_COLL = {"allreduce": ("allreduce", "avg_msg_size"), "bcast": ("bcast", "a
 
 @dataclass(frozen=True)
 class SizeChoice:
-    """The variants measured at one size, the fastest, and the library's default there."""
+    """What the file names at one size, the runner-up, the library's default there, and the launch-level tests.
+
+    Times are launch-level typical times: a row's ``median_s``, the geometric mean of its
+    launches' medians (the median itself for a row of one launch).
+    """
 
     nbytes: int
-    winner: str
+    winner: str                  # what the file names here (`native`: the library's default stays)
     winner_s: float
-    runner_up: str | None
+    runner_up: str | None        # the fastest other candidate
     runner_up_s: float | None
     default_s: float | None      # the library's own choice (`native`) at this size, if measured
-    within_noise: bool           # the winner's 95% CI overlaps the runner-up's
+    within_noise: bool           # a toss-up: the winner is not decidedly faster than the runner-up
     fastest_any: str             # the fastest of all variants (it may be one a file cannot name)
     times_s: dict[str, float] = field(default_factory=dict)
+    # runner-up against the winner at the launch level (ratio runner-up / winner); None: not compared
+    vs_runner_up: LaunchComparison | None = None
+    # `challenger` (the winner, or the fastest variant where the default stays) against native:
+    # ratio challenger / native, and its Benjamini-Hochberg adjusted p over the selection
+    challenger: str | None = None
+    vs_default: LaunchComparison | None = None
+    default_q: float | None = None
+    kept_default: bool = False   # a variant was fastest, but not decidedly faster than native: the default stays
+    launches: dict[str, int] = field(default_factory=dict)  # launches of each candidate's row
+
+    @property
+    def fastest(self) -> str:
+        """The fastest candidate by typical time (the winner unless the default was kept)."""
+        return min(self.times_s, key=self.times_s.get) if self.times_s else self.winner
+
+    @property
+    def undetermined(self) -> bool:
+        """True when the toss-up comes from launches too few to tell (one launch a side, or no samples)."""
+        return self.within_noise and (self.vs_runner_up is None or self.vs_runner_up.verdict == "undetermined")
 
 
 @dataclass(frozen=True)
@@ -128,12 +171,40 @@ def _writable(library: str, collective: str, algorithm: str) -> bool:
     return name in {n for _, n in OPENMPI.get(collective, ("", []))[1]}
 
 
-def select(rows, library: str, run: str = "", not_applicable=()) -> list[Selection]:
-    """Per collective and rank count: the fastest writable variant at every measured size.
+def launch_arrays(row) -> list[np.ndarray] | None:
+    """The row's launches as arrays of times (``row.launch_blocks()``), or None when a launch kept no usable samples."""
+    out = [np.asarray(samples, dtype=np.float64) for _, samples in row.launch_blocks()]
+    if not out or any(x.size == 0 or not np.all(np.isfinite(x)) or np.any(x <= 0) for x in out):
+        return None
+    return out
 
-    Only correct rows count, out of place, root 0, of the dtype/op measured most often
-    for that collective's variants.  `not_applicable` holds (collective, algorithm, nranks,
-    nbytes) of cases the library refused.
+
+def _separate(a_row, b_row, level: float = LEVEL) -> LaunchComparison | None:
+    """b against a, measured in separate jobs (`compare_launches`); None when a side has no samples."""
+    a, b = launch_arrays(a_row), launch_arrays(b_row)
+    return None if a is None or b is None else compare_launches(a, b, level)
+
+
+def _p(c: LaunchComparison) -> float:
+    return c.p_value if math.isfinite(c.p_value) else 1.0
+
+
+def select(rows, library: str, run: str = "", not_applicable=(), level: float = LEVEL) -> list[Selection]:
+    """Per collective and rank count: what the file names at every measured size, from launch-level tests.
+
+    Only correct rows count, out of place, root 0, of the dtype/op measured most often for
+    that collective's variants.  Every writable variant is compared with `native` at its
+    size as separate launches (`compare_launches`: the variants and the unforced default ran
+    in different jobs); the p-values of all these comparisons of one collective and rank
+    count are adjusted together by Benjamini-Hochberg (Benjamini & Hochberg 1995,
+    ``ccbench.core.stats.benjamini_hochberg``: testing many variants at many sizes would
+    otherwise find a "faster" variant somewhere by chance).  The file names the fastest of
+    `native` and the variants faster than it at adjusted p < `level`; where `native` was not
+    measured, the fastest variant.  A size is a toss-up when the winner is not decidedly
+    faster than the runner-up (`compare_launches` verdict other than "slower" for the
+    runner-up).  Why a test and not overlapping intervals: two 95% intervals can overlap
+    while the difference is significant (Schenker & Gentleman, Am. Stat. 55(3), 2001).
+    `not_applicable` holds (collective, algorithm, nranks, nbytes) of cases the library refused.
     """
     groups = defaultdict(list)
     for r in rows:
@@ -155,26 +226,70 @@ def select(rows, library: str, run: str = "", not_applicable=()) -> list[Selecti
         if unwritable:
             sel.notes.append(f"not written into a {LIBRARIES[library]} file (it cannot name them): "
                              + ", ".join(unwritable))
+        sizes = []
         for nbytes in sorted(by_size):
             # the library's own choice is a candidate too: where it is fastest, the file keeps it
             cands = {a: r for a, r in by_size[nbytes].items() if is_variant(a) or a == DEFAULT}
             ok = {a: r for a, r in cands.items() if a == DEFAULT or _writable(library, coll, a)}
-            if not ok:
-                continue
-            order = sorted(ok, key=lambda a: ok[a].median_s)
-            w = ok[order[0]]
-            ru = ok[order[1]] if len(order) > 1 else None
-            default = by_size[nbytes].get("native")
+            if ok:
+                sizes.append((nbytes, cands, ok))
+        tests = {}   # (nbytes, variant) -> variant against native
+        for nbytes, _, ok in sizes:
+            if DEFAULT in ok:
+                for a, r in ok.items():
+                    c = None if a == DEFAULT else _separate(ok[DEFAULT], r, level)
+                    if c is not None:
+                        tests[(nbytes, a)] = c
+        keys = list(tests)
+        qs = dict(zip(keys, (float(q) for q in benjamini_hochberg([_p(tests[k]) for k in keys])), strict=True))
+        no_default, no_samples, kept = [], [], []
+        for nbytes, cands, ok in sizes:
+            t = {a: r.median_s for a, r in ok.items()}
+            fastest = min(ok, key=t.get)
+            if DEFAULT in ok:
+                better = [a for a in ok if (nbytes, a) in tests and qs[(nbytes, a)] < level
+                          and tests[(nbytes, a)].ratio < 1]
+                winner = min([DEFAULT, *better], key=t.get)
+                challenger = (winner if winner != DEFAULT
+                              else min((a for a in ok if a != DEFAULT), key=t.get, default=None))
+            else:
+                winner, challenger = fastest, None
+                no_default.append(format_size(nbytes))
+            others = [a for a in ok if a != winner]
+            ru = min(others, key=t.get) if others else None
+            vs_ru = _separate(ok[winner], ok[ru], level) if ru else None
+            if (ru and vs_ru is None) or any(launch_arrays(r) is None for r in ok.values()):
+                no_samples.append(format_size(nbytes))
+            if winner == DEFAULT and fastest != DEFAULT:
+                kept.append(f"{format_size(nbytes)} ({fastest} {t[DEFAULT] / t[fastest]:.3g}x faster, q "
+                            f"{qs[(nbytes, fastest)]:.2g})" if (nbytes, fastest) in qs else format_size(nbytes))
+            d = ok.get(DEFAULT)
             sel.choices.append(SizeChoice(
-                nbytes, order[0], w.median_s, order[1] if ru else None, ru.median_s if ru else None,
-                default.median_s if default else None,
-                bool(ru is not None and w.ci_high_s >= ru.ci_low_s),
-                min(cands, key=lambda a: cands[a].median_s),
-                {a: r.median_s for a, r in cands.items()}))
+                nbytes, winner, t[winner], ru, t[ru] if ru else None, d.median_s if d else None,
+                bool(ru is not None and (vs_ru is None or vs_ru.verdict != "slower")),
+                min(cands, key=lambda a: cands[a].median_s), t,
+                vs_ru, challenger, tests.get((nbytes, challenger)), qs.get((nbytes, challenger)),
+                winner == DEFAULT and fastest != DEFAULT, {a: r.n_launches for a, r in ok.items()}))
         if not sel.choices:
             continue
         refused = {(a, n) for c, a, p, n in not_applicable if c == coll and p == P}
         sel.ranges, more = size_ranges(sel.choices, refused, _curve_fits(rs))
+        if kept:
+            more.append(f"the default stays at {', '.join(kept)}: no variant is decidedly faster than native at the "
+                        f"launch level (q: p adjusted by Benjamini-Hochberg over the {len(keys)} "
+                        f"variant-against-default comparisons; a variant needs q < {level:g})")
+        if no_default:
+            more.append(f"native not measured at {', '.join(no_default)}: the fastest variant is written without a "
+                        "comparison with the library's default")
+        if no_samples:
+            more.append(f"no raw samples to compare at {', '.join(dict.fromkeys(no_samples))}")
+        compared = [c for c in [*tests.values(), *(c.vs_runner_up for c in sel.choices)] if c is not None]
+        prior = [c.resolvable_ratio for c in compared if c.method == "prior"]
+        single = [f"{a} at {format_size(n)}" for n, _, ok in sizes for a, r in ok.items() if r.n_launches == 1]
+        if prior:
+            where = "" if len(prior) == len(compared) else f" ({', '.join(single)} measured in one launch)"
+            more.append(f"one launch: launch variation unknown, toss-ups cannot be ruled out below ratio "
+                        f"{max(prior):.3g}{where}; measure with ccbench launch --launches 3 or more")
         sel.notes += more
         out.append(sel)
     return out
@@ -266,9 +381,10 @@ def size_ranges(choices: list[SizeChoice], refused=frozenset(), fits=None) -> tu
         ranges.append(Range(lo, cut, prev.winner))
         lo = cut + 1
     ranges.append(Range(lo, None, choices[-1].winner))
-    noisy = [format_size(c.nbytes) for c in choices if c.within_noise]
+    noisy = [format_size(c.nbytes) + (" (undetermined)" if c.undetermined else "") for c in choices if c.within_noise]
     if noisy:
-        notes.append("winner within the runner-up's 95% CI (a toss-up) at " + ", ".join(noisy))
+        notes.append("toss-up at " + ", ".join(noisy) + ": the choice is not decidedly faster than the runner-up "
+                     "at the launch level (the 95% interval of their ratio includes 1)")
     return ranges, notes
 
 
@@ -498,90 +614,220 @@ def tune_runs(runs, fmt: str, output: str | None = None, results_dir="results") 
             "notes": notes, "text": text}
 
 
-def verdict(before_s: float | None, best_s: float, after_s: float | None) -> str:
-    """How the default selection's time moved with the file, for one size.
+def verdict(comparison: LaunchComparison | None, q: float | None, changed: bool, level: float = LEVEL) -> str:
+    """How the default selection's time moved with the file at one size, from the launch-level comparison.
 
-    Times within NOISE (10%) of each other count as equal.  "already best": the default
-    was at the best time before and is with the file; "moved": with the file it is at the
-    best time, or closer to it than to the default's time before (in log time); "worse":
-    with the file it is slower than before; "faster than measured before": faster than both
-    (launch-to-launch variation, or a file better than any single variant); otherwise
-    "did not move".
+    `comparison`: with the file (b) against without (a), `paired_compare` of alternating
+    launches; `q`: its p-value adjusted over the sizes of the verification
+    (Benjamini-Hochberg); `changed`: the file names another algorithm than the default there.
+    "worse": significantly slower with the file; "moved": significantly faster and the file
+    changed the selection; "already best": the file keeps the default (or the default was
+    the best) and no significant change; "did not move": the file changes the selection and
+    no significant change; "faster, same selection": significantly faster although the file
+    keeps the default (what the file cannot cause: look at drift between the launches);
+    "undetermined": fewer than two pairs of launches; "not measured": no row on a side.
+    (`verify` says "wrong results" instead where the library computed wrong elements with the file.)
     """
-    if after_s is None:
+    if comparison is None:
         return "not measured"
-    tol = math.log1p(NOISE)
-    at_best = abs(math.log(after_s / best_s)) <= tol
-    if before_s is not None and abs(math.log(before_s / best_s)) <= tol and at_best:
-        return "already best"
-    if at_best:
-        return "moved"
-    if math.log(best_s / after_s) > tol and (before_s is None or math.log(before_s / after_s) > tol):
-        return "faster than measured before"  # launch-to-launch variation, or a better choice
-    if before_s is not None and math.log(after_s / before_s) > tol:
-        return "worse"
-    if before_s is not None and abs(math.log(after_s / best_s)) < abs(math.log(after_s / before_s)):
-        return "moved"
-    return "did not move"
+    if q is None or not math.isfinite(q) or comparison.method == "too few launches":
+        return "undetermined"
+    if q < level:
+        if comparison.ratio > 1:
+            return "worse"
+        return "moved" if changed else "faster, same selection"
+    return "did not move" if changed else "already best"
 
 
-def verify(doc: dict, results_dir: str | Path | None = None, say=print) -> list[dict]:
-    """Relaunch each source run's sweep of `native` with the tuning file; compare per size.
+def decide_sizes(pairs, level: float = LEVEL) -> list[dict]:
+    """Per size of one verification: `paired_compare`, Benjamini-Hochberg over the sizes, `verdict`.
 
-    The library's default selection (`native`) is measured again at the same rank count,
-    sizes, dtype, op and timing settings, with the file set the way the library reads it
-    (MPICH: MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE; Open MPI:
-    coll_tuned_use_dynamic_rules + coll_tuned_dynamic_rules_filename).  Returns one row
-    per collective, rank count and size: the default's time before, the best variant's,
-    the default's with the file, and the `verdict`.
+    `pairs`: [(launches without the file, launches with it, changed)], the i-th launch of a
+    side paired with the i-th of the other (adjacent in time: A B A B ...), or None for a
+    side not measured.  The family of the adjustment is every size compared (Benjamini &
+    Hochberg 1995): at 12 sizes and level 0.05, unadjusted tests would call some size
+    different in about one verification in two (1 - 0.95^12 = 0.46) when nothing changed.
+    Returns [{"comparison", "q", "verdict"}] in the order of `pairs`.
     """
+    comps = [None if a is None or b is None else paired_compare(a, b, level) for a, b, _ in pairs]
+    tested = [i for i, c in enumerate(comps) if c is not None and math.isfinite(c.p_value)]
+    qs: list[float | None] = [None] * len(comps)
+    for i, q in zip(tested, benjamini_hochberg([comps[i].p_value for i in tested]), strict=True):
+        qs[i] = float(q)
+    return [{"comparison": c, "q": q, "verdict": verdict(c, q, changed, level)}
+            for c, q, (_, _, changed) in zip(comps, qs, pairs, strict=True)]
+
+
+#: Sweep settings of the source run that the verification's launches repeat (config key, `ccbench run` flag).
+_CARRIED = (("warmup", "--warmup"), ("min_reps", "--min-reps"), ("max_reps", "--max-reps"),
+            ("target_rse", "--target-rse"), ("budget_s", "--budget"), ("sync", "--sync"),
+            ("thread_level", "--thread-level"), ("watchdog_s", "--watchdog"))
+
+
+def _file_env(doc: dict) -> dict:
+    """The environment that makes the library read the tuning file."""
+    path = str(Path(doc["path"]).resolve())
+    if doc["format"] == "mpich-json":
+        return {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": path}
+    libs = [s["mpi_library"] or "" for s in doc["sources"]]
+    if doc["format"] == "openmpi-json" and any(re.search(r"v?[1-5]\.\d", s) for s in libs):
+        raise UsageError(f"cannot verify a JSON rules file with {libs[0]!r}: Open MPI reads JSON rules from "
+                         "6.0 on; use --format openmpi-rules")
+    return {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_dynamic_rules_filename": path}
+
+
+def _pairs(without, with_file) -> tuple[list[np.ndarray], list[np.ndarray]] | tuple[None, None]:
+    """The two rows' launches of the same launch numbers (pair k: launch k of each side), or (None, None)."""
+    if without is None or with_file is None:
+        return None, None
+    a, b = dict(without.launch_blocks()), dict(with_file.launch_blocks())
+    common = sorted(set(a) & set(b))
+    xa = [np.asarray(a[k], dtype=np.float64) for k in common]
+    xb = [np.asarray(b[k], dtype=np.float64) for k in common]
+    if not common or any(x.size == 0 or np.any(x <= 0) for x in xa + xb):
+        return None, None
+    return xa, xb
+
+
+def check_verify_launches(verify: bool, launches: int | None) -> int:
+    """The launches a side of a verification: `DEFAULT_VERIFY_LAUNCHES` when not given; fewer than 3 refused.
+
+    Launches of one case differ by 15-75%, so one or two pairs cannot tell the file's effect
+    from theirs (with 2 pairs a paired t has 1 degree of freedom and needs |t| > 12.7 at 0.05).
+    """
+    if launches is None:
+        return DEFAULT_VERIFY_LAUNCHES
+    if not verify:
+        raise UsageError("--verify-launches is the number of launches of --verify: give --verify too")
+    if launches < 3:
+        raise UsageError(f"--verify-launches {launches}: a verification needs 3 or more pairs of launches "
+                         "(launches differ by 15-75%; fewer cannot tell the file's effect from theirs)")
+    if launches > MAX_LAUNCHES:
+        raise UsageError(f"--verify-launches {launches}: at most {MAX_LAUNCHES}")
+    return launches
+
+
+def _json_safe(v):
+    """NaN and infinity as null (JSON has neither)."""
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def _pooled(runs: list[tuple[int, Path]]) -> dict:
+    """One side's launches pooled per case (`ccbench.store.launches.pool_rows`), by (collective, nbytes, dtype, op)."""
+    import dataclasses
+
+    from ccbench.store.launches import pool_rows
+    from ccbench.store.run import load_run
+
+    rows = []
+    for k, path in runs:
+        for r in load_run(path)[1]:
+            if r.algorithm == DEFAULT and not r.in_place and r.root == 0:
+                rows.append((k, dataclasses.replace(r, launches=(), launch_samples=()) if r.launches else r))
+    pooled = pool_rows(rows, lambda r: (r.collective, r.nbytes, r.dtype, r.op))
+    return {(r.collective, r.nbytes, r.dtype, r.op): r for r in pooled}
+
+
+def verify(doc: dict, results_dir: str | Path | None = None, say=print, launches: int = DEFAULT_VERIFY_LAUNCHES,
+           seed: int | None = None, job_runner=None) -> dict:
+    """Measure the library's default selection without and with the tuning file in alternating launches.
+
+    Per source run: `launches` pairs of `ccbench run` jobs of `native` at the same rank
+    count, sizes, dtype, op and timing settings, A (without the file) and B (with it, set the
+    way the library reads it: MPICH's MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE; Open MPI's
+    coll_tuned_use_dynamic_rules + coll_tuned_dynamic_rules_filename) in the order
+    A B A B ..., each through `ccbench.measure.launcher.run_job` (`job_runner` replaces it in
+    tests) with ``--launches K --launch-index k --seed S``: each launch records its number
+    and takes 1/K of the source's budget and sample cap, and launch k of both sides runs the
+    cases in the same shuffled order.  Every launch is stored as a run in one verification
+    directory under the results directory (``<stamp>_npP_verify-FORMAT/``, runs tagged
+    ``Lkk-without`` / ``Lkk-with``); each side's launches are pooled per case
+    (`ccbench.store.launches.pool_rows`), pair k is the two launches adjacent in time, and
+    `decide_sizes` compares them (paired t on per-launch log-ratios, Benjamini-Hochberg over
+    the sizes).  Launches differ by 15-75%, so fewer than 3 pairs are refused.  The record
+    (the runs, the order, the seed and every size's comparison) is written to
+    ``verification.json`` in that directory and returned, with ``records`` their paths.
+    """
+    import secrets
     import sys
 
     from ccbench.measure.launcher import prepare_launcher, run_job
+    from ccbench.store.results import new_run_dir
     from ccbench.store.run import load_run
 
-    path = str(Path(doc["path"]).resolve())
-    if doc["format"] == "mpich-json":
-        env = {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": path}
-    else:
-        libs = [s["mpi_library"] or "" for s in doc["sources"]]
-        if doc["format"] == "openmpi-json" and any(re.search(r"v?[1-5]\.\d", s) for s in libs):
-            raise UsageError(f"cannot verify a JSON rules file with {libs[0]!r}: Open MPI reads JSON rules from "
-                             "6.0 on; use --format openmpi-rules")
-        env = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_dynamic_rules_filename": path}
+    check_verify_launches(True, launches)
+    env = _file_env(doc)
     exe, _, launch_env, extra = prepare_launcher(None)
-    out = []
+    plain_env = {k: v for k, v in launch_env.items() if k not in env}  # A: no file, even if the caller set one
+    seed = secrets.randbelow(2**32) if seed is None else int(seed)
+    runner = job_runner or run_job
+    runs, items = [], []   # items: (selection, choice, row without, row with, runs entry)
     for src in doc["sources"]:
         sels = [s for s in doc["selections"] if s.run == src["run"]]
-        meta, before_rows, _ = load_run(src["path"])
+        meta, _, _ = load_run(src["path"])
         cfg = meta.get("config", {})
+        # the ranks bound as the source run's were (ccbench.measure.launcher.choose_binding)
+        exe, _, launch_env, extra = prepare_launcher(None, src["nranks"], cfg.get("bind", "auto"))
+        plain_env = {k: v for k, v in launch_env.items() if k not in env}
         root = Path(results_dir) if results_dir else Path(src["path"]).parent
-        tag = f"verify-{doc['format']}"
         sizes = sorted({c.nbytes for s in sels for c in s.choices})
         cmd = [exe, "-n", str(src["nranks"]), *extra, sys.executable, "-m", "mpi4py", "-m", "ccbench", "run",
-               "-C", ",".join(dict.fromkeys(s.collective for s in sels)), "-a", "native",
+               "-C", ",".join(dict.fromkeys(s.collective for s in sels)), "-a", DEFAULT,
                "-s", ",".join(map(str, sizes)), "-t", ",".join(dict.fromkeys(s.dtype for s in sels)),
                "--op", ",".join(dict.fromkeys(s.op for s in sels if s.op != "none")) or "sum",
-               "--results-dir", str(root), "--tag", tag, "--no-show"]
-        for key, flag in (("warmup", "--warmup"), ("min_reps", "--min-reps"), ("max_reps", "--max-reps"),
-                          ("target_rse", "--target-rse"), ("budget_s", "--budget"), ("sync", "--sync"),
-                          ("thread_level", "--thread-level")):
+               "--in-place", "no", "--root", "0"]
+        for key, flag in _CARRIED:
             if key in cfg:
                 cmd += [flag, str(cfg[key])]
-        say(f"verify: {' '.join(f'{k}={v}' for k, v in env.items())} {' '.join(cmd)}")
-        job = run_job(cmd, {**launch_env, **env})  # signals forwarded, a dead job's run marked failed
-        if job.code or job.run_dir is None:
-            raise CCBenchError(f"the verification launch failed ({job.why})"
-                               + (f"; its run is {job.run_dir}" if job.run_dir else ""))
-        made = [job.run_dir]
-        _, after_rows, _ = load_run(job.run_dir)
-        after = {(a.collective, a.nbytes): a.median_s for a in after_rows
-                 if a.algorithm == "native" and not a.in_place and a.root == 0}
+        cmd += ["--launches", str(launches), "--seed", str(seed), "--order", str(cfg.get("order", "shuffled")),
+                "--no-show"]
+        where = new_run_dir(root, src["nranks"], f"verify-{doc['format']}")
+        entry = {"source": src["run"], "dir": str(where), "without": [], "with": []}
+        runs.append(entry)
+        shown = " ".join(f"{k}={v}" for k, v in env.items())
+        done: dict[str, list[tuple[int, Path]]] = {"without": [], "with": []}
+        for k in range(1, launches + 1):
+            for side, side_env in (("without", plain_env), ("with", {**plain_env, **env})):  # pair k adjacent in time
+                job_cmd = [*cmd, "--launch-index", str(k), "--results-dir", str(where), "--tag", f"L{k:02d}-{side}"]
+                say(f"verify: launch {k}/{launches} {side} the file: "
+                    + (f"{shown} " if side == "with" else "") + " ".join(job_cmd))
+                job = runner(job_cmd, side_env)  # signals forwarded, a dead job's run marked failed
+                entry[side].append({"launch": k, "run": str(job.run_dir) if job.run_dir else None,
+                                    "exit_code": job.code})
+                if job.code or job.run_dir is None:
+                    raise CCBenchError(f"verification launch {k} {side} the file failed ({job.why}); its runs are "
+                                       f"in {where}")
+                done[side].append((k, Path(job.run_dir)))
+        without, with_file = _pooled(done["without"]), _pooled(done["with"])
         for s in sels:
             for c in s.choices:
-                t = after.get((s.collective, c.nbytes))
-                out.append({"collective": s.collective, "nranks": s.nranks, "nbytes": c.nbytes,
-                            "default_before_s": c.default_s, "best": c.winner, "best_s": c.winner_s,
-                            "with_file_s": t, "verdict": verdict(c.default_s, c.winner_s, t),
-                            "verify_run": str(made[-1])})
-    return out
+                key = (s.collective, c.nbytes, s.dtype, s.op)
+                items.append((s, c, without.get(key), with_file.get(key), entry))
+    decided = decide_sizes([(*_pairs(a, b), c.winner != DEFAULT) for _, c, a, b, _ in items])
+    rows = []
+    for (s, c, a, b, entry), d in zip(items, decided, strict=True):
+        cmp = d["comparison"]
+        rows.append({"collective": s.collective, "nranks": s.nranks, "nbytes": c.nbytes, "dtype": s.dtype,
+                     "op": s.op, "file_choice": c.winner, "changed": c.winner != DEFAULT,
+                     "default_before_s": c.default_s, "best": c.fastest, "best_s": c.times_s.get(c.fastest),
+                     "without_s": a.median_s if a else None, "with_file_s": b.median_s if b else None,
+                     "ratio": cmp.ratio if cmp else None, "ratio_low": _json_safe(cmp.ratio_low) if cmp else None,
+                     "ratio_high": _json_safe(cmp.ratio_high) if cmp else None,
+                     "p_value": _json_safe(cmp.p_value) if cmp else None, "q_value": d["q"],
+                     "pairs": cmp.n_launches_a if cmp else 0,
+                     "verdict": "wrong results" if b is not None and not b.ok else d["verdict"],
+                     "verify_dir": entry["dir"]})
+    out = {"tuning_file": str(Path(doc["path"])), "format": doc["format"], "launches": launches, "seed": seed,
+           "order": [f"L{k:02d}-{side}" for k in range(1, launches + 1) for side in ("without", "with")],
+           "level": LEVEL, "runs": runs, "rows": rows}
+    records = []
+    for entry in runs:  # the whole record in each source's verification directory
+        record = Path(entry["dir"]) / "verification.json"
+        try:
+            with open(record, "x") as f:
+                json.dump(out, f, indent=2)
+                f.write("\n")
+        except OSError as exc:
+            raise UsageError(f"cannot write {record}: {exc.strerror}") from None
+        records.append(str(record))
+    return dict(out, records=records)

@@ -1,23 +1,58 @@
-"""`ccbench tune`'s view: the fastest variant per size of each selection, and the verification."""
+"""`ccbench tune`'s view: what the file names per size of each selection, and the verification."""
+
+import math
+from collections import Counter
+from pathlib import Path
 
 from ccbench.core.units import format_size
 from ccbench.present.table import Column, Styled, Table, to_rich
 
-__all__ = ["print_selections", "print_verification", "selection_table", "verification_table"]
+__all__ = ["fmt_ratio_ci", "print_selections", "print_verification", "selection_table", "verification_table"]
+
+
+def fmt_ratio_ci(ratio, low=None, high=None) -> str:
+    """A ratio with its interval: ``1.25 (0.98-1.59)``; without a finite interval only the ratio."""
+    if ratio is None:
+        return "-"
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return f"{ratio:.3g}"
+    return f"{ratio:.3g} ({low:.3g}-{high:.3g})"
+
+
+def _cmp_cell(c):
+    return None if c is None else fmt_ratio_ci(c.ratio, c.ratio_low, c.ratio_high)
+
+
+def _note(c) -> str:
+    notes = []
+    if c.within_noise:
+        notes.append("toss-up, undetermined" if c.undetermined else "toss-up")
+    if c.kept_default:
+        notes.append("default kept")
+    if c.fastest_any != c.winner and c.fastest_any not in c.times_s:
+        notes.append(f"{c.fastest_any} faster, not writable")
+    return "; ".join(notes)
 
 
 def selection_table(s) -> Table:
-    """One `ccbench.analysis.tune.Selection`: per size the fastest variant, its runner-up, the default."""
+    """One `ccbench.analysis.tune.Selection`: per size what the file names, the runner-up, the default, the tests."""
     t = Table(f"{s.collective} at {s.nranks} ranks ({s.dtype}{'/' + s.op if s.op != 'none' else ''}) "
-              f"from run {s.run}: fastest variant per size",
-              [Column("size", "size"), Column("fastest"), Column("time", "time"), Column("runner-up"),
-               Column("time ", "time"), Column("margin", fmt=lambda v: f"{v:.0%}"),
-               Column("default (native)", "time"), Column("note")])
+              f"from run {s.run}: what the file names per size",
+              [Column("size", "size"), Column("file names", overflow="fold"), Column("time", "time"),
+               Column("runner-up", overflow="fold"), Column("time ", "time"), Column("ratio", align="right"),
+               Column("native", "time"), Column("vs native", align="right"), Column("q", "p"),
+               Column("K", align="right"), Column("note")],
+              caption="time: geometric mean of the launches' medians; ratio: runner-up / what the file names, with "
+                      "its 95% interval over launches (Welch on per-launch log-medians, separate jobs); vs native: "
+                      "the variant named (or the fastest, where the default stays) / native, and q its p adjusted "
+                      "over the collective's variant-against-default comparisons (Benjamini-Hochberg); K: launches "
+                      "of what the file names / of the runner-up")
     for c in s.choices:
-        t.add_row(c.nbytes, c.winner, c.winner_s, c.runner_up or "-", c.runner_up_s or None,
-                  c.runner_up_s / c.winner_s - 1 if c.runner_up_s else None, c.default_s or None,
-                  "toss-up (CIs overlap)" if c.within_noise else
-                  (f"{c.fastest_any} faster, not writable" if c.fastest_any != c.winner else ""))
+        note = _note(c)
+        t.add_row(c.nbytes, c.winner, c.winner_s, c.runner_up or "-", c.runner_up_s, _cmp_cell(c.vs_runner_up),
+                  c.default_s, _cmp_cell(c.vs_default), c.default_q,
+                  " / ".join(str(c.launches[a]) for a in (c.winner, c.runner_up) if a in c.launches) or None,
+                  Styled(note, "yellow") if c.within_noise else note)
     return t
 
 
@@ -26,30 +61,45 @@ def print_selections(doc: dict, console) -> None:
     for s in doc["selections"]:
         console.print(to_rich(selection_table(s)))
         console.print("  ranges: " + "; ".join(
-            f"{format_size(r.lo)}-{format_size(r.hi) if r.hi is not None else 'up'}: {r.algorithm}" for r in s.ranges))
+            f"{format_size(r.lo)}-{format_size(r.hi) if r.hi is not None else 'up'}: {r.algorithm}" for r in s.ranges),
+            markup=False, highlight=False)
         for n in s.notes:
-            console.print(f"  [yellow]note: {n}[/]")
+            console.print(f"  note: {n}", style="yellow", markup=False, highlight=False)
     for n in doc["notes"]:
-        console.print(f"[yellow]note: {n}[/]")
-    console.print(f"wrote {doc['path']}")
+        console.print(f"note: {n}", style="yellow", markup=False, highlight=False)
+    console.print(f"wrote {doc['path']}", markup=False, highlight=False)
 
 
-def verification_table(path, rows: list[dict]) -> Table:
-    """`ccbench.analysis.tune.verify`'s rows: the default before, the best variant, the default with the file."""
-    t = Table(f"verification of {path}: the library's default selection before, the best variant, "
-              "and the default with the file",
-              [Column("collective"), Column("P", "count"), Column("size", "size"), Column("default before", "time"),
-               Column("best variant"), Column("best", "time"), Column("with file", "time"), Column("verdict")])
-    for r in rows:
-        bad = r["verdict"] in ("did not move", "worse")
-        t.add_row(r["collective"], r["nranks"], r["nbytes"], r["default_before_s"] or None, r["best"], r["best_s"],
-                  r["with_file_s"] or None, Styled(r["verdict"], "red") if bad else r["verdict"])
+_BAD = ("worse", "wrong results")
+_ODD = ("did not move", "faster, same selection", "undetermined", "not measured")
+
+
+def verification_table(result: dict) -> Table:
+    """`ccbench.analysis.tune.verify`'s record: per size the default without and with the file, the ratio, verdict."""
+    t = Table(f"verification of {result['tuning_file']}: the library's default without and with the file, "
+              f"{result['launches']} launches a side alternating (without, with, ...), compared pair by pair; "
+              "q: p adjusted over the sizes (Benjamini-Hochberg)",
+              [Column("collective"), Column("P", "count"), Column("size", "size"), Column("file names"),
+               Column("without", "time"), Column("with file", "time"), Column("with / without", align="right"),
+               Column("q", "p"), Column("pairs", "count"), Column("verdict")])
+    for r in result["rows"]:
+        style = "red" if r["verdict"] in _BAD else "yellow" if r["verdict"] in _ODD else ""
+        t.add_row(r["collective"], r["nranks"], r["nbytes"], r["file_choice"], r["without_s"], r["with_file_s"],
+                  None if r["ratio"] is None else fmt_ratio_ci(r["ratio"], r["ratio_low"], r["ratio_high"]),
+                  r["q_value"], r["pairs"], Styled(r["verdict"], style) if style else r["verdict"])
     return t
 
 
-def print_verification(path, rows: list[dict], console) -> None:
-    """The verification table and its one-line summary."""
-    console.print(to_rich(verification_table(path, rows)))
-    stuck = [r for r in rows if r["verdict"] in ("did not move", "worse", "not measured")]
-    console.print(f"{len(rows) - len(stuck)} of {len(rows)} sizes at the best variant's time (or already there); "
-                  f"verification run: {rows[0]['verify_run'] if rows else '-'}")
+def print_verification(result: dict, console) -> None:
+    """The verification table, the count of each verdict, and the runs and record it wrote."""
+    console.print(to_rich(verification_table(result)))
+    counts = Counter(r["verdict"] for r in result["rows"])
+    console.print(f"{len(result['rows'])} sizes: " + ", ".join(f"{n} {v}" for v, n in counts.items()),
+                  markup=False, highlight=False)
+    for run in result["runs"]:
+        names = [Path(x["run"]).name for k in range(len(run["without"]))
+                 for x in (run["without"][k], run["with"][k]) if x["run"]]
+        console.print(f"verification runs of {run['source']} in {run['dir']} (in the order run): " + ", ".join(names),
+                      markup=False, highlight=False)
+    for record in result["records"]:
+        console.print(f"record: {record}", markup=False, highlight=False)
