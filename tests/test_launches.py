@@ -152,3 +152,61 @@ def test_launch_order_is_a_seeded_permutation_per_launch_and_resumes_in_its_own_
     drawn, rec = launch_order(_OneRank(), items, "shuffled", None, 1)
     assert 0 <= rec["order_seed"] < 2**32 and sorted(drawn) == items
     assert launch_order(_OneRank(), items, "planned", 7, 3) == (items, {"order": "planned", "launch": 3})
+
+
+def test_a_sweep_s_launches_are_given_every_setting_and_its_binding():
+    from ccbench.measure.multilaunch import sweep_replication
+
+    cfg = load_config(None, {"collectives": "allreduce", "algorithms": "native,native:ring", "sizes": "8,64",
+                             "launches": 2, "bind": "none", "budget_s": 0.5})
+    rep = sweep_replication(cfg, "mpich")
+    assert [(k, p.label) for k, p in rep.plan] == [(1, "unforced"), (1, "allreduce-ring"), (2, "unforced"),
+                                                   (2, "allreduce-ring")]
+    opts = rep.options(rep.plan[1][1])
+    assert opts["algorithms"] == "native:ring" and opts["sizes"] == "8,64" and opts["bind"] == "none"
+    assert opts["budget_s"] == 0.5 and opts["order"] == "shuffled" and rep.config == cfg.to_dict()
+    assert rep.key(_row([1e-5], nbytes=8)) == rep.key(_row([2e-5], nbytes=8)) != rep.key(_row([1e-5], nbytes=64))
+
+
+def test_merge_parts_pools_rows_of_any_kind_in_the_order_asked(tmp_path):
+    """Two launches' runs of workload rows, written in different orders, merged: one row per item with both
+    launches' samples, in the replication's order; provenance from the first launch, each launch listed."""
+    from ccbench.measure.multilaunch import Part, Replication, merge_parts, replicated
+    from ccbench.store.workload_rows import KIND, WORKLOAD_COLUMNS, WorkloadRow
+
+    def wrow(variant, samples):
+        x = np.asarray(samples)
+        return WorkloadRow(workload="straggler", variant="late", model="-", algorithm=variant, nranks=2,
+                           group_ranks=2, dtype="float32", part=0, label="1 KiB", collective="allreduce", ncalls=1,
+                           ntensors=0, payload_elems=256, nbytes=1024, samples=x.size, median_s=float(np.median(x)),
+                           min_s=float(x.min()), mean_s=float(x.mean()), ci_low_s=float(x.min()),
+                           ci_high_s=float(x.max()), baseline_s=1e-5, slowdown=0.5, delay_s=1e-3, delayed_rank=1,
+                           samples_s=tuple(float(v) for v in x))
+
+    dest = tmp_path / "run"
+    (dest / "parts").mkdir(parents=True)
+    results = []
+    for launch, names in ((1, ["b", "a"]), (2, ["a", "b"])):
+        d = dest / "parts" / f"L{launch}"
+        d.mkdir()
+        w = RunWriter(d, {"kind": KIND, "workload": "straggler", "nranks": 2, "launch": launch,
+                          "order_seed": 40 + launch, "host_note": f"from launch {launch}",
+                          "skipped": [{"what": "x", "why": "y"}]}, columns=WORKLOAD_COLUMNS)
+        for name in names:
+            w.append(wrow(name, [launch * 1e-5, launch * 1.1e-5]))
+        w.update(status="complete")
+        w.close()
+        results.append((launch, Part("all", (), ()), 0, d))
+    rep = Replication({"workload": "straggler", "launches": 2}, 2, "shuffled", None, str(tmp_path), replicated(2), [],
+                      lambda part: {}, lambda r: r.algorithm, WorkloadRow, WORKLOAD_COLUMNS,
+                      lambda r: r.algorithm)
+    assert merge_parts(dest, results, rep, ["ccbench", "workload"], 41) == (2, 0)
+    meta, rows, _ = load_run(dest, row_cls=WorkloadRow)
+    assert [r.algorithm for r in rows] == ["a", "b"] and all(r.launches == (1, 2) for r in rows)
+    assert rows[0].launch_blocks() == [(1, (1e-5, 1.1e-5)), (2, (2e-5, 2.2e-5))]
+    assert meta["kind"] == KIND and meta["host_note"] == "from launch 1" and meta["order_seed"] == 41
+    assert meta["status"] == "complete" and meta["launches"] == 2 and meta["skipped"] == [{"what": "x", "why": "y"}]
+    assert [(p["launch"], p["dir"], p["order_seed"], p["cases"]) for p in meta["parts"]] == [
+        (1, "parts/L1", 41, 2), (2, "parts/L2", 42, 2)]
+    assert "planned_cases" not in meta and "launch" not in meta
+    assert (dest / "cases.csv").read_text().splitlines()[0].split(",") == WORKLOAD_COLUMNS

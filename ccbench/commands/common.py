@@ -65,13 +65,14 @@ SWEEP_OPTIONS = [
     click.option("--order", type=click.Choice(["shuffled", "planned"]),
                  help="Case order within a launch: shuffled (default, seeded, recorded) or as planned."),
     click.option("--seed", type=int, help="Seed of the shuffled case order (default: drawn and recorded)."),
+    _RUN["bind"],
     click.option("--launch-index", "launch_index", type=click.IntRange(1), hidden=True,
                  help="Which of the launches this is (set by ccbench launch)."),
     click.option("--show/--no-show", default=True, help="Print the results table at the end."),
 ]
 CONFIG_KEYS = ("collectives", "algorithms", "sizes", "dtypes", "ops", "in_place", "root", "warmup",
                 "min_reps", "max_reps", "target_rse", "budget_s", "sync", "thread_level", "results_dir",
-                "watchdog_s", "launches", "order", "seed")
+                "watchdog_s", "launches", "order", "seed", "bind")
 
 
 def sweep_options(fn):
@@ -137,8 +138,9 @@ def to_argv(ctx: click.Context, kw: dict) -> list[str]:
     return out
 
 
-def run_launcher(cmd: list[str], env: dict) -> int:
-    """Run one launcher command (`ccbench.measure.launcher.run_job`); say how to continue a run it left failed."""
+def run_launcher(cmd: list[str], env: dict, merged=None) -> int:
+    """Run one launcher command (`ccbench.measure.launcher.run_job`); say how to continue a run it left failed
+    (the `merged` run of several launches it is one launch of, when it is one)."""
     from ccbench.measure.launcher import run_job
     from ccbench.store.run import open_run
 
@@ -147,7 +149,9 @@ def run_launcher(cmd: list[str], env: dict) -> int:
         run = open_run(job.run_dir)
         n, spec = len(run.rows), run.spec
         kept = f"{n} finished {spec.item}" + ("" if n == 1 and spec.item == "row" else "s")
+        how = f"continue it with --resume {job.run_dir}" if merged is None else \
+            f"continue the whole run with --resume {merged}"
         print_error(f"the job ended with {job.why} before the {spec.noun} finished; {kept} kept in {job.run_dir}, "
-                    f"marked failed; continue it with --resume {job.run_dir}")
+                    f"marked failed; {how}")
     return job.code
 

@@ -2,7 +2,9 @@
 
 import click
 
+from ccbench.commands.options import BIND_HELP
 from ccbench.core.errors import CCBenchError
+from ccbench.measure.config import BINDINGS
 
 __all__ = ["COMMANDS"]
 
@@ -113,14 +115,15 @@ def set_cmd(delay, rate, baseline, results_dir):
 
 @lab.command("run", context_settings={"ignore_unknown_options": True})
 @click.option("-n", "nranks", type=int, help="Ranks = hosts used, from host 0 (default: every host).")
+@click.option("--bind", type=click.Choice(BINDINGS), default="auto", show_default=True, help=BIND_HELP)
 @click.argument("run_args", nargs=-1, type=click.UNPROCESSED)
-def run_cmd(nranks, run_args):
+def run_cmd(nranks, bind, run_args):
     """Run `ccbench run RUN_ARGS` with one rank per host: ccbench lab run -- -C pingpong -s 8:4M:2."""
     from ccbench.commands.common import new_console
     from ccbench.core.units import format_size
     from ccbench.measure.lab import run_on_lab
 
-    code, run_dir, traffic = run_on_lab(list(run_args), nranks)
+    code, run_dir, traffic = run_on_lab(list(run_args), nranks, bind=bind)
     console = new_console()
     parts = [f"{ns} received {format_size(v['rx_bytes'])} ({v['emulated_packets']} packets through the emulator)"
              for ns, v in traffic["links"].items()]

@@ -2,7 +2,9 @@
 
 import click
 
-__all__ = ["network_options", "run_options"]
+from ccbench.measure.config import BINDINGS
+
+__all__ = ["BIND_HELP", "network_options", "run_options"]
 
 _NETWORK_OPTIONS = [
     click.option("--from", "from_run", metavar="RUN", help="Take alpha, beta, gamma from a run's ping-pong "
@@ -24,9 +26,14 @@ def network_options(fn):
 THREAD_LEVELS = ["auto", "single", "funneled", "serialized", "multiple"]
 
 
+BIND_HELP = ("How the launcher binds the ranks: core, socket or none (given in its own syntax: hydra -bind-to, "
+             "Open MPI --bind-to, srun --cpu-bind); auto (default) = core when the ranks fit the cores, else none. "
+             "Recorded in run.json with each rank's CPUs.")
+
+
 def run_options(item: str, thread_help: str, resume_help: str) -> dict:
     """The options every measuring command has (sweeps and workloads): watchdog, thread level, results
-    directory, tag and resume; `item` is what one unit of the run is called ("case", "item")."""
+    directory, tag, resume and binding; `item` is what one unit of the run is called ("case", "item")."""
     return {
         "watchdog": click.option("--watchdog", "watchdog_s", type=float, help=f"End the job when {_a(item)} runs this "
                                  "many seconds past its budget (default 300; 0 = off)."),
@@ -36,6 +43,7 @@ def run_options(item: str, thread_help: str, resume_help: str) -> dict:
                                     help="Where run directories are created (default results/)."),
         "tag": click.option("--tag", default="", help="Appended to the run directory's name."),
         "resume": click.option("--resume", "resume", metavar="RUN", help=resume_help),
+        "bind": click.option("--bind", "bind", type=click.Choice(BINDINGS), help=BIND_HELP),
     }
 
 

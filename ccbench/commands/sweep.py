@@ -28,6 +28,9 @@ def run(**kw):
                          f"ccbench launch -n N --launches {cfg.launches} (it merges them into one run)")
     if launch_index is not None and launch_index > cfg.launches:
         raise UsageError(f"--launch-index {launch_index} is beyond --launches {cfg.launches}")
+    from ccbench.measure.launcher import require_launched
+
+    require_launched(cfg.bind, "start the sweep with ccbench launch -n N")
     from ccbench.measure.mpi import enter_mpi
 
     MPI, thread = enter_mpi(cfg.thread_level)
@@ -67,17 +70,17 @@ def launch(ctx, n, launcher, launcher_args, **kw):
         raise UsageError("--launch-index is set by ccbench launch for each of its launches")
     from ccbench.measure.launcher import prepare_launcher
 
-    exe, version, env, extra = prepare_launcher(launcher)
+    exe, version, env, extra = prepare_launcher(launcher, n, cfg.bind, launcher_args)  # extra: binding too
     head = [exe, "-n", str(n), *extra, *launcher_args, sys.executable, "-m", "mpi4py", "-m", "ccbench", "run"]
     cmd = [*head, *to_argv(ctx, kw)]
-    from ccbench.measure.multilaunch import launch_parts, needs_launches
+    from ccbench.measure.multilaunch import launch_parts, needs_launches, sweep_replication
 
     merged_before = resume is not None and (resume / "parts").is_dir()
     if needs_launches(cfg) or merged_before:
         # replicated launches, forced native:<alg> variants (one launch each): merged into one run
         from ccbench.algorithms.native_variants import library_of_launcher
 
-        code, merged = launch_parts(cfg, kw, library_of_launcher(version),
+        code, merged = launch_parts(sweep_replication(cfg, library_of_launcher(version)), kw,
                                     lambda part_kw: [*head, *to_argv(ctx, part_kw)], env, run_launcher, n,
                                     sys.argv, say=new_console().print, resume=resume)
         show_run(merged, new_console(), show_table=kw["show"])

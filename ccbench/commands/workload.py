@@ -35,9 +35,15 @@ _COMMON = [
     click.option("--launch", "launch", type=click.IntRange(1), metavar="N",
                  help="Start the MPI launcher with N ranks for you (as ccbench launch does)."),
     click.option("--launcher", help="Launcher for --launch (default: mpiexec beside this Python, then PATH)."),
+    click.option("--launches", type=int,
+                 help="Separate launches of the whole workload, merged into one run (default 1; needs --launch). "
+                      "Each gets 1/K of the budget and steps and its items in a seeded shuffled order."),
+    click.option("--seed", type=int, help="Seed of the launches' shuffled item order (default: drawn and recorded)."),
+    click.option("--launch-index", "launch_index", type=click.IntRange(1), hidden=True,
+                 help="Which of the launches this is (set by --launch)."),
     click.option("--show/--no-show", default=True, help="Print the results tables at the end."),
 ]
-_NOT_KEYS = ("config_file", "tag", "resume", "launch", "launcher", "show")
+_NOT_KEYS = ("config_file", "tag", "resume", "launch", "launcher", "show", "launch_index")
 _RENAME = {"algorithm": "algorithms", "mode": "modes", "variant": "variants", "rs": "rs_algorithms",
            "ag": "ag_algorithms", "collective": "collectives", "compute": "compute_s", "delay": "delay_s"}
 
@@ -72,25 +78,59 @@ def _resolve(kind: str, kw: dict):
     return resume_workload(kind, meta, path, kw.get("config_file"), _overrides(kw)), path
 
 
-def _relaunch(ctx: click.Context, kind: str, kw: dict) -> None:
-    """Start LAUNCHER -n N python -m mpi4py -m ccbench workload KIND ... (ccbench launch's helpers)."""
-    from ccbench.commands.common import run_launcher, to_argv
+def _launch_options(cfg) -> dict:
+    """The options, by parameter name, that restate `cfg` on a launch's command line (`multilaunch.Replication`)."""
+    param = {key: name for name, key in _RENAME.items()}
+    out = {}
+    for key, value in cfg.to_dict().items():
+        if key == "workload" or (key == "model" and cfg.workload == "overlap" and cfg.sizes):
+            continue  # overlap with sizes stored the default model, unused (and refused beside sizes)
+        if isinstance(value, tuple):
+            value = ",".join(str(v) for v in value) or None
+        out[param.get(key, key)] = value
+    return out
+
+
+def _relaunch(ctx: click.Context, kind: str, kw: dict, cfg, resume) -> None:
+    """Start LAUNCHER -n N python -m mpi4py -m ccbench workload KIND ... (ccbench launch's helpers); with
+    launches > 1 (or to continue such a run) one job per launch, merged into one run."""
+    from ccbench.commands.common import new_console, run_launcher, show_run, to_argv
     from ccbench.measure.launcher import prepare_launcher
 
-    exe, _, env, extra = prepare_launcher(kw["launcher"])
-    args = to_argv(ctx, dict(kw, launch=None, launcher=None))
-    cmd = [exe, "-n", str(kw["launch"]), *extra, sys.executable, "-m", "mpi4py", "-m", "ccbench", "workload",
-           kind, *args]
-    code = run_launcher(cmd, env)
+    n = kw["launch"]
+    exe, _, env, extra = prepare_launcher(kw["launcher"], n, cfg.bind)  # extra: the binding too
+    head = [exe, "-n", str(n), *extra, sys.executable, "-m", "mpi4py", "-m", "ccbench", "workload", kind]
+    if cfg.launches > 1 or (resume is not None and (resume / "parts").is_dir()):
+        from ccbench.measure.multilaunch import launch_parts
+        from ccbench.measure.workload import workload_replication
+
+        rep = workload_replication(cfg, n, lambda part: _launch_options(cfg))
+        code, merged = launch_parts(rep, kw, lambda part_kw: [*head, *to_argv(ctx, dict(part_kw, launch=None,
+                                                                                          launcher=None))],
+                                    env, run_launcher, n, sys.argv, say=new_console().print, resume=resume)
+        show_run(merged, new_console(), show_table=kw.get("show", True))
+    else:
+        code = run_launcher([*head, *to_argv(ctx, dict(kw, launch=None, launcher=None))], env)
     if code:
         raise SystemExit(code if code > 0 else 128 - code)
 
 
 def _measure(kind: str, kw: dict) -> None:
     cfg, resume = _resolve(kind, kw)  # refuse bad input first
+    launch_index = kw.get("launch_index")
     if kw.get("launch"):
-        _relaunch(click.get_current_context(), kind, kw)
+        if launch_index is not None:
+            raise UsageError("--launch-index is set by --launch for each of its launches")
+        _relaunch(click.get_current_context(), kind, kw, cfg, resume)
         return
+    if cfg.launches > 1 and launch_index is None:
+        raise UsageError(f"launches = {cfg.launches} needs one job per launch: start it with ccbench workload "
+                         f"{kind} ... --launch N --launches {cfg.launches} (it merges them into one run)")
+    if launch_index is not None and launch_index > cfg.launches:
+        raise UsageError(f"--launch-index {launch_index} is beyond --launches {cfg.launches}")
+    from ccbench.measure.launcher import require_launched
+
+    require_launched(cfg.bind, f"add --launch N to ccbench workload {kind}")
     from ccbench.measure.mpi import enter_mpi
 
     MPI, thread = enter_mpi(cfg.thread_level)
@@ -100,7 +140,7 @@ def _measure(kind: str, kw: dict) -> None:
     rank = MPI.COMM_WORLD.Get_rank()
     try:
         code, path = run_workload(cfg, thread=thread, argv=sys.argv, tag=kw.get("tag") or "", resume=resume,
-                                  console=new_console() if rank == 0 else None)
+                                  console=new_console() if rank == 0 else None, launch=launch_index)
     except CCBenchError as exc:
         if rank == 0:
             click.echo(f"ccbench: error: {exc}", err=True)

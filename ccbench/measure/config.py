@@ -19,12 +19,15 @@ from ccbench.core.dtypes import DTYPES, OPS
 from ccbench.core.errors import UsageError
 from ccbench.core.units import format_size, parse_sizes
 
-__all__ = ["Case", "Config", "MAX_LAUNCHES", "ORDERS", "THREAD_LEVELS", "SYNC_METHODS", "config_description", "copy_shipped", "load_config",
-           "plan", "read_toml", "resolve_config_path", "shipped_configs", "shipped_dir"]
+__all__ = ["BINDINGS", "Case", "Config", "MAX_LAUNCHES", "ORDERS", "THREAD_LEVELS", "SYNC_METHODS",
+           "config_description", "copy_shipped", "load_config", "plan", "read_toml", "resolve_config_path",
+           "shipped_configs", "shipped_dir"]
 
 THREAD_LEVELS = ("auto", "single", "funneled", "serialized", "multiple")
 SYNC_METHODS = ("barrier", "window")
 ORDERS = ("shuffled", "planned")
+#: How the launcher binds the ranks (`ccbench.measure.launcher.choose_binding`): auto = core when they fit the cores
+BINDINGS = ("auto", "core", "socket", "none")
 MAX_LAUNCHES = 1000
 WORKLOAD_PREFIX = "workload-"  # shipped workload configs are named workload-<kind>.toml
 
@@ -54,6 +57,7 @@ class Config:
     launches: int = 1
     order: str = "shuffled"
     seed: int | None = None
+    bind: str = "auto"  # how the launcher binds the ranks (ccbench launch applies it)
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     def to_dict(self) -> dict:
@@ -178,6 +182,8 @@ def resolve(values: dict) -> Config:
             out[key] = None if value is None else _number(key, value, int, 0, 2**32 - 1)
         elif key == "order":
             out[key] = _one_of(key, value, ORDERS)
+        elif key == "bind":
+            out[key] = _one_of(key, value, BINDINGS)
     cfg = Config(**out)
     colls = _check_choices("collective", cfg.collectives, list(COLLECTIVES))
     names = sorted({a for c in colls for a in REGISTRY[c]})

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from ccbench.core.units import format_size
 
-__all__ = ["TRANSPORT_VARS", "cgroup_limits", "cpu_info", "cpu_list", "differences", "kernel_release",
+__all__ = ["TRANSPORT_VARS", "binding_summary", "cgroup_limits", "cpu_info", "cpu_list", "differences",
+           "kernel_release",
            "memory_available", "memory_info", "network_interfaces", "node_hardware", "numa_nodes", "parse_cpu_list",
            "rdma_devices", "summary", "transport"]
 
@@ -344,19 +345,81 @@ def _node_line(node: Mapping) -> str:
     return " | ".join(parts)
 
 
+#: Up to this many ranks the binding summary lists every rank's CPUs.
+LIST_RANKS = 8
+
+
+def _affinity(ranks: list) -> str:
+    """The CPUs the ranks could run on, compactly: every rank's up to LIST_RANKS ranks, else how they share them."""
+    sets = [(r.get("host"), r.get("cpus")) for r in ranks if isinstance(r, Mapping)]
+    if not sets or any(c is None for _, c in sets):
+        return "rank CPUs unknown"
+    hosts = list(dict.fromkeys(h for h, _ in sets))
+    if len({c for _, c in sets}) == 1 and len(hosts) == 1:
+        out = f"all {len(sets)} ranks on CPUs {sets[0][1]}"
+    elif len(sets) <= LIST_RANKS:
+        out = "rank CPUs " + ", ".join(c if len(hosts) == 1 else f"{h}:{c}" for h, c in sets)
+    else:
+        counts = sorted({len(parse_cpu_list(c)) for _, c in sets})
+        distinct = len(set(sets)) == len(sets)
+        each = f"{counts[0]} CPU(s) each" if len(counts) == 1 else f"{counts[0]}-{counts[-1]} CPUs each"
+        out = f"{len(sets)} ranks, {each}, " + ("none shared" if distinct else f"{len(set(sets))} distinct sets")
+    return out
+
+
+def binding_summary(hw: Mapping | None) -> str | None:
+    """How the ranks were bound and the CPUs each could run on (None for a run made before binding was recorded).
+
+    ``bound to core (auto: 2 ranks on 2 cores), rank CPUs 0, 1``; a binding to core whose ranks
+    can run on more CPUs than one core has is marked ``(not applied?)``.
+    """
+    if not hw or "binding" not in hw:
+        return None
+    b = hw.get("binding")
+    node = (_first_node(hw).get("cpu") or {}) if hw.get("nodes") else {}
+    per_core = node["threads"] // node["cores"] if node.get("threads") and node.get("cores") else 1
+    ranks = hw.get("ranks") or []
+    if not isinstance(b, Mapping):
+        head = "binding not set by ccbench (its own launcher)"
+    elif b.get("error"):
+        head = f"binding {b['error']}"
+    elif b.get("chosen") is None:
+        head = f"binding {b.get('why')}"
+    else:
+        req, why = b.get("requested"), b.get("why") or ""
+        why = f"auto: {why}" if req == "auto" else f"bind {req}" + why.removeprefix("requested")
+        head = (f"bound to {b['chosen']}" if b["chosen"] != "none" else "unbound") + f" ({why})"
+        sizes = [len(parse_cpu_list(r.get("cpus"))) for r in ranks if isinstance(r, Mapping) and r.get("cpus")]
+        if b["chosen"] == "core" and sizes and max(sizes) > per_core:
+            head += " (not applied?)"
+    return f"{head}, {_affinity(ranks)}"
+
+
 def summary(hw: Mapping | None) -> str | None:
-    """One line: CPU model, cores, NUMA nodes, memory and NICs of the first node (None without a record)."""
+    """One line: CPU model, cores, NUMA nodes, memory and NICs of the first node, and how the ranks were bound
+    (`binding_summary`, where recorded); None without a record."""
     if not hw or not hw.get("nodes"):
         return None
     line = _node_line(_first_node(hw))
     kinds = {_node_line(n) for n in (hw.get("nodes") or {}).values()}
-    return line + (f" | nodes differ ({len(kinds)} kinds)" if len(kinds) > 1 else "")
+    bound = binding_summary(hw)
+    return (line + (f" | nodes differ ({len(kinds)} kinds)" if len(kinds) > 1 else "")
+            + (f" | {bound}" if bound else ""))
+
+
+def _bound(hw: Mapping) -> str:
+    """The binding of a run's ranks in a word or two (`differences`)."""
+    b = hw.get("binding")
+    if not isinstance(b, Mapping):
+        return "not set by ccbench"
+    return b.get("chosen") or "left to the launcher"
 
 
 def differences(a: Mapping | None, b: Mapping | None) -> list[tuple[str, object, object]]:
-    """(what, in a, in b) where the CPU model, core count or NICs of two runs' first nodes differ.
+    """(what, in a, in b) where the CPU model, core count or NICs of two runs' first nodes, or the binding of their
+    ranks, differ.
 
-    Only when both runs recorded their hardware: a run made before the record says nothing.
+    Only when both runs recorded their hardware (and their binding): a run made before the record says nothing.
     """
     if not (a and a.get("nodes") and b and b.get("nodes")):
         return []
@@ -368,4 +431,6 @@ def differences(a: Mapping | None, b: Mapping | None) -> list[tuple[str, object,
         va, vb = get(na), get(nb)
         if va != vb:
             out.append((label, va, vb))
+    if "binding" in a and "binding" in b and _bound(a) != _bound(b):
+        out.append(("rank binding", _bound(a), _bound(b)))
     return out

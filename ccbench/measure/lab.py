@@ -43,9 +43,9 @@ def _mpiexec() -> str:
 
 
 def lab_command(nranks: int, run_args: list[str], mpiexec: str = "mpiexec",
-                python: str = sys.executable) -> list[str]:
-    """The MPMD hydra command: one section per host namespace, each one rank."""
-    cmd = [mpiexec, "-launcher", "fork"]
+                python: str = sys.executable, bind_flags=()) -> list[str]:
+    """The MPMD hydra command: one section per host namespace, each one rank (bound by `bind_flags`)."""
+    cmd = [mpiexec, "-launcher", "fork", *bind_flags]
     for i in range(nranks):
         if i:
             cmd.append(":")
@@ -129,8 +129,9 @@ def _results_root(run_args: list[str]) -> Path:
 
 
 def run_on_lab(run_args: list[str], nranks: int | None = None, role: str = "measurement",
-               quiet: bool = False) -> tuple[int, Path | None, dict]:
-    """Run ``ccbench run RUN_ARGS`` with one rank on each of the first `nranks` hosts.
+               quiet: bool = False, bind: str = "auto") -> tuple[int, Path | None, dict]:
+    """Run ``ccbench run RUN_ARGS`` with one rank on each of the first `nranks` hosts, bound as `bind` says
+    (``ccbench.measure.launcher.choose_binding``: the namespaces share this machine's cores).
 
     Returns (exit code, run directory or None, traffic).  Refuses when the lab is down or
     its emulator is dead (traffic would stop: the queues fail closed).
@@ -146,13 +147,17 @@ def run_on_lab(run_args: list[str], nranks: int | None = None, role: str = "meas
         raise UsageError(f"-n must be between 2 and the lab's {state['hosts']} hosts, got {n}")
     if any(a in ("--resume",) or a.startswith("--resume=") for a in run_args):
         raise UsageError("--resume is not supported on the lab; start a new run")
-    from ccbench.measure.launcher import run_job
+    from ccbench.measure.launcher import choose_binding, run_job
+    from ccbench.measure.provenance import BIND_ENV
 
-    env = dict(os.environ, **LAB_ENV, CCBENCH_LAB=json.dumps(lab_block(state, n, role)))
+    binding = choose_binding(bind, n, "hydra")
+    env = dict(os.environ, **LAB_ENV, CCBENCH_LAB=json.dumps(lab_block(state, n, role)),
+               **{BIND_ENV: json.dumps(binding.to_dict())})
     root = _results_root(run_args)
     existing = set(root.iterdir()) if root.is_dir() else set()
     before, emu0 = interface_counters(n), _emulator_counts(state)
-    job = run_job(lab_command(n, run_args, _mpiexec()), env, stdout=subprocess.DEVNULL if quiet else None)
+    job = run_job(lab_command(n, run_args, _mpiexec(), bind_flags=binding.flags), env,
+                  stdout=subprocess.DEVNULL if quiet else None)
     code = job.code
     ended = time.time()
     after = interface_counters(n)

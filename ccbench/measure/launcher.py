@@ -1,23 +1,42 @@
-"""Starting ranks: find the MPI launcher, prepare its environment, run one job and watch how it ends.
+"""Starting ranks: find the MPI launcher, bind its ranks, prepare its environment, run one job and watch how it ends.
 
-Used by `ccbench launch`, `ccbench workload --launch` and `ccbench lab run`.  A job's rank 0
-writes the path of the run directory it opened to the file named by ``CCBENCH_RUN_RECORD``
-(`ccbench.store.results.RunWriter` does), so that when the job ends badly -- a rank crashed, was
-killed or aborted, and no rank could say so -- the run is marked failed here.
+Used by `ccbench launch`, `ccbench workload --launch`, `ccbench lab run` and the verify launches of
+`ccbench tune`.  A job's rank 0 writes the path of the run directory it opened to the file named by
+``CCBENCH_RUN_RECORD`` (`ccbench.store.results.RunWriter` does), so that when the job ends badly --
+a rank crashed, was killed or aborted, and no rank could say so -- the run is marked failed here.
+
+Binding: where a rank may run changes what it measures (a rank that migrates between cores
+loses its caches; two ranks on one core take turns), and the launchers differ in what they do
+unasked (MPICH's hydra binds nothing, Open MPI binds to core for 2 ranks or fewer and to
+package/socket above, srun follows the site's TaskPlugin).  So ccbench always says what it
+wants, in each launcher's own syntax (`bind_flags`): hydra ``-bind-to core|socket|none``
+(``mpiexec -bind-to -h``), Open MPI ``--bind-to core|socket|none`` (``package`` for socket from
+Open MPI 5, whose PRRTE has no socket), srun ``--cpu-bind=cores|sockets|none``.  The default
+(``auto``) binds each rank to a core when the ranks fit the cores, and binds nothing when they
+oversubscribe them: ranks pinned to a shared core cannot move to one that is idle.  The choice
+travels to the ranks in ``CCBENCH_BIND`` and is stored with the CPUs each rank could actually
+use (`ccbench.measure.provenance.gather_hardware`).
 """
 
+import json
+import math
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ccbench.core.errors import CCBenchError, UsageError
+from ccbench.measure.config import BINDINGS
+from ccbench.measure.provenance import BIND_ENV, launch_binding, own_cores
 
-__all__ = ["Job", "find_launcher", "prepare_launcher", "run_job"]
+__all__ = ["BINDINGS", "Binding", "Job", "bind_flags", "choose_binding", "find_launcher", "launcher_kind",
+           "prepare_launcher", "require_launched", "run_job"]
 
 
 def find_launcher(explicit: str | None) -> str:
@@ -40,12 +59,133 @@ def find_launcher(explicit: str | None) -> str:
                        "pip install 'ccbench[mpich]' or load your site's MPI module")
 
 
-def prepare_launcher(launcher: str | None) -> tuple[str, str, dict, list[str]]:
+def launcher_kind(exe: str, version: str) -> str:
+    """Which launcher `exe` is, from its name and ``--version`` text: hydra, openmpi, srun or other."""
+    if Path(exe).name == "srun" or version.lstrip().lower().startswith("slurm"):
+        return "srun"
+    if "HYDRA" in version:
+        return "hydra"
+    if "Open MPI" in version or "OpenRTE" in version:
+        return "openmpi"
+    return "other"
+
+
+def _openmpi_major(version: str) -> int | None:
+    m = re.search(r"\((?:Open MPI|OpenRTE)\)\s+(\d+)", version)
+    return int(m.group(1)) if m else None
+
+
+_SRUN = {"core": "cores", "socket": "sockets", "none": "none"}  # srun --cpu-bind's names
+
+
+def bind_flags(kind: str, bind: str, version: str = "", oversubscribed: bool = False) -> list[str]:
+    """The launcher options that bind each rank to a core or a socket, or to nothing (`bind` in core, socket, none).
+
+    Open MPI refuses to bind more ranks than there are cores unless told that overload is
+    allowed (``core:overload-allowed``); Open MPI 5 calls a socket a package.
+    """
+    if bind not in ("core", "socket", "none"):
+        raise ValueError(f"no binding {bind!r}")
+    if kind == "hydra":
+        return ["-bind-to", bind]
+    if kind == "openmpi":
+        target = "package" if bind == "socket" and (_openmpi_major(version) or 0) >= 5 else bind
+        return ["--bind-to", target + (":overload-allowed" if oversubscribed and bind != "none" else "")]
+    if kind == "srun":
+        return [f"--cpu-bind={_SRUN[bind]}"]
+    raise ValueError(f"no binding options known for launcher kind {kind!r}")
+
+
+#: Launcher options that bind ranks themselves (hydra, Open MPI, Slurm, Intel MPI), given after ``--``.
+_OWN_BINDING = re.compile(r"^--?(bind-to|cpu[-_]bind|binding)\b")
+
+
+@dataclass(frozen=True)
+class Binding:
+    """How the ranks of a launch are bound: what was asked, what was chosen and why, the launcher options that do it."""
+
+    requested: str               # auto | core | socket | none
+    chosen: str | None           # core | socket | none; None: left to the launcher
+    why: str
+    flags: tuple[str, ...]
+    launcher: str                # hydra | openmpi | srun | other
+    ranks_per_node: int | None = None
+    cores: int | None = None     # the launcher's usable cores: what the ranks of a node share
+
+    def to_dict(self) -> dict:
+        """As stored in run.json (``hardware.binding``)."""
+        return dict(asdict(self), flags=list(self.flags))
+
+
+def _nodes_of_allocation(env) -> int:
+    """Nodes of the Slurm allocation the launcher runs in (1 outside one)."""
+    for var in ("SLURM_JOB_NUM_NODES", "SLURM_NNODES"):
+        v = env.get(var, "")
+        if v.isdigit() and int(v) > 0:
+            return int(v)
+    return 1
+
+
+def choose_binding(requested: str, nranks: int, kind: str, version: str = "", *, cores: int | None = None,
+                   nodes: int | None = None, launcher_args: Sequence[str] = ()) -> Binding:
+    """The binding of `nranks` ranks started by a launcher of `kind` (`launcher_kind`).
+
+    ``auto``: core when the ranks of a node fit its usable cores (`own_cores`; ranks per
+    node = ranks over the nodes of the Slurm allocation, 1 node outside one), else none.  A
+    binding option among `launcher_args` (what the user passed after ``--``) is left alone;
+    asking for another one as well is refused, as is a binding for a launcher whose options
+    ccbench does not know.
+    """
+    if requested not in BINDINGS:
+        raise UsageError(f"--bind {requested!r}: choose from {', '.join(BINDINGS)}")
+    cores = own_cores() if cores is None else cores
+    nodes = _nodes_of_allocation(os.environ) if nodes is None else nodes
+    per_node = math.ceil(nranks / max(1, nodes))
+    fits = per_node <= cores
+    args = list(launcher_args)
+    own = [a if "=" in a or i + 1 == len(args) else f"{a} {args[i + 1]}"
+           for i, a in enumerate(args) if _OWN_BINDING.match(a)]
+    if own:
+        if requested != "auto":
+            raise UsageError(f"--bind {requested} and the launcher option {own[0].split()[0]} both bind the ranks: "
+                             "give one")
+        return Binding(requested, None, f"left to the launcher options given: {' '.join(own)}", (), kind,
+                       per_node, cores)
+    where = f"{per_node} ranks on {cores} cores" + ("" if nodes == 1 else f" per node, {nodes} nodes")
+    if requested == "auto":
+        chosen, why = ("core", where) if fits else ("none", f"{where}: oversubscribed, so no rank is pinned "
+                                                             "to a core it shares")
+    else:
+        chosen, why = requested, "requested" + ("" if fits or requested == "none" else f"; {where}: ranks share cores")
+    if kind == "other":
+        if requested != "auto":
+            raise UsageError(f"--bind {requested}: ccbench knows the binding options of MPICH's hydra, Open MPI's "
+                             "mpirun and srun, not this launcher's; pass its own after --, or leave --bind out")
+        return Binding(requested, None, "a launcher whose binding options ccbench does not know: left to it", (),
+                       kind, per_node, cores)
+    return Binding(requested, chosen, why, tuple(bind_flags(kind, chosen, version, oversubscribed=not fits)), kind,
+                   per_node, cores)
+
+
+def require_launched(bind: str, how: str) -> None:
+    """Refuse a binding other than auto in a job ccbench did not start: the launcher binds, before ccbench runs.
+
+    `how` says how to start the run so that ccbench starts the launcher.
+    """
+    if bind != "auto" and launch_binding() is None:
+        raise UsageError(f"bind = {bind} is applied by the launcher, so ccbench must start it: {how} "
+                         "(under your own launcher give it its binding option and leave bind out)")
+
+
+def prepare_launcher(launcher: str | None, nranks: int | None = None, bind: str = "auto",
+                     launcher_args: Sequence[str] = ()) -> tuple[str, str, dict, list[str]]:
     """(executable, its --version text, environment, extra flags) for starting ranks.
 
     Open MPI's mpirun refuses root without two variables and more ranks than cores
     without --oversubscribe; both are given (the choice is the user's machine's, not a
     benchmark parameter).  On a terminal the ranks are told so (progress bar, colours).
+    With `nranks`, the extra flags bind the ranks (`choose_binding` of `bind`; `launcher_args`
+    are the user's own launcher options) and the environment tells the ranks how (``CCBENCH_BIND``).
     """
     exe = find_launcher(launcher)
     version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
@@ -59,6 +199,11 @@ def prepare_launcher(launcher: str | None) -> tuple[str, str, dict, list[str]]:
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         extra.append("--oversubscribe")
+    env.pop(BIND_ENV, None)
+    if nranks is not None:
+        binding = choose_binding(bind, nranks, launcher_kind(exe, version), version, launcher_args=launcher_args)
+        extra += binding.flags
+        env[BIND_ENV] = json.dumps(binding.to_dict())
     return exe, version, env, extra
 
 

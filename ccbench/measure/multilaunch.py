@@ -2,8 +2,11 @@
 
 The launch is the unit of replication (process placement, memory layout and library state
 change per launch; Kalibera & Jones, ISMM 2013; Hunold & Carpen-Amarie, IEEE TPDS 2016), so
-``ccbench launch --launches K`` runs the plan K times, each a separate job, each with its
-own seeded case order and its share of the samples (``Config.per_launch``).
+``ccbench launch --launches K`` and ``ccbench workload KIND --launch N --launches K`` run the
+plan K times, each a separate job, each with its own seeded order of the items and its share
+of the samples (``Config.per_launch``, ``WorkloadConfig.per_launch``).  One implementation
+serves both kinds of run: a `Replication` says what differs (the options of a launch, which
+rows of different launches are one row, the row type, the order of the merged rows).
 
 The MPI library reads the variables that force an internal algorithm at MPI_Init
 (``MPIR_CVAR_<COLL>_INTRA_ALGORITHM``, ``OMPI_MCA_coll_tuned_<coll>_algorithm``), so a
@@ -12,19 +15,22 @@ the sweep (native, hand-written) runs in one launch and each variant in its own.
 launches the parts are interleaved round by round (A B C A B C ...), never all launches of
 one variant and then the next, so drift over time does not line up with a variant.
 
-Every launch writes its own run into ``RUN/parts/``; the merged run holds one row per case
+Every launch writes its own run into ``RUN/parts/``; the merged run holds one row per item
 with the samples of all its launches (``ccbench.store.launches.pool_launches``: each row
 records which launch measured which samples) and one ``run.json`` whose ``parts`` list says
-which launch produced what.  ``--resume RUN`` continues at the launch and case where the
+which launch produced what.  ``--resume RUN`` continues at the launch and item where the
 run stopped: finished launches are kept, an unfinished one is resumed, the rest are run.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ccbench.core.errors import UsageError
+from ccbench.store.results import Row
 
-__all__ = ["Part", "has_variants", "launch_parts", "merge_parts", "needs_launches", "plan_launches", "plan_parts"]
+__all__ = ["Part", "Replication", "has_variants", "launch_parts", "merge_parts", "needs_launches", "plan_launches",
+           "plan_parts", "replicated", "sweep_replication"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,49 @@ class Part:
     collectives: tuple[str, ...]
     algorithms: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Replication:
+    """A run made of several launches, of any kind: what `launch_parts` runs and `merge_parts` stores.
+
+    ``options(part)`` gives the run options (by click parameter name) every launch of `part`
+    is given explicitly, from the resolved configuration -- so a resumed run's launches get
+    the stored values, not the command line's; ``key(row)`` says which rows of different
+    launches are one row; ``sort_key(row)``, when given, orders the merged rows (else the
+    order they were first seen in).
+    """
+
+    config: dict                       # the resolved configuration, as run.json stores it
+    launches: int
+    order: str                         # order of the items within each launch: shuffled | planned
+    seed: int | None                   # the order's seed; None: drawn once for the run
+    results_dir: str
+    plan: list                         # [(launch number, Part)], in the order to run them
+    skips: list                        # (what, why) left out before any launch
+    options: Callable[[Part], dict]
+    key: Callable
+    row_cls: type = Row
+    columns: list | None = None        # the tables' columns (None: a sweep's)
+    sort_key: Callable | None = None
+
+
+def replicated(launches: int) -> list[tuple[int, Part]]:
+    """The plan of a run whose every launch runs everything: [(1, all), (2, all), ...]."""
+    return [(k, Part("all", (), ())) for k in range(1, launches + 1)]
+
+
+def sweep_replication(cfg, library: str | None) -> Replication:
+    """A sweep's launches: the plan of `plan_launches`, rows pooled by case, every sweep setting given explicitly."""
+    plan, skips = plan_launches(cfg, library)
+
+    def options(part: Part) -> dict:
+        return dict(collectives=",".join(part.collectives), algorithms=",".join(part.algorithms),
+                    sizes=",".join(str(n) for n in cfg.sizes), dtypes=",".join(cfg.dtypes), ops=",".join(cfg.ops),
+                    order=cfg.order, **{k: getattr(cfg, k) for k in _CARRIED})
+
+    return Replication(cfg.to_dict(), cfg.launches, cfg.order, cfg.seed, cfg.results_dir, plan, skips, options,
+                       _case_key)
 
 
 def has_variants(cfg) -> bool:
@@ -108,16 +157,16 @@ _PER_PART = ("schema", "status", "failure", "signal", "skipped", "planned_cases"
              "end_time", "resumed", "order", "order_seed", "launch")
 
 
-def merge_parts(dest: Path, results: list[tuple[int, Part, int, Path | None]], cfg, argv: list[str],
-                library_skips: list[tuple[str, str]], order_seed: int | None = None) -> tuple[int, int]:
+def merge_parts(dest: Path, results: list[tuple[int, Part, int, Path | None]], rep: Replication, argv: list[str],
+                order_seed: int | None = None) -> tuple[int, int]:
     """Write dest's run.json and tables from the launches' runs; return (rows, failed rows).
 
-    `results`: (launch number, part, exit code, its run directory or None).  Rows of one case
-    from different launches become one row (``pool_rows``).  Provenance comes from the first
-    part that ran (the same machine, library and ranks for all); each part's own run.json
-    stays under ``parts/`` with its full provenance.  The merged tables are derived from the
-    parts, which are never changed: they are written beside the old ones and renamed over
-    them, so a resumed merge replaces them whole.
+    `results`: (launch number, part, exit code, its run directory or None).  Rows of one item
+    from different launches become one row (``pool_rows`` on ``rep.key``).  Provenance comes
+    from the first part that ran (the same machine, library and ranks for all); each part's
+    own run.json stays under ``parts/`` with its full provenance.  The merged tables are
+    derived from the parts, which are never changed: they are written beside the old ones and
+    renamed over them, so a resumed merge replaces them whole.
     """
     import os
     import shutil
@@ -129,11 +178,11 @@ def merge_parts(dest: Path, results: list[tuple[int, Part, int, Path | None]], c
 
     loaded = []
     for launch, part, code, path in results:
-        meta, rows, _ = load_run(path) if path is not None else ({}, [], [])
+        meta, rows, _ = load_run(path, row_cls=rep.row_cls) if path is not None else ({}, [], [])
         loaded.append((launch, part, code, path, meta, rows))
     first = next((m for *_, m, _ in loaded if m), {})
     keep = {k: v for k, v in first.items() if k not in _PER_PART}
-    skipped = [{"what": w, "why": y} for w, y in library_skips]
+    skipped = [{"what": w, "why": y} for w, y in rep.skips]
     seen_skips: set[str] = set()
     part_docs = []
     statuses = []
@@ -147,7 +196,8 @@ def merge_parts(dest: Path, results: list[tuple[int, Part, int, Path | None]], c
             status = "failed"
         statuses.append(status)
         if path is None:
-            skipped.append({"what": f"launch {launch}: {','.join(part.collectives)}/{','.join(part.algorithms)}",
+            what = f"{','.join(part.collectives)}/{','.join(part.algorithms)}" if part.collectives else part.label
+            skipped.append({"what": f"launch {launch}: {what}",
                             "why": f"its launch ended with exit code {code} before writing a run "
                                    "(MPI_Init refused the setting?)"})
         part_docs.append({"dir": str(path.relative_to(dest)) if path is not None else None, "launch": launch,
@@ -156,14 +206,17 @@ def merge_parts(dest: Path, results: list[tuple[int, Part, int, Path | None]], c
                           "status": status, "order_seed": meta.get("order_seed"), "cases": len(rows)})
     status = ("complete" if all(s == "complete" for s in statuses)
               else "interrupted" if any(s == "interrupted" for s in statuses) else "failed")
-    meta = dict(keep, argv=argv, config=cfg.to_dict(), launches=cfg.launches, order=cfg.order,
+    planned = [m["planned_cases"] for launch, *_, m, _ in loaded if launch == 1 and "planned_cases" in m]
+    meta = dict(keep, argv=argv, config=rep.config, launches=rep.launches, order=rep.order,
                 order_seed=order_seed, parts=part_docs, skipped=skipped,
-                planned_cases=sum(m.get("planned_cases", 0) for launch, *_, m, _ in loaded if launch == 1))
-    pooled = pool_rows(((launch, r) for launch, *_, rows in loaded for r in rows), _case_key)
+                **({"planned_cases": sum(planned)} if planned else {}))
+    pooled = pool_rows(((launch, r) for launch, *_, rows in loaded for r in rows), rep.key)
+    if rep.sort_key is not None:
+        pooled.sort(key=rep.sort_key)
     tmp = dest / ".merging"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    writer = RunWriter(tmp, meta)
+    writer = RunWriter(tmp, meta, columns=rep.columns)
     nbad = 0
     try:
         for r in pooled:
@@ -182,60 +235,61 @@ def merge_parts(dest: Path, results: list[tuple[int, Part, int, Path | None]], c
     return len(pooled), nbad
 
 
-def launch_parts(cfg, kw: dict, library: str | None, command_for, env: dict, run_launcher, nranks: int,
+def launch_parts(rep: Replication, kw: dict, command_for, env: dict, run_launcher, nranks: int,
                  argv: list[str], say=print, resume: Path | None = None) -> tuple[int, Path]:
-    """Run every launch with its own launcher command, merge them; return (exit code, run dir).
+    """Run every launch of `rep` with its own launcher command, merge them; return (exit code, run dir).
 
-    `command_for(part_kw)` gives the launcher command for the sweep options `part_kw`;
-    `run_launcher(cmd, env)` runs one and returns its exit code.  With `resume` (a merged run
-    made by this function), its finished launches are kept, an unfinished one continued and
-    the missing ones run.
+    `kw` are the command's parsed options; `command_for(part_kw)` gives the launcher command
+    for the options `part_kw` of one launch (`kw` with the launch's own: ``rep.options``, its
+    parts directory, tag, seed and launch number); `run_launcher(cmd, env, dest)` runs one
+    (`dest`: the merged run, for its messages) and returns its exit code.  With `resume` (a
+    merged run made by this function), its finished launches are kept, an unfinished one
+    continued and the missing ones run.
     """
     import secrets
 
     from ccbench.store.results import new_run_dir
     from ccbench.store.run import load_run
 
-    plan, library_skips = plan_launches(cfg, library)
+    plan = rep.plan
     if not plan:
-        why = "; ".join(f"{w}: {y}" for w, y in library_skips[:3])
+        why = "; ".join(f"{w}: {y}" for w, y in rep.skips[:3])
         raise UsageError(f"nothing to run ({why})")
     if resume is not None:
         dest = Path(resume)
-        old = load_run(dest)[0]
+        old = load_run(dest, row_cls=rep.row_cls)[0]
         if not isinstance(old.get("parts"), list):
             raise UsageError(f"cannot resume {dest} as a run of several launches: it has no parts/")
         seed = old.get("order_seed")
     else:
-        dest = new_run_dir(cfg.results_dir, nranks, kw.get("tag") or "")
+        dest = new_run_dir(rep.results_dir, nranks, kw.get("tag") or "")
         (dest / "parts").mkdir()
-        seed = cfg.seed if cfg.seed is not None else secrets.randbelow(2**32)
+        seed = rep.seed if rep.seed is not None else secrets.randbelow(2**32)
     parts_dir = dest / "parts"
-    per_round = len(plan) // cfg.launches
+    per_round = len(plan) // rep.launches
     results: list[tuple[int, Part, int, Path | None]] = []
     for i, (launch, part) in enumerate(plan):
         tag = _tag(launch, i % per_round + 1, part)
         there = _part_dir(parts_dir, tag)
-        done = there is not None and load_run(there)[0].get("status") == "complete"
+        done = there is not None and load_run(there, row_cls=rep.row_cls)[0].get("status") == "complete"
         shown = " ".join(f"{k}={v}" for k, v in part.env.items()) or "no forcing"
-        head = f"launch {launch}/{cfg.launches}" + (f", part {i % per_round + 1}/{per_round}" if per_round > 1 else "")
+        head = f"launch {launch}/{rep.launches}" + (f", part {i % per_round + 1}/{per_round}" if per_round > 1 else "")
         if done:
             say(f"{head}: finished earlier, kept ({there.name})")
             results.append((launch, part, 0, there))
             continue
         # each launch gets its own seed (launch_order adds the launch number to the run's seed)
-        part_kw = dict(kw, collectives=",".join(part.collectives), algorithms=",".join(part.algorithms),
-                       results_dir=str(parts_dir), tag=tag, show=False, resume=str(there) if there else None,
-                       launches=cfg.launches, seed=seed, order=cfg.order, launch_index=launch, config_file=None,
-                       sizes=",".join(str(n) for n in cfg.sizes), dtypes=",".join(cfg.dtypes),
-                       ops=",".join(cfg.ops), **{k: getattr(cfg, k) for k in _CARRIED})
-        say(f"{head}: {','.join(part.collectives)} / {','.join(part.algorithms)} ({shown})"
-            + (f", continuing {there.name}" if there else ""))
-        code = run_launcher(command_for(part_kw), dict(env, **part.env))
+        part_kw = {**kw, **rep.options(part), "results_dir": str(parts_dir), "tag": tag, "show": False,
+                   "resume": str(there) if there else None, "launches": rep.launches, "seed": seed,
+                   "launch_index": launch, "config_file": None}
+        what = f"{','.join(part.collectives)} / {','.join(part.algorithms)} ({shown})" if part.collectives else \
+            "the whole plan"
+        say(f"{head}: {what}" + (f", continuing {there.name}" if there else ""))
+        code = run_launcher(command_for(part_kw), dict(env, **part.env), dest)
         results.append((launch, part, code, _part_dir(parts_dir, tag)))
         if code < 0 or code >= 128:  # a signal: stop here, keep what ran
             break
-    merge_parts(dest, results, cfg, argv, library_skips, seed)
+    merge_parts(dest, results, rep, argv, seed)
     codes = [c for *_, c, _ in results]
     stopped = next((c for c in codes if c < 0 or c >= 128), None)
     if stopped is None and len(results) < len(plan):
@@ -246,4 +300,4 @@ def launch_parts(cfg, kw: dict, library: str | None, command_for, env: dict, run
 #: Sweep settings every launch is given explicitly (from the resolved configuration, so a
 #: resumed run's launches get the stored values, not the command line's).
 _CARRIED = ("in_place", "root", "warmup", "min_reps", "max_reps", "target_rse", "budget_s", "sync", "thread_level",
-            "watchdog_s")
+            "watchdog_s", "bind")

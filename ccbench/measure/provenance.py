@@ -1,7 +1,8 @@
 """Where and how a run was made: versions, MPI library, ranks and nodes, Slurm, git, hardware.
 
 Also the launcher facts readable before MPI starts (this rank, ranks on this node), which
-decide the thread level -- it must be chosen before MPI is initialised.
+decide the thread level -- it must be chosen before MPI is initialised -- and the binding
+the process that started the launcher chose (``CCBENCH_BIND``, `ccbench.measure.launcher`).
 """
 
 import json
@@ -17,7 +18,11 @@ import numpy as np
 import ccbench
 from ccbench.measure import hardware
 
-__all__ = ["choose_thread_level", "collect", "env_rank", "env_local_ranks", "gather_hardware", "usable_cores"]
+__all__ = ["BIND_ENV", "choose_thread_level", "collect", "env_rank", "env_local_ranks", "gather_hardware",
+           "launch_binding", "oversubscribed", "own_cores", "usable_cores"]
+
+#: The variable through which `ccbench.measure.launcher.prepare_launcher` tells the ranks how it bound them.
+BIND_ENV = "CCBENCH_BIND"
 
 # rank and node-local size as set by hydra (MPICH), Open MPI, Slurm and PMI(x)
 _RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
@@ -44,12 +49,22 @@ def env_local_ranks() -> int | None:
     return None
 
 
-def usable_cores() -> int:
-    """Cores this process may run on."""
+def own_cores() -> int:
+    """Cores this process may run on (its affinity)."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def usable_cores() -> int:
+    """Cores the ranks of this job may run on: the launcher's when ccbench started it, else this process's.
+
+    A rank the launcher bound to a core sees that one core only; the launcher's count (``cores``
+    of `launch_binding`, which ccbench's launcher records) is what the ranks share.
+    """
+    cores = (launch_binding() or {}).get("cores")
+    return cores if isinstance(cores, int) and cores > 0 else own_cores()
 
 
 def choose_thread_level(requested: str) -> tuple[str, str]:
@@ -96,6 +111,18 @@ def _lab() -> dict | None:
         return {"error": f"unreadable CCBENCH_LAB: {raw[:80]!r}"}
 
 
+def launch_binding() -> dict | None:
+    """The binding the launcher was given by ccbench (``Binding.to_dict``); None when ccbench did not start it."""
+    raw = os.environ.get(BIND_ENV)
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    return value if isinstance(value, dict) else {"error": f"unreadable {BIND_ENV}: {raw[:80]!r}"}
+
+
 def _node_hardware() -> dict:
     """This node's hardware; an unexpected failure is recorded, never raised (the other ranks wait in a gather)."""
     try:
@@ -112,14 +139,35 @@ def _affinity() -> str | None:
 
 
 def gather_hardware(comm, hosts: list[str]) -> dict:
-    """The ``hardware`` record (collective): each node's hardware read by its first rank, each rank's host and CPUs."""
+    """The ``hardware`` record (collective): each node's hardware read by its first rank, each rank's host and the
+    CPUs it may run on (``os.sched_getaffinity``: what the launcher's binding made of it), and the binding asked of
+    the launcher (`launch_binding`; None when ccbench did not start it)."""
     rank = comm.Get_rank()
     mine = _node_hardware() if hosts.index(hosts[rank]) == rank else None
     nodes = {hosts[r]: hw for r, hw in enumerate(comm.allgather(mine)) if hw is not None}
     affinity = comm.allgather(_affinity())
     return {"nodes": nodes,
             "ranks": [{"rank": r, "host": h, "cpus": a} for r, (h, a) in enumerate(zip(hosts, affinity, strict=True))],
-            "transport": hardware.transport()}
+            "transport": hardware.transport(), "binding": launch_binding()}
+
+
+def oversubscribed(hosts: list[str], cpus: list[str | None], node_cores: dict[str, int]) -> bool:
+    """True when the ranks of some node share CPUs: more ranks there than CPUs in the union of their affinities.
+
+    `cpus` is each rank's CPU list (``hardware.cpu_list``; None where unknown: then the node's
+    usable core count `node_cores` is the measure).  Exact for bound and unbound ranks alike:
+    ranks pinned one per core share none, ranks bound to the same core share it.
+    """
+    per_node: dict[str, list] = {}
+    for h, c in zip(hosts, cpus, strict=True):
+        per_node.setdefault(h, []).append(c)
+    for h, lists in per_node.items():
+        if any(c is None for c in lists):
+            if len(lists) > node_cores[h]:
+                return True
+        elif len(lists) > len({x for c in lists for x in hardware.parse_cpu_list(c)}):
+            return True
+    return False
 
 
 def collect(comm, cfg_dict: dict, thread: tuple[str, str], argv: list[str]) -> dict:
@@ -136,7 +184,7 @@ def collect(comm, cfg_dict: dict, thread: tuple[str, str], argv: list[str]) -> d
     for h in hosts:
         per_node[h] = per_node.get(h, 0) + 1
     node_cores = dict(zip(hosts, cores, strict=True))
-    oversubscribed = any(per_node[h] > node_cores[h] for h in per_node)
+    over = oversubscribed(hosts, [r["cpus"] for r in hw["ranks"]], node_cores)
     lib = MPI.Get_library_version().strip()
     vendor, vversion = MPI.get_vendor()
     return {
@@ -157,7 +205,7 @@ def collect(comm, cfg_dict: dict, thread: tuple[str, str], argv: list[str]) -> d
         "ranks_per_node": max(per_node.values()),
         "hosts": per_node,
         "cores_per_node": node_cores,
-        "oversubscribed": oversubscribed,
+        "oversubscribed": over,
         "launcher_host": socket.gethostname(),
         "platform": platform.platform(),
         "cpu": platform.processor() or platform.machine(),

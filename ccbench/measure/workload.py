@@ -7,6 +7,13 @@ with one choice of algorithms (ddp, zero, moe), one collective at one size (over
 straggler) -- measured under the session layer shared with sweeps
 (`ccbench.measure.session`): SIGINT/SIGTERM between items, --resume, the watchdog,
 CCBENCH_FAULT, progress.
+
+A replicated run (``launches`` K > 1) is K such jobs, each a launch with its share of the
+budget and steps (``WorkloadConfig.per_launch``) and its items in a seeded shuffled order
+(``launch_order``; the items are independent measurements: each allocates, warms up, times
+and validates on its own); ``ccbench workload KIND --launch N`` starts them and merges them
+into one run (`workload_replication`, ``ccbench.measure.multilaunch``).  A run of one launch
+keeps the plan's order.
 """
 
 import functools
@@ -27,6 +34,7 @@ from ccbench.measure.session import (
     Session,
     agree,
     check_launch,
+    launch_order,
     local_ranks,
     open_run_dir,
     read_fault,
@@ -53,7 +61,7 @@ from ccbench.workloads.schedule import (
     zero_schedule,
 )
 
-__all__ = ["plan_schedules", "run_workload"]
+__all__ = ["plan_schedules", "pool_key", "run_workload", "workload_replication"]
 
 
 def _ep_degrees(cfg: WorkloadConfig, P: int) -> list[int]:
@@ -288,6 +296,35 @@ def _row_key(row: WorkloadRow) -> tuple:
     return (row.variant, row.algorithm)
 
 
+def pool_key(row: WorkloadRow) -> tuple:
+    """Which rows of different launches of one run are one row: the row's identity, the fields that say what was
+    measured (those ``ccbench.analysis.compare`` matches the rows of two runs on, less the rank counts)."""
+    return (row.workload, row.variant, row.model, row.algorithm, row.dtype, row.part, row.label, row.collective,
+            row.nbytes, row.delay_s, row.delayed_rank)
+
+
+def workload_replication(cfg: WorkloadConfig, nranks: int, options: Callable):
+    """The launches of a replicated workload run (``ccbench.measure.multilaunch.Replication``).
+
+    Every launch runs the whole plan; rows are pooled by `pool_key` and the merged rows are
+    kept in the plan's order (each step before its calls), whatever order a launch ran them
+    in.  `options(part)` gives a launch's run options (the command knows their names).
+    Refuses, before anything starts, a configuration that cannot run at `nranks` ranks.
+    """
+    from ccbench.measure.multilaunch import Replication, replicated
+    from ccbench.store.workload_rows import WORKLOAD_COLUMNS
+
+    model = load_model(cfg.model) if cfg.workload in ("ddp", "zero") else None
+    items, _, _ = _plan_items(cfg, nranks, model)
+    rank_of = {it.key: i for i, it in enumerate(items)}
+
+    def sort_key(row: WorkloadRow) -> tuple:
+        return (rank_of.get(_row_key(row), len(items)), row.part)
+
+    return Replication(cfg.to_dict(), cfg.launches, "shuffled", cfg.seed, cfg.results_dir, replicated(cfg.launches),
+                       [], options, pool_key, WorkloadRow, WORKLOAD_COLUMNS, sort_key)
+
+
 def _whole(row: WorkloadRow) -> bool:
     """A whole measurement (a step, an overlap or straggler row), not one call of a step."""
     return row.part == -1 or row.workload in ("overlap", "straggler")
@@ -392,13 +429,15 @@ def _complete_items(items: list[_Item]):
 
 
 def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str], tag: str = "",
-                 quiet: bool = False, resume: Path | None = None, console=None):
+                 quiet: bool = False, resume: Path | None = None, console=None, launch: int | None = None):
     """Run a workload on MPI.COMM_WORLD; return (exit code, run directory on rank 0 or None).
 
     With `resume`, continue that run directory instead: its finished items are skipped and
     new rows are appended; it must have been made with the same configuration, rank count
     and MPI library.  Progress goes to `console` (rank 0), plain lines without one; none
-    when `quiet`.
+    when `quiet`.  `launch` is which of ``cfg.launches`` launches this is (``ccbench workload
+    --launch`` merges them): it runs ``cfg.per_launch()``'s share of the steps, its items in
+    its own seeded order (``launch_order``).
     """
     from mpi4py import MPI
 
@@ -411,7 +450,7 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
     P = comm.Get_size()
     check_launch(comm)
     fault = agree(comm, read_fault)
-    settings = _settings(cfg)
+    settings = _settings(cfg.per_launch())
     model = None
     if cfg.workload in ("ddp", "zero"):
         model = agree(comm, lambda: load_model(cfg.model))
@@ -429,9 +468,23 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
         extra["compute_kernel"] = {"what": "numpy matmul of 64 x 64 float64 matrices",
                                    "iteration_s_max_over_ranks": comm.allreduce(kernel.iter_s, MPI.MAX)}
 
+    order: dict = {}
+    plan = list(enumerate(items, 1))  # numbered in the plan's order: what CCBENCH_FAULT names
+    if cfg.launches > 1:
+        from ccbench.store.run import load_run
+
+        def stored_order():
+            if resume is None or comm.Get_rank() != 0:
+                return None
+            meta = load_run(resume, row_cls=WorkloadRow)[0]
+            return {k: meta[k] for k in ("order", "order_seed") if k in meta}
+
+        stored = comm.bcast(agree(comm, stored_order), root=0)
+        plan, order = launch_order(comm, plan, "shuffled", cfg.seed, launch, stored)
+
     def start():
         path = new_run_dir(cfg.results_dir, P, tag)
-        meta = dict(prov, kind=KIND, workload=cfg.workload, timer_resolution_s=timer_res, **extra)
+        meta = dict(prov, kind=KIND, workload=cfg.workload, timer_resolution_s=timer_res, **order, **extra)
         if model is not None:
             meta["model"] = {"name": model.name, "source": model.source, "tensors": len(model.tensors),
                              "params": model.numel, "itemsize": cfg.itemsize}
@@ -448,7 +501,7 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
                                     summary=lambda r: (_row_key(r), _whole(r) and not r.ok))
     done = {tuple(key) for key, _ in finished}
     nwrong = sum(bad for _, bad in finished)
-    todo = [(n, it) for n, it in enumerate(items, 1) if it.key not in done]
+    todo = [(n, it) for n, it in plan if it.key not in done]
     progress = Progress(len(todo), console, "workload") if writer is not None and not quiet else None
     ctx = _Context(comm, settings, timer_res, kernel)
     # a hung call (a deadlocked algorithm, a dead peer) ends the job with one line instead of

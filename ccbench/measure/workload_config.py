@@ -13,6 +13,8 @@ from ccbench.core.dtypes import DTYPES
 from ccbench.core.errors import UsageError
 from ccbench.core.units import parse_sizes
 from ccbench.measure.config import (
+    BINDINGS,
+    MAX_LAUNCHES,
     THREAD_LEVELS,
     _as_list,
     _check_choices,
@@ -68,18 +70,36 @@ class WorkloadConfig:
     watchdog_s: float = 300.0                      # an item may run this long past its budget; 0 = no watchdog
     thread_level: str = "auto"
     results_dir: str = "results"
+    # replication (`ccbench.measure.multilaunch`): separate launches merged into one run, the seed of the
+    # shuffled order of the items within each launch (None: drawn per run), and how the launcher binds the ranks
+    launches: int = 1
+    seed: int | None = None
+    bind: str = "auto"
 
     def to_dict(self) -> dict:
         """The keys of this workload (and `workload`), as stored in run.json."""
         d = dataclasses.asdict(self)
         return {k: d[k] for k in ("workload", *KEYS[self.workload])}
 
+    def per_launch(self) -> "WorkloadConfig":
+        """What one of `launches` launches runs: budget_s / K and ceil(max_reps / K) steps (never below min_reps).
+
+        As a sweep's launches share its samples (`ccbench.measure.config.Config.per_launch`, which
+        gives the reasons): K launches cost about what one did.
+        """
+        k = self.launches
+        if k == 1:
+            return self
+        return dataclasses.replace(self, budget_s=self.budget_s / k,
+                                   max_reps=max(self.min_reps, -(-self.max_reps // k)))
+
     @property
     def itemsize(self) -> int:
         return DTYPES[self.dtype].itemsize
 
 
-_TIMING = ("warmup", "min_reps", "max_reps", "target_rse", "budget_s", "watchdog_s", "thread_level", "results_dir")
+_TIMING = ("warmup", "min_reps", "max_reps", "target_rse", "budget_s", "watchdog_s", "thread_level", "results_dir",
+           "launches", "seed", "bind")
 KEYS: dict[str, tuple[str, ...]] = {
     "ddp": ("model", "dtype", "algorithms", "modes", "bucket_mb", "first_bucket_mb", *_TIMING),
     "zero": ("model", "dtype", "variants", "rs_algorithms", "ag_algorithms", "algorithms", *_TIMING),
@@ -188,6 +208,12 @@ def resolve_workload(workload: str, values: dict) -> WorkloadConfig:
                 raise UsageError(f"config key {key!r}: {out[key]} s is longer than a minute")
         elif key == "thread_level":
             out[key] = _one_of(key, value, THREAD_LEVELS)
+        elif key == "bind":
+            out[key] = _one_of(key, value, BINDINGS)
+        elif key == "launches":
+            out[key] = _number(key, value, int, 1, MAX_LAUNCHES)
+        elif key == "seed":
+            out[key] = None if value is None else _number(key, value, int, 0, 2**32 - 1)
         elif key == "results_dir":
             out[key] = _path(key, value)
     if out.get("modes") == ("both",):
