@@ -20,6 +20,7 @@ import pytest
 
 from ccbench.measure import sweep
 from ccbench.measure.config import Case
+from ccbench.measure.session import SLOWED, Fault
 from ccbench.measure.timing import TimingSettings, measure
 
 TICK = 2.0 ** -20        # seconds per tick
@@ -345,49 +346,161 @@ def test_budget_stops_at_the_first_sample_past_it():
 
 # -- ping-pong: half the round trip, both ranks checked ----------------------------------
 
-def _pingpong(world: World, monkeypatch, count: int = 4):
+def _pingpong(world: World, count: int = 4):
     """run_case on every rank of `world` for a ping-pong of `count` float64s; the rows."""
-    monkeypatch.setattr(sweep, "measure", lambda comm, call, s: measure(comm, call, s, clock=comm.Wtime))
     case = Case("pingpong", "native", 8 * count, count, "float64", "none", False, 0)
-    rows = run(world, lambda comm: sweep.run_case(comm, case, settings(min_reps=5, max_reps=5)))
+    rows = run(world, lambda comm: sweep.run_case(comm, case, settings(min_reps=5, max_reps=5), clock=comm.Wtime))
     assert all(r == rows[0] for r in rows)
     return rows[0]
 
 
 @pytest.mark.parametrize("nranks", [2, 3])
-def test_pingpong_reports_half_the_round_trip(nranks, monkeypatch):
+def test_pingpong_reports_half_the_round_trip(nranks):
     """Latency 50 ticks: rank 1 has the message at 50, rank 0 the reply at 100; the row says 50."""
-    row = _pingpong(World(nranks, latency=50), monkeypatch)
+    row = _pingpong(World(nranks, latency=50))
     assert row.samples_s == (50 * TICK,) * 5
     assert row.median_s == row.min_s == row.max_s == 50 * TICK
     assert row.nwrong == 0 and row.stop_reason == "max_reps"
 
 
-def test_pingpong_check_catches_a_wrong_reply_on_rank_0(monkeypatch):
+def test_pingpong_check_catches_a_wrong_reply_on_rank_0():
     """Rank 1 has the right data, the reply is corrupted on its way: rank 0's 4 elements are wrong."""
 
     def corrupt_reply(source, dest, data):
         return data + 1 if (source, dest) == (1, 0) else data
 
-    assert _pingpong(World(2, tamper=corrupt_reply), monkeypatch).nwrong == 4
+    assert _pingpong(World(2, tamper=corrupt_reply)).nwrong == 4
 
 
-def test_pingpong_check_catches_a_wrong_message_on_rank_1(monkeypatch):
+def test_pingpong_check_catches_a_wrong_message_on_rank_1():
     """The first message is corrupted: rank 1 holds 4 wrong elements and echoes them to rank 0 (8 in all)."""
 
     def corrupt_ping(source, dest, data):
         return data + 1 if (source, dest) == (0, 1) else data
 
-    assert _pingpong(World(2, tamper=corrupt_ping), monkeypatch).nwrong == 8
+    assert _pingpong(World(2, tamper=corrupt_ping)).nwrong == 8
 
 
-def test_pingpong_check_catches_a_lost_reply_on_rank_0(monkeypatch):
+def test_pingpong_check_catches_a_lost_reply_on_rank_0():
     """The reply never lands in rank 0's receive buffer: it keeps its poison, 4 elements wrong."""
 
     def lose_reply(source, dest, data):
         return None if (source, dest) == (1, 0) else data
 
-    assert _pingpong(World(2, tamper=lose_reply), monkeypatch).nwrong == 4
+    assert _pingpong(World(2, tamper=lose_reply)).nwrong == 4
+
+
+# -- an injected slowdown (CCBENCH_FAULT=slow:...) enters the samples as specified ---------
+
+# A slowed call is the call, then a spin on the rank's clock until the delay has passed.  On the
+# stand-in's clock the spin ends exactly at the delay (its readings move one tick each), and a
+# reading right after another reading costs one tick: the loop's closing reading follows the
+# spin's last one (+1 tick), and a share first reads the clock right after the loop's opening
+# reading (+1 more).  Shares below are powers of two (25%, 50%), so every product is exact.
+
+def _measure_with(world: World, fault: Fault, s: TimingSettings) -> list[float]:
+    """The timing loop on every rank of `world`, the fault's ranks timing the slowed call; samples in ticks."""
+
+    def body(comm):
+        call = functools.partial(world.call, comm.rank)
+        timed = fault.slowed(call, comm.Wtime) if fault.on(comm.rank) else call
+        samples, _ = measure(comm, timed, s, clock=comm.Wtime)
+        return (samples / TICK).tolist()
+
+    results = run(world, body)
+    assert all(r == results[0] for r in results)
+    return results[0]
+
+
+# rank 0 is the slower rank by 10 ticks in every timed call; the first two calls are the warm-up
+UNEVEN = [[50, 50, 100, 200, 40, 100, 100, 100],
+          [50, 50, 90, 190, 30, 90, 90, 90]]
+
+
+@pytest.mark.parametrize(("rank", "expected"), [
+    (0, [100 + 32 + 1, 200 + 32 + 1, 40 + 32 + 1, 133, 133, 133]),  # the slowest rank made slower
+    (1, [90 + 32 + 1, 190 + 32 + 1, 30 + 32 + 1, 123, 123, 123]),   # rank 1 now the slowest
+    (None, [133, 233, 73, 133, 133, 133]),                         # every rank: the slowest's + 32
+])
+def test_a_fixed_delay_is_added_to_every_call_of_its_rank(rank, expected):
+    """slow by 32 ticks: each sample is the slowed rank's call + 32 (+1 tick of reading), when it is the slowest."""
+    fault = Fault("slow", rank, "allreduce/native", delay_s=32 * TICK)
+    assert _measure_with(World(2, scripted(UNEVEN)), fault, settings()) == expected
+
+
+def test_without_the_fault_the_same_script_gives_the_slowest_call():
+    world = World(2, scripted(UNEVEN))
+    assert measure_world(world, settings())[0] == [100, 200, 40, 100, 100, 100]
+
+
+@pytest.mark.parametrize(("fraction", "expected"), [
+    (0.25, [1 + 100 + 25 + 1, 1 + 200 + 50 + 1, 1 + 40 + 10 + 1, 127, 127, 127]),
+    (0.5, [1 + 100 + 50 + 1, 1 + 200 + 100 + 1, 1 + 40 + 20 + 1, 152, 152, 152]),
+])
+def test_a_share_spins_that_share_of_each_call_s_own_duration(fraction, expected):
+    """slow by a share on rank 0: each sample grows by that share of rank 0's own call (100, 200, 40 ticks)."""
+    fault = Fault("slow", 0, "allreduce/native", fraction=fraction)
+    assert _measure_with(World(2, scripted(UNEVEN)), fault, settings()) == expected
+
+
+def _allreduce_rows(world: World, fault: Fault | None, nbytes: int = 64):
+    """run_case of allreduce/native (float32 sum) on every rank of `world` under `fault`; the row."""
+    case = Case("allreduce", "native", nbytes, nbytes // 4, "float32", "sum", False, 0)
+    rows = run(world, lambda comm: sweep.run_case(comm, case, settings(), fault=fault, clock=comm.Wtime))
+    assert all(r == rows[0] for r in rows)
+    return rows[0]
+
+
+@pytest.fixture
+def stand_in_ops(monkeypatch):
+    """The native algorithms look their reduction ops up afresh (in the stand-in MPI)."""
+    from ccbench.algorithms import native
+
+    monkeypatch.setattr(native, "_MPI_OPS", {})
+
+
+@pytest.mark.parametrize(("spec", "slowed"), [
+    ("allreduce/native", True),       # every size
+    ("allreduce/native:64", True),    # this size
+    ("allreduce/native:128", False),  # another size
+    ("allreduce/ring", False),        # another algorithm
+    ("bcast/native", False),          # another collective
+])
+def test_run_case_slows_the_matching_case_only(spec, slowed, stand_in_ops):
+    """An allreduce of 40 ticks: 40 + 32 + 1 when the fault names the case, 40 and no flag otherwise."""
+    row = _allreduce_rows(World(2, reduce=40), Fault("slow", None, spec, delay_s=32 * TICK))
+    assert row.samples_s == ((73 if slowed else 40) * TICK,) * 6
+    assert (SLOWED in row.flags) is slowed
+    assert row.nwrong == 0  # the validation call is the plain call
+
+
+def test_run_case_without_a_fault_is_unflagged(stand_in_ops):
+    row = _allreduce_rows(World(2, reduce=40), None)
+    assert row.samples_s == (40 * TICK,) * 6 and SLOWED not in row.flags
+
+
+@pytest.mark.parametrize(("rank", "one_way"), [(0, (100 + 32 + 1) / 2), (1, 100 / 2), (None, (100 + 32 + 1) / 2)])
+def test_run_case_slows_the_named_rank_only(rank, one_way):
+    """Ping-pong, latency 50: rank 0's call takes 100 ticks, rank 1's 50; slowing rank 1 by 32 leaves it under 100.
+
+    The row reports half the round trip, so a fixed delay on rank 0 adds half of it (plus half a tick of reading).
+    """
+    case = Case("pingpong", "native", 32, 4, "float64", "none", False, 0)
+    fault = Fault("slow", rank, "pingpong/native:32", delay_s=32 * TICK)
+    rows = run(World(2, latency=50), lambda comm: sweep.run_case(comm, case, settings(min_reps=5, max_reps=5),
+                                                                 fault=fault, clock=comm.Wtime))
+    assert all(r == rows[0] for r in rows)
+    assert rows[0].samples_s == (one_way * TICK,) * 5
+    assert SLOWED in rows[0].flags  # the case was slowed, whether or not it shows in the maximum over ranks
+
+
+def test_a_share_of_a_ping_pong_is_a_share_of_the_one_way_time():
+    """25% on rank 0: its round trip of 100 ticks (+1 of reading) gets 25 more, +1 of reading; halved."""
+    case = Case("pingpong", "native", 32, 4, "float64", "none", False, 0)
+    fault = Fault("slow", 0, "pingpong/native", fraction=0.25)
+    rows = run(World(2, latency=50), lambda comm: sweep.run_case(comm, case, settings(min_reps=5, max_reps=5),
+                                                                 fault=fault, clock=comm.Wtime))
+    assert rows[0].samples_s == ((1 + 100 + 25 + 1) / 2 * TICK,) * 5
 
 
 # -- pinned by mutation testing (tests/mutation/run.sh) ----------------------------------

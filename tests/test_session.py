@@ -42,7 +42,10 @@ def test_read_fault(monkeypatch):
     assert read_fault() == Fault("hang", 1, "allreduce/native:64")
     monkeypatch.setenv("CCBENCH_FAULT", "term:0:ddp:2")
     assert read_fault() == Fault("term", 0, "ddp:2")
-    for bad in ("crash:1:ddp:2", "exit:one:ddp:2", "exit:1", "hang"):
+    monkeypatch.setenv("CCBENCH_FAULT", "exit:all:ddp:2")
+    assert read_fault() == Fault("exit", None, "ddp:2")
+    assert read_fault().spec == "exit:all:ddp:2"
+    for bad in ("crash:1:ddp:2", "exit:one:ddp:2", "exit:1", "hang", "exit:-1:ddp:2", "slow:ALL:allreduce/ring:5us"):
         monkeypatch.setenv("CCBENCH_FAULT", bad)
         with pytest.raises(UsageError, match="expected KIND:RANK:ITEM"):
             read_fault()
@@ -58,6 +61,10 @@ def test_a_term_fault_signals_its_rank_before_its_item_only():
         assert got == []
         fault.fire(_Comm(0), "ddp:2")
         assert got == [signal.SIGTERM]
+        Fault("term", None, "ddp:2").fire(_Comm(1), "ddp:2")  # every rank
+        assert got == [signal.SIGTERM] * 2
+        Fault("slow", None, "ddp:2", delay_s=1.0).fire(_Comm(1), "ddp:2")  # a slowdown never fires before an item
+        assert got == [signal.SIGTERM] * 2
     finally:
         signal.signal(signal.SIGTERM, old)
 

@@ -8,24 +8,25 @@ left waiting.
 """
 
 import dataclasses
+import math
 import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ccbench.core.errors import CCBenchError, UsageError
-from ccbench.core.units import format_size
+from ccbench.core.units import format_size, parse_size, parse_time
 from ccbench.measure.hardware import memory_available
 from ccbench.store.results import Row, RunWriter
 
-__all__ = ["FAULT_KINDS", "Fault", "Progress", "Session", "Watchdog", "agree", "check_launch", "launch_order",
-           "local_ranks", "open_run_dir", "read_fault", "require_memory"]
+__all__ = ["FAULT_KINDS", "SLOWED", "Fault", "Progress", "Session", "Watchdog", "agree", "check_launch",
+           "launch_order", "local_ranks", "open_run_dir", "read_fault", "require_memory"]
 
 
 # -- agreement, the launch, memory --------------------------------------------------------
@@ -107,12 +108,15 @@ def require_memory(need: int, local_ranks: int, what: str, hint: str, root: Path
 
 # -- fault injection (for the tests) ------------------------------------------------------
 
-FAULT_KINDS = ("hang", "exit", "term")
+FAULT_KINDS = ("hang", "exit", "term", "slow")
+
+#: Flag of a row measured under a ``slow`` fault (on every rank's copy of the row).
+SLOWED = "injected_slow"
 
 
 @dataclass(frozen=True)
 class Fault:
-    """A fault injected for the tests: CCBENCH_FAULT="KIND:RANK:ITEM".
+    """A fault injected for the tests: CCBENCH_FAULT="KIND:RANK:ITEM" (RANK a rank number or ``all``).
 
     Before item ITEM, rank RANK sleeps forever (KIND ``hang``, as a deadlocked algorithm
     or a stuck process would), dies at once without finalising MPI (``exit``, as a
@@ -120,15 +124,31 @@ class Fault:
     system at its time limit would: the run stops after that item).  ITEM is a sweep
     case as ``COLLECTIVE/ALGORITHM:NBYTES`` (``allreduce/native:64``) or a workload
     item as ``WORKLOAD:N``, its number in the run's plan from 1 (``ddp:2``).
+
+    KIND ``slow`` (sweep cases only): ``slow:RANK:COLLECTIVE/ALGORITHM[:SIZE]:DELAY`` makes
+    every timed call of the matching cases (every size without SIZE) longer on rank RANK:
+    after the call the rank busy-waits, inside the timed region, for DELAY, a fixed time
+    (``5us``, ``delay_s``) or a share of the call's own duration (``20%``: the call is timed,
+    then 0.2 x that is spun; ``fraction``); a ping-pong's sample is half its round trip, so
+    half a fixed delay shows in it.  The known slowdown is what a comparison must find (the
+    benchmarks' power figures); the rows it touches carry the flag ``SLOWED``.  Workload
+    items are never slowed.
     """
 
     kind: str
-    rank: int
-    item: str
+    rank: int | None  # None: every rank
+    item: str         # slow: COLLECTIVE/ALGORITHM or COLLECTIVE/ALGORITHM:NBYTES
+    delay_s: float = 0.0
+    fraction: float = 0.0
+    spec: str = field(default="", compare=False)  # the value of CCBENCH_FAULT, as given
+
+    def on(self, rank: int) -> bool:
+        """True when the fault is aimed at `rank`."""
+        return self.rank is None or self.rank == rank
 
     def fire(self, comm, item: str) -> None:
-        """Inject the fault if this is its rank and `item` its item; nothing otherwise."""
-        if self.rank != comm.Get_rank() or item != self.item:
+        """Inject a hang/exit/term fault if this is its rank and `item` its item; nothing otherwise."""
+        if self.kind == "slow" or not self.on(comm.Get_rank()) or item != self.item:
             return
         if self.kind == "hang":
             while True:
@@ -139,6 +159,98 @@ class Fault:
         if self.kind == "term":
             signal.raise_signal(signal.SIGTERM)
 
+    def slows(self, collective: str, algorithm: str, nbytes: int) -> bool:
+        """True when this is a slow fault aimed at that sweep case (on some rank)."""
+        if self.kind != "slow":
+            return False
+        head, _, last = self.item.rpartition(":")
+        if head and last.isdigit():
+            return head == f"{collective}/{algorithm}" and int(last) == nbytes
+        return self.item == f"{collective}/{algorithm}"
+
+    def slowed(self, call: Callable[[], object], clock: Callable[[], float] = time.perf_counter) -> Callable[[], None]:
+        """`call` followed by the busy wait, both in one call: what the timing loop times instead of `call`.
+
+        `clock` reads this rank's time in seconds (the timing loop's clock).  A fixed delay
+        spins from the end of the call to end + delay_s; a share times the call (a clock
+        reading before and after it) and spins fraction x its duration from its end.
+        """
+        delay_s, fraction = self.delay_s, self.fraction
+
+        def spin_until(end: float) -> None:
+            while clock() < end:
+                pass
+
+        if fraction:
+            def call_then_spin() -> None:
+                t0 = clock()
+                call()
+                t1 = clock()
+                spin_until(t1 + fraction * (t1 - t0))
+        else:
+            def call_then_spin() -> None:
+                call()
+                spin_until(clock() + delay_s)
+        return call_then_spin
+
+    def record(self) -> dict:
+        """The fault as run.json records it (provenance: the run was measured under it)."""
+        out = {"spec": self.spec, "kind": self.kind, "rank": "all" if self.rank is None else self.rank,
+               "item": self.item}
+        if self.kind == "slow":
+            out.update(delay_s=self.delay_s, fraction=self.fraction)
+        return out
+
+
+_FAULT_USAGE = "expected KIND:RANK:ITEM with KIND one of " + ", ".join(FAULT_KINDS) + " and RANK a rank or all"
+_SLOW_USAGE = ("expected slow:RANK:COLLECTIVE/ALGORITHM[:SIZE]:DELAY with DELAY a time (5us) "
+               "or a share of each call (20%)")
+
+
+def _slow_fault(spec: str, rank: int | None, item: str) -> Fault:
+    """The slow fault of CCBENCH_FAULT=`spec` (RANK already read; `item` is the rest); bad values refused."""
+    from ccbench.algorithms import REGISTRY
+
+    def bad(why: str) -> UsageError:
+        return UsageError(f"CCBENCH_FAULT={spec!r}: {why}")
+
+    target, _, delay = item.rpartition(":")
+    if not target or not delay:
+        raise bad(_SLOW_USAGE)
+    name, nbytes = target, None
+    head, _, last = target.rpartition(":")
+    if head and last[:1].isdigit():  # no algorithm name has a part that starts with a digit
+        try:
+            name, nbytes = head, parse_size(last)
+        except UsageError as exc:
+            raise bad(str(exc)) from None
+    collective, slash, algorithm = name.partition("/")
+    if not slash or not collective or not algorithm:
+        raise bad(_SLOW_USAGE)
+    if collective not in REGISTRY:
+        raise bad(f"unknown collective {collective!r} (one of {', '.join(REGISTRY)})")
+    if algorithm not in REGISTRY[collective]:
+        raise bad(f"{collective} has no algorithm {algorithm!r}")
+    delay_s = fraction = 0.0
+    if delay.endswith("%"):
+        try:
+            pct = float(delay[:-1])
+        except ValueError:
+            raise bad(f"bad share {delay!r}: expected a percentage such as 20%") from None
+        if not math.isfinite(pct) or pct < 0:
+            raise bad(f"bad share {delay!r}: a share must be a finite percentage >= 0")
+        fraction = pct / 100
+    else:
+        if delay[-1].isdigit() or delay[-1] == ".":  # slow:1:allreduce/ring:64 is a size without a delay
+            raise bad(f"bad delay {delay!r}: give a time with its unit (5us, 1ms) or a share (20%)")
+        try:
+            delay_s = parse_time(delay, "delay")
+        except UsageError as exc:
+            raise bad(str(exc)) from None
+        if not math.isfinite(delay_s):
+            raise bad(f"bad delay {delay!r}: a delay must be finite")
+    return Fault("slow", rank, name if nbytes is None else f"{name}:{nbytes}", delay_s, fraction, spec)
+
 
 def read_fault() -> Fault | None:
     """The fault CCBENCH_FAULT asks for, None when it is unset; a malformed value is refused."""
@@ -147,10 +259,12 @@ def read_fault() -> Fault | None:
         return None
     kind, _, rest = spec.partition(":")
     rank, _, item = rest.partition(":")
-    if kind not in FAULT_KINDS or not rank.isdigit() or not item:
-        raise UsageError(f"CCBENCH_FAULT={spec!r}: expected KIND:RANK:ITEM with KIND one of "
-                         f"{', '.join(FAULT_KINDS)}")
-    return Fault(kind, int(rank), item)
+    if kind not in FAULT_KINDS or not (rank.isdigit() or rank == "all") or not item:
+        raise UsageError(f"CCBENCH_FAULT={spec!r}: {_FAULT_USAGE}")
+    which = None if rank == "all" else int(rank)
+    if kind == "slow":
+        return _slow_fault(spec, which, item)
+    return Fault(kind, which, item, spec=spec)
 
 
 # -- signals ------------------------------------------------------------------------------
@@ -386,6 +500,8 @@ class Session:
         _SIGNALLED.clear()
         self._handlers = {s: signal.signal(s, _on_signal) for s in _STOP_SIGNALS}
         self.watchdog = Watchdog(watchdog_s, comm.Get_size(), comm.Get_rank(), writer)
+        if writer is not None and fault is not None:  # provenance: the run was measured under it
+            writer.update(fault=fault.record())
 
     def stop_requested(self) -> bool:
         """True on every rank at once when any rank has received SIGINT or SIGTERM."""

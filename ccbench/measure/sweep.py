@@ -6,6 +6,7 @@ session layer's (`ccbench.measure.session`), shared with the workload driver.
 
 import functools
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,8 @@ from ccbench.core.errors import UsageError
 from ccbench.core.stats import summarize
 from ccbench.measure.config import Case, Config, plan
 from ccbench.measure.session import (
+    SLOWED,
+    Fault,
     Progress,
     Session,
     agree,
@@ -65,8 +68,14 @@ def _check_sync(sync: str, local_ranks: int) -> None:
                          "use --sync barrier")
 
 
-def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e-9) -> Row:
-    """Measure and validate one case on every rank of `comm`; return its row (same on all ranks)."""
+def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e-9, *, fault: Fault | None = None,
+             clock: Callable[[], float] | None = None) -> Row:
+    """Measure and validate one case on every rank of `comm`; return its row (same on all ranks).
+
+    A ``slow`` `fault` aimed at the case makes its timed calls longer on the fault's ranks
+    (``Fault.slowed``; validation runs the plain call) and flags the row ``SLOWED``.
+    `clock` reads this rank's time in seconds (default: the timing loop's, time.perf_counter).
+    """
     from mpi4py import MPI
 
     P, rank = comm.Get_size(), comm.Get_rank()
@@ -82,7 +91,9 @@ def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e
     library = current_library() if alg.settings else None
     if alg.settings:  # a forced algorithm of the library: NotApplicableError where it refuses the call
         probe(comm, call, library)
-    samples, stop = measure(comm, call, settings)
+    slow = fault is not None and fault.slows(case.collective, case.algorithm, case.nbytes)
+    timed = fault.slowed(call, clock or time.perf_counter) if slow and fault.on(rank) else call
+    samples, stop = measure(comm, timed, settings, clock=clock)
     if case.collective == "pingpong":
         samples = samples / 2  # one-way time is half the round trip
     # validation: fresh inputs, poisoned outputs, one more call, exact comparison;
@@ -116,7 +127,7 @@ def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e
         msgs_total=traffic(total[1]), bytes_total=traffic(total[2]),
         steps_max=traffic(mx[2]), step_bytes_max=traffic(mx[3]),
         reduced_bytes_max=traffic(mx[4]),
-        nwrong=int(total[0]), stop_reason=stop, sync=settings.sync, flags=tuple(s.flags),
+        nwrong=int(total[0]), stop_reason=stop, sync=settings.sync, flags=tuple(s.flags) + ((SLOWED,) if slow else ()),
         settings=variant_settings(alg, library),
         samples_s=tuple(float(x) for x in samples),
     )
@@ -225,7 +236,7 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
                 break
             session.start(case.label(), cfg.budget_s, f"{case.collective}/{case.algorithm}:{case.nbytes}")
             try:
-                row = run_case(comm, case, settings, timer_res)
+                row = run_case(comm, case, settings, timer_res, fault=fault)
             except NotApplicableError as exc:  # the library refused a forced algorithm: no timing
                 _not_applicable(writer, progress, case, str(exc), P)
                 continue
