@@ -49,3 +49,17 @@ def test_run_refuses_launches_without_launch(tmp_path):
                        capture_output=True, text=True, cwd=REPO, timeout=60)
     assert r.returncode == 2 and "ccbench launch -n N --launches 3" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not list(tmp_path.iterdir())
+
+
+def test_a_run_stored_before_the_replication_keys_still_resumes(tmp_path):
+    """A run whose stored configuration predates launches/order/seed/bind: those keys take their defaults."""
+    import shutil
+
+    run = tmp_path / "old"
+    shutil.copytree(REPO / "tests" / "data" / "run-np2", run)
+    meta = json.loads((run / "run.json").read_text())
+    assert not {"launches", "order", "seed", "bind"} & set(meta["config"])
+    _, before, _ = load_run(run)
+    r = _launch("--resume", str(run))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert load_run(run)[1] == before  # every case was finished: nothing added, nothing lost

@@ -21,10 +21,11 @@ from ccbench.algorithms.native_variants import (
 )
 from ccbench.algorithms.p2p import counted
 from ccbench.core.collectives import COLLECTIVES
-from ccbench.core.dtypes import DTYPES, OPS
+from ccbench.core.dtypes import DTYPES
 from ccbench.core.errors import UsageError
 from ccbench.core.stats import summarize
 from ccbench.measure.config import Case, Config, plan
+from ccbench.measure.gamma import reduction_rates
 from ccbench.measure.session import (
     SLOWED,
     Fault,
@@ -144,26 +145,6 @@ def _not_applicable(writer, progress, case: Case, why: str, nranks: int) -> None
         progress.note(f"{case.label()}: not applicable ({why})", style="yellow")
 
 
-def reduce_local_rates(cases: list[Case], sizes=(4096, 65536, 1 << 20), reps: int = 20) -> list[dict]:
-    """Time numpy's local reduction (the gamma term) for each dtype/op the sweep reduces."""
-    pairs = sorted({(c.dtype, c.op) for c in cases if COLLECTIVES[c.collective].reduction})
-    out = []
-    for dtype, op in pairs:
-        ufunc = OPS[op]
-        for nbytes in sizes:
-            n = max(1, nbytes // DTYPES[dtype].itemsize)
-            a = np.ones(n, dtype=dtype)
-            b = np.ones(n, dtype=dtype)
-            times = []
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                ufunc(a, b, out=a)
-                times.append(time.perf_counter() - t0)
-            out.append({"dtype": dtype, "op": op, "nbytes": n * a.itemsize,
-                        "seconds": float(np.median(times))})
-    return out
-
-
 def _progress_line(case: Case, row: Row) -> str:
     status = "ok" if row.ok else f"WRONG {row.nwrong}"
     return (f"{case.label()}: median {row.median_s * 1e6:.2f} us, busbw {row.busbw_gbs:.3f} GB/s, "
@@ -210,18 +191,30 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     stored_order = agree(comm, lambda: load_run(resume)[0] if resume is not None and rank == 0 else None)
     cases, order = launch_order(comm, cases, cfg.order, cfg.seed, launch, comm.bcast(stored_order, root=0))
 
+    # the local reduction on each path (the library's, numpy's), warm and cold, timed on every
+    # rank at once before the first case (a resumed run keeps the one it stored)
+    pairs = sorted({(c.dtype, c.op) for c in cases if COLLECTIVES[c.collective].reduction})
+    reductions = reduction_rates(comm, pairs) if resume is None else []
+
     def start():
         path = new_run_dir(cfg.results_dir, P, tag)
         meta = dict(prov, **order, size_definitions={c: COLLECTIVES[c].size_definition for c in cfg.collectives},
                     timer_resolution_s=timer_res, planned_cases=len(cases),
                     skipped=[{"what": w, "why": y} for w, y in skipped],
-                    reduce_local=reduce_local_rates(cases))
+                    reduce_local=reductions)
         return RunWriter(path, meta)
 
     def same_config(stored) -> bool:
+        """The stored configuration, with defaults for keys added since it was written, is this one."""
         import json
 
-        return stored == json.loads(json.dumps(cfg.to_dict()))
+        from ccbench.measure.config import resolve
+
+        try:
+            theirs = resolve(stored).to_dict()
+        except UsageError:
+            return False
+        return json.loads(json.dumps(theirs)) == json.loads(json.dumps(cfg.to_dict()))
 
     writer, finished = open_run_dir(comm, start, resume, prov=prov, argv=argv, same_config=same_config,
                                     summary=lambda r: (_case_key(r), r.ok))
