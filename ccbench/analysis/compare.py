@@ -403,7 +403,8 @@ KEY_FIELDS = tuple(f.name for f in dataclasses.fields(WorkloadRow) if f.name not
 
 #: Workload settings whose difference is warned about (the rest are the key, rank counts or repetition rules).
 _QUIET_SETTINGS = ("results_dir", "thread_level", "warmup", "min_reps", "max_reps", "target_rse", "budget_s",
-                   "watchdog_s")
+                   "watchdog_s", "launches", "seed", "bind")  # replication: how, not what, is measured (binding
+                                                             # differences are hardware warnings)
 
 
 def workload_match_key(r: WorkloadRow) -> tuple:
