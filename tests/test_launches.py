@@ -210,3 +210,19 @@ def test_merge_parts_pools_rows_of_any_kind_in_the_order_asked(tmp_path):
         (1, "parts/L1", 41, 2), (2, "parts/L2", 42, 2)]
     assert "planned_cases" not in meta and "launch" not in meta
     assert (dest / "cases.csv").read_text().splitlines()[0].split(",") == WORKLOAD_COLUMNS
+
+
+def test_blocked_order_runs_each_block_back_to_back_in_a_random_order():
+    from ccbench.measure.session import launch_order
+
+    items = [(size, alg) for size in (8, 64, 512, 4096) for alg in ("native", "ring", "binomial")]
+    out, rec = launch_order(_OneRank(), items, "shuffled", 5, 1, block=lambda it: it[0])
+    assert sorted(out) == sorted(items) and rec["order_blocks"] is True and rec["order_seed"] == 5
+    sizes = [s for s, _ in out]
+    assert all(sizes[i] == sizes[i - i % 3] for i in range(len(sizes)))  # each size's algorithms contiguous
+    assert sizes[::3] != [8, 64, 512, 4096] or [a for _, a in out[:3]] != ["native", "ring", "binomial"]
+    again, _ = launch_order(_OneRank(), items, "shuffled", None, 1, stored=rec, block=lambda it: it[0])
+    assert again == out  # reproducible from the recorded seed
+    orders = {tuple(a for _, a in launch_order(_OneRank(), items, "shuffled", s, 1, block=lambda it: it[0])[0][:3])
+              for s in range(20)}
+    assert len(orders) > 1  # the order within a block is drawn too

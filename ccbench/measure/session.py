@@ -47,7 +47,7 @@ def agree(comm, fn):
 
 
 def launch_order(comm, items: list, order: str, seed: int | None, launch: int | None,
-                 stored: dict | None = None) -> tuple[list, dict]:
+                 stored: dict | None = None, block=None) -> tuple[list, dict]:
     """(items in this launch's order, the order's record for run.json), the same on every rank.
 
     ``order == "shuffled"``: a permutation drawn from numpy's PCG64 with seed ``seed + launch - 1``
@@ -56,6 +56,12 @@ def launch_order(comm, items: list, order: str, seed: int | None, launch: int | 
     benchmarking is still not as easy as you think", IEEE TPDS 2016: randomise the order of the
     measurements); the seed is recorded, so an order can be reproduced.  `stored` (a resumed
     run's record) gives its seed back, so a resumed launch continues in its own order.
+
+    `block(item)`, when given, groups the items that are compared with each other (a sweep's
+    algorithms at one size): the blocks run in a random order and the items of a block back to
+    back, in a random order within it -- a randomised complete block design (Montgomery,
+    Design and Analysis of Experiments, ch. 4), so that a comparison inside one launch is not
+    blurred by drift between two distant moments of the launch.
     """
     launch = launch or 1
     if order == "planned":
@@ -67,8 +73,16 @@ def launch_order(comm, items: list, order: str, seed: int | None, launch: int | 
 
         base = seed if seed is not None else (secrets.randbelow(2**32) if comm.Get_rank() == 0 else None)
         chosen = (comm.bcast(base, root=0) + launch - 1) % 2**32
-    perm = np.random.default_rng(chosen).permutation(len(items))
-    return [items[i] for i in perm], {"order": "shuffled", "order_seed": chosen, "launch": launch}
+    rng = np.random.default_rng(chosen)
+    if block is None:
+        return [items[i] for i in rng.permutation(len(items))], {"order": "shuffled", "order_seed": chosen,
+                                                                 "launch": launch}
+    groups: dict = {}
+    for it in items:
+        groups.setdefault(block(it), []).append(it)
+    blocks = list(groups.values())
+    out = [blk[i] for b in rng.permutation(len(blocks)) for blk in (blocks[b],) for i in rng.permutation(len(blk))]
+    return out, {"order": "shuffled", "order_seed": chosen, "order_blocks": True, "launch": launch}
 
 
 def check_launch(comm) -> None:

@@ -189,7 +189,9 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     from ccbench.store.run import load_run
 
     stored_order = agree(comm, lambda: load_run(resume)[0] if resume is not None and rank == 0 else None)
-    cases, order = launch_order(comm, cases, cfg.order, cfg.seed, launch, comm.bcast(stored_order, root=0))
+    # the algorithms of one size run back to back (in a random order), sizes in a random order
+    cases, order = launch_order(comm, cases, cfg.order, cfg.seed, launch, comm.bcast(stored_order, root=0),
+                                block=lambda c: (c.collective, c.nbytes, c.dtype, c.op, c.in_place, c.root))
 
     # the local reduction on each path (the library's, numpy's), warm and cold, timed on every
     # rank at once before the first case (a resumed run keeps the one it stored)
