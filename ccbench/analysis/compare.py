@@ -75,8 +75,8 @@ from ccbench.store.results import Row
 from ccbench.store.run import SWEEP, WORKLOAD, lab_block, open_run
 from ccbench.store.workload_rows import WorkloadRow
 
-__all__ = ["CSV_COLUMNS", "KEY_FIELDS", "VERDICTS", "WORKLOAD_CSV_COLUMNS", "Comparison", "LaunchTest", "Pair",
-           "WorkloadPair", "compare_runs", "index_rows", "match_key", "measured_launch_cv", "parse_fraction",
+__all__ = ["CSV_COLUMNS", "KEY_FIELDS", "TEST_FIELDS", "VERDICTS", "WORKLOAD_CSV_COLUMNS", "Comparison", "LaunchTest",
+           "Pair", "WorkloadPair", "compare_runs", "index_rows", "match_key", "measured_launch_cv", "parse_fraction",
            "provenance_differences", "test_pairs", "workload_match_key"]
 
 #: Fewer raw samples than this on either side: the case is shown but not tested.
@@ -120,7 +120,7 @@ def _settings(r: Row) -> str:
     return ";".join(f"{k}={v}" for k, v in s.items()) if isinstance(s, Mapping) else str(s)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LaunchTest:
     """The launch-level test of one matched case, b against a (the fields every pair ends with).
 
@@ -140,17 +140,21 @@ class LaunchTest:
     ratio_high: float | None
     launches_a: int
     launches_b: int
-    method: str
+    method: str  # "welch", "prior" or "untested"
     resolvable_ratio: float | None
 
-    def values(self) -> tuple:
-        """The fields in order (what a pair's constructor takes after the rows' own fields)."""
-        return tuple(getattr(self, f.name) for f in dataclasses.fields(self))
+    def test_fields(self) -> dict:
+        """This test's fields by name: a pair (a subclass) is built from its rows' fields and these."""
+        return {name: getattr(self, name) for name in TEST_FIELDS}
+
+
+#: The fields every pair ends with: its launch-level test's.
+TEST_FIELDS = tuple(f.name for f in dataclasses.fields(LaunchTest))
 
 
 @dataclass(frozen=True)
-class Pair:
-    """One case measured in the baseline (a) and in another run (b); ratio = b / a."""
+class Pair(LaunchTest):
+    """One case measured in the baseline (a) and in another run (b), with its test (``LaunchTest``); ratio = b / a."""
 
     baseline: str
     other: str
@@ -173,17 +177,6 @@ class Pair:
     ci_high_a_s: float
     ci_low_b_s: float
     ci_high_b_s: float
-    ratio: float
-    p_value: float | None
-    p_adjusted: float | None
-    significant: bool | None
-    verdict: str  # one of VERDICTS
-    ratio_low: float | None
-    ratio_high: float | None
-    launches_a: int
-    launches_b: int
-    method: str  # "welch", "prior" or "untested"
-    resolvable_ratio: float | None
 
 
 @dataclass
@@ -342,15 +335,16 @@ def test_pairs(matched: Sequence[tuple], level: float, *, min_effect: float = 0.
     for a, b, lc in tested:
         ratio = b.median_s / a.median_s if a.median_s > 0 else math.inf
         if lc is None:
-            test = LaunchTest(ratio, None, None, None, "untested", None, None, a.n_launches, b.n_launches,
-                              "untested", None)
+            test = LaunchTest(ratio=ratio, p_value=None, p_adjusted=None, significant=None, verdict="untested",
+                              ratio_low=None, ratio_high=None, launches_a=a.n_launches, launches_b=b.n_launches,
+                              method="untested", resolvable_ratio=None)
         else:
             q = next(adj)
             sig = q < level
-            test = LaunchTest(ratio, lc.p_value, q, sig,
-                              _decide(lc.ratio, lc.ratio_low, lc.ratio_high, lc.method, sig, min_effect),
-                              lc.ratio_low, lc.ratio_high, lc.n_launches_a, lc.n_launches_b, lc.method,
-                              lc.resolvable_ratio)
+            test = LaunchTest(ratio=ratio, p_value=lc.p_value, p_adjusted=q, significant=sig,
+                              verdict=_decide(lc.ratio, lc.ratio_low, lc.ratio_high, lc.method, sig, min_effect),
+                              ratio_low=lc.ratio_low, ratio_high=lc.ratio_high, launches_a=lc.n_launches_a,
+                              launches_b=lc.n_launches_b, method=lc.method, resolvable_ratio=lc.resolvable_ratio)
         out.append((a, b, test))
     return out
 
@@ -413,8 +407,8 @@ def workload_match_key(r: WorkloadRow) -> tuple:
 
 
 @dataclass(frozen=True)
-class WorkloadPair:
-    """One workload row measured in the baseline (a) and in another run (b); ratio = b / a."""
+class WorkloadPair(LaunchTest):
+    """One workload row measured in the baseline (a) and in another run (b), with its test; ratio = b / a."""
 
     baseline: str
     other: str
@@ -443,17 +437,6 @@ class WorkloadPair:
     overlap_pct_b: float | None
     slowdown_a: float | None
     slowdown_b: float | None
-    ratio: float
-    p_value: float | None
-    p_adjusted: float | None
-    significant: bool | None
-    verdict: str  # one of VERDICTS
-    ratio_low: float | None
-    ratio_high: float | None
-    launches_a: int
-    launches_b: int
-    method: str  # "welch", "prior" or "untested"
-    resolvable_ratio: float | None
 
     @property
     def whole(self) -> bool:
@@ -461,7 +444,7 @@ class WorkloadPair:
         return self.part == -1 or self.workload in ("overlap", "straggler")
 
 
-WORKLOAD_CSV_COLUMNS = tuple(f.name for f in dataclasses.fields(WorkloadPair))
+WORKLOAD_CSV_COLUMNS = (*(f.name for f in dataclasses.fields(WorkloadPair) if f.name not in TEST_FIELDS), *TEST_FIELDS)
 
 
 def _settings_differences(a: Mapping, b: Mapping, la: str, lb: str) -> list[str]:
@@ -508,13 +491,13 @@ class _Kind:
 def _sweep_pair(la, lb, a, b, test: LaunchTest) -> Pair:
     return Pair(la, lb, a.collective, a.algorithm, a.nbytes, a.dtype, a.op, a.in_place, a.root, _settings(a),
                 _settings(b), a.nranks, b.nranks, a.samples, b.samples, a.median_s, b.median_s, a.ci_low_s,
-                a.ci_high_s, b.ci_low_s, b.ci_high_s, *test.values())
+                a.ci_high_s, b.ci_low_s, b.ci_high_s, **test.test_fields())
 
 
 def _workload_pair(la, lb, a, b, test: LaunchTest) -> "WorkloadPair":
     return WorkloadPair(la, lb, *workload_match_key(a), a.nranks, b.nranks, a.samples, b.samples, a.median_s,
                         b.median_s, a.ci_low_s, a.ci_high_s, b.ci_low_s, b.ci_high_s, a.overlap_pct, b.overlap_pct,
-                        a.slowdown, b.slowdown, *test.values())
+                        a.slowdown, b.slowdown, **test.test_fields())
 
 
 _KINDS = {
