@@ -35,6 +35,9 @@ declare -A TESTS=(
   [ccbench/analysis/tune.py]="tests/test_tune.py"
   [ccbench/store/run.py]="tests/test_results.py tests/test_compare.py"
   [ccbench/analysis/predict.py]="tests/test_predict.py"
+  [ccbench/core/replication.py]="tests/test_replication.py"
+  [ccbench/store/launches.py]="tests/test_launches.py"
+  [ccbench/algorithms/allreduce.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py"
 )
 MODULES=(
   ccbench/core/stats.py
@@ -43,6 +46,9 @@ MODULES=(
   ccbench/analysis/tune.py
   ccbench/store/run.py
   ccbench/analysis/predict.py
+  ccbench/core/replication.py
+  ccbench/store/launches.py
+  ccbench/algorithms/allreduce.py
 )
 
 if [ $# -gt 0 ]; then MODULES=("$@"); fi
