@@ -136,3 +136,18 @@ def test_timing_defaults_are_the_config_defaults():
     from ccbench.measure.timing import TimingSettings
 
     assert TimingSettings() == TimingSettings.from_config(Config())
+
+
+def test_timing_modes_and_a_fixed_count():
+    from ccbench.core.errors import UsageError
+    from ccbench.measure.config import load_config
+
+    cfg = load_config(None, {"timing": "batched:8", "iterations": 100, "launches": 3})
+    assert (cfg.timing, cfg.iterations) == ("batched:8", 100)
+    assert cfg.per_launch().iterations == 34  # split across launches like max_reps, rounded up
+    assert load_config(None, {}).timing == "per-call" and load_config(None, {}).iterations is None
+    for bad, msg in (({"timing": "batched:0"}, "choose per-call, batched or batched:K"),
+                     ({"timing": "burst"}, "choose per-call"), ({"timing": 4}, "choose per-call"),
+                     ({"iterations": 0}, "outside 1..10000000"), ({"iterations": 2.5}, "an integer")):
+        with pytest.raises(UsageError, match=msg):
+            load_config(None, bad)

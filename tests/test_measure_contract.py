@@ -565,6 +565,51 @@ def test_timing_settings_from_config_takes_the_six_fields():
     cfg = types.SimpleNamespace(warmup=1, min_reps=2, max_reps=3, target_rse=0.5, budget_s=4.0, sync="window",
                                 nranks=8)
     assert TimingSettings.from_config(cfg) == TimingSettings(1, 2, 3, 0.5, 4.0, "window")
+    cfg.timing, cfg.iterations = "batched:4", 9
+    assert TimingSettings.from_config(cfg) == TimingSettings(1, 2, 3, 0.5, 4.0, "window", batch=4, iterations=9)
+
+
+# -- batched timing and a fixed count -----------------------------------------------------
+
+def test_a_batched_sample_is_k_back_to_back_calls_divided_by_k():
+    """batch 3: a sample is 3 calls back to back, no barrier between them; their sum / 3, max over ranks."""
+    # two warm-up calls, then 2 samples x 3 calls; rank 1's calls are slower in the first sample
+    table = [[50, 50, 30, 30, 30, 60, 60, 60], [50, 50, 90, 30, 30, 60, 30, 30]]
+    world = World(2, scripted(table))
+    samples, stop = measure_world(world, settings(min_reps=2, max_reps=2, batch=3))
+    assert samples == [150 / 3, 180 / 3] and stop == "max_reps"
+    # a barrier only before each batch: the second and third calls start right after the one before
+    for r in range(2):
+        starts = world.starts[r]
+        assert starts[3] - starts[2] == table[r][2] and starts[4] - starts[3] == table[r][3]
+
+
+def test_batched_window_sync_spans_from_the_agreed_instant_to_the_kth_call():
+    world = World(2, lambda rank, k: [64, 64, 40, 20, 90, 10][k], offsets=[0, 999], bcast=11)
+    samples, _ = measure_world(world, settings(sync="window", min_reps=2, max_reps=2, batch=2))
+    assert samples == [30, 50]
+
+
+def test_a_fixed_count_takes_exactly_that_many_samples_whatever_the_spread_or_budget():
+    """iterations 7: spread that never settles, identical samples, or a budget of 3 samples -- 7 samples each."""
+    for work, budget in ((lambda rank, k: 100 if k % 2 else 300, 1.0), (lambda rank, k: 100, 1.0),
+                         (lambda rank, k: 100, 330 * TICK)):
+        world = World(2, work)
+        samples, stop = measure_world(world, settings(min_reps=2, max_reps=3, budget_s=budget, iterations=7))
+        assert (len(samples), stop) == (7, "iterations")
+
+
+def test_batch_of_reads_the_timing_modes():
+    from ccbench.measure.timing import DEFAULT_BATCH, batch_of
+
+    assert batch_of("per-call") == 1 and batch_of("batched") == DEFAULT_BATCH == 10 and batch_of("batched:16") == 16
+    for bad in ("batched:0", "batched:x", "perCall", "batched:", "per-call:2"):
+        with pytest.raises(ValueError):
+            batch_of(bad)
+    with pytest.raises(ValueError):
+        TimingSettings(batch=0)
+    with pytest.raises(ValueError):
+        TimingSettings(iterations=0)
 
 
 def _scripted_clock(monkeypatch, readings):

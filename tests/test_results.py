@@ -49,8 +49,8 @@ def test_round_trip_and_never_overwrite(tmp_path):
     flags_at = csv_lines[0].split(",").index("flags")
     assert csv_lines[1].split(",")[flags_at] == "few_samples"
     header = csv_lines[0].split(",")
-    assert header[-3:] == ["settings", "launches", "launch_samples"]
-    assert csv_lines[1].split(",")[-3:] == ["", "", ""]
+    assert header[-4:] == ["settings", "launches", "launch_samples", "timing"]
+    assert csv_lines[1].split(",")[-4:] == ["", "", "", "per-call"]
 
 
 def test_torn_last_line_is_dropped_with_a_warning(tmp_path):

@@ -20,14 +20,21 @@ def print_error(msg: str) -> None:
 
 
 def new_console():
-    """A rich console; wide enough for the tables when output goes to a file or a pipe."""
+    """A rich console: a terminal's (progress bar, colours) only when a person is watching, plain lines otherwise.
+
+    ``CCBENCH_TERMINAL`` decides when it is 1 or 0: `ccbench launch` sets it for its ranks from
+    its own stdout, since a launcher's pipes hide the terminal (1) and Open MPI gives the ranks a
+    pseudo-terminal even when the job writes to a file (0).  Without it, a Slurm job (``SLURM_JOB_ID``:
+    a bare mpirun or srun in a batch script) prints plain lines, and elsewhere rich asks stdout.
+    A plain console is wide enough for the tables when output goes to a file or a pipe.
+    """
     from rich.console import Console
 
-    # under `ccbench launch` from a terminal, rank 0's output reaches that terminal
-    # through the launcher's pipes: keep the progress bar and colours
-    console = Console(force_terminal=True) if os.environ.get("CCBENCH_TERMINAL") == "1" else Console()
+    told = os.environ.get("CCBENCH_TERMINAL")
+    force = {"1": True, "0": False}.get(told) if told else (False if os.environ.get("SLURM_JOB_ID") else None)
+    console = Console(force_terminal=force)
     if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(width=160)
+        console = Console(force_terminal=force, width=160)
     return console
 
 
@@ -46,7 +53,12 @@ SWEEP_OPTIONS = [
     click.option("--in-place", "in_place", type=click.Choice(["no", "yes", "both"]),
                  help="Out-of-place (no), in-place (yes) or both."),
     click.option("--root", help="Root rank of rooted collectives, or rotate (every root in turn)."),
-    click.option("--warmup", type=int, help="Untimed calls before sampling (default 5)."),
+    click.option("-x", "--warmup", "--skip", "warmup", type=int,
+                 help="Untimed calls before sampling (default 5; OSU's -x)."),
+    click.option("-i", "--iterations", type=int,
+                 help="Exactly N samples per case, no adaptive stop (OSU's -i; default: adaptive)."),
+    click.option("--timing", help="per-call (default: one synchronised call per sample) or batched[:K] "
+                                  "(K back-to-back calls per sample, time / K; IMB, nccl-tests style; K=10)."),
     click.option("--min-reps", "min_reps", type=int, help="Samples before the RSE rule may stop (default 20)."),
     click.option("--max-reps", "max_reps", type=int, help="Most samples per case (default 1000)."),
     click.option("--target-rse", "target_rse", type=float,
@@ -72,7 +84,7 @@ SWEEP_OPTIONS = [
 ]
 CONFIG_KEYS = ("collectives", "algorithms", "sizes", "dtypes", "ops", "in_place", "root", "warmup",
                 "min_reps", "max_reps", "target_rse", "budget_s", "sync", "thread_level", "results_dir",
-                "watchdog_s", "launches", "order", "seed", "bind")
+                "watchdog_s", "launches", "order", "seed", "timing", "iterations", "bind")
 
 
 def sweep_options(fn):

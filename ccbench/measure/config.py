@@ -58,6 +58,10 @@ class Config:
     order: str = "shuffled"
     seed: int | None = None
     bind: str = "auto"  # how the launcher binds the ranks (ccbench launch applies it)
+    # OSU/IMB-comparable timing: "per-call" (one synchronised call per sample), "batched:K"
+    # (K back-to-back calls per sample, the time / K); a fixed sample count (OSU's -i) or None
+    timing: str = "per-call"
+    iterations: int | None = None
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     def to_dict(self) -> dict:
@@ -70,7 +74,8 @@ class Config:
         """The configuration one of `launches` launches runs: the time budget and the sample cap split between them.
 
         Each launch gets budget_s / K and ceil(max_reps / K) samples (never fewer than
-        min_reps), so K launches cost about what one did: the same number of samples,
+        min_reps; a fixed ``iterations`` count is split the same way), so K launches cost about
+        what one did: the same number of samples,
         spread over K independent launches.  Why: the variance of a K-launch mean is
         sigma_b^2 / K + sigma_w^2 / (K n) (Cochran, Sampling Techniques, 1977, sec. 10.2); when
         launches differ more than calls (sigma_b^2 of 15-75% against a few percent of
@@ -80,8 +85,9 @@ class Config:
         k = self.launches
         if k == 1:
             return self
+        its = None if self.iterations is None else -(-self.iterations // k)
         return dataclasses.replace(self, budget_s=self.budget_s / k,
-                                   max_reps=max(self.min_reps, -(-self.max_reps // k)))
+                                   max_reps=max(self.min_reps, -(-self.max_reps // k)), iterations=its)
 
 
 _LIST_KEYS = ("collectives", "algorithms", "dtypes", "ops")
@@ -121,6 +127,19 @@ def _path(key, value) -> str:
     """A config value that must be a non-empty path."""
     if not isinstance(value, str) or not value:
         raise UsageError(f"config key {key!r}: expected a path, got {value!r}")
+    return value
+
+
+def _timing(value) -> str:
+    """A timing mode: per-call, batched (DEFAULT_BATCH calls a sample) or batched:K."""
+    from ccbench.measure.timing import batch_of
+
+    try:
+        k = batch_of(value) if isinstance(value, str) else None
+    except ValueError:
+        k = None
+    if k is None or k > 100_000:
+        raise UsageError(f"config key 'timing': {value!r}; choose per-call, batched or batched:K (K 1..100000)")
     return value
 
 
@@ -184,6 +203,10 @@ def resolve(values: dict) -> Config:
             out[key] = _one_of(key, value, ORDERS)
         elif key == "bind":
             out[key] = _one_of(key, value, BINDINGS)
+        elif key == "timing":
+            out[key] = _timing(value)
+        elif key == "iterations":
+            out[key] = None if value is None else _number(key, value, int, 1, 10_000_000)
     cfg = Config(**out)
     colls = _check_choices("collective", cfg.collectives, list(COLLECTIVES))
     names = sorted({a for c in colls for a in REGISTRY[c]})

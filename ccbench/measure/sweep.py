@@ -131,6 +131,7 @@ def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e
         nwrong=int(total[0]), stop_reason=stop, sync=settings.sync, flags=tuple(s.flags) + ((SLOWED,) if slow else ()),
         settings=variant_settings(alg, library),
         samples_s=tuple(float(x) for x in samples),
+        timing="per-call" if settings.batch == 1 else f"batched:{settings.batch}",
     )
 
 

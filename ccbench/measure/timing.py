@@ -12,7 +12,13 @@ Method (README.md, "How it times"; after SKaMPI and IMB):
   is finished when its slowest rank is);
 * repetitions adapt: stop once the relative standard error of the mean is below a
   target after a minimum count (SKaMPI), at a maximum count, or when the case's time
-  budget is spent (IMB's per-size time limit).  The stop reason is returned.
+  budget is spent (IMB's per-size time limit).  The stop reason is returned.  With
+  ``iterations`` set, exactly that many samples are taken and nothing else stops the
+  loop (OSU Micro-Benchmarks' ``-i``; its ``-x`` is ``warmup``);
+* ``batch`` > 1 times that many back-to-back calls between two synchronisations, and a
+  sample is their time divided by ``batch`` (IMB's and nccl-tests' way, OMB-Py's
+  back-to-back loop): the synchronisation and the timer's cost are spread over the calls,
+  and consecutive calls may overlap (pipelining), which a single synchronised call cannot.
 
 Per-rank times are reduced to their maximum in batches (one MPI_Allreduce per check,
 not per sample), and every stop decision is taken from those reduced values, so all
@@ -27,7 +33,7 @@ import numpy as np
 
 from ccbench.core.stats import relative_standard_error
 
-__all__ = ["TimingSettings", "measure", "timer_resolution_s"]
+__all__ = ["DEFAULT_BATCH", "TimingSettings", "batch_of", "measure", "timer_resolution_s"]
 
 _now = time.perf_counter
 
@@ -42,11 +48,35 @@ class TimingSettings:
     target_rse: float = 0.05
     budget_s: float = 1.0
     sync: str = "barrier"
+    batch: int = 1                 # calls per sample, back to back (1: one synchronised call)
+    iterations: int | None = None  # fixed sample count (None: adaptive)
+
+    def __post_init__(self):
+        if self.batch < 1 or (self.iterations is not None and self.iterations < 1):
+            raise ValueError("batch and iterations must be >= 1")
 
     @classmethod
     def from_config(cls, cfg) -> "TimingSettings":
-        """The timing fields of a sweep configuration."""
-        return cls(**{f: getattr(cfg, f) for f in cls.__dataclass_fields__})
+        """The timing fields of a sweep configuration (``timing`` "batched:K" gives batch K)."""
+        kw = {f: getattr(cfg, f) for f in cls.__dataclass_fields__ if f not in ("batch", "iterations")}
+        return cls(**kw, batch=batch_of(getattr(cfg, "timing", "per-call")),
+                   iterations=getattr(cfg, "iterations", None))
+
+
+#: Calls per sample of ``--timing batched`` without a count.
+DEFAULT_BATCH = 10
+
+
+def batch_of(timing: str) -> int:
+    """Calls per sample of a timing mode: "per-call" 1, "batched" DEFAULT_BATCH, "batched:K" K."""
+    if timing == "per-call":
+        return 1
+    if timing == "batched":
+        return DEFAULT_BATCH
+    head, _, k = timing.partition(":")
+    if head != "batched" or not k.isdigit() or int(k) < 1:
+        raise ValueError(f"timing {timing!r}: per-call, batched or batched:K (K >= 1)")
+    return int(k)
 
 
 def timer_resolution_s(trials: int = 200) -> float:
@@ -121,27 +151,34 @@ def measure(comm, call: Callable[[], object], s: TimingSettings,
     window = _Window(comm, clock=now) if s.sync == "window" else None
     gap = max(4 * est[0], 50e-6) if window else 0.0
 
-    local = np.empty(s.max_reps + 1)
-    samples = np.empty(s.max_reps + 1)
+    fixed = s.iterations
+    most = fixed if fixed is not None else s.max_reps
+    local = np.empty(most + 1)
+    samples = np.empty(most + 1)
     first = s.min_reps
     if est[0] > 0 and est[0] * first > s.budget_s:
         first = max(2, min(first, int(s.budget_s / est[0])))
+    k = s.batch
+    if window is not None:
+        gap *= k
     n = done = 0
-    check = min(first, s.max_reps)
+    check = most if fixed is not None else min(first, most)
     t_begin = now()
     while True:
         if window is None:
             barrier()
             t0 = now()
-            call()
-            local[n] = now() - t0
+            for _ in range(k):
+                call()
+            local[n] = (now() - t0) / k
         else:
             # everyone starts at the agreed instant; the sample spans from it to the end
             start = window.start_after(gap)
             while now() < start:
                 pass
-            call()
-            local[n] = now() - start
+            for _ in range(k):
+                call()
+            local[n] = (now() - start) / k
         n += 1
         if n < check:
             continue
@@ -152,6 +189,8 @@ def measure(comm, call: Callable[[], object], s: TimingSettings,
         samples[done:n] = batch[:-1]
         elapsed = batch[-1]
         done = n
+        if fixed is not None:
+            return samples[:n].copy(), "iterations"
         if n >= s.max_reps:
             return samples[:n].copy(), "max_reps"
         if n >= s.min_reps and relative_standard_error(samples[:n]) <= s.target_rse:

@@ -79,7 +79,22 @@ def run_header(meta: dict, path, rows: Sequence = ()) -> str:
         f"ccbench {meta.get('ccbench', '?')} | {meta.get('start_time', '')}"
         + (f"\nhardware: {escape(hardware)}" if hardware else "")
         + f"\n{launch_line(meta, rows)}"
+        + (f"\n{sampling}" if (sampling := sampling_line(meta.get("config") or {})) else "")
     )
+
+
+def sampling_line(cfg: dict) -> str:
+    """How samples were taken, when not the default (one synchronised call each, adaptive count); else ""."""
+    parts = []
+    timing = cfg.get("timing") or "per-call"
+    if timing != "per-call":
+        k = timing.partition(":")[2] or "10"
+        parts.append(f"timing {timing}: each sample is {k} back-to-back calls between synchronisations, "
+                     f"their time / {k} (IMB, nccl-tests style)")
+    if cfg.get("iterations"):
+        parts.append(f"{cfg['iterations']} samples per case, fixed (OSU's -i), after {cfg.get('warmup', '?')} "
+                     "untimed calls (-x)")
+    return "; ".join(parts)
 
 
 def _order(r: Row) -> tuple:

@@ -135,6 +135,9 @@ class Row(StoredRow):
     # launch numbers and their sample counts (StoredRow); empty for a row of one launch
     launches: tuple[int, ...] = ()
     launch_samples: tuple[int, ...] = ()
+    # how a sample was taken: "per-call" (one synchronised call) or "batched:K" (K back-to-back
+    # calls, the time / K); absent from rows written before it existed, which were per-call
+    timing: str = "per-call"
 
     def __post_init__(self):
         if self.nbytes < 0 or self.count < 0 or self.nranks < 1 or self.nwrong < 0:
@@ -203,8 +206,22 @@ def new_numbered_dir(folder: Path, stem: str, what: str = "a directory") -> Path
     raise CCBenchError(f"cannot find a free name for {stem} in {folder}")
 
 
+def _check_name(name: str, what: str) -> None:
+    """Refuse a user-given part of a directory name holding a path separator or a control character.
+
+    Shell metacharacters (``;``, ``$``, ``*``, quotes, spaces) are left alone: the name is only
+    ever a path component, never passed to a shell.
+    """
+    for ch in name:
+        if ch == os.sep or ch == os.altsep:
+            raise UsageError(f"{what} {name!r} cannot name a run directory: it holds the path separator {ch!r}")
+        if ord(ch) < 0x20 or 0x7f <= ord(ch) < 0xa0:
+            raise UsageError(f"{what} {name!r} cannot name a run directory: it holds the control character {ch!r}")
+
+
 def new_run_dir(root: str | Path, nranks: int, tag: str = "") -> Path:
-    """Create a new, uniquely named run directory under `root` (never reuses a name)."""
+    """Create a new, uniquely named run directory under `root` (never reuses a name); `tag` is checked first."""
+    _check_name(tag, "tag")
     root = Path(root)
     try:
         root.mkdir(parents=True, exist_ok=True)
