@@ -47,7 +47,10 @@ def report(run_path, results_dir):
               help="Between-launch CV to assume where a run has a single launch, e.g. 20% or 0.2: one measured "
                    "earlier on the same machine (compare prints it for runs of --launches K); default 35%.")
 @click.option("--no-plot", is_flag=True, help="Write no figure (no matplotlib needed).")
-def compare(runs, results_dir, out_dir, level, min_effect, launch_cv, no_plot):
+@click.option("--fail-on", "fail_on", metavar="slower[:X%]",
+              help="Exit 1 when a case is decided slower (faster, different) at the launch level by more than X "
+                   "(the ratio's interval beyond 1 + X): a regression gate for CI.")
+def compare(runs, results_dir, out_dir, level, min_effect, launch_cv, no_plot, fail_on):
     """Compare runs case by case against the first: medians, ratios, launch-level verdicts, summary.
 
     Cases match on collective, algorithm, size, dtype, op, in place and root.  Ratio =
@@ -68,6 +71,9 @@ def compare(runs, results_dir, out_dir, level, min_effect, launch_cv, no_plot):
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs: RUN_A RUN_B [RUN ...]")
     effect = 0.0 if min_effect is None else parse_fraction(min_effect, "--min-effect")
+    from ccbench.analysis.gate import gate_failures, parse_fail_on
+
+    gate = None if fail_on is None else parse_fail_on(fail_on)
     cv = None if launch_cv is None else parse_fraction(launch_cv, "--launch-cv")
     if not no_plot:
         from ccbench.present.plots import require_matplotlib
@@ -78,6 +84,15 @@ def compare(runs, results_dir, out_dir, level, min_effect, launch_cv, no_plot):
     print_comparison(cmp, console)
     files = write_comparison(cmp, out_dir, plot=not no_plot)
     console.print("wrote " + ", ".join(str(p) for p in files.values()))
+    if gate is not None:
+        from ccbench.present.gate import failures_table
+        from ccbench.present.table import to_rich
+
+        failures = gate_failures(cmp.pairs, *gate)
+        if failures:
+            console.print(to_rich(failures_table(failures, *gate)))
+            raise SystemExit(1)
+        console.print(f"--fail-on {fail_on}: no case decided {gate[0]} beyond the margin")
 
 
 @click.command()

@@ -1,0 +1,109 @@
+"""Regression gates: compare --fail-on and check --reference (analysis.gate), on synthetic pairs and stored runs."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from ccbench.analysis.gate import check_references, gate_failures, parse_fail_on, read_references
+from ccbench.core.errors import UsageError
+from ccbench.store.run import load_run
+
+REPO = Path(__file__).resolve().parents[1]
+NP4, NP4_SINGLE = REPO / "tests" / "data" / "run-np4", REPO / "tests" / "data" / "run-np4-single"
+
+
+def _pair(verdict, ratio, lo, hi, nbytes=8):
+    return SimpleNamespace(other="B", collective="allreduce", algorithm="ring", nbytes=nbytes, dtype="float32",
+                           op="sum", verdict=verdict, ratio=ratio, ratio_low=lo, ratio_high=hi)
+
+
+def test_fail_on_needs_a_decided_verdict_beyond_the_margin():
+    pairs = [_pair("slower", 1.3, 1.2, 1.4, 8), _pair("slower", 1.08, 1.03, 1.12, 64), _pair("noise", 1.5, 0.9, 2.5),
+             _pair("undetermined", 3.0, 1.1, 8.0), _pair("faster", 0.5, 0.4, 0.6, 512), _pair("untested", 2.0, None, None)]
+    assert [f.case for f in gate_failures(pairs, "slower", 0.0)] == ["allreduce/ring 8 B float32 sum",
+                                                                    "allreduce/ring 64 B float32 sum"]
+    # 5%: the 64 B case's interval starts at 1.03, not beyond 1.05
+    assert [f.ratio for f in gate_failures(pairs, "slower", 0.05)] == [1.3]
+    assert [f.ratio for f in gate_failures(pairs, "faster", 0.5)] == [0.5]   # 0.6 <= 1 / 1.5
+    assert [f.ratio for f in gate_failures(pairs, "faster", 0.7)] == []      # 0.6 > 1 / 1.7
+    assert [f.verdict for f in gate_failures(pairs, "different", 0.1)] == ["slower", "faster"]
+
+
+@pytest.mark.parametrize("text, want", [("slower", ("slower", 0.0)), ("slower:5%", ("slower", 0.05)),
+                                        ("faster:0.1", ("faster", 0.1)), ("different", ("different", 0.0))])
+def test_parse_fail_on(text, want):
+    assert parse_fail_on(text) == pytest.approx(want) and parse_fail_on(text)[0] == want[0]
+
+
+@pytest.mark.parametrize("text", ["worse", "slower:x", "slower:-5%", "slower:2000%"])
+def test_parse_fail_on_refuses(text):
+    with pytest.raises(UsageError):
+        parse_fail_on(text)
+
+
+def _ccbench(*args):
+    return subprocess.run([sys.executable, "-m", "ccbench", *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=120, env={"COLUMNS": "200", "PATH": ""})
+
+
+def test_compare_fail_on_exits_1_on_a_real_slowdown_and_0_on_an_a_a_pair(tmp_path):
+    r = _ccbench("compare", str(NP4), str(NP4_SINGLE), "--no-plot", "--out", str(tmp_path / "a"), "--fail-on",
+                 "slower:50%")
+    assert r.returncode == 1 and "--fail-on slower: cases decided slower" in r.stdout
+    copy = tmp_path / "copy"
+    shutil.copytree(NP4, copy)
+    r = _ccbench("compare", str(NP4), str(copy), "--no-plot", "--out", str(tmp_path / "b"), "--fail-on", "different")
+    assert r.returncode == 0 and "no case decided different" in r.stdout
+    r = _ccbench("compare", str(NP4), str(copy), "--no-plot", "--out", str(tmp_path / "c"), "--fail-on", "worse")
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
+
+
+def _refs(tmp_path, rows, scale=1.0, extra=()):
+    path = tmp_path / "refs.csv"
+    lines = ["collective,algorithm,nbytes,value,lower,upper"]
+    lines += [f"{r.collective},{r.algorithm},{r.nbytes},{r.median_s * scale!r},-0.1,0.1" for r in rows]
+    path.write_text("\n".join([*lines, *extra]) + "\n")
+    return path
+
+
+def test_check_passes_within_the_bounds_and_names_what_does_not(tmp_path):
+    _, rows, _ = load_run(NP4)
+    some = [r for r in rows if r.collective == "allreduce" and r.algorithm == "native"][:3]
+    r = _ccbench("check", str(NP4), "--reference", str(_refs(tmp_path, some)))
+    assert r.returncode == 0 and "3 of 3 references hold" in r.stdout
+    results = check_references(rows, read_references(_refs(tmp_path, some, scale=0.5)))
+    assert [x.status for x in results] == ["slower"] * 3  # measured twice the reference: above +10%
+    results = check_references(rows, read_references(_refs(tmp_path, some, scale=2.0)))
+    assert [x.status for x in results] == ["faster"] * 3
+    path = _refs(tmp_path, some[:1], extra=["allreduce,native,3,1e-6,-0.1,0.1"])
+    r = _ccbench("check", str(NP4), "--reference", str(path))
+    assert r.returncode == 1 and "missing" in r.stdout and "1 of 2 references hold; 1 do not" in r.stdout
+
+
+def test_references_from_json_with_units_and_open_bounds(tmp_path):
+    path = tmp_path / "refs.json"
+    path.write_text(json.dumps([{"collective": "allreduce", "algorithm": "native", "nbytes": "4K", "value": "25us",
+                                 "upper": "20%"}]))
+    (ref,) = read_references(path)
+    assert (ref.nbytes, ref.value_s, ref.lower, ref.upper) == (4096, pytest.approx(25e-6), None, pytest.approx(0.2))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("collective,algorithm,nbytes\nallreduce,native,8\n", "missing value"),
+    ("collective,algorithm,nbytes,value,lower\nallreduce,native,8,1e-6,0.2\n", "lower <= 0 <= upper"),
+    ("collective,algorithm,nbytes,value\nallreduce,native,8,0\n", "value must be a time > 0"),
+    ("collective,algorithm,nbytes,value\nallreduce,native,8,-1\n", "a time must be >= 0"),
+    ("collective,algorithm,nbytes,value\n", "holds no references"),
+])
+def test_bad_reference_files_are_one_clear_error(tmp_path, text, message):
+    path = tmp_path / "refs.csv"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=message):
+        read_references(path)
+    r = _ccbench("check", str(NP4), "--reference", str(path))
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and message.split()[0] in r.stderr
