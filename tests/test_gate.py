@@ -23,8 +23,9 @@ def _pair(verdict, ratio, lo, hi, nbytes=8):
 
 
 def test_fail_on_needs_a_decided_verdict_beyond_the_margin():
-    pairs = [_pair("slower", 1.3, 1.2, 1.4, 8), _pair("slower", 1.08, 1.03, 1.12, 64), _pair("noise", 1.5, 0.9, 2.5),
-             _pair("undetermined", 3.0, 1.1, 8.0), _pair("faster", 0.5, 0.4, 0.6, 512), _pair("untested", 2.0, None, None)]
+    pairs = [_pair("slower", 1.3, 1.2, 1.4, 8), _pair("slower", 1.08, 1.03, 1.12, 64),
+             _pair("noise", 1.5, 0.9, 2.5), _pair("undetermined", 3.0, 1.1, 8.0), _pair("faster", 0.5, 0.4, 0.6, 512),
+             _pair("untested", 2.0, None, None)]
     assert [f.case for f in gate_failures(pairs, "slower", 0.0)] == ["allreduce/ring 8 B float32 sum",
                                                                     "allreduce/ring 64 B float32 sum"]
     # 5%: the 64 B case's interval starts at 1.03, not beyond 1.05
