@@ -88,3 +88,32 @@ def test_reduction_rates_times_both_paths_warm_and_cold_on_every_rank():
     assert all(len(r["seconds"]) == 3 and min(r["seconds"]) > 0 for r in recs)
     # every sample is the maximum over ranks: the same list on every rank
     assert comm.allgather([r["seconds"] for r in recs]) == [[r["seconds"] for r in recs]] * comm.Get_size()
+
+
+def test_alpha_without_the_harness_floor():
+    from ccbench.analysis.fit import NetworkParams
+    from ccbench.analysis.runs import _floor
+    from ccbench.present.views import floor_line
+
+    floor = {"empty_s": 5e-7, "zero_count_s": {"allreduce": 3e-6, "pingpong": 2e-6}}
+    got = _floor(floor, NetworkParams(alpha_s=5e-6, beta_s_per_byte=1e-10))
+    assert got["alpha_without_floor_s"] == pytest.approx(3e-6) and got["zero_count_s"] == floor["zero_count_s"]
+    assert "alpha_without_floor_s" not in _floor(floor, None)
+    assert _floor(None, None) is None
+    line = floor_line(floor)
+    assert line.startswith("harness floor: an empty call costs 500 ns") and "allreduce 3 us, pingpong 2 us" in line
+    assert floor_line(None) == ""
+
+
+@pytest.mark.mpi
+def test_harness_floor_times_an_empty_call_and_zero_count_calls():
+    from mpi4py import MPI
+
+    from ccbench.measure.gamma import harness_floor
+    from ccbench.measure.timing import TimingSettings
+
+    comm = MPI.COMM_WORLD
+    floor = harness_floor(comm, ["allreduce", "bcast", "barrier"], TimingSettings())
+    assert set(floor["zero_count_s"]) == {"allreduce", "bcast", "barrier"}
+    assert 0 < floor["empty_s"] and all(v > 0 for v in floor["zero_count_s"].values())
+    assert comm.allgather(floor) == [floor] * comm.Get_size()  # every rank holds the same figures

@@ -108,6 +108,22 @@ def _network(rows: list[dict], meta: Mapping, notes: list[str], **kw) -> Network
     return network_from_microbenchmarks(pp, recs, dtype=dtype, op=op, **kw)
 
 
+def _floor(floor: Mapping | None, pingpong: NetworkParams | None) -> dict | None:
+    """The run's harness floor and ping-pong's alpha without it (alpha minus a zero-byte ping-pong's one-way time).
+
+    A zero-byte ping-pong through the same loop moves no data, so its time is the cost of the
+    path itself (Python, mpi4py, the library's entry); what alpha holds beyond it is the
+    latency of the transport.  None for runs made before the floor was measured.
+    """
+    if not floor:
+        return None
+    out = {"empty_s": floor.get("empty_s"), "zero_count_s": dict(floor.get("zero_count_s") or {})}
+    zero = out["zero_count_s"].get("pingpong")
+    if pingpong is not None and pingpong.alpha_s is not None and zero is not None:
+        out["alpha_without_floor_s"] = pingpong.alpha_s - zero
+    return out
+
+
 def _csv_rows(curves) -> list[dict]:
     """One CSV row per curve's single line and per segment of its segmented fit."""
     out = []
@@ -179,6 +195,7 @@ def fit_run(
                            if pingpong and joint else []),
             "used_for_predictions": params.source if params else None,
             "reduction_paths": gamma_per_path(meta.get("reduce_local") or [], **kw),
+            "harness_floor": _floor(meta.get("harness_floor"), pingpong),
         },
         "curves": [c.to_dict() for c in curves],
         "model_checks": [],

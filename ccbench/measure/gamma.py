@@ -1,4 +1,4 @@
-"""The cost of a local reduction on each path that performs one: the MPI library's and numpy's, warm and cold.
+"""What every case pays besides moving bytes: the local reduction on each path, warm and cold, and the harness floor.
 
 A reduction collective pays gamma per byte reduced.  Which code does the reducing depends
 on who runs the algorithm: the MPI library's own collectives (``native``, ``native:<alg>``)
@@ -29,7 +29,7 @@ import numpy as np
 
 from ccbench.core.dtypes import DTYPES, OPS
 
-__all__ = ["COLD_SIZES", "PATHS", "WARM_SIZES", "last_level_cache_bytes", "reduction_rates"]
+__all__ = ["COLD_SIZES", "PATHS", "WARM_SIZES", "harness_floor", "last_level_cache_bytes", "reduction_rates"]
 
 PATHS = ("numpy", "mpi")
 WARM_SIZES = (4096, 65536, 1 << 20)
@@ -104,4 +104,40 @@ def reduction_rates(comm, pairs, *, reps: int = 20, warm_sizes=WARM_SIZES, cold_
                 samples = _time(comm, lambda i, f=reduce, a=a, b=b: f(a, b), reps, before=lambda: flush.fill(1))
                 out.append({"path": path, "temperature": "cold", "dtype": dtype, "op": op,
                             "nbytes": n * dt.itemsize, "seconds": samples, "llc_bytes": llc})
+    return out
+
+
+def harness_floor(comm, collectives, settings) -> dict:
+    """The per-call cost of this run's own Python path, measured through the same timing loop.
+
+    ``empty_s``: the median of an empty Python call timed like a case (the timer and the loop,
+    not the synchronisation, which is outside the timed region); ``zero_count_s``: per
+    collective, the median of the library's own call with zero elements (mpi4py's argument
+    handling and the library's entry, with nothing to move) -- what every small message of
+    that collective pays before any byte moves.  ``settings`` are the sweep's timing settings
+    (its synchronisation and batching), with the repetitions of a quick case.  The hardware
+    floor under both is the C library's own call, which a Python loop cannot show.
+    """
+    import dataclasses
+
+    from mpi4py import MPI
+
+    from ccbench.algorithms import REGISTRY
+    from ccbench.core.collectives import COLLECTIVES
+    from ccbench.measure.timing import measure
+
+    quick = dataclasses.replace(settings, warmup=5, min_reps=50, max_reps=400, target_rse=0.02, budget_s=0.2,
+                                iterations=None)
+    empty, _ = measure(comm, lambda: None, quick)
+    out = {"empty_s": float(np.median(empty)), "zero_count_s": {}}
+    for coll in collectives:
+        if coll not in COLLECTIVES or "native" not in REGISTRY[coll]:
+            continue
+        bufs = COLLECTIVES[coll].make_buffers(0, comm.Get_size(), comm.Get_rank(), DTYPES["float32"], "sum", 0,
+                                              False, MPI.IN_PLACE)
+        call = REGISTRY[coll]["native"].fn
+        samples, _ = measure(comm, lambda c=call, b=bufs: c(comm, *b.args, **b.kwargs), quick)
+        if coll == "pingpong":
+            samples = samples / 2  # one way, as the ping-pong rows are
+        out["zero_count_s"][coll] = float(np.median(samples))
     return out

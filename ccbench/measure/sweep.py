@@ -25,7 +25,7 @@ from ccbench.core.dtypes import DTYPES
 from ccbench.core.errors import UsageError
 from ccbench.core.stats import summarize
 from ccbench.measure.config import Case, Config, plan
-from ccbench.measure.gamma import reduction_rates
+from ccbench.measure.gamma import harness_floor, reduction_rates
 from ccbench.measure.session import (
     SLOWED,
     Fault,
@@ -198,13 +198,14 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     # rank at once before the first case (a resumed run keeps the one it stored)
     pairs = sorted({(c.dtype, c.op) for c in cases if COLLECTIVES[c.collective].reduction})
     reductions = reduction_rates(comm, pairs) if resume is None else []
+    floor = harness_floor(comm, cfg.collectives, settings) if resume is None else None
 
     def start():
         path = new_run_dir(cfg.results_dir, P, tag)
         meta = dict(prov, **order, size_definitions={c: COLLECTIVES[c].size_definition for c in cfg.collectives},
                     timer_resolution_s=timer_res, planned_cases=len(cases),
                     skipped=[{"what": w, "why": y} for w, y in skipped],
-                    reduce_local=reductions)
+                    reduce_local=reductions, harness_floor=floor)
         return RunWriter(path, meta)
 
     def same_config(stored) -> bool:

@@ -215,6 +215,15 @@ def print_fit(doc: dict, console) -> None:
     paths = reduction_table(doc["network"].get("reduction_paths") or [])
     if paths is not None:
         console.print(to_rich(paths))
+    floor = doc["network"].get("harness_floor")
+    if floor and floor.get("alpha_without_floor_s") is not None:
+        rest = floor["alpha_without_floor_s"]
+        console.print(f"harness floor: a zero-byte ping-pong takes {fmt_time(floor['zero_count_s']['pingpong'])} one "
+                      "way through this loop; "
+                      + (f"ping-pong alpha without it: {fmt_time(rest)} (the transport's latency; the rest is the "
+                         "Python path, mpi4py and the library's entry)" if rest > 0 else
+                         f"alpha is {fmt_time(-rest)} below it: the transport's latency is hidden beneath the "
+                         "Python path here (alpha is a fitted intercept, the floor a measured zero-byte call)"))
     over = doc["network"].get("step_overhead")
     if over:
         console.print(f"software overhead per step of the hand-written algorithms, beyond alpha: "

@@ -13,6 +13,7 @@ from rich.markup import escape
 from ccbench.analysis.fastest import launch_variation
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.stats import FLAG_DESCRIPTIONS
+from ccbench.core.units import fmt_time
 from ccbench.measure.hardware import summary as hardware_summary
 from ccbench.present.table import Column, Styled, Table, render
 from ccbench.store.launches import LAUNCH_SPREAD
@@ -80,7 +81,17 @@ def run_header(meta: dict, path, rows: Sequence = ()) -> str:
         + (f"\nhardware: {escape(hardware)}" if hardware else "")
         + f"\n{launch_line(meta, rows)}"
         + (f"\n{sampling}" if (sampling := sampling_line(meta.get("config") or {})) else "")
+        + (f"\n{floor}" if (floor := floor_line(meta.get("harness_floor"))) else "")
     )
+
+
+def floor_line(floor: dict | None) -> str:
+    """The run's harness floor (``ccbench.measure.gamma.harness_floor``) in one line; "" for runs without it."""
+    if not floor:
+        return ""
+    calls = ", ".join(f"{c} {fmt_time(s)}" for c, s in (floor.get("zero_count_s") or {}).items())
+    return (f"harness floor: an empty call costs {fmt_time(floor['empty_s'])} through the timing loop"
+            + (f"; zero-count native calls: {calls} (what a small message pays before a byte moves)" if calls else ""))
 
 
 def sampling_line(cfg: dict) -> str:
