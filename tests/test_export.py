@@ -74,3 +74,24 @@ def test_export_command_writes_a_new_file_and_never_replaces_one(tmp_path):
     r = subprocess.run([sys.executable, "-m", "ccbench", "export", str(REPO / "tests" / "data" / "wl-ddp-np2"),
                         "--format", "osu"], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
+
+
+def test_osu_statistics_and_per_rank_sizes_in_show():
+    import dataclasses
+
+    from ccbench.present.views import osu_tables, rows_tables
+
+    (name, meta, rows), = _runs(NP4)
+    ag = [r for r in rows if r.collective == "allgather" and r.algorithm == "native"]
+    (t,) = [t for t in rows_tables(ag, per_rank=True)]
+    assert "one rank's block (as OSU)" in t.title
+    assert [row[1] for row in t.rows] == [r.nbytes // 4 for r in sorted(ag, key=lambda r: r.nbytes)]
+    r0 = dataclasses.replace(ag[0], rank_mean_min_s=1e-6, rank_mean_avg_s=2e-6, rank_mean_max_s=3e-6, p90_s=4e-6)
+    (t,) = osu_tables([r0])
+    assert t.cells()[0][2:8] == ["2 us", "1 us", "3 us", t.columns[5].format(r0.median_s), "4 us",
+                                 t.columns[7].format(r0.p99_s)]
+    (old,) = osu_tables(ag[:1], per_rank=False)  # rows recorded before the per-rank means: "-"
+    assert old.cells()[0][2:5] == ["-", "-", "-"] and old.rows[0][1] == ag[0].nbytes
+    r = subprocess.run([sys.executable, "-m", "ccbench", "show", str(NP4), "--osu", "--size-per-rank"],
+                       capture_output=True, text=True, cwd=REPO, timeout=60, env={"COLUMNS": "200", "PATH": ""})
+    assert r.returncode == 0 and "OSU/IMB statistics" in r.stdout and "Avg/Min/Max Latency" in r.stdout

@@ -144,6 +144,11 @@ class Comm:
         mine = np.array(recvbuf if sendbuf is MPI.IN_PLACE else sendbuf, copy=True)
         recvbuf[...] = functools.reduce(op.ufunc, self._collective("Allreduce", mine))
 
+    def allreduce(self, value, op):
+        """mpi4py's lowercase allreduce of a Python number (it costs an Allreduce)."""
+        assert isinstance(op, _Op), f"not an MPI op: {op!r}"
+        return functools.reduce(lambda a, b: op.ufunc(a, b).item(), self._collective("Allreduce", np.float64(value)))
+
     def Bcast(self, buf, root: int = 0) -> None:
         if self.rank == root:
             self.world.agreed.append(float(buf[0]) if buf.size else None)
@@ -597,6 +602,25 @@ def test_a_fixed_count_takes_exactly_that_many_samples_whatever_the_spread_or_bu
         world = World(2, work)
         samples, stop = measure_world(world, settings(min_reps=2, max_reps=3, budget_s=budget, iterations=7))
         assert (len(samples), stop) == (7, "iterations")
+
+
+def test_rank_means_are_each_rank_s_mean_then_min_avg_max_over_ranks():
+    """OSU/IMB statistics: per-rank means of SPREAD's six samples, then their min, average and max."""
+    world = World(3, scripted(SPREAD))
+    out = [None] * 3
+
+    def body(comm):
+        per = {}
+        measure(comm, functools.partial(world.call, comm.rank), settings(), clock=comm.Wtime, per_rank=per)
+        out[comm.rank] = {k: v / TICK for k, v in per.items()}
+
+    run(world, body)
+    means = [np.mean(row[2:]) for row in SPREAD]   # 45, 45, 43.33 ticks
+    want = {"rank_mean_min_s": min(means), "rank_mean_avg_s": np.mean(means), "rank_mean_max_s": max(means)}
+    for got in out:
+        assert got == pytest.approx(want)
+    # the maximum over ranks per sample (ccbench's sample) has a larger mean than any rank's own
+    assert np.mean([60, 70, 80, 90, 70, 40]) > max(means)
 
 
 def test_batch_of_reads_the_timing_modes():

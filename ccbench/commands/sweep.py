@@ -103,11 +103,23 @@ def list_cmd():
 @click.command()
 @click.argument("run_path", metavar="RUN")
 @click.option("--results-dir", default="results", help="Where to look for RUN by name or 'latest'.")
-def show(run_path, results_dir):
+@click.option("--osu", is_flag=True,
+              help="OSU/IMB statistics: each rank's mean, then avg/min/max over ranks; p50/p90/p99 (sweeps).")
+@click.option("--size-per-rank", "per_rank", is_flag=True,
+              help="Sizes as one rank's block for scatter, gather, allgather and alltoall (as OSU counts them).")
+def show(run_path, results_dir, osu, per_rank):
     """Print a stored run as tables (median, CI, bus bandwidth, flags, failures)."""
     from ccbench.store.results import resolve_run
 
-    show_run(resolve_run(run_path, results_dir), new_console())
+    path = resolve_run(run_path, results_dir)
+    if not (osu or per_rank):
+        show_run(path, new_console())
+        return
+    from ccbench.present.views import show_sweep
+    from ccbench.store.run import open_run
+
+    show_sweep(open_run(path, results_dir, kinds=("sweep",), what="show --osu/--size-per-rank"), new_console(),
+               osu=osu, per_rank=per_rank)
 
 
 @click.command()

@@ -94,9 +94,11 @@ def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e
         probe(comm, call, library)
     slow = fault is not None and fault.slows(case.collective, case.algorithm, case.nbytes)
     timed = fault.slowed(call, clock or time.perf_counter) if slow and fault.on(rank) else call
-    samples, stop = measure(comm, timed, settings, clock=clock)
+    per_rank: dict = {}
+    samples, stop = measure(comm, timed, settings, clock=clock, per_rank=per_rank)
     if case.collective == "pingpong":
         samples = samples / 2  # one-way time is half the round trip
+        per_rank = {k: v / 2 for k, v in per_rank.items()}
     # validation: fresh inputs, poisoned outputs, one more call, exact comparison;
     # the traffic of that call is the traffic of one call
     bufs.fill()
@@ -132,6 +134,7 @@ def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e
         settings=variant_settings(alg, library),
         samples_s=tuple(float(x) for x in samples),
         timing="per-call" if settings.batch == 1 else f"batched:{settings.batch}",
+        p90_s=float(np.percentile(samples, 90)), **per_rank,
     )
 
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from ccbench.core.stats import relative_standard_error
 
-__all__ = ["DEFAULT_BATCH", "TimingSettings", "batch_of", "measure", "timer_resolution_s"]
+__all__ = ["DEFAULT_BATCH", "TimingSettings", "batch_of", "measure", "rank_means", "timer_resolution_s"]
 
 _now = time.perf_counter
 
@@ -128,11 +128,27 @@ class _Window:
         return float(self.start[0]) + self.offset
 
 
+def rank_means(comm, local: np.ndarray) -> dict:
+    """OSU's and IMB's statistics of one case: each rank's mean time, then their min, mean and max over ranks.
+
+    OSU Micro-Benchmarks report "Min/Avg/Max Latency" this way (each rank's average over its
+    iterations, then reduced over ranks), IMB ``t_min``/``t_avg``/``t_max`` likewise; ccbench's
+    own sample is the per-call maximum over ranks, so these columns sit beside it for a reader
+    comparing with those tools.
+    """
+    from mpi4py import MPI
+
+    mine = float(np.mean(local)) if len(local) else 0.0
+    lo, hi, total = (comm.allreduce(mine, op) for op in (MPI.MIN, MPI.MAX, MPI.SUM))
+    return {"rank_mean_min_s": lo, "rank_mean_avg_s": total / comm.Get_size(), "rank_mean_max_s": hi}
+
+
 def measure(comm, call: Callable[[], object], s: TimingSettings,
-            clock: Callable[[], float] | None = None) -> tuple[np.ndarray, str]:
+            clock: Callable[[], float] | None = None, per_rank: dict | None = None) -> tuple[np.ndarray, str]:
     """Time `call` on every rank of `comm`; return (per-sample max-over-ranks seconds, stop reason).
 
-    `clock` reads this rank's local time in seconds (default: time.perf_counter).
+    `clock` reads this rank's local time in seconds (default: time.perf_counter).  A `per_rank`
+    dict is filled with ``rank_means`` of this rank's own call times (OSU's and IMB's statistics).
     """
     from mpi4py import MPI
 
@@ -189,14 +205,13 @@ def measure(comm, call: Callable[[], object], s: TimingSettings,
         samples[done:n] = batch[:-1]
         elapsed = batch[-1]
         done = n
-        if fixed is not None:
-            return samples[:n].copy(), "iterations"
-        if n >= s.max_reps:
-            return samples[:n].copy(), "max_reps"
-        if n >= s.min_reps and relative_standard_error(samples[:n]) <= s.target_rse:
-            return samples[:n].copy(), "target_rse"
-        if elapsed >= s.budget_s:
-            return samples[:n].copy(), "budget"
+        stop = ("iterations" if fixed is not None else "max_reps" if n >= s.max_reps
+                else "target_rse" if n >= s.min_reps and relative_standard_error(samples[:n]) <= s.target_rse
+                else "budget" if elapsed >= s.budget_s else None)
+        if stop is not None:
+            if per_rank is not None:
+                per_rank.update(rank_means(comm, local[:n]))
+            return samples[:n].copy(), stop
         # next check after ~25% more samples, but not past the budget's estimate
         per = elapsed / n
         more = max(1, n // 4)

@@ -15,6 +15,7 @@ from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.stats import FLAG_DESCRIPTIONS
 from ccbench.core.units import fmt_time
 from ccbench.measure.hardware import summary as hardware_summary
+from ccbench.present.export import OSU_PER_RANK
 from ccbench.present.table import Column, Styled, Table, render
 from ccbench.store.launches import LAUNCH_SPREAD
 from ccbench.store.results import Row
@@ -122,11 +123,45 @@ def _by_collective(rows: Sequence[Row]) -> list[tuple[str, list[Row], list[str]]
             for c in COLLECTIVES if c in by_coll]
 
 
-def rows_tables(rows: list[Row], launches: bool | None = None) -> list[Table]:
+def _size(r: Row, per_rank: bool) -> int:
+    """The row's size, or one rank's block of it (`per_rank`) where OSU counts that way (``OSU_PER_RANK``)."""
+    return r.nbytes // r.nranks if per_rank and r.collective in OSU_PER_RANK else r.nbytes
+
+
+def _size_title(coll: str, per_rank: bool) -> str:
+    return "one rank's block (as OSU)" if per_rank and coll in OSU_PER_RANK else COLLECTIVES[coll].size_definition
+
+
+def osu_tables(rows: list[Row], per_rank: bool = True) -> list[Table]:
+    """One table per collective in OSU's and IMB's terms: each rank's mean, then min/avg/max over ranks; percentiles.
+
+    "avg", "min", "max" are OSU's "Avg/Min/Max Latency" (IMB's t_avg/t_min/t_max): each rank's mean
+    call time, averaged / minimised / maximised over ranks (``ccbench.measure.timing.rank_means``);
+    p50/p90/p99 are percentiles of ccbench's samples (each the per-call maximum over ranks), as
+    OSU's ``-z`` prints them.  Sizes are one rank's block where OSU's and IMB's are (`per_rank`).
+    Rows recorded before the per-rank means were kept show "-".
+    """
+    tables = []
+    for coll, group, vary in _by_collective(rows):
+        t = Table(f"{coll} at {group[0].nranks} ranks, OSU/IMB statistics - size: {_size_title(coll, per_rank)}",
+                  [Column("algorithm"), Column("size", "size"), *[Column(k.replace("_", " ")) for k in vary],
+                   Column("avg", "time"), Column("min", "time"), Column("max", "time"), Column("p50", "time"),
+                   Column("p90", "time"), Column("p99", "time"), Column("n", "count")])
+        for r in sorted(group, key=_order):
+            t.add_row(r.algorithm, _size(r, per_rank), *[getattr(r, k) for k in vary], r.rank_mean_avg_s,
+                      r.rank_mean_min_s, r.rank_mean_max_s, r.median_s, r.p90_s, r.p99_s, r.samples)
+        t.caption = ("avg/min/max: each rank's mean time, then over ranks (OSU's Avg/Min/Max Latency, IMB's "
+                     "t_avg/t_min/t_max); p50/p90/p99: of the per-call maximum over ranks (ccbench's sample)")
+        tables.append(t)
+    return tables
+
+
+def rows_tables(rows: list[Row], launches: bool | None = None, per_rank: bool = False) -> list[Table]:
     """One table per collective: median with 95% CI, min, bus bandwidth, samples, flags, check.
 
     With `launches` (default: when a row has several launches) each case also shows
-    ``LAUNCH_COLUMNS`` and its flags wrap at commas.
+    ``LAUNCH_COLUMNS`` and its flags wrap at commas; `per_rank` shows one rank's block as the
+    size where the size covers P blocks (OSU's and IMB's size).
     """
     if launches is None:
         launches = any(r.n_launches > 1 for r in rows)
@@ -135,14 +170,14 @@ def rows_tables(rows: list[Row], launches: bool | None = None) -> list[Table]:
     for coll, group, vary in _by_collective(rows):
         P = group[0].nranks
         factor = COLLECTIVES[coll].busbw_factor(P)
-        t = Table(f"{coll} at {P} ranks - size: {COLLECTIVES[coll].size_definition}; busbw = algbw x {factor:.3g}",
+        t = Table(f"{coll} at {P} ranks - size: {_size_title(coll, per_rank)}; busbw = algbw x {factor:.3g}",
                   [Column("algorithm"), Column("size", "size"), *[Column(k.replace("_", " ")) for k in vary],
                    Column("median", "time"), Column("95% CI", "time_ci", no_wrap=True), Column("min", "time"),
                    Column("busbw GB/s", fmt=lambda v: f"{v:.3f}", align="right"), Column("n", "count"),
                    *(LAUNCH_COLUMNS if launches else ()), Column("stop"), Column("flags"), Column("check")])
         for r in sorted(group, key=_order):
-            t.add_row(r.algorithm, r.nbytes, *[getattr(r, k) for k in vary], r.median_s, (r.ci_low_s, r.ci_high_s),
-                      r.min_s, r.busbw_gbs if coll != "barrier" else None, r.samples,
+            t.add_row(r.algorithm, _size(r, per_rank), *[getattr(r, k) for k in vary], r.median_s,
+                      (r.ci_low_s, r.ci_high_s), r.min_s, r.busbw_gbs if coll != "barrier" else None, r.samples,
                       *(launch_cells(r) if launches else ()), r.stop_reason.replace(";", sep.replace(",", ";")),
                       sep.join(r.flags), "ok" if r.ok else Styled(f"FAILED ({r.nwrong} wrong)", "red bold"))
         tables.append(t)
@@ -163,12 +198,16 @@ def launch_tables(rows: Sequence[Row]) -> list[Table]:
     return tables
 
 
-def show_sweep(run, console, show_table: bool = True) -> None:
-    """Print a stored collective sweep (a `Run`): provenance, tables per collective, warnings, a summary line."""
+def show_sweep(run, console, show_table: bool = True, *, osu: bool = False, per_rank: bool = False) -> None:
+    """Print a stored collective sweep (a `Run`): provenance, tables per collective, warnings, a summary line.
+
+    `osu`: the OSU/IMB statistics (``osu_tables``) instead of ccbench's; `per_rank`: sizes as one
+    rank's block where OSU and IMB count that way.
+    """
     path, meta, rows = run.path, run.meta, run.rows
     if show_table:
         console.print(run_header(meta, path, rows))
-        render(rows_tables(rows), console)
+        render(osu_tables(rows, per_rank) if osu else rows_tables(rows, per_rank=per_rank), console)
         if any(r.n_launches > 1 for r in rows):
             render(launch_notes(rows), console)
     for w in run.warnings:

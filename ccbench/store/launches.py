@@ -29,11 +29,12 @@ BOOTSTRAP_REPLICATES = 1000
 LAUNCH_SPREAD = "launch_spread"
 
 # pooled statistics of the samples themselves, where the row type has them
-_POOLED = {"min_s": np.min, "max_s": np.max, "mean_s": np.mean,
+_POOLED = {"min_s": np.min, "max_s": np.max, "mean_s": np.mean, "p90_s": lambda x: np.percentile(x, 90),
            "p95_s": lambda x: np.percentile(x, 95), "p99_s": lambda x: np.percentile(x, 99),
            "stddev_s": lambda x: np.std(x, ddof=1) if x.size > 1 else math.nan}
-# per-launch measurements other than the samples (workload rows): the median over launches
-_PER_LAUNCH = ("comm_s", "compute_s", "total_s", "overlap_pct", "baseline_s", "slowdown")
+# per-launch measurements other than the samples (workload rows; OSU's per-rank means): the median over launches
+_PER_LAUNCH = ("comm_s", "compute_s", "total_s", "overlap_pct", "baseline_s", "slowdown",
+               "rank_mean_min_s", "rank_mean_avg_s", "rank_mean_max_s")
 
 
 def launch_spread(blocks: Sequence[np.ndarray]) -> bool:

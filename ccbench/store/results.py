@@ -138,6 +138,12 @@ class Row(StoredRow):
     # how a sample was taken: "per-call" (one synchronised call) or "batched:K" (K back-to-back
     # calls, the time / K); absent from rows written before it existed, which were per-call
     timing: str = "per-call"
+    # OSU's "Min/Avg/Max Latency" and IMB's t_min/t_avg/t_max: each rank's mean time, then the
+    # min, mean and max over ranks (None in rows written before they were recorded)
+    rank_mean_min_s: float | None = None
+    rank_mean_avg_s: float | None = None
+    rank_mean_max_s: float | None = None
+    p90_s: float | None = None
 
     def __post_init__(self):
         if self.nbytes < 0 or self.count < 0 or self.nranks < 1 or self.nwrong < 0:
