@@ -2,6 +2,7 @@
 
 import filecmp
 import os
+import re
 import tomllib
 from pathlib import Path
 
@@ -59,6 +60,15 @@ def test_shipped_copies_are_identical(what):
         assert filecmp.cmp(top / name, shipped / name, shallow=False), \
             f"{what}/{name} differs from ccbench/data/{what}/{name}: copy it over"
         assert os.access(top / name, os.X_OK) == os.access(shipped / name, os.X_OK), f"{name}: executable bit"
+
+
+def test_the_docs_extra_keeps_the_core_install_small():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    core = {re.split(r"[<>=\[ ]", d)[0] for d in project["dependencies"]}
+    assert core == {"mpi4py", "numpy", "click", "rich"}  # no site generator, no plot library
+    assert [re.split(r"[<>=\[ ]", d)[0] for d in project["optional-dependencies"]["docs"]] == ["mkdocs"]
+    packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    assert packages["include"] == ["ccbench*"]  # the manual (docs/) is not shipped in the wheel
 
 
 def test_package_data_ships_them():

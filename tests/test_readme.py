@@ -1,52 +1,16 @@
-"""The README stays true: its opening commands are what CI runs, and every figure it quotes from a run stored
-in the repository is recomputed here from that run, with ccbench's own functions, and must appear in the README
-exactly as written (same rounding).
+"""The README keeps its promises: its opening commands are what CI runs, it fits a screen or two, its links lead
+to pages that exist, its tour is the site's, and its Python example runs.  Its ``$ ccbench`` examples and any
+figure it quotes are checked with the pages' (tests/test_docs.py)."""
 
-Two kinds of check:
-
-- every ``$ ccbench ...`` example in a README code block is run (in a temporary directory holding a copy of
-  ``tests/data``, since some commands write beside the run) and each line the README shows must be a line of what
-  the command prints, in the same order (the README may leave lines out: "output trimmed");
-- the figures quoted in the prose are recomputed from the stored runs (``open_run``, ``fit_run``, ``compare_runs``,
-  ``fastest_per_size`` ...) and looked up in the README section they belong to, anchored by the words around them.
-
-Figures with no stored result behind them (runs measured once and not committed) must say so where they stand;
-`test_unstored_figures_say_so` checks that each such passage does.
-"""
-
-import io
 import re
-import shlex
 import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from rich.console import Console
-
-from ccbench.algorithms import REGISTRY
-from ccbench.analysis.compare import compare_runs
-from ccbench.analysis.fastest import fastest_per_size, fastest_per_variant, group_rows
-from ccbench.analysis.runs import fit_run, given_params, predict_table
-from ccbench.cli import cli
-from ccbench.core.units import fmt_time, format_size
-from ccbench.measure.config import load_config, plan
-from ccbench.present.kinds import fastest_table
-from ccbench.present.model_tables import gamma_text
-from ccbench.present.report import variant_label
-from ccbench.present.table import Column, fmt_p, fmt_ratio, to_rich
-from ccbench.store.run import open_run
-from ccbench.workloads.models import load_model
-from ccbench.workloads.schedule import ddp_schedule, moe_schedule, predict_step_s, zero_schedule
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
 README = (REPO / "README.md").read_text()
-ENV = {"COLUMNS": "1000"}  # wide enough that no printed line wraps
-BOX = set("┏┡└├┌━─╇┳┻╋┯┷")
-
-
-# --------------------------------------------------------------------------- the two opening commands
 
 
 def _readme_commands() -> list[str]:
@@ -61,495 +25,57 @@ def test_ci_runs_the_readme_test_command():
     assert tests in ci.splitlines()
 
 
-# --------------------------------------------------------------------------- reading the README
+def test_the_two_commands_come_first():
+    blocks = re.findall(r"^```[a-z]*\n(.*?)^```", README, re.S | re.M)
+    assert [b.strip() for b in blocks[:2]] == _readme_commands()[:2]
+    assert README.index(blocks[1]) < README.index("\n## ")  # before any section
 
 
-def _norm(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _section(title: str) -> str:
-    """The text under the heading `title` (any level) up to the next heading of the same or a higher level."""
+def test_the_readme_fits_a_screen_or_two():
     lines = README.splitlines()
-    out: list[str] = []
-    level = None
-    fenced = False
-    for line in lines:
-        if line.startswith("```"):
-            fenced = not fenced
-        heading = None if fenced else re.match(r"(#+) (.*)", line)
-        if level is None:
-            if heading and heading.group(2).strip() == title:
-                level = len(heading.group(1))
-            continue
-        if heading and len(heading.group(1)) <= level:
-            break
-        out.append(line)
-    assert level is not None, f"README has no heading {title!r}"
-    return "\n".join(out)
+    assert len(lines) <= 100, f"README.md has {len(lines)} lines: the manual belongs in docs/"
+    assert max(map(len, lines)) <= 130
 
 
-def _says(title: str, claim: str) -> None:
-    """The README section `title` contains `claim` (whitespace and line breaks ignored)."""
-    text = _norm(_section(title))
-    if _norm(claim) not in text:
-        words = _norm(claim).split()
-        anchor = " ".join(words[:4])
-        at = text.find(anchor)
-        seen = text[at:at + len(_norm(claim)) + 40] if at >= 0 else "(anchor not found)"
-        pytest.fail(f"README section {title!r} should say, from the stored data:\n  {_norm(claim)}\nit says:\n  {seen}")
+def test_its_links_lead_to_pages_that_exist():
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README)
+    assert "docs/api.md" in links and "docs/getting-started.md" in links
+    for target in links:
+        assert not re.match(r"[a-z]+://", target) or target.startswith("https://"), target
+        if "://" not in target:
+            assert (REPO / target).is_file(), f"README links to {target}, which does not exist"
 
 
-def _paragraph(title: str, anchor: str) -> str:
-    """The paragraph (blank-line separated) of section `title` that contains `anchor`."""
-    for para in re.split(r"\n\s*\n", _section(title)):
-        if _norm(anchor) in _norm(para):
-            return _norm(para)
-    pytest.fail(f"README section {title!r} has no paragraph with {anchor!r}")
+def _tour(text: str) -> str:
+    return re.search(r"^## A ten-line tour\n\n```\n(.*?)^```", text, re.S | re.M).group(1)
 
 
-def _examples() -> list[tuple[str, list[str]]]:
-    """Every ``$ ccbench ...`` line of the README's code blocks, with the output lines shown under it."""
-    out: list[tuple[str, list[str]]] = []
-    shown: list[str] | None = None  # the lines under the current example; None outside one
-    fenced = False
-    for line in README.splitlines():
-        if line.startswith("```"):
-            fenced, shown = not fenced, None
-        elif fenced and line.startswith("$ "):
-            shown = []
-            out.append((line[2:].strip(), shown))
-        elif shown is not None:
-            shown.append(line)
-    return out
+def test_the_tour_is_the_sites_and_ten_lines_of_real_commands():
+    tour = _tour(README)
+    assert tour == _tour((REPO / "docs" / "index.md").read_text())
+    lines = tour.splitlines()
+    assert len(lines) == 10 and all(ln.startswith("ccbench ") and "  # " in ln for ln in lines)
+    from ccbench.cli import cli
 
-
-def _cells(line: str) -> list[str]:
-    return [_norm(c) for c in re.split(r"[│┃]", line.strip())[1:-1]]
-
-
-def _items(lines: list[str]) -> list[tuple[str, object]]:
-    """Printed lines as comparable items: text lines, table rows, and headers (multi-line ones joined per column)."""
-    items: list[tuple[str, object]] = []
-    header: list[str] | None = None
-    for line in lines:
-        s = line.strip()
-        if s.startswith("┃"):
-            cells = _cells(s)
-            header = cells if header is None else [a + b for a, b in zip(header, cells, strict=True)]
-            continue
-        if header is not None:
-            items.append(("header", header))
-            header = None
-        if not s or s == "..." or set(s) <= BOX or s[0] in BOX:
-            continue
-        items.append(("row", _cells(s)) if s.startswith("│") else ("text", _norm(s)))
-    if header is not None:
-        items.append(("header", header))
-    return items
-
-
-def _assert_shows(command: str, shown: list[str], printed: str) -> None:
-    """Every item the README shows is printed, in the README's order."""
-    have = _items(printed.splitlines())
-    at = 0
-    for kind, value in _items(shown):
-        try:
-            at = have.index((kind, value), at) + 1
-        except ValueError:
-            near = [v for k, v in have if k == kind and (kind == "text" or v[:1] == value[:1])][:6]
-            pytest.fail(f"README shows under `$ {command}`:\n  {value}\nwhich the stored data does not give "
-                        "(or not in that order); printed instead, e.g.:\n  " + "\n  ".join(map(str, near)))
-
-
-# --------------------------------------------------------------------------- formatting as the README does
-
-
-def _x(v: float) -> str:
-    """A factor as the README's prose writes it: two significant digits below 10, whole numbers above."""
-    return f"{v:.2g}" if v < 10 else f"{v:.0f}"
-
-
-def _xrange(values) -> str:
-    values = list(values)
-    return f"{_x(min(values))}-{_x(max(values))}"
-
-
-def _tpair(a: float, b: float, sep: str) -> str:
-    """Two times, the unit written once when both share it: "1.27-1.7 us", "218 vs 222 us", "710 us to 6.02 ms"."""
-    ta, tb = fmt_time(a), fmt_time(b)
-    (na, ua), ub = ta.split(" "), tb.split(" ")[1]
-    return f"{na}{sep}{tb}" if ua == ub else f"{ta} to {tb}"
-
-
-def _trange(values) -> str:
-    values = list(values)
-    return _tpair(min(values), max(values), "-")
-
-
-# --------------------------------------------------------------------------- the stored runs
-
-
-@pytest.fixture(scope="module")
-def np2_fit() -> dict:
-    return fit_run(DATA / "run-np2", write=False)
-
-
-@pytest.fixture(scope="module")
-def np4_threads():
-    """run-np4 (thread level multiple) against run-np4-single, as `ccbench compare` pairs them."""
-    return compare_runs([DATA / "run-np4", DATA / "run-np4-single"])
-
-
-@pytest.fixture(scope="module")
-def ddp_threads():
-    """wl-ddp-np2 (multiple) against wl-ddp-np2-single."""
-    return compare_runs([DATA / "wl-ddp-np2", DATA / "wl-ddp-np2-single"])
+    for line in lines:  # every command of the tour exists
+        assert line.split()[1] in cli.commands, line
 
 
 @pytest.fixture
 def in_copy(tmp_path, monkeypatch):
-    """A working directory holding a copy of tests/data, so that commands may write beside the runs."""
+    """A working directory holding a copy of tests/data, as the README's example reads it from the checkout."""
     shutil.copytree(DATA, tmp_path / "tests" / "data")
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
 
-def _pairs(cmp, collective, algorithms=None, sizes=None):
-    return [p for p in cmp.pairs if p.collective == collective
-            and (algorithms is None or p.algorithm in algorithms) and (sizes is None or sizes(p.nbytes))]
-
-
-def _small_native_calls(cmp) -> list:
-    """The per-tensor native allreduce calls of 5 KiB and less in the DDP comparison."""
-    out = [p for p in cmp.pairs if p.variant == "per_tensor" and p.algorithm == "allreduce=native"
-           and not p.whole and p.nbytes <= 5 * 1024]
-    assert out
-    return out
-
-
-# --------------------------------------------------------------------------- the README's examples
-
-
-def _report_fastest(run_path: str) -> str:
-    """What `ccbench report RUN` prints for a sweep: its fastest-per-size tables (the figures are not needed)."""
-    console = Console(file=io.StringIO(), width=int(ENV["COLUMNS"]))
-    for g in group_rows(open_run(run_path).rows):
-        rows = fastest_per_size(g)
-        if rows and any(r["runner_up"] is not None for r in rows):
-            console.print(to_rich(fastest_table(
-                f"fastest per size: {variant_label(g)} (runner-up compared at the launch level)", rows,
-                Column("size", "size"), lambda r: r["nbytes"])))
-    return console.file.getvalue()
-
-
-EXAMPLES = _examples()
-
-
-def test_the_readme_has_its_examples():
-    commands = [c for c, _ in EXAMPLES]
-    for expected in ("ccbench fit tests/data/run-np2", "ccbench report tests/data/run-np4",
-                     "ccbench compare tests/data/run-np4 tests/data/run-np4-single",
-                     "ccbench show tests/data/wl-overlap-np2", "ccbench show tests/data/wl-straggler-np2"):
-        assert expected in commands
-    assert all(shown for _, shown in EXAMPLES)
-
-
-@pytest.mark.parametrize(("command", "shown"), EXAMPLES, ids=[c for c, _ in EXAMPLES])
-def test_readme_example_is_what_the_command_prints(command, shown, in_copy):
-    args = shlex.split(command)
-    assert args[0] == "ccbench"
-    if args[1] == "report":  # the same tables without drawing the report's figures (seconds each)
-        printed = _report_fastest(args[2])
-    else:
-        if args[1] == "compare":
-            args.append("--no-plot")  # the figure does not change what is printed
-        res = CliRunner().invoke(cli, args[1:], env=ENV)
-        assert res.exit_code == 0, res.output
-        printed = res.output
-    _assert_shows(command, shown, printed)
-
-
-# --------------------------------------------------------------------------- prose: thread level
-
-
-def test_thread_level_figures(np4_threads, ddp_threads):
-    (p,) = _pairs(np4_threads, "allreduce", {"native"}, lambda n: n == 8)
-    _says("Thread level", f"at 4 ranks on 2 cores an 8 B native allreduce took {fmt_time(p.median_b_s)} "
-                          f"single-threaded against {fmt_time(p.median_a_s)} thread-multiple")
-    small = _small_native_calls(ddp_threads)
-    assert all(p.median_b_s < p.median_a_s for p in small)  # by the medians of one launch each (see the DDP figures)
-    _says("Thread level", f"native allreduces of 5 KiB and less took {_trange(p.median_b_s for p in small)} "
-                          f"single-threaded against {_trange(p.median_a_s for p in small)} thread-multiple, "
-                          f"{_xrange(p.median_a_s / p.median_b_s for p in small)}x faster")
-
-
-# --------------------------------------------------------------------------- prose: benchmarks
-
-
-def test_default_config_case_count():
-    cases, _ = plan(load_config(REPO / "configs" / "default.toml"), 4)
-    _says("Benchmarks: hand-written against native", f"sweep ({len(cases)} cases at 4 ranks, every algorithm")
-
-
-# --------------------------------------------------------------------------- prose: fitting
-
-
-def _overhead(doc: dict) -> tuple[float, int, int]:
-    """(seconds per step, cases it explains, cases off) of a fit document."""
-    off = [c for c in doc["model_checks"] if c["off"]]
-    explained = sum("per-step overhead" in c["reasons"] for c in off)
-    return doc["network"]["step_overhead"]["seconds"], explained, len(off)
-
-
-def test_per_step_overhead_figures(np2_fit):
-    s, explained, off = _overhead(np2_fit)
-    _says("Fitting and predicting", f"({s * 1e6:.1f} us per step on the 2-rank run below, explaining {explained} "
-                                    f"of the {off} flagged cases)")
-    s4, explained4, off4 = _overhead(fit_run(DATA / "run-np4", write=False))
-    assert s4 < 0
-    _says("Fitting and predicting", f"(`ccbench fit tests/data/run-np4`, 4 ranks on 2 cores: {fmt_time(s4)} per "
-                                    f"step, explaining {explained4 or 'none'} of its {off4} flagged cases)")
-
-
-def test_read_it_with_care_figures(np2_fit):
-    s, _, off = _overhead(np2_fit)
-    checks = np2_fit["model_checks"]
-    ratios = [c["ratio"] for c in checks if c["off"]]
-    assert all(r > 1 for r in ratios), "the README says every case off the model is slower than predicted"
-    tolerance = np2_fit["provenance"]["tolerance"]
-    _says("Fitting and predicting", f"Python's per-step cost ({s * 1e6:.1f} us per step, the estimate above)")
-    _says("Fitting and predicting", f"so {off} of the {len(checks)} modelled cases are off by more than "
-                                    f"{tolerance:.0%}, every one of them slower than predicted "
-                                    f"({min(ratios):.2f}-{max(ratios):.2f}x)")
-    comp = {c["parameter"]: c for c in np2_fit["network"]["comparison"]}
-    _says("Fitting and predicting", f"the joint alpha is {fmt_ratio(comp['alpha_s']['ratio'])}x ping-pong's")
-    pp, joint = np2_fit["network"]["pingpong"], np2_fit["network"]["joint"]
-    _says("Fitting and predicting", f"gamma from numpy on warm buffers, {gamma_text(pp['gamma_s_per_byte'])}, is "
-                                    f"{fmt_ratio(comp['gamma_s_per_byte']['ratio'])}x below the "
-                                    f"{gamma_text(joint['gamma_s_per_byte'])} a reduction inside a collective")
-
-
-# --------------------------------------------------------------------------- prose: training workloads
-
-
-def test_model_sizes_and_schedules():
-    models = {name: load_model(name) for name in ("resnet50", "bert-base", "gpt2")}
-    _says("Training workloads", f"ResNet-50: {models['resnet50'].numel:,} parameters")
-    _says("Training workloads", f"BertModel base: {models['bert-base'].numel:,};")
-    _says("Training workloads", f"with the LM head tied: {models['gpt2'].numel:,}")
-    text = _section("Training workloads")
-    for name in ("resnet50", "gpt2"):  # the 4-rank table's sizes, tensors and calls (default DDP caps)
-        m = models[name]
-        bucketed, per_tensor = ddp_schedule(m, 4, "bucketed"), ddp_schedule(m, 4, "per_tensor")
-        size = re.escape(format_size(bucketed.nbytes(4, 4)))
-        row = (rf"\| ddp {name} \({size}, {len(m.tensors)} tensors\) \| bucketed: {len(bucketed.calls)} calls \|"
-               rf"[^\n]*\n\| \| per tensor: {len(per_tensor.calls)} calls \|")
-        assert re.search(row, text), f"README's ddp {name} rows do not match the schedule: {row}"
-    buckets = sorted(c.nbytes(4, 4) for c in ddp_schedule(models["resnet50"], 4, "bucketed").calls)
-    lo, hi = format_size(buckets[0]).split(" "), format_size(buckets[-1])
-    assert hi.endswith(" " + lo[1])
-    _says("Training workloads", f"ResNet-50's buckets ({lo[0]}-{hi})")  # what `workload overlap -m resnet50` sends
-    for variant in ("zero2", "ddp_flat", "zero3", "ddp_layer"):
-        n = len(zero_schedule(models["bert-base"], 4, variant).calls)
-        assert f"| {variant}: {n} call{'s' if n != 1 else ''} |" in text, variant
-    sizes = {format_size(moe_schedule(2048, 1024, 2, ep, top_k=2).nbytes(4, ep)) for ep in (2, 4)}
-    (size,) = sizes
-    _says("Training workloads", f"moe 2048 tokens x 1024, top-2, 2 experts/rank ({size} per step) | EP = 2 |")
-
-
-def test_gpt2_prediction_at_1024_ranks():
-    m = re.search(r"`ccbench workload predict ddp -m gpt2 -n (\d+) --alpha (\S+) --beta (\S+)`",
-                  _norm(_section("Training workloads")))
-    assert m, "the README names the command of its GPT-2 prediction"
-    P = int(m.group(1))
-    params, _ = given_params(None, "results", m.group(2), m.group(3), None)
-    gpt2 = load_model("gpt2")
-    t = {}
-    for mode in ("bucketed", "per_tensor"):
-        sch = ddp_schedule(gpt2, 4, mode)
-        for alg in ("rabenseifner", "double_binary_tree", "ring"):
-            t[mode, alg] = fmt_time(predict_step_s(sch, {"allreduce": REGISTRY["allreduce"][alg]}, P, 4, params))
-    _says("Training workloads", f"GPT-2's bucketed DDP step at {P:,} ranks takes {t['bucketed', 'rabenseifner']} with "
-                                f"Rabenseifner, {t['bucketed', 'double_binary_tree']} double binary tree, "
-                                f"{t['bucketed', 'ring']} ring; per tensor {t['per_tensor', 'rabenseifner']}, "
-                                f"{t['per_tensor', 'double_binary_tree']} and {t['per_tensor', 'ring']}.")
-
-
-def test_stored_overlap_and_straggler_figures():
-    overlap = [r.overlap_pct for r in open_run(DATA / "wl-overlap-np2").rows]
-    slowdown = [r.slowdown for r in open_run(DATA / "wl-straggler-np2").rows]
-    _says("Training workloads", f"(overlap {min(overlap):.0f}-{max(overlap):.0f}%)")
-    _says("Training workloads", f"delayed every allreduce algorithm by the whole delay "
-                                f"(slowdown {min(slowdown):.2f}-{max(slowdown):.2f})")
-
-
-# --------------------------------------------------------------------------- prose: the lab's model column
-
-
-def test_lab_predictions():
-    text = _section("An emulated cluster: the lab")
-    m = re.search(r"`ccbench predict --alpha (\S+) --beta (\S+) -n (\d+) -s (\S+) -C allreduce`", _norm(text))
-    assert m, "the README names the command of the lab's predictions"
-    params, _ = given_params(None, "results", m.group(1), m.group(2), None)
-    sizes = [8, 64 * 1024, 4 << 20]
-    (tab,) = predict_table(params, [int(m.group(3))], sizes, ["allreduce"])
-    names = {"ring": "ring", "recursive_doubling": "RD", "rabenseifner": "Rab"}
-    for i, n in enumerate(sizes):
-        t = {a: tab["times_s"][a][i] for a in names}
-        cells = [fmt_time(t[a]) for a in names]
-        assert all(c.endswith(" ms") for c in cells)
-        ring, rd, rab = (c.removesuffix(" ms") for c in cells)
-        order = sorted(names, key=t.get)
-        said = names[order[0]] + "".join((" ~ " if t[b] / t[a] < 1.05 else " < ") + names[b]
-                                         for a, b in zip(order, order[1:], strict=False))
-        row = (rf"\| {re.escape(format_size(n))} \| [^|]* \({re.escape(ring)}\) \| [^|]* \({re.escape(rd)}\) "
-               rf"\| [^|]* \({re.escape(rab)}\) \| [^|]* \| {re.escape(said)} \|")
-        assert re.search(row, text), f"the lab table's model column at {format_size(n)} should read {row}"
-
-
-# --------------------------------------------------------------------------- prose: the thread-level comparison
-
-
-def test_thread_level_comparison_summary(np4_threads):
-    cmp = np4_threads
-    def small(n: int) -> bool:
-        return n < 32 * 1024
-
-    title = "Reports, comparisons and plots"
-
-    (launch,) = cmp.launch_summary()
-    assert launch["launch_level"] == 0 and launch["single_launch"] == len(cmp.pairs)
-    _says(title, f"no case is decided at the launch level (0 of {len(cmp.pairs)})")
-    _says(title, f"the single-launch cases resolve ratios beyond {fmt_ratio(launch['resolvable_low'])}-"
-                 f"{fmt_ratio(launch['resolvable_high'])}x, the widest where ping-pong's")
-    widest = max(cmp.pairs, key=lambda p: p.resolvable_ratio)
-    assert widest.collective == "pingpong"
-
-    allreduce = _pairs(cmp, "allreduce")
-    assert all(p.verdict == "slower" for p in allreduce)
-    _says(title, f"every allreduce case is {_xrange(p.ratio for p in allreduce)}x slower")
-
-    big = _pairs(cmp, "bcast", sizes=lambda n: n == 32 * 1024)
-    assert all(p.verdict == "slower" for p in big)
-    _says(title, f"and so is every broadcast at 32 KiB ({_xrange(p.ratio for p in big)}x)")
-    native = _pairs(cmp, "bcast", {"native"}, small)
-    assert all(p.verdict == "faster" for p in native)
-    _says(title, f"native broadcasts get {_xrange(1 / p.ratio for p in native)}x faster")
-    sag = _pairs(cmp, "bcast", {"scatter_allgather"}, small)
-    assert all(p.verdict == "slower" for p in sag)
-    _says(title, f"scatter_allgather is {_xrange(p.ratio for p in sag)}x slower (every size)")
-    chain = _pairs(cmp, "bcast", {"pipelined_chain"}, small)
-    quiet = _pairs(cmp, "bcast", {"binomial", "linear"}, small)
-    assert all(p.verdict == "undetermined" for p in chain + quiet)
-    assert all(p.ratio < 1 for p in chain) and all(p.ratio > 1 for p in quiet)
-    _says(title, f"pipelined_chain ({_xrange(1 / p.ratio for p in chain)}x faster by its medians), binomial and "
-                 f"linear ({_xrange(p.ratio for p in quiet)}x slower) are undetermined")
-    assert {p.algorithm for p in _pairs(cmp, "bcast")} == {"native", "pipelined_chain", "binomial", "linear",
-                                                            "scatter_allgather"}, "summarise every broadcast"
-
-    allgather = _pairs(cmp, "allgather")
-    slower = [p for p in allgather if p.verdict == "slower"]
-    assert all(p.verdict in ("slower", "undetermined") for p in allgather)
-    _says(title, f"Allgather is slower in {len(slower)} of its {len(allgather)} cases")
-    fast_ones = _pairs(cmp, "allgather", {"ring", "recursive_doubling"})
-    assert all(p.verdict == "slower" for p in fast_ones)
-    _says(title, f"ring and recursive doubling {_xrange(p.ratio for p in fast_ones)}x at every size")
-    slow_ones = _pairs(cmp, "allgather", {"bruck", "native"})
-    called = [p for p in slow_ones if p.verdict == "slower"]
-    others = [p for p in slow_ones if p.verdict != "slower"]
-    assert all(p.verdict == "undetermined" and p.median_a_s >= 1e-3 for p in others)
-    _says(title, f"bruck and native {_xrange(p.ratio for p in called)}x in {len(called)} of their {len(slow_ones)} "
-                 f"cases, the {len(others)} others ({_xrange(p.ratio for p in others)}x; their thread-multiple "
-                 "medians were already milliseconds) undetermined")
-    linear = _pairs(cmp, "allgather", {"linear"})
-    (odd,) = [p for p in linear if p.verdict != "undetermined"]
-    assert odd.verdict == "slower"
-    _says(title, f"linear ({_tpair(min(p.median_a_s for p in linear), max(p.median_a_s for p in linear), '-')} "
-                 f"thread-multiple) is undetermined except at {format_size(odd.nbytes)} ({_x(odd.ratio)}x slower)")
-    assert {p.algorithm for p in allgather} == {"ring", "recursive_doubling", "bruck", "native", "linear"}
-
-    pingpong = _pairs(cmp, "pingpong")
-    assert all(p.verdict == "undetermined" and p.ratio < 1 for p in pingpong)
-    _says(title, f"Ping-pong (two ranks talking, two waiting) is faster by its medians "
-                 f"({_xrange(p.ratio for p in pingpong)}x) but undetermined at every size")
-    assert {p.collective for p in cmp.pairs} == {"pingpong", "allreduce", "bcast", "allgather"}
-
-
-# --------------------------------------------------------------------------- prose: the stored DDP runs
-
-
-def _winners(run: str) -> dict[str, dict]:
-    return {e["what"]: e for e in fastest_per_variant(open_run(DATA / run).rows)}
-
-
-def test_ddp_runs_figures(ddp_threads):
-    title = "Reports, comparisons and plots"
-    multi, single = _winners("wl-ddp-np2"), _winners("wl-ddp-np2-single")
-    b, t = multi["bucketed 0.5/0.125 MiB"], multi["per_tensor"]
-    assert (b["fastest"], b["runner_up"], t["fastest"], t["runner_up"]) == ("allreduce=ring",
-                                                                            "allreduce=rabenseifner") * 2
-    assert b["verdict"] == t["verdict"] == "undetermined" and not b["significant"] and not t["significant"]
-    _says(title, f"ring was fastest in both variants against Rabenseifner by its medians (`ccbench report "
-                 f"tests/data/wl-ddp-np2`: bucketed {_tpair(b['median_s'], b['runner_up_s'], ' vs ')}, per tensor "
-                 f"{_tpair(t['median_s'], t['runner_up_s'], ' vs ')}), but with one launch a side the difference is "
-                 f"undetermined (p = {fmt_p(b['p_value'])} and {fmt_p(t['p_value'])})")
-    b, t = single["bucketed 0.5/0.125 MiB"], single["per_tensor"]
-    assert (b["fastest"], b["runner_up"], b["verdict"]) == ("allreduce=rabenseifner", "allreduce=ring", "undetermined")
-    assert (t["fastest"], t["runner_up"], t["verdict"]) == ("allreduce=native", "allreduce=ring", "undetermined")
-    _says(title, f"single-threaded, bucketed Rabenseifner against ring ({_tpair(b['median_s'], b['runner_up_s'], ' vs ')}"
-                 f") and per tensor native against ring ({_tpair(t['median_s'], t['runner_up_s'], ' vs ')}) are "
-                 "undetermined as well")
-
-    steps, calls = ddp_threads.summary()
-    (launch,) = ddp_threads.launch_summary()
-    assert launch["launch_level"] == 0 and launch["undetermined"] == len(ddp_threads.pairs)
-    assert steps["undetermined"] == steps["pairs"] and calls["undetermined"] == calls["pairs"]
-    _says(title, f"changed the steps by a geometric mean of {fmt_ratio(steps['geomean_ratio'])}x, and with one launch "
-                 f"a side it decided none of the {len(ddp_threads.pairs)} rows ({steps['pairs']} steps and "
-                 f"{calls['pairs']} calls undetermined; single launches resolve ratios beyond "
-                 f"{fmt_ratio(launch['resolvable_low'])}-{fmt_ratio(launch['resolvable_high'])}x here)")
-    small = _small_native_calls(ddp_threads)
-    _says(title, f"native calls of 5 KiB and less were {_xrange(p.median_a_s / p.median_b_s for p in small)}x faster "
-                 f"single-threaded by their medians (all calls' geometric mean {fmt_ratio(calls['geomean_ratio'])}x)")
-    q = [p.p_adjusted for p in small]
-    assert all(p.p_adjusted >= 0.05 for p in small)
-    _says(title, f"not beyond it after the false-discovery adjustment (adjusted p {fmt_p(min(q))}-{fmt_p(max(q))})")
-    big = [p for p in ddp_threads.pairs if p.variant == "per_tensor" and p.algorithm == "allreduce=native"
-           and not p.whole and p.nbytes >= 512 * 1024]
-    assert sorted(format_size(p.nbytes) for p in big) == ["1 MiB", "512 KiB"]
-    assert all(p.ratio > 1 for p in big)
-    pct = sorted(f"{(p.ratio - 1) * 100:.0f}" for p in big)
-    (bucket,) = [p for p in ddp_threads.pairs if p.variant.startswith("bucketed") and p.label == "bucket 2"
-                 and p.algorithm == "allreduce=native"]
-    assert bucket.ratio > 1
-    _says(title, f"(per-tensor native {pct[0]}-{pct[-1]}% slower, the bucketed native {format_size(bucket.nbytes)} "
-                 f"bucket {(bucket.ratio - 1) * 100:.0f}% slower, by their medians)")
-
-
-# --------------------------------------------------------------------------- figures with nothing stored behind them
-
-
-UNSTORED = [  # (section, words next to the figure): the passage must say that it is not stored
-    ("Benchmarks: hand-written against native", "one run of that script gave"),
-    ("Benchmarks: hand-written against native", "0.34 us per step"),
-    ("Benchmarks: hand-written against native", "took about 40 s"),
-    ("Tuning the MPI library itself", "no variant was decidedly faster than MPICH's"),
-    ("Training workloads", "Measured here: 4 ranks on this 2-core machine"),
-    ("Training workloads", "(alpha 16.1 us, 2.85 GB/s, no gamma"),
-    ("An emulated cluster: the lab", "No lab run is stored in the repository"),
-    ("An emulated cluster: the lab", "One cycle of the commands above"),
-    ("An emulated cluster: the lab", "allreduce medians (measured once"),
-    ("An emulated cluster: the lab", "fitted rates of 2.00, 5.30 and 10.37 Gbit/s"),
-    ("Reports, comparisons and plots", "three identical single-launch runs"),
-    ("Launches: the unit of replication", "What this buys, measured by"),
-    ("Fitting and predicting", "Every sweep also times the local reduction"),
-    ("Launches: the unit of replication", "The ranges are two runs of the benchmark"),
-    ("Launches: the unit of replication", "on a replicated default sweep here"),
-]
-
-
-@pytest.mark.parametrize(("title", "anchor"), UNSTORED, ids=[a for _, a in UNSTORED])
-def test_unstored_figures_say_so(title, anchor):
-    para = _paragraph(title, anchor)
-    assert "not stored" in para or "No lab run is stored" in para, f"README: {anchor!r} should say it is not stored"
+def test_the_python_example_runs(in_copy):
+    (block,) = re.findall(r"^```python\n(.*?)^```", README, re.S | re.M)
+    namespace: dict = {}
+    exec(compile(block, "README.md", "exec"), namespace)
+    assert namespace["run"].kind == "sweep" and namespace["fits"]["schema"] == "ccbench.fits/1"
+    assert namespace["tables"][0]["collective"] == "allreduce" and namespace["tables"][0]["nranks"] == 4096
+    assert namespace["verdicts"][-1]["collective"] == "all"
+    assert namespace["ring"].name == "ring"
+    assert sorted(p.name for p in (in_copy / "tests" / "data" / "run-np2").iterdir()) == \
+           sorted(p.name for p in (DATA / "run-np2").iterdir())  # the example writes nothing

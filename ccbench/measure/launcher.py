@@ -38,6 +38,9 @@ from ccbench.measure.provenance import BIND_ENV, launch_binding, own_cores
 __all__ = ["BINDINGS", "Binding", "Job", "bind_flags", "choose_binding", "find_launcher", "launcher_kind",
            "prepare_launcher", "require_launched", "run_job"]
 
+#: Tells the ranks whether a person watches the job's output: "1" a terminal, "0" plain lines (a log).
+TERMINAL_ENV = "CCBENCH_TERMINAL"
+
 
 def find_launcher(explicit: str | None) -> str:
     """The launcher to use: the one named, else mpiexec/mpirun beside this Python, else on PATH."""
@@ -183,15 +186,19 @@ def prepare_launcher(launcher: str | None, nranks: int | None = None, bind: str 
 
     Open MPI's mpirun refuses root without two variables and more ranks than cores
     without --oversubscribe; both are given (the choice is the user's machine's, not a
-    benchmark parameter).  On a terminal the ranks are told so (progress bar, colours).
+    benchmark parameter).  The ranks are told whether stdout is a terminal (``CCBENCH_TERMINAL``
+    1: progress bar and colours; 0: plain lines).
     With `nranks`, the extra flags bind the ranks (`choose_binding` of `bind`; `launcher_args`
     are the user's own launcher options) and the environment tells the ranks how (``CCBENCH_BIND``).
     """
     exe = find_launcher(launcher)
     version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
     env = dict(os.environ)
-    if sys.stdout.isatty():
-        env["CCBENCH_TERMINAL"] = "1"
+    # say whether a person is watching, 1 or 0, never leave it to the ranks: Open MPI gives them a
+    # pseudo-terminal even when the job writes to a file (`ccbench.commands.common.new_console`)
+    if env.get(TERMINAL_ENV) not in ("0", "1"):  # a value the user set on purpose stands
+        env[TERMINAL_ENV] = "1" if sys.stdout.isatty() else "0"
+    if env[TERMINAL_ENV] == "1" and sys.stdout.isatty():
         env.setdefault("COLUMNS", str(shutil.get_terminal_size().columns))
     extra: list[str] = []
     if "Open MPI" in version or "OpenRTE" in version:
