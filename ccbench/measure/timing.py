@@ -1,6 +1,6 @@
 """The one timing loop: warm-up, synchronised single-call samples, adaptive repetitions.
 
-Method (README.md, "How it times"; after SKaMPI and IMB):
+Method (docs/measuring.md, "How it times"; after SKaMPI and IMB):
 
 * every sample is one call between two synchronisations, the synchronisation outside
   the timed region (``sync="barrier"``: an MPI_Barrier before each call;

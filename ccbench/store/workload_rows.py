@@ -16,7 +16,7 @@ WORKLOADS = ("ddp", "zero", "moe", "overlap", "straggler")
 class WorkloadRow(StoredRow):
     """One measured step of a workload, or one part of it (a bucket, a layer's collective).
 
-    Times are seconds, each sample the maximum over ranks (README.md, "How it times").
+    Times are seconds, each sample the maximum over ranks (docs/measuring.md, "How it times").
     ``part`` is -1 for the whole step and the call's index within the step otherwise;
     a part's samples are its own call's times within the timed steps.  Overlap rows
     carry the three OSU times (``comm_s`` = non-blocking call alone, ``compute_s``,
