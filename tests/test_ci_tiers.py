@@ -20,6 +20,7 @@ TIERS = {
     "slurm": REPO / "tests" / "slurm" / "ci_slurm.sh",
     "openmpi": REPO / "tests" / "openmpi" / "ci_openmpi.sh",
     "lab": REPO / "tests" / "lab" / "ci_lab.sh",
+    "reframe": REPO / "tests" / "reframe" / "ci_reframe.sh",
 }
 REAL_TOOLS = ("dirname", "mktemp", "rm")
 HEAVY = ("apt-get", "python", "python3", "pip", "sbatch", "slurmctld", "slurmd", "munged",
