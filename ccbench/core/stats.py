@@ -66,6 +66,10 @@ FLAG_DESCRIPTIONS: dict[str, str] = {
     "wide_ci": (
         f"{CONFIDENCE:.0%} CI of the median wider than +-{WIDE_CI_HALF_WIDTH:.0%} of the median"
     ),
+    "imported": (
+        "read from another tool's output (ccbench import): its own statistics, no raw samples; not tested "
+        "by compare"
+    ),
     "launch_spread": (
         "the launches differ more than the calls within one launch (between-launch sigma > "
         "within-launch sigma, log scale): trust intervals over launches, not samples"

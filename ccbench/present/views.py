@@ -83,6 +83,10 @@ def run_header(meta: dict, path, rows: Sequence = ()) -> str:
         + f"\n{launch_line(meta, rows)}"
         + (f"\n{sampling}" if (sampling := sampling_line(meta.get("config") or {})) else "")
         + (f"\n{floor}" if (floor := floor_line(meta.get("harness_floor"))) else "")
+        + ("\nimported from " + "; ".join(f"{escape(d['version'])} ({escape(d['path'])}, sha256 {d['sha256'][:12]})"
+                                          for d in meta["imported"])
+           + ": the tool's own statistics (no raw samples; compare leaves these cases untested)"
+           if meta.get("imported") else "")
     )
 
 
