@@ -79,7 +79,7 @@ def _time(comm, fn, reps: int, before=None) -> list[float]:
     return [float(x) for x in out]
 
 
-def reduction_rates(comm, pairs, *, reps: int = 20, warm_sizes=WARM_SIZES, cold_sizes=COLD_SIZES,
+def reduction_rates(comm, pairs, *, reps: int = 10, warm_sizes=WARM_SIZES, cold_sizes=COLD_SIZES,
                     llc_bytes: int | None = None) -> list[dict]:
     """Time each (dtype, op) of `pairs` on both paths, warm and cold, on every rank of `comm` (module docstring)."""
     from mpi4py import MPI
@@ -126,7 +126,7 @@ def harness_floor(comm, collectives, settings) -> dict:
     from ccbench.core.collectives import COLLECTIVES
     from ccbench.measure.timing import measure
 
-    quick = dataclasses.replace(settings, warmup=5, min_reps=50, max_reps=400, target_rse=0.02, budget_s=0.2,
+    quick = dataclasses.replace(settings, warmup=5, min_reps=30, max_reps=200, target_rse=0.02, budget_s=0.05,
                                 iterations=None)
     empty, _ = measure(comm, lambda: None, quick)
     out = {"empty_s": float(np.median(empty)), "zero_count_s": {}}

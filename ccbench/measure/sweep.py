@@ -197,18 +197,14 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     cases, order = launch_order(comm, cases, cfg.order, cfg.seed, launch, comm.bcast(stored_order, root=0),
                                 block=lambda c: (c.collective, c.nbytes, c.dtype, c.op, c.in_place, c.root))
 
-    # the local reduction on each path (the library's, numpy's), warm and cold, timed on every
-    # rank at once before the first case (a resumed run keeps the one it stored)
     pairs = sorted({(c.dtype, c.op) for c in cases if COLLECTIVES[c.collective].reduction})
-    reductions = reduction_rates(comm, pairs) if resume is None else []
-    floor = harness_floor(comm, cfg.collectives, settings) if resume is None else None
 
     def start():
         path = new_run_dir(cfg.results_dir, P, tag)
         meta = dict(prov, **order, size_definitions={c: COLLECTIVES[c].size_definition for c in cfg.collectives},
                     timer_resolution_s=timer_res, planned_cases=len(cases),
                     skipped=[{"what": w, "why": y} for w, y in skipped],
-                    reduce_local=reductions, harness_floor=floor)
+                    reduce_local=[], harness_floor=None)
         return RunWriter(path, meta)
 
     def same_config(stored) -> bool:
@@ -231,6 +227,15 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     nwrong_cases = sum(not ok for _, ok in finished)
     session = Session(comm, writer, watchdog_s=cfg.watchdog_s, progress=progress, fault=fault)
     try:
+        if resume is None:
+            # the local reduction on each path (the library's, numpy's), warm and cold, and the
+            # harness floor, timed on every rank at once before the first case -- with the run
+            # directory already made and SIGTERM already turned into a stop between items (a
+            # resumed run keeps what it stored)
+            extra = {"reduce_local": reduction_rates(comm, pairs),
+                     "harness_floor": harness_floor(comm, cfg.collectives, settings)}
+            if writer is not None:
+                writer.update(**extra)
         for case in cases:
             if session.stop_requested():
                 break
