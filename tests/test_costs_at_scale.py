@@ -435,3 +435,61 @@ def test_pipelines_of_many_segments(coll, name, attr, small, monkeypatch):
         for count in counts:
             bad += check(coll, name, P, count)
     assert not bad, "\n".join(bad)
+
+
+# -- known answers at the edges: empty vectors, odd bytes, the chunk count ----------------------
+
+
+def test_zero_bytes_move_and_reduce_nothing():
+    """At 0 bytes every closed form (busiest rank and critical path) moves and reduces no byte."""
+    bad = []
+    for coll, name in HANDWRITTEN:
+        alg = get(coll, name)
+        for P in (2, 3, 5, 12, 100):
+            if alg.unsupported(P, "sum"):
+                continue
+            cost = alg.cost(P, 0)
+            for c in (cost, cost.timing_cost):
+                if (c.beta, c.gamma) != (0, 0):
+                    bad.append(f"{coll}/{name} P={P}: {c}")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("name", [n for c, n in HANDWRITTEN if c == "allreduce"])
+def test_allreduce_of_an_empty_vector_sends_nothing(name):
+    """Every hand-written allreduce returns at once on 0 elements: no rank makes a step."""
+    for P in (2, 3, 5, 8, 12):
+        counts, plans = record("allreduce", name, P, 0)
+        assert not any(any(c.as_tuple()) for c in counts.values()), P  # no message, byte or reduction
+        assert plans == [[] for _ in range(P)]
+
+
+def test_double_binary_tree_of_two_ranks_pipelines_its_chunks():
+    """P = 2: each tree is one edge, rank 0 the root of tree 0 and the leaf of tree 1 (rank 1 the
+    other way round).  With C chunks per tree a rank sends its leaf chunks up in rounds 0..C-1 and
+    the root chunks down in rounds 1..C, and receives the same way: rounds 0 and C carry one message
+    each way, the C-1 rounds between two: 2C steps, n bytes each way, n/2 reduced (the root's half).
+    Both ranks do the same in every round: the critical path is the busiest rank's."""
+    chunk = allreduce_mod.CHUNK_BYTES
+    alg = get("allreduce", "double_binary_tree")
+    for C in (1, 3):
+        n = 2 * C * chunk
+        assert alg.cost(2, n) == (2 * C, n, n / 2, None)
+        counts, plans = record("allreduce", "double_binary_tree", 2, n // 4)
+        assert [_busiest([counts[r]]) for r in (0, 1)] == [(2 * C, n, n // 2)] * 2
+        assert critical_path(plans) == (2 * C, n)
+
+
+def test_double_binary_tree_of_odd_bytes():
+    """Bytes (uint8 elements): an odd count gives tree 0 the larger half, one byte more, exactly."""
+    alg = get("allreduce", "double_binary_tree")
+    bad = []
+    for P in (2, 3, 5, 7, 12):
+        for count in (1, 3, 7, 1001):
+            counts, plans = record("allreduce", "double_binary_tree", P, count, dtype="uint8")
+            _check_matched(plans)
+            cost = alg.cost(P, count)
+            got, path = _busiest(counts.values()), critical_path(plans)
+            if got != tuple(cost[:3]) or not (path[0] <= cost.timing_cost.alpha and path[1] <= cost.timing_cost.beta):
+                bad.append(f"P={P} count={count}: counted {got}, path {path}, closed form {cost}")
+    assert not bad, "\n".join(bad)

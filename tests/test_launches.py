@@ -226,3 +226,112 @@ def test_blocked_order_runs_each_block_back_to_back_in_a_random_order():
     orders = {tuple(a for _, a in launch_order(_OneRank(), items, "shuffled", s, 1, block=lambda it: it[0])[0][:3])
               for s in range(20)}
     assert len(orders) > 1  # the order within a block is drawn too
+
+
+# -- known answers at the edges of pooling (store.launches) -----------------------------------------
+
+
+def test_launch_spread_compares_the_two_components_on_the_log_scale():
+    # ln values 0, 0.2 | 0.3, 0.5: sigma_w^2 = 0.04 / 2 = 0.02; MSB = 2 (0.15^2 + 0.15^2) = 0.09, n0 = 2:
+    # sigma_b^2 = (0.09 - 0.02) / 2 = 0.035 > 0.02: flagged.  0, 0.2 | 0.2, 0.4: sigma_b^2 = 0.01 < 0.02: not
+    assert launch_spread([1e-5 * np.exp([0.0, 0.2]), 1e-5 * np.exp([0.3, 0.5])])
+    assert not launch_spread([1e-5 * np.exp([0.0, 0.2]), 1e-5 * np.exp([0.2, 0.4])])
+
+
+def test_launch_spread_needs_two_launches_with_a_within_spread_and_positive_times():
+    assert not launch_spread([[1e-5, 1e-5], [1e-5, 1e-5]])            # both components 0: not larger
+    assert not launch_spread([[1e-5], [3e-5]])                         # one sample each: no sigma_w to compare
+    assert not launch_spread([[1e-5, 0.0], [3e-5, 3.1e-5]])            # a zero time has no logarithm
+    assert not launch_spread([[], [1e-5, 1.1e-5]])                     # one launch with samples
+    assert launch_spread([[], [1e-5, 1.1e-5], [3e-5, 3.1e-5]])         # an empty launch is left out
+
+
+def test_two_launches_pool_to_the_geometric_mean_of_their_medians():
+    a, b = [1e-5, 1.1e-5, 1.2e-5], [4e-5, 4.1e-5, 4.2e-5]
+    pooled = pool_launches([(1, _row(a)), (2, _row(b))])
+    assert pooled.median_s == pytest.approx(math.sqrt(1.1e-5 * 4.1e-5), rel=1e-12)
+    assert pooled.ci_low_s < pooled.median_s < pooled.ci_high_s
+    assert pooled.flags == (LAUNCH_SPREAD,)
+    # bandwidths follow the typical time: nbytes / median
+    assert pooled.algbw_gbs == pytest.approx(64 / math.sqrt(1.1e-5 * 4.1e-5) / 1e9)
+    assert pooled.busbw_gbs == pytest.approx(2 * 64 / math.sqrt(1.1e-5 * 4.1e-5) / 1e9)
+
+
+def test_pooled_sample_statistics_are_those_of_all_samples():
+    # 1..100 us in three launches: p90 (numpy linear) = 90.1, p95 = 95.05, p99 = 99.01;
+    # sd (n - 1) = sqrt(100 * 101 / 12)
+    x = np.arange(1, 101) * 1e-6
+    pooled = pool_launches([(1, _row(x[:30])), (2, _row(x[30:70])), (3, _row(x[70:]))])
+    assert pooled.min_s == x[0] and pooled.max_s == x[-1] and pooled.mean_s == pytest.approx(50.5e-6)
+    assert pooled.p90_s == pytest.approx(90.1e-6)
+    assert pooled.p95_s == pytest.approx(95.05e-6) and pooled.p99_s == pytest.approx(99.01e-6)
+    assert pooled.stddev_s == pytest.approx(math.sqrt(100 * 101 / 12) * 1e-6)
+    assert pooled.samples == 100 and pooled.launch_samples == (30, 40, 30)
+    assert all(type(v) is float for v in pooled.samples_s) and all(type(n) is int for n in pooled.launch_samples)
+
+
+def test_one_launch_of_one_sample_has_no_standard_deviation():
+    r = _row([2e-5])
+    pooled = pool_launches([(1, r)])
+    assert math.isnan(pooled.stddev_s) and pooled.min_s == pooled.max_s == pooled.mean_s == 2e-5
+    assert (pooled.algbw_gbs, pooled.busbw_gbs) == (r.algbw_gbs, r.busbw_gbs)   # one launch: unchanged
+
+
+def test_a_launch_with_a_zero_time_is_pooled_without_the_log_scale_interval():
+    r1, r2 = _row([1e-5, 1.2e-5, 1.1e-5]), _row([0.0, 3e-5, 3e-5])
+    pooled = pool_launches([(2, r2), (1, r1)])
+    # no geometric mean or two-stage bootstrap of a zero: the first launch's typical time is kept
+    assert (pooled.median_s, pooled.ci_low_s, pooled.ci_high_s) == (r1.median_s, r1.ci_low_s, r1.ci_high_s)
+    assert pooled.min_s == 0.0 and pooled.samples == 6 and LAUNCH_SPREAD not in pooled.flags
+
+
+def test_flags_and_stop_reasons_are_unions_in_launch_order_without_repeats():
+    rows = [(1, _row([1e-5, 1.1e-5], flags=("outliers", LAUNCH_SPREAD), stop="budget")),
+            (2, _row([3e-5, 3.3e-5], flags=("outliers", "few_samples"), stop="")),
+            (3, _row([5e-5, 5.5e-5], stop="budget")),
+            (4, _row([7e-5, 7.7e-5], stop="max_reps"))]
+    pooled = pool_launches(rows)
+    assert pooled.flags == ("outliers", LAUNCH_SPREAD, "few_samples")
+    assert pooled.stop_reason == "budget;max_reps"
+    assert pooled.nwrong == 0 and pool_launches([(1, _row([1e-5], nwrong=2)), (2, _row([1e-5], nwrong=3))]).nwrong == 5
+
+
+def test_pool_errors_say_what_is_wrong():
+    r = _row([1e-5, 2e-5])
+    with pytest.raises(ValueError, match=r"^launch numbers repeat: \[1, 1, 2\]$"):
+        pool_launches([(2, r), (1, r), (1, r)])
+    with pytest.raises(ValueError, match="^no rows to pool$"):
+        pool_launches([])
+    with pytest.raises(ValueError, match="^pool_launches takes rows of one launch each$"):
+        pool_launches([(2, r), (1, pool_launches([(1, r)]))])
+
+
+def _workload_row(samples, **per_launch):
+    from ccbench.store.workload_rows import WorkloadRow
+
+    x = np.asarray(samples, dtype=float)
+    return WorkloadRow(workload="overlap", variant="v", model="-", algorithm="ring", nranks=2, group_ranks=2,
+                       dtype="float32", part=-1, label="step", collective="allreduce", ncalls=1, ntensors=0,
+                       payload_elems=256, nbytes=1024, samples=x.size, median_s=float(np.median(x)),
+                       min_s=float(x.min()), mean_s=float(x.mean()), ci_low_s=float(x.min()),
+                       ci_high_s=float(x.max()), samples_s=tuple(float(v) for v in x), **per_launch)
+
+
+def test_workload_rows_pool_their_per_launch_measurements_by_the_median():
+    rows = [(1, _workload_row([1e-5, 1.1e-5], comm_s=1.0, compute_s=2.0, total_s=3.0, overlap_pct=10.0)),
+            (2, _workload_row([2e-5, 2.1e-5], comm_s=5.0, compute_s=4.0, total_s=9.0, overlap_pct=30.0)),
+            (3, _workload_row([3e-5, 3.1e-5], comm_s=2.0, compute_s=None, total_s=4.0, overlap_pct=20.0))]
+    pooled = pool_launches(rows)
+    assert (pooled.comm_s, pooled.total_s, pooled.overlap_pct) == (2.0, 4.0, 20.0)
+    assert pooled.compute_s == 3.0                 # the launches that measured it: median of 2.0 and 4.0
+    assert pooled.baseline_s is None and pooled.slowdown is None   # measured by none: stays unset
+    assert pooled.median_s == pytest.approx(math.exp(np.mean(np.log([1.05e-5, 2.05e-5, 3.05e-5]))))
+    assert pooled.min_s == 1e-5 and pooled.mean_s == pytest.approx(np.mean([1e-5, 1.1e-5, 2e-5, 2.1e-5, 3e-5, 3.1e-5]))
+
+
+def test_osu_per_rank_means_pool_by_the_median_over_launches():
+    rows = [(n, dataclasses.replace(_row([t, t * 1.1]), rank_mean_min_s=lo, rank_mean_avg_s=avg, rank_mean_max_s=hi))
+            for n, t, lo, avg, hi in ((1, 1e-5, 1.0, 2.0, 3.0), (2, 2e-5, 5.0, 6.0, 9.0), (3, 3e-5, 2.0, 4.0, 4.0))]
+    pooled = pool_launches(rows)
+    assert (pooled.rank_mean_min_s, pooled.rank_mean_avg_s, pooled.rank_mean_max_s) == (2.0, 4.0, 4.0)
+    assert pool_launches([(1, _row([1e-5])), (2, _row([2e-5]))]).rank_mean_avg_s is None

@@ -386,3 +386,326 @@ def test_model_checks_and_who_wins_price_the_hierarchical_allreduce_at_the_runs_
     assert one_node["hierarchical"].predicted_s == pytest.approx(flat)
     (w,) = who_wins(rows, PARAMS, ranks_per_node=16)
     assert w.rows[0].predicted_winner == ("hierarchical" if node < predict(binom, P, n, PARAMS) else "binomial")
+    # 2 lg 16 rounds in a node plus Rabenseifner among 4 leaders move 8n + 1.5n bytes, one node's
+    # binomial 12n: the node-aware price wins, and it is the one reported
+    assert node < predict(binom, P, n, PARAMS)
+    assert (w.rows[0].predicted_winner, w.rows[0].predicted_s) == ("hierarchical", node)
+
+
+# --------------------------------------------------------------------------- edges, known answers
+# Fakes priced with alpha = beta = 1 (and no gamma) so that every time is an exact binary
+# number: "lin" costs 1 + n seconds, "free" nothing, "nocost" has no model at all.
+
+ONE = NetworkParams(1.0, 1.0)
+LIN = fake("x", "lin", lambda P, n: Cost(1, n))
+FREE = fake("x", "free", lambda P, n: Cost(0, 0))
+NOCOST = SimpleNamespace(collective="x", name="nocost")          # no `cost` attribute at all
+XREG = {"x": {"lin": LIN, "free": FREE, "nocost": NOCOST}}
+
+
+def row(alg, P, n, t, **kw):
+    return dict(collective="x", algorithm=alg, nranks=P, nbytes=n, median_s=t, **kw)
+
+
+def test_algorithms_without_a_model_or_attributes():
+    bare = SimpleNamespace()                                     # no collective, name or cost
+    with pytest.raises(CCBenchError, match=r"^\?/\? has no cost model$"):
+        predict(bare, 4, 8, PARAMS)
+    with pytest.raises(CCBenchError, match=r"^allreduce/native has no cost model$"):
+        predict(NATIVE, 4, 8, PARAMS)
+    assert modelled([NOCOST, LIN, NATIVE]) == [LIN]
+    # parameters without a gamma attribute price no reduction: 1 step + 6 bytes at 1 s each
+    assert predict(LIN, 4, 6, SimpleNamespace(alpha_s=1.0, beta_s_per_byte=1.0)) == 7.0
+    # an algorithm without `unsupported` runs at every count; one whose `unsupported` needs the op
+    # gets None for it
+    plain = SimpleNamespace(collective="x", name="plain", cost=lambda P, n: Cost(1, n))
+    asks = SimpleNamespace(collective="x", name="asks", cost=lambda P, n: Cost(1, n),
+                           unsupported=lambda P, op: None if op is None else "unexpected op")
+    table = prediction_table([plain, asks], [3], [5], ONE)
+    assert [(p.algorithm, p.nranks, p.predicted_s) for p in table] == [("plain", 3, 6.0), ("asks", 3, 6.0)]
+
+
+def test_prediction_rows_carry_every_cost_term():
+    gam = fake("x", "gam", lambda P, n: Cost(2, 3 * n, 5 * n))
+    (p,) = prediction_table([gam], [7], [4], NetworkParams(1.0, 1.0, 1.0))
+    assert (p.collective, p.algorithm, p.nranks, p.nbytes) == ("x", "gam", 7, 4)
+    assert (p.predicted_s, p.steps, p.step_bytes, p.reduced_bytes) == (2 + 12 + 20, 2, 12, 20)
+
+
+def test_predicted_winners_name_the_runner_up():
+    mk = lambda name, t: SimpleNamespace(collective="x", algorithm=name, nranks=4, nbytes=8,  # noqa: E731
+                                         predicted_s=t)
+    (w,) = predicted_winners([mk("slow", 2.0), mk("fast", 1.0), mk("nan", math.nan)])
+    assert (w.collective, w.nranks, w.nbytes, w.algorithm, w.predicted_s, w.runner_up, w.runner_up_s) == \
+        ("x", 4, 8, "fast", 1.0, "slow", 2.0)
+    (w,) = predicted_winners([mk("alone", 3.0)])
+    assert (w.algorithm, w.predicted_s, w.runner_up, w.runner_up_s) == ("alone", 3.0, None, None)
+
+
+def test_two_level_rows_in_the_prediction_table():
+    hp = TwoLevelParams(1.0, 1.0, 1.0, 1.0, ranks_per_node=3)
+    # 24 ranks on nodes of 3: 8 leaders, a power of two, so recursive doubling leads
+    (p,) = [p for p in prediction_table([RECDBL], [24], [16], PARAMS, two_level=hp)
+            if p.algorithm.startswith("two-level/")]
+    assert (p.collective, p.algorithm, p.nranks, p.nbytes) == ("allreduce", "two-level/recursive_doubling", 24, 16)
+    assert math.isnan(p.steps) and math.isnan(p.step_bytes) and math.isnan(p.reduced_bytes)
+    # a leader algorithm refusing fewer than 3 ranks: fine on one node (no leader step), not on 2
+    three = fake("allreduce", "three", lambda P, n: Cost(P, n), lambda P, op=None: None if P >= 3 else "3+")
+    hp8 = TwoLevelParams(1.0, 1.0, 1.0, 1.0, ranks_per_node=8)
+    two = [p.nranks for p in prediction_table([three], [8, 16, 24], [4], ONE, two_level=hp8)
+           if p.algorithm == "two-level/three"]
+    assert two == [8, 24]
+
+
+def test_two_level_params_message():
+    with pytest.raises(CCBenchError, match="^ranks per node must be at least 1$"):
+        TwoLevelParams(1, 1, 1, 1, 0)
+
+
+def test_two_level_without_gamma_and_on_two_ranks_per_node():
+    ia, ib, ea, eb = 2.0, 3.0, 5.0, 7.0
+    n = 4
+    # gamma left out: it is 0, not 1
+    hp = TwoLevelParams(ia, ib, ea, eb, ranks_per_node=8)
+    ring8 = 2 * 7 * ea + 2 * n * 7 / 8 * eb                  # ring among 8 leaders, no gamma
+    assert two_level_allreduce_s(RING, 64, n, hp) == pytest.approx(ring8 + 3 * (ia + n * ib) * 2, rel=1e-12)
+    # two ranks per node on two nodes: one binomial round each way, a ring of 2 leaders
+    hp2 = TwoLevelParams(ia, ib, ea, eb, ranks_per_node=2, gamma_s_per_byte=11.0)
+    ring2 = 2 * ea + n * eb + n / 2 * 11.0
+    assert two_level_allreduce_s(RING, 4, n, hp2) == pytest.approx(
+        (ia + n * ib + n * 11.0) + (ia + n * ib) + ring2, rel=1e-12)
+    lin = fake("x", "linear", lambda p, m: Cost(p - 1, m * (p - 1), m * (p - 1)))
+    assert two_level_allreduce_s(RING, 4, n, hp2, local_reduce=lin, local_bcast=lin) == pytest.approx(
+        2 * (ia + n * ib + n * 11.0) + ring2, rel=1e-12)
+
+
+def test_two_level_local_reduce_model():
+    ia, ib, ea, eb, g = 2.0, 3.0, 5.0, 7.0, 11.0
+    hp = TwoLevelParams(ia, ib, ea, eb, ranks_per_node=8, gamma_s_per_byte=g)
+    n = 4
+    lin = fake("reduce", "linear", lambda p, m: Cost(p - 1, m * (p - 1), m * (p - 1)))
+    ring8 = 2 * 7 * ea + 2 * n * 7 / 8 * eb + n * 7 / 8 * g
+    got = two_level_allreduce_s(RING, 64, n, hp, local_reduce=lin)
+    assert got == pytest.approx(7 * (ia + n * ib + n * g) + ring8 + 3 * (ia + n * ib), rel=1e-12)
+
+
+def test_two_level_skips_the_phases_that_have_no_ranks():
+    """A model with a fixed cost even on one rank is not asked where its phase has no ranks."""
+    ia, ib, ea, eb = 2.0, 3.0, 5.0, 7.0
+    fixed = fake("x", "fixed", lambda p, m: Cost(1, m))
+    n = 4
+    # one rank per node: the leader allreduce only
+    ppn1 = TwoLevelParams(ia, ib, ea, eb, ranks_per_node=1)
+    assert two_level_allreduce_s(fixed, 16, n, ppn1, local_reduce=fixed, local_bcast=fixed) == ea + n * eb
+    # one node: the local phases only
+    one = TwoLevelParams(ia, ib, ea, eb, ranks_per_node=16)
+    assert two_level_allreduce_s(fixed, 16, n, one, local_reduce=fixed, local_bcast=fixed) == 2 * (ia + n * ib)
+
+
+def _check_fields(c):
+    return (c.collective, c.algorithm, c.nranks, c.nbytes, c.dtype, c.op, c.measured_s, c.predicted_s,
+            c.ratio, c.off, c.reasons)
+
+
+def test_compare_to_measured_skips_and_fields():
+    rows = [row("nocost", 4, 8, 1.0), row("lin", 4, 8, None), row("lin", 4, 8, math.nan),
+            dict(row("lin", 4, 8, 1.0), collective="y"),
+            row("lin", 4, 7, 8.0, dtype="f32", op="max"),
+            row("lin", 4, 3, 5.0)]                                # 1.25 times 1 + 3: at the tolerance
+    checks = compare_to_measured(rows, ONE, algorithms=XREG)
+    assert [_check_fields(c) for c in checks] == [
+        ("x", "lin", 4, 7, "f32", "max", 8.0, 8.0, 1.0, False, ()),
+        ("x", "lin", 4, 3, None, None, 5.0, 4.0, 1.25, False, ()),
+    ]
+    assert [c.off for c in compare_to_measured([row("lin", 4, 3, 5.0)], ONE, algorithms=XREG,
+                                               tolerance=0.24)] == [True]
+
+
+def test_compare_to_measured_zero_prediction():
+    (c,) = compare_to_measured([row("free", 4, 8, 1.0, steps_max=0)], ONE, algorithms=XREG, step_overhead_s=1.0)
+    assert c.predicted_s == 0.0 and math.isnan(c.ratio) and c.off and c.reasons == ()
+
+
+def test_compare_to_measured_cache_edges():
+    # 1 + 1023 = 1024 s predicted; the cache holds exactly 1023 bytes
+    def reasons(t):
+        (c,) = compare_to_measured([row("lin", 4, 1023, t)], ONE, algorithms=XREG, cache_bytes=1023)
+        return c.reasons
+    assert reasons(512.0) == ("cache",)   # faster, and it fits
+    assert reasons(2048.0) == ()          # slower, but it fits
+
+
+def test_compare_to_measured_protocol_change_edges():
+    def reasons(n, **kw):
+        (c,) = compare_to_measured([row("lin", 4, n, 3.0 * (1 + n))], ONE, algorithms=XREG, **kw)
+        assert c.off
+        return c.reasons
+    curve = {("x", "lin", 4): [512]}
+    assert reasons(1024, curve_breakpoints=curve) == ("protocol change",)   # 512 * 2: inside
+    assert reasons(1025, curve_breakpoints=curve) == ()
+    assert reasons(256, curve_breakpoints=curve) == ("protocol change",)    # 512 / 2: inside
+    assert reasons(1, curve_breakpoints={("x", "lin", 4): [1]}) == ("protocol change",)
+    assert reasons(1023, curve_breakpoints={("x", "lin", 4): [3000]}) == ()  # within 3x, not 2x
+    assert reasons(1023, curve_breakpoints={("x", "lin", 4): [3000]}, near_factor=3.0) == ("protocol change",)
+    # missing or zero breakpoints are ignored; no steps counted: the message is the whole vector
+    assert reasons(100, network_breakpoints=[None, 0, 150]) == ("protocol change",)
+
+
+def test_compare_to_measured_takes_curve_fits():
+    from ccbench.analysis.fit import CurveFit, SegmentedFit
+
+    def fit(alg, *bps):
+        seg = SegmentedFit(segments=(), breakpoints_bytes=bps, bic=(), r2=1.0, max_rel_residual=0.0)
+        return CurveFit("x", alg, 4, "f32", "sum", False, None, None, seg)
+
+    fits = [fit("lin", 100), fit("lin", 5000), fit("other", 60), "not a fit"]
+    got = {c.nbytes: c.reasons for c in compare_to_measured(
+        [row("lin", 4, n, 3.0 * (1 + n)) for n in (60, 400, 3000)], ONE, algorithms=XREG,
+        curve_breakpoints=fits)}
+    assert got == {60: ("protocol change",), 400: (), 3000: ("protocol change",)}
+
+
+def test_per_step_overhead_reason_at_the_tolerance():
+    # 1 + 0 = 1 s predicted, 1 step; with o = 1 s: 2 s; measured 2.5 s is 1.25 times that
+    (c,) = compare_to_measured([row("lin", 4, 0, 2.5, steps_max=1)], ONE, algorithms=XREG, step_overhead_s=1.0)
+    assert c.off and c.reasons == ("per-step overhead",)
+
+
+def test_step_overhead_rows_it_uses():
+    # o = 0.5 s per step from the 1 KiB case; the 1025-byte case is above the default limit
+    rows = [dict(row("lin", 4, 8, 1.0), collective="y", steps_max=1),
+            row("nocost", 4, 8, 1.0, steps_max=1), row("free", 4, 8, 1.0, steps_max=0),
+            row("lin", 4, 8, None, steps_max=1), row("lin", 4, 8, math.nan, steps_max=1),
+            row("lin", 4, 8, 100.0),                                  # no steps counted: native-like
+            row("lin", 4, 1024, 1025.5, steps_max=1), row("lin", 4, 1025, 1126.0, steps_max=1)]
+    from ccbench.analysis.predict import estimate_step_overhead
+    assert estimate_step_overhead(rows, ONE, algorithms=XREG) == (0.5, 1)
+    assert estimate_step_overhead(rows, ONE) is None                  # the registry has no "x"
+    assert estimate_step_overhead(rows, ONE, algorithms=XREG, max_bytes=1025) == (50.25, 2)
+
+
+def test_step_overhead_on_nodes():
+    """8 ranks on nodes of 3: 2 binomial rounds each way and Rabenseifner among 3 leaders
+    (fold 1, 2 steps, unfold 1): 8 steps, where one node takes 2 x 3 = 6."""
+    from ccbench.algorithms import REGISTRY
+    from ccbench.analysis.predict import estimate_step_overhead
+
+    hier = REGISTRY["allreduce"]["hierarchical"]
+    assert hier.cost(8, 64, ranks_per_node=3).timing_cost.alpha == 8
+    assert hier.cost(8, 64).timing_cost.alpha == 6
+    o = 1e-4
+    r = dict(collective="allreduce", algorithm="hierarchical", nranks=8, nbytes=64, steps_max=8,
+             median_s=predict(hier, 8, 64, PARAMS, ranks_per_node=3) + 8 * o)
+    got, cases = estimate_step_overhead([r], PARAMS, ranks_per_node=3)
+    assert got == pytest.approx(o, rel=1e-9) and cases == 1
+    (c,) = compare_to_measured([r], PARAMS, ranks_per_node=3, step_overhead_s=o)
+    assert c.off and c.reasons == ("per-step overhead",)
+
+
+# -- crossovers: a difference that dips below zero at one size only
+
+def dip(k):
+    """t = 1 s, except 0 s at exactly `k` bytes (against a flat 0.5 s)."""
+    return fake("d", f"dip{k}", lambda P, n: Cost(0 if n == k else 1, 0))
+
+
+HALF = fake("d", "half", lambda P, n: Cost(0.5, 0))
+
+
+def test_crossovers_on_the_default_grid():
+    """The default grid is 97 log-spaced sizes from 1 byte to 1 GiB, 2^(30 i / 96): 32 = 2^5 is its
+    17th point (26 and 40 its neighbours); a 98-point or 50-point grid has no 32."""
+    below, above = crossovers(dip(32), HALF, 4, ONE)
+    # bisection to [31, 32] and [32, 33], then halfway (the differences are +-0.5)
+    assert (below.nbytes, below.faster_below, below.faster_above) == (31.5, "half", "dip32")
+    assert (above.nbytes, above.faster_below, above.faster_above) == (32.5, "dip32", "half")
+    assert below.collective == "d"
+    assert crossovers(dip(32), HALF, 4, ONE, points=98) == []
+    # two points are the ends only; a third would be the middle, 2^15
+    assert crossovers(dip(1 << 15), HALF, 4, ONE, points=2) == []
+    assert len(crossovers(dip(1 << 15), HALF, 4, ONE, points=3)) == 2
+
+
+def test_crossovers_edges():
+    # 1 s against 1/1.5 s per byte: they cross at 1.5 bytes, between the first two sizes
+    (x,) = crossovers(fake("d", "lat", lambda P, n: Cost(1, 0)), fake("d", "bw", lambda P, n: Cost(0, n / 1.5)), 2, ONE)
+    assert x.nbytes == pytest.approx(1.5, rel=1e-12)
+    # from 0 bytes: 1 s against 2 s per byte cross at half a byte
+    (x,) = crossovers(fake("d", "lat", lambda P, n: Cost(1, 0)), fake("d", "bw", lambda P, n: Cost(0, 2 * n)),
+                      2, ONE, lo=0, hi=100)
+    assert x.nbytes == 0.5
+    assert crossovers(LIN, FREE, 2, ONE, lo=0, hi=0) == [] and crossovers(LIN, FREE, 2, ONE, lo=5, hi=5) == []
+    # equal at 32 bytes without a swap: no crossover
+    touch = fake("d", "touch", lambda P, n: Cost(0, abs(n - 32)))
+    assert crossovers(fake("d", "zero", lambda P, n: Cost(0, 0)), touch, 2, ONE) == []
+    # no collective attribute: an empty name
+    a = SimpleNamespace(name="a", cost=lambda P, n: Cost(1, 0))
+    b = SimpleNamespace(name="b", cost=lambda P, n: Cost(0, n / 1.5))
+    assert crossovers(a, b, 2, ONE)[0].collective == ""
+
+
+def test_crossover_at_a_jump_is_bracketed_to_a_byte():
+    # 1 s below 4096 bytes, 7 s from there, against 6 s: -5 then +1; the last bracket
+    # [4095, 4096] is interpolated linearly: 4095 + 5/6
+    jump = fake("d", "jump", lambda P, n: Cost(1 if n < 4096 else 7, 0))
+    (x,) = crossovers(jump, fake("d", "six", lambda P, n: Cost(6, 0)), 2, ONE)
+    assert x.nbytes == pytest.approx(4095 + 5 / 6, rel=1e-12)
+
+
+# -- who wins, on fakes: "few" costs 2 + n, "many" 8 + n / 4, crossing at n = 8
+
+FEW = fake("w", "few", lambda P, n: Cost(2, n))
+MANY = fake("w", "many", lambda P, n: Cost(8, n / 4))
+ODD = fake("w", "odd", lambda P, n: Cost(0, 0), lambda P, op=None: None if P % 2 else "odd ranks only")
+WREG = {"w": {"few": FEW, "many": MANY, "odd": ODD, "native": SimpleNamespace(collective="w", name="native")}}
+
+
+def wrow(alg, P, n, t, dtype="f64", op="sum", coll="w"):
+    return dict(collective=coll, algorithm=alg, nranks=P, nbytes=n, median_s=t, dtype=dtype, op=op)
+
+
+def test_who_wins_rows_and_crossovers_known_answers():
+    rows = [wrow("native", 4, 1, 1.0, coll="pingpong"), wrow("few", 4, 1, None), wrow("few", 4, 1, math.nan)]
+    for P, sizes in ((2, (1, 4)), (4, (1, 4, 16, 64)), (8, (16, 64))):
+        for n in sizes:
+            rows += [wrow("few", P, n, 2.0 + n), wrow("many", P, n, 8.0 + n / 4)]
+    rows += [wrow("few", 4, 1, 5.0),                     # measured again, slower: the faster counts
+             wrow("odd", 4, 1, 0.5),                     # unsupported at 4 ranks: not modelled
+             wrow("few", 4, 16, 18.0, dtype="f32"),      # another dtype at the same size, after f64
+             wrow("few", 16, 2, 4.0),                    # the only modelled one
+             wrow("native", 32, 2, 1.0),                 # none modelled
+             wrow("few", 6, 8, 0.0), wrow("many", 6, 8, 1.0),   # a zero fastest time: no margin
+             wrow("few", 3, 1, 1.0, coll="nomodels")]
+    got = who_wins(rows, ONE, algorithms=WREG)
+    assert [w.collective for w in got] == ["w", "nomodels"]
+    w, nomodels = got
+    # the crossing at 8 bytes lies inside the measured sizes at 4 ranks only
+    assert [tuple(x.to_dict().values()) for x in w.crossovers] == [("w", 4, 8.0, "few", "many")]
+    r = {(x.nranks, x.nbytes, x.dtype): x for x in w.rows}
+    assert [(x.nranks, x.nbytes, x.dtype) for x in w.rows if x.nranks == 4] == [
+        (4, 1, "f64"), (4, 4, "f64"), (4, 16, "f64"), (4, 16, "f32"), (4, 64, "f64")]
+    assert tuple(r[4, 1, "f64"].to_dict().values()) == (4, 1, "f64", "sum", "odd", 0.5, "few", "few", 3.0,
+                                                        True, 1.75)  # 8.25 / 3 - 1
+    assert r[4, 64, "f64"].margin == pytest.approx((2 + 64) / (8 + 16) - 1)
+    assert (r[4, 64, "f64"].measured_winner_modelled, r[4, 64, "f64"].predicted_winner) == ("many", "many")
+    assert (r[16, 2, "f64"].predicted_winner, r[16, 2, "f64"].predicted_s, r[16, 2, "f64"].agree,
+            r[16, 2, "f64"].margin) == ("few", 4.0, None, None)
+    x = r[32, 2, "f64"]
+    assert (x.measured_winner, x.measured_winner_modelled, x.predicted_winner, x.predicted_s, x.agree,
+            x.margin) == ("native", None, None, None, None, None)
+    assert r[6, 8, "f64"].margin is None and r[6, 8, "f64"].measured_winner == "few"
+    assert [(x.measured_winner_modelled, x.predicted_winner) for x in nomodels.rows] == [(None, None)]
+    assert nomodels.crossovers == () and nomodels.agreement is None
+    # the registry itself holds no "w"
+    (w,) = [g for g in who_wins(rows, ONE) if g.collective == "w"]
+    assert all(x.predicted_winner is None for x in w.rows) and w.crossovers == ()
+
+
+def test_who_wins_passes_its_crossover_grid():
+    reg = {"d": {"dip32": dip(32), "half": HALF}}
+    rows = [dict(collective="d", algorithm=a, nranks=4, nbytes=n, median_s=1.0)
+            for a in ("dip32", "half") for n in (1, 1 << 30)]
+    (w,) = who_wins(rows, ONE, algorithms=reg)
+    assert [x.nbytes for x in w.crossovers] == [31.5, 32.5]
+    (w,) = who_wins(rows, ONE, algorithms=reg, crossover_points=98)
+    assert w.crossovers == ()

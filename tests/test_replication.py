@@ -55,6 +55,7 @@ def test_replication_is_pure():
             mods |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             mods.add(node.module.split(".")[0])
+    mods.discard("mutmut")  # the mutation tester's copy of the module imports its own runtime (docs/mutation.md)
     assert mods <= {"math", "collections", "dataclasses", "statistics", "numpy", "ccbench"}
     assert all(hasattr(replication, name) for name in replication.__all__)
 
@@ -447,3 +448,347 @@ def test_min_detectable_ratio_has_its_power_in_simulation():
     b = rng.normal(d, sigma, (n_sim, k)).mean(axis=1)
     power = float(np.mean(np.abs(b - a) / (sigma * math.sqrt(2 / k)) > Z975))
     assert abs(power - 0.8) <= _slack(0.8, n_sim)
+
+
+# -- known answers at the edges (each test names the rule it pins) ---------------------------------
+
+
+def _q_t4(p: float) -> float:
+    """The p-quantile of t with 4 df in closed form: alpha = 4p(1-p), q = cos(acos(sqrt alpha) / 3) / sqrt alpha,
+    t = sign(p - 1/2) 2 sqrt(q - 1) (Hill, Comm. ACM 13(10), 1970, algorithm 396, the exact cases)."""
+    a = 4 * p * (1 - p)
+    q = math.cos(math.acos(math.sqrt(a)) / 3) / math.sqrt(a)
+    return math.copysign(2 * math.sqrt(q - 1), p - 0.5)
+
+
+@pytest.mark.parametrize("p", [0.51, 0.6, 0.75, 0.9, 0.975, 0.995, 0.9999])
+def test_t_quantile_exact_closed_forms(p):
+    # nu = 1 (Cauchy): tan(pi (p - 1/2)); nu = 2: (2p - 1) / sqrt(2 p (1 - p)); nu = 4: _q_t4
+    assert student_t_quantile(p, 1) == pytest.approx(math.tan(math.pi * (p - 0.5)), rel=1e-11)
+    assert student_t_quantile(p, 2) == pytest.approx((2 * p - 1) / math.sqrt(2 * p * (1 - p)), rel=1e-11)
+    assert student_t_quantile(p, 4) == pytest.approx(_q_t4(p), rel=1e-11)
+
+
+def test_t_median_is_zero_and_the_normal_limit():
+    assert student_t_quantile(0.5, 3) == 0.0 and student_t_quantile(0.5, 1) == 0.0
+    # infinitely many (or more than 1e7) degrees of freedom: the standard normal
+    for df in (math.inf, 1e9):
+        assert student_t_quantile(0.975, df) == pytest.approx(Z975, rel=1e-12)
+        assert student_t_two_sided_p(Z975, df) == pytest.approx(0.05, rel=1e-12)
+        assert student_t_two_sided_p(-1.0, df) == pytest.approx(0.31731050786291415, rel=1e-12)
+
+
+def test_t_tail_at_and_beyond_infinity():
+    assert student_t_two_sided_p(math.inf, 3) == 0.0 and student_t_two_sided_p(-math.inf, 3) == 0.0
+    assert math.isnan(student_t_two_sided_p(math.nan, 3))
+    # t^2 overflows to inf, df / (df + t^2) = 0: the tail ~ t^-3 is 0 in floating point
+    assert student_t_two_sided_p(1e200, 3) == 0.0
+    assert student_t_two_sided_p(0.0, 3) == 1.0
+
+
+@pytest.mark.parametrize("t", [0.0, 0.5, 2.0, 7.0])
+def test_t_density_closed_forms(t):
+    # nu = 1: 1 / (pi (1 + t^2)); nu = 2: (2 + t^2)^(-3/2); nu = 4: 3/8 (1 + t^2 / 4)^(-5/2)
+    assert replication._t_pdf(t, 1) == pytest.approx(1 / (math.pi * (1 + t * t)), rel=1e-13)
+    assert replication._t_pdf(t, 2) == pytest.approx((2 + t * t) ** -1.5, rel=1e-13)
+    assert replication._t_pdf(t, 4) == pytest.approx(0.375 * (1 + t * t / 4) ** -2.5, rel=1e-13)
+
+
+_BAD_INPUT = [
+    (lambda: student_t_quantile(0.9, 0), "degrees of freedom must be > 0, got 0"),
+    (lambda: student_t_two_sided_p(1.0, 0), "degrees of freedom must be > 0, got 0"),
+    (lambda: student_t_quantile(1.0, 3), r"^p must be in \(0, 1\), got 1.0"),
+    (lambda: student_t_quantile(0.0, 3), r"^p must be in \(0, 1\), got 0.0"),
+    (lambda: log_sd_from_cv(-0.1), "a CV must be finite and >= 0, got -0.1"),
+    (lambda: log_sd_from_cv(math.inf), "a CV must be finite"),
+    (lambda: cv_from_log_sd(-0.1), "a sigma must be finite and >= 0, got -0.1"),
+    (lambda: cv_from_log_sd(math.inf), "a sigma must be finite"),
+    (lambda: variance_components(np.array([1.0, 2.0])), "^launches: a list of 1-D arrays, one per launch"),
+    (lambda: variance_components([]), "^launches: no launches"),
+    (lambda: variance_components([[1.0], []]), "^launches: launch 1 has no samples"),
+    (lambda: variance_components([[1.0, math.nan]]), "^launches: launch 0 has non-finite samples"),
+    (lambda: variance_components([[1.0], [1.0, 0.0]]), r"^launches: launch 1 has times <= 0 \(the log scale"),
+    (lambda: compare_launches([[1.0], []], [[1.0]]), "^a: launch 1 has no samples"),
+    (lambda: compare_launches([[1.0]], [[1.0, -1.0]]), "^b: launch 0 has times <= 0"),
+    (lambda: paired_compare([[0.0]], [[1.0]]), "^a: launch 0 has times <= 0"),
+    (lambda: paired_compare([[1.0]], [[math.inf]]), "^b: launch 0 has non-finite"),
+    (lambda: paired_compare([[1.0]] * 3, [[1.0]] * 2), "^paired launches: a has 3 launches, b has 2"),
+    (lambda: compare_launches([[1.0]], [[1.0]], level=0.0), r"^level must be in \(0, 1\), got 0.0"),
+    (lambda: paired_compare([[1.0]], [[1.0]], level=1.0), r"^level must be in \(0, 1\), got 1.0"),
+    (lambda: compare_launches([[1.0]], [[1.0]], min_effect=math.inf), "^min_effect must be finite and >= 0"),
+    (lambda: hierarchical_bootstrap_ci([[1.0]], level=1.0), r"^level must be in \(0, 1\)"),
+    (lambda: hierarchical_bootstrap_ci([[1.0]], n_boot=9), "^n_boot must be >= 10, got 9"),
+    (lambda: variance_of_mean(0.04, 0.01, 0, 100), "^launches and samples_per_launch must be >= 1"),
+    (lambda: variance_of_mean(0.04, 0.01, 5, 0.5), "^launches and samples_per_launch must be >= 1"),
+    (lambda: optimal_split(-0.1, 0.01, 1.0, 0.001), "^variances must be >= 0"),
+    (lambda: optimal_split(0.04, -0.1, 1.0, 0.001), "^variances must be >= 0"),
+    (lambda: optimal_split(0.04, 0.01, -1.0, 0.001), "^cost_launch_s must be >= 0 and cost_sample_s > 0"),
+    (lambda: optimal_split(0.04, 0.01, 1.0, 0.0), "^cost_launch_s must be >= 0 and cost_sample_s > 0"),
+    (lambda: launches_for_budget(-1.0, 10, 1.0, 0.1), "^budget_s, cost_launch_s, cost_sample_s must be >= 0"),
+    (lambda: launches_for_budget(10.0, 10, 1.0, -0.1), "^budget_s, cost_launch_s, cost_sample_s must be >= 0"),
+    (lambda: launches_for_budget(10.0, 10, -1.0, 0.1), "^budget_s, cost_launch_s, cost_sample_s must be >= 0"),
+    (lambda: launches_for_budget(10.0, 10, 0.0, 0.0), "^a launch must cost some time"),
+    (lambda: min_detectable_ratio(0.25, 5, level=1.5), r"^level must be in \(0, 1\)"),
+    (lambda: min_detectable_ratio(0.25, 5, power=0.0), r"^power must be in \(0, 1\)"),
+    (lambda: min_detectable_ratio(0.25, 0), "^K must be >= 1, got 0"),
+]
+
+
+@pytest.mark.parametrize("call, message", _BAD_INPUT, ids=[f"bad{i}" for i in range(len(_BAD_INPUT))])
+def test_bad_input_is_one_line_naming_what_is_wrong(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_a_launch_of_any_shape_is_its_samples_flattened():
+    x = np.exp(MU + np.random.default_rng(8).normal(0, 0.1, 60))
+    y = x * 1.2
+    flat = hierarchical_bootstrap_ci([x, y], n_boot=100)
+    assert hierarchical_bootstrap_ci([x.reshape(6, 10), y.reshape(3, 20)], n_boot=100) == flat
+
+
+def test_variance_components_launches_of_one_sample():
+    # linear: means 1, 3; grand 2; no within-launch spread to measure (N = K): MSW nan;
+    # MSB = (1 + 1) / 1 = 2, n0 = (2 - 2/2) / 1 = 1: sigma_b^2 = 2, taken whole (nothing to subtract)
+    vc = variance_components([[1.0], [3.0]], log=False)
+    assert math.isnan(vc.var_within) and math.isnan(vc.within_cv)
+    assert vc.var_between == pytest.approx(2.0) and vc.var_between_raw == pytest.approx(2.0) and not vc.truncated
+    assert vc.between_cv == pytest.approx(math.sqrt(2.0) / 2.0)
+    assert math.isnan(vc.icc) and math.isnan(vc.design_effect)
+    # log: ln means 0, 2: sigma_b^2 = 2, CV sqrt(e^2 - 1)
+    vl = variance_components([[1.0], [math.exp(2.0)]])
+    assert vl.var_between == pytest.approx(2.0) and vl.between_cv == pytest.approx(math.sqrt(math.e ** 2 - 1))
+    assert math.isnan(vl.var_within) and math.isnan(vl.within_cv) and math.isnan(vl.icc)
+
+
+def test_variance_components_exactly_zero_between_is_not_truncated():
+    # means 10, 15; grand 12.5; MSW = (9 + 9 + 16 + 16) / 2 = 25; MSB = 2 (2.5^2 + 2.5^2) / 1 = 25: raw 0 exactly
+    vc = variance_components([[7.0, 13.0], [11.0, 19.0]], log=False)
+    assert vc.var_between_raw == 0.0 and vc.var_between == 0.0 and not vc.truncated
+    assert vc.icc == 0.0 and vc.design_effect == 1.0
+    assert vc.within_cv == pytest.approx(5.0 / 12.5) and vc.between_cv == 0.0
+    # identical launches of identical samples: both components 0, the ICC 0 / 0 undefined
+    same = variance_components([[2.0, 2.0], [2.0, 2.0]])
+    assert same.var_within == 0.0 and same.var_between == 0.0 and not same.truncated
+    assert math.isnan(same.icc) and math.isnan(same.design_effect)
+
+
+def test_variance_components_linear_scale_takes_any_sign_and_a_zero_mean():
+    # means -1, 1; grand 0; MSW = 4 / 2 = 2; MSB = 2 + 2 = 4; n0 = 2: sigma_b^2 = (4 - 2) / 2 = 1;
+    # a CV needs a mean != 0
+    vc = variance_components([[-2.0, 0.0], [0.0, 2.0]], log=False)
+    assert vc.var_within == pytest.approx(2.0) and vc.var_between == pytest.approx(1.0)
+    assert vc.grand_mean == 0.0 and math.isnan(vc.between_cv) and math.isnan(vc.within_cv)
+    # grand mean exactly 1: MSW = 4 * 0.25 / 2 = 0.5, MSB = 0 (raw -0.25, truncated): CVs sqrt(0.5) / 1 and 0
+    one = variance_components([[0.5, 1.5], [0.5, 1.5]], log=False)
+    assert one.within_cv == pytest.approx(math.sqrt(0.5)) and one.between_cv == 0.0 and one.truncated
+
+
+def test_variance_components_cvs_on_both_scales():
+    # linear: the hand-computed balanced case, MSW = 1 around a grand mean 3.5
+    assert variance_components([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], log=False).within_cv == pytest.approx(1 / 3.5)
+    # log: ln values 0, 0.2 | 1, 1.2: MSW = 0.04 / 2 = 0.02; MSB = 2 (0.5^2 + 0.5^2) = 1, n0 = 2: sigma_b^2 = 0.49
+    vc = variance_components([np.exp([0.0, 0.2]), np.exp([1.0, 1.2])])
+    assert vc.var_within == pytest.approx(0.02) and vc.var_between == pytest.approx(0.49)
+    assert vc.within_cv == pytest.approx(math.sqrt(math.expm1(0.02)))   # 0.142122
+    assert vc.between_cv == pytest.approx(math.sqrt(math.expm1(0.49)))  # 0.794072
+
+
+def test_one_launch_percentile_bootstrap_reaches_every_sample():
+    # min of 10 draws from {1, 2 x 9}: P(min = 1) = 1 - 0.9^10 = 0.65, P(min = 2) = 0.35: both
+    # the 2.5% and the 97.5% points are attained values, 1 and 2
+    x = np.array([1.0] + [2.0] * 9)
+    ci = hierarchical_bootstrap_ci([x], stat=np.min, level=0.95)
+    assert (ci.estimate_s, ci.low_s, ci.high_s) == (1.0, 1.0, 2.0)
+    assert ci.level == 0.95 and ci.n_launches == 1 and ci.launch_variation_unknown is True
+    assert ci.method == "within-launch percentile bootstrap (one launch)"
+
+
+def test_one_launch_percentile_bootstrap_of_the_mean_is_the_normal_interval():
+    # 401 evenly spaced samples: the bootstrap mean is normal (CLT) with sd = the plug-in sd / sqrt(n);
+    # its 2.5% and 97.5% points lie 1.96 such sd from the mean (40000 replicates: +-0.015 sd noise)
+    x = 1.0 + 0.001 * (np.arange(401) - 200)
+    se = float(np.std(x)) / math.sqrt(x.size)
+    ci = hierarchical_bootstrap_ci([x], stat=np.mean, n_boot=40000, seed=1)
+    assert ci.estimate_s == pytest.approx(1.0)
+    assert (ci.estimate_s - ci.low_s) / se == pytest.approx(Z975, abs=0.06)
+    assert (ci.high_s - ci.estimate_s) / se == pytest.approx(Z975, abs=0.06)
+
+
+def test_one_launch_median_interval_follows_the_level():
+    x = np.exp(MU + np.random.default_rng(9).normal(0, 0.1, 50))
+    ci = hierarchical_bootstrap_ci([x], level=0.8)
+    assert (ci.low_s, ci.high_s) == median_ci(x, 0.8) != median_ci(x, 0.95)
+    assert ci.level == 0.8 and ci.method == "within-launch order statistics (one launch)"
+
+
+def test_launches_kept_whole_give_the_t_interval_of_the_launch_log_medians():
+    # 30 one-sample launches at ln t = 0.01 (i - 14.5): s = 0.0880341; the expanded percentile interval
+    # of strategy 2 is the t interval exp(+-t_{29, 0.975} s / sqrt 30) = exp(+-0.0328725) up to resampling noise
+    launches = [np.full(1, math.exp(0.01 * (i - 14.5))) for i in range(30)]
+    ci = hierarchical_bootstrap_ci(launches, n_boot=40000, resample_within=False)
+    assert ci.estimate_s == pytest.approx(1.0)
+    assert -math.log(ci.low_s) == pytest.approx(0.0328725, rel=0.04)
+    assert math.log(ci.high_s) == pytest.approx(0.0328725, rel=0.04)
+    assert ci.level == 0.95 and ci.n_launches == 30 and ci.launch_variation_unknown is False
+    assert ci.method == "launch bootstrap (launches kept whole), expanded percentile"
+    assert hierarchical_bootstrap_ci(launches, n_boot=100).method == "two-stage bootstrap, expanded percentile"
+
+
+def test_identical_launches_give_a_zero_width_interval_whatever_each_replicate_draws():
+    # 1000 equal launches, 10 replicates: with this seed some launch is never drawn and another
+    # drawn once; every replicate's mean is still the common ln time
+    launches = [np.full(1, 1e-4)] * 1000
+    for seed in (52, 141):
+        ci = hierarchical_bootstrap_ci(launches, n_boot=10, seed=seed, resample_within=False)
+        assert ci.estimate_s == pytest.approx(1e-4, rel=1e-12)
+        assert ci.low_s == pytest.approx(1e-4, rel=1e-12) and ci.high_s == pytest.approx(1e-4, rel=1e-12)
+
+
+def test_hierarchical_ci_defaults_are_2000_replicates_from_seed_0():
+    case = _cases(np.random.default_rng(12), 1, 3, 20, 0.2, 0.1)[0]
+    assert hierarchical_bootstrap_ci(case) == hierarchical_bootstrap_ci(case, np.median, 0.95, 2000, 0)
+    assert hierarchical_bootstrap_ci(case) != hierarchical_bootstrap_ci(case, n_boot=2001)
+    assert hierarchical_bootstrap_ci(case, n_boot=10).n_launches == 3   # 10 replicates is the least allowed
+
+
+def test_welch_unequal_launch_counts_and_spreads_hand_computed():
+    # ln medians a: -c, 0, c (c^2 = 0.06: s_a^2 = 0.06); b: 0.4 + (-2e, -e, 0, e, 2e) (e^2 = 0.02: s_b^2 = 0.05)
+    # va = 0.06 / 3 = 0.02, vb = 0.05 / 5 = 0.01, se^2 = 0.03; Welch nu = 0.03^2 / (0.02^2 / 2 + 0.01^2 / 4) = 4
+    # (the pooled df would be 6); t = 0.4 / sqrt(0.03) = 2.309401 -> p = 0.0820863 (A&S 26.7.3, nu = 4);
+    # half-width t_{4, 0.975} sqrt(0.03) = 2.776445 * 0.173205 = 0.4808944
+    c, e = math.sqrt(0.06), math.sqrt(0.02)
+    a = [np.full(3, math.exp(v)) for v in (-c, 0.0, c)]
+    b = [np.full(2, math.exp(0.4 + v)) for v in (-2 * e, -e, 0.0, e, 2 * e)]
+    r = compare_launches(a, b)
+    assert r.method == "welch" and r.n_launches_a == 3 and r.n_launches_b == 5
+    assert r.df == pytest.approx(4.0)
+    assert r.ratio == pytest.approx(math.exp(0.4))
+    assert r.p_value == pytest.approx(0.0820862798, rel=1e-8)
+    assert r.ratio_low == pytest.approx(math.exp(0.4 - 0.4808944), rel=1e-6)
+    assert r.ratio_high == pytest.approx(math.exp(0.4 + 0.4808944), rel=1e-6)
+    assert r.resolvable_ratio == pytest.approx(math.exp(0.4808944), rel=1e-6)
+    assert r.verdict == "noise" and r.p_signed_rank is None
+
+
+def test_significance_is_strictly_below_the_level():
+    a = [np.full(3, math.exp(v)) for v in (0.0, 0.1, -0.1)]
+    b = [np.full(3, math.exp(v)) for v in (0.3, 0.5, 0.4)]
+    p = compare_launches(a, b).p_value
+    assert compare_launches(a, b, level=p).verdict == "noise"
+    assert compare_launches(a, b, level=p * 1.001).verdict == "slower"
+    bp = [np.full(3, math.exp(v)) for v in (0.1, 0.2, 0.3)]
+    pp = paired_compare([np.full(3, 1.0)] * 3, bp).p_value
+    assert paired_compare([np.full(3, 1.0)] * 3, bp, level=pp).verdict == "noise"
+    assert paired_compare([np.full(3, 1.0)] * 3, bp, level=pp * 1.001).verdict == "slower"
+
+
+def test_faster_needs_the_whole_interval_below_the_band():
+    # b against a reversed: ln interval [-0.627, -0.173]; +-50% (ln 1.5 = 0.405): not inside, faster;
+    # +-100% (ln 2 = 0.693): inside, noise
+    a = [np.full(3, math.exp(v)) for v in (0.0, 0.1, -0.1)]
+    b = [np.full(3, math.exp(v)) for v in (0.3, 0.5, 0.4)]
+    assert compare_launches(b, a, min_effect=0.5).verdict == "faster"
+    assert compare_launches(b, a, min_effect=1.0).verdict == "noise"
+
+
+def test_verdict_band_is_inclusive():
+    band = math.log1p(0.5)
+    assert replication._verdict(0.0, band, band, True, 0.5, "x") == "noise"          # exactly +-band
+    assert replication._verdict(0.1, band + 0.1, band - 0.1, True, 0.5, "x") == "noise"
+    assert replication._verdict(0.1, band, band, True, 0.5, "x") == "slower"          # upper end beyond the band
+    assert replication._verdict(0.1, band, band, False, 0.5, "undetermined") == "undetermined"
+
+
+def test_welch_with_no_spread_is_a_zero_width_interval():
+    same = [np.full(4, 2.0), np.full(4, 2.0)]
+    c = compare_launches(same, same)
+    assert c.df == 2.0 and (c.ratio_low, c.ratio_high, c.resolvable_ratio) == (1.0, 1.0, 1.0)
+    d = compare_launches([np.full(4, 1.0), np.full(4, 1.0)], [np.full(4, 2.0)] * 5)
+    assert d.df == 5.0 and d.ratio_low == pytest.approx(2.0) and d.ratio_high == pytest.approx(2.0)
+
+
+def _ln_spaced(shift: float) -> np.ndarray:
+    """11 samples at ln t = shift + 0.00, 0.01, ..., 0.10: median e^(shift + 0.05), 95% median CI
+    [x_(2), x_(10)] (binomial, n = 11: P(B <= 1) = 12/2048), ln width 0.08."""
+    return np.exp(shift + 0.01 * np.arange(11))
+
+
+def test_prior_branch_hand_computed_with_within_launch_noise():
+    # a: 2 launches, ln medians 0.05, 0.45 (s^2 = 0.08 > ln 1.0625 = 0.0606 of the prior 0.25: taken);
+    # b: 1 launch, ln median 0.35. d = 0.35 - 0.25 = 0.1.
+    # within each launch: var ln median = (0.08 / (2 * 1.959964))^2 = 4.165084e-4 = w;
+    # var_w = 2 w / 2^2 + w / 1^2 = 1.5 w; var(d) = 0.08 (1/2 + 1/1) + 1.5 w = 0.1206248, sd 0.3473108;
+    # half 1.959964 sd = 0.6807166; p = 2 (1 - Phi(0.1 / sd)) = 0.7734029
+    a = [_ln_spaced(0.0), _ln_spaced(0.4)]
+    b = [_ln_spaced(0.3)]
+    for x, y, d in ((a, b, 0.1), (b, a, -0.1)):
+        r = compare_launches(x, y, prior_between_cv=0.25)
+        assert r.method == "prior" and r.df == math.inf
+        assert r.ratio == pytest.approx(math.exp(d))
+        assert r.resolvable_ratio == pytest.approx(math.exp(0.6807165772), rel=1e-9)
+        assert r.ratio_low == pytest.approx(math.exp(d - 0.6807165772), rel=1e-9)
+        assert r.ratio_high == pytest.approx(math.exp(d + 0.6807165772), rel=1e-9)
+        assert r.p_value == pytest.approx(0.7734029374, rel=1e-9)
+        assert r.verdict == "undetermined"
+    r = compare_launches(a, b, prior_between_cv=0.25)
+    assert (r.n_launches_a, r.n_launches_b) == (2, 1)
+
+
+def test_prior_branch_without_any_spread():
+    # prior CV 0, constant samples: var(d) = 0; equal medians: p = 1, not significant; different: p = 0
+    eq = compare_launches([np.full(5, 1.0)], [np.full(5, 1.0)], prior_between_cv=0.0)
+    assert eq.p_value == 1.0 and eq.verdict == "undetermined" and eq.resolvable_ratio == 1.0
+    ne = compare_launches([np.full(5, 1.0)], [np.full(5, 2.0)], prior_between_cv=0.0)
+    assert ne.p_value == 0.0 and ne.verdict == "slower"
+    assert ne.ratio_low == pytest.approx(2.0) and ne.ratio_high == pytest.approx(2.0)
+
+
+def test_prior_branch_p_value_is_the_two_sided_normal_tail():
+    # constant samples, prior 0.25: sd(d) = sqrt(2 ln 1.0625) = 0.3482086; ln 2.5 / sd = 2.631442 -> p = 0.00850234
+    big = compare_launches([np.full(20, 1.0)], [np.full(20, 2.5)], prior_between_cv=0.25)
+    assert big.p_value == pytest.approx(0.00850234198, rel=1e-8)
+    assert big.n_launches_a == 1 and big.n_launches_b == 1
+
+
+def test_paired_two_launches_hand_computed():
+    # ln ratios 0.1, 0.3: mean 0.2, sd 0.1414214, se 0.1, t = 2 on 1 df: p = 1 - 2 atan(2) / pi = 0.2951672;
+    # half-width t_{1, 0.975} 0.1 = 1.2706205; signed rank: both positive, p = 2 / 2^2
+    c = paired_compare([np.full(3, 1.0)] * 2, [np.full(3, math.exp(v)) for v in (0.1, 0.3)])
+    assert c.method == "paired-t" and c.df == 1.0 and (c.n_launches_a, c.n_launches_b) == (2, 2)
+    assert c.p_value == pytest.approx(1 - 2 * math.atan(2.0) / math.pi)
+    assert c.ratio_low == pytest.approx(math.exp(0.2 - 1.2706204736))
+    assert c.ratio_high == pytest.approx(math.exp(0.2 + 1.2706204736))
+    assert c.resolvable_ratio == pytest.approx(math.exp(1.2706204736))
+    assert c.p_signed_rank == pytest.approx(0.5) and c.verdict == "noise"
+
+
+def test_paired_one_launch_reports_only_the_ratio():
+    one = paired_compare([np.full(3, 1.0)], [np.full(3, 9.0)])
+    assert one.ratio == pytest.approx(9.0)
+    assert all(math.isnan(v) for v in (one.ratio_low, one.ratio_high, one.p_value, one.df, one.resolvable_ratio))
+    assert (one.verdict, one.n_launches_a, one.n_launches_b, one.method) == ("undetermined", 1, 1, "too few launches")
+    assert one.p_signed_rank is None
+
+
+def test_signed_rank_exact_by_enumeration():
+    # ranks 1..5, rank 3 negative: W- = 3; subsets of 1..5 summing to <= 3: {}, 1, 2, 3, {1,2} -> 2 * 5/32
+    assert signed_rank_p([1, 2, -3, 4, 5]) == pytest.approx(10 / 32)
+    # ranks 1..4, W+ = 1 + 2 = 3: subsets of 1..4 summing to <= 3: 5 of 16 -> 10/16
+    assert signed_rank_p([1, 2, -3, -4]) == pytest.approx(10 / 16)
+    # ties: |d| 1, 1, 2, 3, 4, 5 -> mid-ranks 1.5, 1.5, 3, 4, 5, 6; W+ = 4 (the 3); subsets with a rank sum
+    # <= 4: {}, 1.5, 1.5, 3, 4, {1.5, 1.5} -> 6 of 64 (a sum of 4.5, 1.5 + 3, is not <= 4) -> 12/64
+    assert signed_rank_p([-1, -1, -2, 3, -4, -5]) == pytest.approx(12 / 64)
+    # the two one-sided tails overlap at the observed W+: 2 * 3/4 is capped at 1
+    assert signed_rank_p([1, -1]) == 1.0
+
+
+def test_planning_edges():
+    assert variance_of_mean(0.04, 0.01, 1, 100) == pytest.approx(0.01 + 0.04 / 100)
+    assert variance_of_mean(0.04, 0.01, 5, 1) == pytest.approx(0.01 / 5 + 0.04 / 5)
+    assert optimal_split(0.04, 0.01, 0.0, 0.001) == 0.0        # starting a launch is free: one sample each
+    assert optimal_split(0.04, 0.01, 0.5, 0.001) == pytest.approx(math.sqrt(2000.0))
+    assert launches_for_budget(0.0, 100, 2.0, 0.01) == 0
+    assert launches_for_budget(0.5, 1, 0.0, 0.1) == 5               # no fixed cost: 0.5 / 0.1
+    assert launches_for_budget(10.0, 10, 0.5, 0.01) == 16           # 10 / 0.6 = 16.7
+    assert launches_for_budget(10.0, 10, 0.5, 0.0) == 20            # samples free: 10 / 0.5

@@ -78,6 +78,9 @@ for module in "${MODULES[@]}"; do
     echo "pytest_add_cli_args_test_selection ="
     for t in $tests; do echo "    $t"; done
     echo "use_git_change_detection = false"
+    # fork each mutant's tests from a clean server: the default forks them from the process that
+    # ran the clean tests, whose warm lru_caches hide mutants of the functions behind them
+    echo "process_isolation = forkserver"
   } > setup.cfg
   echo "=== $module  (tests: $tests)"
   start=$(date +%s)
