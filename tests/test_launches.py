@@ -257,6 +257,19 @@ def test_two_launches_pool_to_the_geometric_mean_of_their_medians():
     assert pooled.busbw_gbs == pytest.approx(2 * 64 / math.sqrt(1.1e-5 * 4.1e-5) / 1e9)
 
 
+def test_pooled_interval_is_the_fixed_seed_two_stage_bootstrap():
+    from ccbench.core.replication import hierarchical_bootstrap_ci
+    from ccbench.store.launches import BOOTSTRAP_REPLICATES
+
+    rng = np.random.default_rng(3)
+    blocks = [1e-5 * (1 + 0.1 * rng.random(20)) * f for f in (1.0, 1.3, 0.9)]
+    pooled = pool_launches([(n + 1, _row(b)) for n, b in enumerate(blocks)])
+    ci = hierarchical_bootstrap_ci(blocks, n_boot=1000, seed=0)
+    assert BOOTSTRAP_REPLICATES == 1000
+    assert (pooled.median_s, pooled.ci_low_s, pooled.ci_high_s) == (ci.estimate_s, ci.low_s, ci.high_s)
+    assert pool_launches([(n + 1, _row(b)) for n, b in enumerate(blocks)]) == pooled   # the same rows, the same row
+
+
 def test_pooled_sample_statistics_are_those_of_all_samples():
     # 1..100 us in three launches: p90 (numpy linear) = 90.1, p95 = 95.05, p99 = 99.01;
     # sd (n - 1) = sqrt(100 * 101 / 12)
@@ -299,7 +312,7 @@ def test_flags_and_stop_reasons_are_unions_in_launch_order_without_repeats():
 def test_pool_errors_say_what_is_wrong():
     r = _row([1e-5, 2e-5])
     with pytest.raises(ValueError, match=r"^launch numbers repeat: \[1, 1, 2\]$"):
-        pool_launches([(2, r), (1, r), (1, r)])
+        pool_launches([(2, r), (1, r), (1, _row([3e-5]))])   # two different rows claim launch 1
     with pytest.raises(ValueError, match="^no rows to pool$"):
         pool_launches([])
     with pytest.raises(ValueError, match="^pool_launches takes rows of one launch each$"):

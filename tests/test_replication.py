@@ -476,6 +476,8 @@ def test_t_median_is_zero_and_the_normal_limit():
         assert student_t_quantile(0.975, df) == pytest.approx(Z975, rel=1e-12)
         assert student_t_two_sided_p(Z975, df) == pytest.approx(0.05, rel=1e-12)
         assert student_t_two_sided_p(-1.0, df) == pytest.approx(0.31731050786291415, rel=1e-12)
+    # 1e5 df, t near 0: the tail is the normal one to phi(t) (t^3 + t) / (2 nu) ~ 2e-9 (A&S 26.7.8)
+    assert student_t_two_sided_p(0.001, 1e5) == pytest.approx(math.erfc(0.001 / math.sqrt(2.0)), rel=1e-7)
 
 
 def test_t_tail_at_and_beyond_infinity():

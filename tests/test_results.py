@@ -99,3 +99,196 @@ def test_unwritable_results_dir(tmp_path):
     f.write_text("x")
     with pytest.raises(UsageError):
         new_run_dir(f / "sub", 2)
+
+
+# -- opening runs (store.run): one clear line for each way a directory is not what was asked ---------
+
+
+def _sweep_run(tmp_path, rows=(), status=None):
+    d = new_run_dir(tmp_path, 4)
+    w = RunWriter(d, {"nranks": 4})   # a run being written is "running"
+    for r in rows:
+        w.append(r)
+    if status:
+        w.update(status=status)
+    w.close()
+    return d
+
+
+def _workload_row():
+    from ccbench.store.workload_rows import WorkloadRow
+
+    return WorkloadRow(workload="ddp", variant="bucketed", model="-", algorithm="ring", nranks=2, group_ranks=2,
+                       dtype="float32", part=-1, label="step", collective="step", ncalls=1, ntensors=1,
+                       payload_elems=16, nbytes=64, samples=3, median_s=2e-6, min_s=1e-6, mean_s=2e-6,
+                       ci_low_s=1e-6, ci_high_s=3e-6, samples_s=(1e-6, 2e-6, 3e-6))
+
+
+def test_open_run_knows_the_kind_and_its_spec(tmp_path):
+    from ccbench.store.run import KINDS, SWEEP, WORKLOAD, open_run
+    from ccbench.store.workload_rows import WORKLOAD_COLUMNS, WorkloadRow
+
+    d = _sweep_run(tmp_path, [make_row()])
+    run = open_run(d)
+    assert run.kind == SWEEP == "sweep" and run.spec is KINDS["sweep"] and run.path == d
+    assert run.rows == [make_row()] and run.warnings == [] and run.meta["nranks"] == 4
+    assert (run.spec.row_type, run.spec.marker, run.spec.noun, run.spec.item) == (Row, "collective", "sweep", "case")
+    assert open_run(d.name, results_dir=tmp_path).path == d          # a name under the results directory
+    w = tmp_path / "wl"
+    w.mkdir()
+    rw = RunWriter(w, {"kind": WORKLOAD}, columns=WORKLOAD_COLUMNS)
+    rw.append(_workload_row())
+    rw.close()
+    wl = open_run(w, kinds=(WORKLOAD,), need_rows=True)
+    assert wl.kind == "workload" and wl.rows == [_workload_row()] and isinstance(wl.rows[0], WorkloadRow)
+    assert (wl.spec.label, wl.spec.noun, wl.spec.item) == ("training-workload run", "workload", "row")
+
+
+def test_open_run_refuses_what_the_command_does_not_read(tmp_path):
+    from ccbench.store.run import SWEEP, WORKLOAD, open_run
+
+    d = _sweep_run(tmp_path, [make_row()])
+    with pytest.raises(UsageError, match=r"is a 'sweep' run; workload reads training-workload runs only$"):
+        open_run(d, kinds=(WORKLOAD,), what="workload")
+    with pytest.raises(UsageError, match=r"is a 'sweep' run; this command reads training-workload runs only$"):
+        open_run(d, kinds=(WORKLOAD,))
+    assert open_run(d, kinds=(WORKLOAD, SWEEP)).kind == SWEEP
+    meta = json.loads((d / "run.json").read_text())
+    (d / "run.json").write_text(json.dumps(dict(meta, kind="workload")))
+    with pytest.raises(UsageError, match=r"is a 'workload' run; compare reads collective sweeps only$"):
+        open_run(d, kinds=(SWEEP,), what="compare")
+    (d / "run.json").write_text(json.dumps(dict(meta, kind="pingpong")))
+    with pytest.raises(UsageError, match=r"is a 'pingpong' run, a kind this ccbench does not know$"):
+        open_run(d)
+    (d / "run.json").write_text(json.dumps(dict(meta, kind="")))       # an empty kind is a sweep's
+    assert open_run(d).kind == SWEEP
+
+
+def test_open_run_needs_finished_cases_only_when_asked(tmp_path):
+    from ccbench.store.run import open_run
+
+    d = _sweep_run(tmp_path)
+    assert open_run(d).rows == []
+    with pytest.raises(UsageError, match=r"has no finished cases$"):
+        open_run(d, need_rows=True)
+    (d / "cases.jsonl").unlink()                                          # never written: no rows either
+    assert open_run(d).rows == [] and open_run(d).warnings == []
+
+
+def test_rows_of_another_kind_are_refused(tmp_path):
+    from ccbench.store.run import open_run
+
+    d = _sweep_run(tmp_path)
+    meta = json.loads((d / "run.json").read_text())
+    (d / "run.json").write_text(json.dumps(dict(meta, kind="workload")))
+    (d / "cases.jsonl").write_text(json.dumps(make_row().to_dict()) + "\n")
+    with pytest.raises(UsageError, match=r"is a 'workload' run but its cases.jsonl holds rows of another kind "
+                                         r"\(no 'workload' column\)$"):
+        open_run(d)
+
+
+def test_files_that_are_not_text_are_corrupt(tmp_path):
+    from ccbench.store.run import open_run
+
+    d = _sweep_run(tmp_path, [make_row()])
+    (d / "cases.jsonl").write_bytes(b"\xff\xfe\x00garbage\n")
+    with pytest.raises(UsageError, match=r"cases.jsonl' is corrupt \(not text\)$"):
+        open_run(d)
+    (d / "run.json").write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(UsageError, match=r"run.json' is corrupt \(not JSON\)$"):
+        open_run(d)
+    (d / "run.json").write_text(json.dumps(["a", "list"]))
+    with pytest.raises(UsageError, match=r"run.json' is not a ccbench run file \(schema None\)$"):
+        open_run(d)
+
+
+def test_only_an_unterminated_last_line_is_torn(tmp_path):
+    d = _sweep_run(tmp_path, [make_row()])
+    good = (d / "cases.jsonl").read_text()
+    (d / "cases.jsonl").write_text(good + '{"collective": "allre')
+    _, rows, warnings = load_run(d)
+    assert len(rows) == 1 and warnings == ["dropped a torn last line of cases.jsonl (line 2)"]
+    (d / "cases.jsonl").write_text(good + '{"collective": "allre\n  \n ')   # only blanks after it, no newline
+    assert load_run(d)[2] == ["dropped a torn last line of cases.jsonl (line 2)"]
+    (d / "cases.jsonl").write_text(good + '{"collective": "allre\n')       # a whole line, written and ended
+    with pytest.raises(UsageError, match=r"line 2 is corrupt: "):
+        load_run(d)
+    (d / "cases.jsonl").write_text('{"collective": "allre\n' + good.rstrip("\n"))   # a bad line before a good one
+    with pytest.raises(UsageError, match=r"cases.jsonl' line 1 is corrupt: "):
+        load_run(d)
+    (d / "cases.jsonl").write_text(good + json.dumps({"collective": "allreduce"}) + "\n")
+    with pytest.raises(UsageError, match=r"line 2 is corrupt: missing columns \["):
+        load_run(d)
+
+
+def test_load_run_refuses_the_other_kind_and_says_what_reads_it(tmp_path):
+    from ccbench.store.workload_rows import WORKLOAD_COLUMNS, WorkloadRow
+
+    d = _sweep_run(tmp_path, [make_row()])
+    with pytest.raises(UsageError, match=r"is a sweep run, not a workload run: use ccbench show$"):
+        load_run(d, row_cls=WorkloadRow)
+    w = tmp_path / "wl"
+    w.mkdir()
+    rw = RunWriter(w, {"kind": "workload"}, columns=WORKLOAD_COLUMNS)
+    rw.append(_workload_row())
+    rw.close()
+    with pytest.raises(UsageError, match=r"is a workload run, not a sweep run: use ccbench show or ccbench workload$"):
+        load_run(w)
+    meta, rows, warnings = load_run(w, row_cls=WorkloadRow)
+    assert meta["kind"] == "workload" and rows == [_workload_row()] and warnings == []
+
+
+def test_mark_failed_records_why_a_running_run_ended(tmp_path):
+    import re
+
+    from ccbench.store.run import mark_failed
+
+    d = _sweep_run(tmp_path, [make_row(), make_row(nbytes=128, count=32)])
+    assert mark_failed(d, "rank 3 was killed") is True
+    meta = json.loads((d / "run.json").read_text())
+    assert meta["status"] == "failed" and meta["failure"] == "rank 3 was killed" and meta["finished_cases"] == 2
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4}", meta["end_time"])
+    assert meta["nranks"] == 4 and meta["schema"] == SCHEMA
+    assert mark_failed(str(d), "again") is False                          # already final: left alone
+    assert json.loads((d / "run.json").read_text())["failure"] == "rank 3 was killed"
+
+
+def test_mark_failed_leaves_what_is_not_a_running_run(tmp_path):
+    from ccbench.store.run import mark_failed
+
+    assert mark_failed(tmp_path / "missing", "x") is False                # no run.json
+    done = _sweep_run(tmp_path, [make_row()], status="complete")
+    assert mark_failed(done, "x") is False
+    assert json.loads((done / "run.json").read_text())["status"] == "complete"
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "run.json").write_text(json.dumps({"schema": "pyperf/1", "status": "running"}))
+    assert mark_failed(foreign, "x") is False
+    assert json.loads((foreign / "run.json").read_text()) == {"schema": "pyperf/1", "status": "running"}
+    (foreign / "run.json").write_text("[1, 2]")
+    assert mark_failed(foreign, "x") is False
+    (foreign / "run.json").write_bytes(b"\xff\xfe")
+    assert mark_failed(foreign, "x") is False
+    (foreign / "run.json").write_text("{not json")
+    assert mark_failed(foreign, "x") is False
+
+
+def test_mark_failed_counts_no_cases_when_they_cannot_be_read(tmp_path):
+    from ccbench.store.run import mark_failed
+
+    d = _sweep_run(tmp_path, [make_row()])
+    (d / "cases.jsonl").write_text("garbage\n" + (d / "cases.jsonl").read_text())
+    assert mark_failed(d, "crashed") is True
+    meta = json.loads((d / "run.json").read_text())
+    assert meta["finished_cases"] == 0 and meta["status"] == "failed"
+
+
+def test_lab_block_is_read_from_the_top_or_the_provenance():
+    from ccbench.store.run import lab_block
+
+    lab = {"latency_s": 1e-6}
+    assert lab_block({"lab": lab}) == lab
+    assert lab_block({"provenance": {"lab": lab}}) == lab
+    assert lab_block({"lab": lab, "provenance": {"lab": {"other": 1}}}) == lab   # the top level first
+    assert lab_block({"lab": "on"}) is None and lab_block({"provenance": {"lab": [1]}}) is None
+    assert lab_block({"provenance": "lab"}) is None and lab_block({}) is None

@@ -38,6 +38,14 @@ declare -A TESTS=(
   [ccbench/core/replication.py]="tests/test_replication.py"
   [ccbench/store/launches.py]="tests/test_launches.py"
   [ccbench/algorithms/allreduce.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py"
+  [ccbench/algorithms/bcast.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py"
+  [ccbench/algorithms/allgather.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py"
+  [ccbench/algorithms/reduce_scatter.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py"
+  [ccbench/algorithms/reduce.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py"
+  [ccbench/algorithms/alltoall.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py"
+  [ccbench/algorithms/gather.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py"
+  [ccbench/algorithms/scatter.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py"
+  [ccbench/algorithms/barrier.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py"
 )
 MODULES=(
   ccbench/core/stats.py
@@ -49,6 +57,14 @@ MODULES=(
   ccbench/core/replication.py
   ccbench/store/launches.py
   ccbench/algorithms/allreduce.py
+  ccbench/algorithms/bcast.py
+  ccbench/algorithms/allgather.py
+  ccbench/algorithms/reduce_scatter.py
+  ccbench/algorithms/reduce.py
+  ccbench/algorithms/alltoall.py
+  ccbench/algorithms/gather.py
+  ccbench/algorithms/scatter.py
+  ccbench/algorithms/barrier.py
 )
 
 if [ $# -gt 0 ]; then MODULES=("$@"); fi
