@@ -158,7 +158,7 @@ jobs[refuse]=$(submit refuse -n 2 --wrap "srun --mpi=none $(command -v python) -
 jobs[timelimit]=$(CCBENCH_EXTRA_ARGS="-C all -s 8:64K --budget 1 --min-reps 1000000 --max-reps 1000000" \
   submit timelimit -n 2 --overcommit --time=1 --signal=TERM@40 slurm/sweep.sbatch)
 # a rank that dies mid-sweep: srun ends the step at once, `ccbench launch` marks the run failed
-jobs[crash]=$(CCBENCH_FAULT="exit:1:allreduce/native:64" CCBENCH_EXTRA_ARGS="-C allreduce -s 8:1K --budget 0.05" \
+jobs[crash]=$(CCBENCH_FAULT="exit:1:allreduce/native:64" CCBENCH_EXTRA_ARGS="-C allreduce -s 8:1K --budget 0.05 --order planned" \
   submit crash -n 3 --overcommit slurm/sweep.sbatch)
 echo "slurm: submitted $(for k in "${!jobs[@]}"; do printf '%s=%s ' "$k" "${jobs[$k]}"; done)"
 
