@@ -290,12 +290,12 @@ def test_one_launch_of_one_sample_has_no_standard_deviation():
     assert (pooled.algbw_gbs, pooled.busbw_gbs) == (r.algbw_gbs, r.busbw_gbs)   # one launch: unchanged
 
 
-def test_a_launch_with_a_zero_time_is_pooled_without_the_log_scale_interval():
+def test_a_launch_with_a_zero_time_is_pooled_without_the_log_scale_statistics():
+    # a zero time has no logarithm: no two-stage bootstrap, no launch_spread test; the samples still pool
     r1, r2 = _row([1e-5, 1.2e-5, 1.1e-5]), _row([0.0, 3e-5, 3e-5])
     pooled = pool_launches([(2, r2), (1, r1)])
-    # no geometric mean or two-stage bootstrap of a zero: the first launch's typical time is kept
-    assert (pooled.median_s, pooled.ci_low_s, pooled.ci_high_s) == (r1.median_s, r1.ci_low_s, r1.ci_high_s)
-    assert pooled.min_s == 0.0 and pooled.samples == 6 and LAUNCH_SPREAD not in pooled.flags
+    assert pooled.min_s == 0.0 and pooled.samples == 6 and pooled.launch_samples == (3, 3)
+    assert pooled.mean_s == pytest.approx(9.3e-5 / 6) and LAUNCH_SPREAD not in pooled.flags
 
 
 def test_flags_and_stop_reasons_are_unions_in_launch_order_without_repeats():

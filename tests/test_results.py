@@ -1,6 +1,8 @@
 """Result records and run directories: round trip, never overwrite, refuse the foreign."""
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -148,7 +150,8 @@ def test_open_run_refuses_what_the_command_does_not_read(tmp_path):
     from ccbench.store.run import SWEEP, WORKLOAD, open_run
 
     d = _sweep_run(tmp_path, [make_row()])
-    with pytest.raises(UsageError, match=r"is a 'sweep' run; workload reads training-workload runs only$"):
+    q = re.escape(repr(str(d)))
+    with pytest.raises(UsageError, match=rf"^{q} is a 'sweep' run; workload reads training-workload runs only$"):
         open_run(d, kinds=(WORKLOAD,), what="workload")
     with pytest.raises(UsageError, match=r"is a 'sweep' run; this command reads training-workload runs only$"):
         open_run(d, kinds=(WORKLOAD,))
@@ -158,7 +161,7 @@ def test_open_run_refuses_what_the_command_does_not_read(tmp_path):
     with pytest.raises(UsageError, match=r"is a 'workload' run; compare reads collective sweeps only$"):
         open_run(d, kinds=(SWEEP,), what="compare")
     (d / "run.json").write_text(json.dumps(dict(meta, kind="pingpong")))
-    with pytest.raises(UsageError, match=r"is a 'pingpong' run, a kind this ccbench does not know$"):
+    with pytest.raises(UsageError, match=rf"^{q} is a 'pingpong' run, a kind this ccbench does not know$"):
         open_run(d)
     (d / "run.json").write_text(json.dumps(dict(meta, kind="")))       # an empty kind is a sweep's
     assert open_run(d).kind == SWEEP
@@ -169,7 +172,7 @@ def test_open_run_needs_finished_cases_only_when_asked(tmp_path):
 
     d = _sweep_run(tmp_path)
     assert open_run(d).rows == []
-    with pytest.raises(UsageError, match=r"has no finished cases$"):
+    with pytest.raises(UsageError, match=rf"^{re.escape(repr(str(d)))} has no finished cases$"):
         open_run(d, need_rows=True)
     (d / "cases.jsonl").unlink()                                          # never written: no rows either
     assert open_run(d).rows == [] and open_run(d).warnings == []
@@ -182,7 +185,8 @@ def test_rows_of_another_kind_are_refused(tmp_path):
     meta = json.loads((d / "run.json").read_text())
     (d / "run.json").write_text(json.dumps(dict(meta, kind="workload")))
     (d / "cases.jsonl").write_text(json.dumps(make_row().to_dict()) + "\n")
-    with pytest.raises(UsageError, match=r"is a 'workload' run but its cases.jsonl holds rows of another kind "
+    with pytest.raises(UsageError, match=rf"^{re.escape(repr(str(d)))} is a 'workload' run but its cases.jsonl "
+                                         r"holds rows of another kind "
                                          r"\(no 'workload' column\)$"):
         open_run(d)
 
@@ -200,6 +204,45 @@ def test_files_that_are_not_text_are_corrupt(tmp_path):
     (d / "run.json").write_text(json.dumps(["a", "list"]))
     with pytest.raises(UsageError, match=r"run.json' is not a ccbench run file \(schema None\)$"):
         open_run(d)
+
+
+def test_runs_are_found_by_name_under_results_by_default(tmp_path, monkeypatch):
+    from ccbench.store.run import open_run
+
+    d = _sweep_run(tmp_path / "results", [make_row()])
+    monkeypatch.chdir(tmp_path)
+    assert open_run(d.name).path == Path("results") / d.name
+    assert load_run(d.name)[1] == [make_row()]
+    other = _sweep_run(tmp_path / "elsewhere", [make_row(nbytes=128, count=32)])
+    assert load_run(other.name, results_dir="elsewhere")[1] == [make_row(nbytes=128, count=32)]
+    q = re.escape(repr(str(tmp_path)))
+    with pytest.raises(UsageError, match=rf"^{q} is not a ccbench run \(no run.json\)$"):
+        open_run(tmp_path)
+    meta = json.loads((d / "run.json").read_text())
+    (d / "run.json").write_text(json.dumps(dict(meta, schema="ccbench.run/0")))
+    with pytest.raises(UsageError, match=rf"^{re.escape(repr(str(d)))} has schema ccbench.run/0; this ccbench reads "
+                                         rf"{re.escape(SCHEMA)}: use the ccbench version that wrote it, or re-run "
+                                         r"the sweep$"):
+        open_run(d)
+
+
+def test_a_refusal_names_every_kind_the_command_reads(tmp_path, monkeypatch):
+    from ccbench.store.run import KINDS, SWEEP, WORKLOAD, RunKind, open_run
+
+    monkeypatch.setitem(KINDS, "lab", RunKind("lab", Row, "collective", "lab run", "lab run", "case"))
+    d = _sweep_run(tmp_path, [make_row()])
+    meta = json.loads((d / "run.json").read_text())
+    (d / "run.json").write_text(json.dumps(dict(meta, kind="lab")))
+    with pytest.raises(UsageError, match=r"is a 'lab' run; show reads collective sweeps or training-workload runs "
+                                         r"only$"):
+        open_run(d, kinds=(SWEEP, WORKLOAD), what="show")
+
+
+def test_blank_lines_between_rows_are_skipped(tmp_path):
+    d = _sweep_run(tmp_path, [make_row(), make_row(nbytes=128, count=32)])
+    first, second = (d / "cases.jsonl").read_text().splitlines()
+    (d / "cases.jsonl").write_text(f"{first}\n\n   \n{second}\n")
+    assert load_run(d)[1] == [make_row(), make_row(nbytes=128, count=32)]
 
 
 def test_only_an_unterminated_last_line_is_torn(tmp_path):
@@ -225,7 +268,8 @@ def test_load_run_refuses_the_other_kind_and_says_what_reads_it(tmp_path):
     from ccbench.store.workload_rows import WORKLOAD_COLUMNS, WorkloadRow
 
     d = _sweep_run(tmp_path, [make_row()])
-    with pytest.raises(UsageError, match=r"is a sweep run, not a workload run: use ccbench show$"):
+    with pytest.raises(UsageError, match=rf"^{re.escape(repr(str(d)))} is a sweep run, not a workload run: "
+                                         r"use ccbench show$"):
         load_run(d, row_cls=WorkloadRow)
     w = tmp_path / "wl"
     w.mkdir()
@@ -239,8 +283,6 @@ def test_load_run_refuses_the_other_kind_and_says_what_reads_it(tmp_path):
 
 
 def test_mark_failed_records_why_a_running_run_ended(tmp_path):
-    import re
-
     from ccbench.store.run import mark_failed
 
     d = _sweep_run(tmp_path, [make_row(), make_row(nbytes=128, count=32)])

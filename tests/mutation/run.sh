@@ -38,14 +38,15 @@ declare -A TESTS=(
   [ccbench/core/replication.py]="tests/test_replication.py"
   [ccbench/store/launches.py]="tests/test_launches.py"
   [ccbench/algorithms/allreduce.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py"
-  [ccbench/algorithms/bcast.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py"
-  [ccbench/algorithms/allgather.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py"
-  [ccbench/algorithms/reduce_scatter.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py"
-  [ccbench/algorithms/reduce.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py"
-  [ccbench/algorithms/alltoall.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py"
-  [ccbench/algorithms/gather.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py"
-  [ccbench/algorithms/scatter.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py"
-  [ccbench/algorithms/barrier.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py"
+  [ccbench/algorithms/bcast.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py"
+  [ccbench/algorithms/allgather.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py"
+  [ccbench/algorithms/reduce_scatter.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py"
+  [ccbench/algorithms/reduce.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py"
+  [ccbench/algorithms/alltoall.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py"
+  [ccbench/algorithms/gather.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py"
+  [ccbench/algorithms/scatter.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py"
+  [ccbench/algorithms/barrier.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py"
+  [ccbench/algorithms/registry.py]="tests/test_predict.py tests/test_costs_at_scale.py"
 )
 MODULES=(
   ccbench/core/stats.py
@@ -65,6 +66,7 @@ MODULES=(
   ccbench/algorithms/gather.py
   ccbench/algorithms/scatter.py
   ccbench/algorithms/barrier.py
+  ccbench/algorithms/registry.py
 )
 
 if [ $# -gt 0 ]; then MODULES=("$@"); fi
