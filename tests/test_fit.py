@@ -312,3 +312,86 @@ def test_compare_pingpong_and_joint_estimates():
 def test_fit_modules_import_no_mpi():
     code = "import sys, ccbench.analysis.fit, ccbench.analysis.predict; assert 'mpi4py' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --------------------------------------------------------------------------- effective parameters, launches
+
+
+def test_effective_fit_recovers_alpha_and_beta_with_gamma_held_at_the_measured_one():
+    from ccbench.analysis.fit import fit_effective
+
+    rng = np.random.default_rng(1)
+    rows, terms, red = [], [], []
+    for steps, nbytes in [(2, 8), (4, 64), (2, 4096), (6, 65536), (2, 1 << 20), (4, 4 << 20), (3, 1 << 16)]:
+        reduced = nbytes / 2
+        t = steps * ALPHA + nbytes * BETA + reduced * GAMMA
+        s = noisy(t, rng, 0.01)
+        rows.append({"median_s": float(np.median(s)), "samples_s": s.tolist()})
+        terms.append((steps, nbytes))
+        red.append(reduced * GAMMA)
+    p = fit_effective(rows, terms, red, path="numpy", n_boot=300)
+    assert rel(p.alpha_s, ALPHA) < 0.03 and rel(p.beta_s_per_byte, BETA) < 0.03
+    assert inside(p.alpha_ci_s, p.alpha_s) and inside(p.beta_ci_s_per_byte, p.beta_s_per_byte)
+    assert p.source == "effective" and p.n_points == 7 and "numpy path: 7 rows" in p.notes[0]
+    # a wrong gamma shows up in beta, not hidden: holding gamma at zero inflates beta
+    q = fit_effective(rows, terms, [0.0] * len(rows), path="numpy", n_boot=0)
+    assert q.beta_s_per_byte > 1.5 * BETA
+    with pytest.raises(CCBenchError, match="at least 3"):
+        fit_effective(rows[:2], terms[:2], red[:2], path="mpi")
+
+
+def _launch_rows(between: float, m: int = 30, k: int = 4, seed: int = 0):
+    """Rows of one curve measured in k launches whose levels differ by `between` (log sd), samples 1% apart."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in SIZES[::3]:
+        t = ALPHA + BETA * n
+        blocks = [t * np.exp(rng.normal(0, between)) * np.exp(rng.normal(0, 0.01, m)) for _ in range(k)]
+        meds = [np.median(b) for b in blocks]
+        rows.append(dict(collective="allreduce", algorithm="ring", nranks=4, dtype="float32", op="sum",
+                         nbytes=int(n), median_s=float(np.exp(np.mean(np.log(meds)))),
+                         samples_s=np.concatenate(blocks).tolist(), launches=list(range(1, k + 1)),
+                         launch_samples=[m] * k))
+    return rows
+
+
+def test_bootstrap_resamples_launches_before_samples():
+    from ccbench.analysis.fit import row_samples
+
+    rows = _launch_rows(0.10)
+    blocks = row_samples(rows[0])
+    assert len(blocks) == 4 and all(len(b) == 30 for b in blocks)
+    assert not isinstance(row_samples(dict(rows[0], launches=[], launch_samples=[])), list)
+    f = fit_curve(rows, n_boot=400)
+    assert f.line.bootstrap == "launches, then samples"
+    assert inside(f.line.beta_ci_s_per_byte, f.line.beta_s_per_byte)
+    # per size: launches 10% apart, samples 1% apart -> the two-stage replicates spread like the launches
+    # (sd of a mean of 4 launches ~ 0.1 / 2), the samples taken as one launch only like the 1% noise
+    from ccbench.analysis.fit import _boot_medians, _clean_samples
+
+    two = _boot_medians([_clean_samples(row_samples(r)) for r in rows], 400, np.random.default_rng(0))
+    one = _boot_medians([np.asarray(r["samples_s"]) for r in rows], 400, np.random.default_rng(0))
+    sd_two, sd_one = np.std(np.log(two), axis=0), np.std(np.log(one), axis=0)
+    assert 0.02 < np.median(sd_two) < 0.08 and np.median(sd_two) > 2.5 * np.median(sd_one)
+    calm = _boot_medians([_clean_samples(row_samples(r)) for r in _launch_rows(0.0)], 400, np.random.default_rng(0))
+    assert np.median(np.std(np.log(calm), axis=0)) < 0.01
+
+
+def test_joint_fit_bootstraps_over_launches_when_rows_have_them():
+    rows = []
+    for r in _launch_rows(0.05):
+        rows.append(dict(r, steps_max=2, step_bytes_max=r["nbytes"], reduced_bytes_max=0))
+    p = fit_joint(rows, n_boot=200)
+    assert "bootstrap: launches, then samples" in p.notes[0]
+    assert rel(p.beta_s_per_byte, BETA) < 0.1
+
+
+def test_gamma_by_path_and_temperature():
+    p = NetworkParams(ALPHA, BETA, 3e-11, library_gamma_s_per_byte=2e-10, gamma_cold_s_per_byte=1e-10,
+                      library_gamma_cold_s_per_byte=3e-10, cold_above_bytes=8 << 20)
+    assert p.gamma_for(False, 1 << 20) == 3e-11 and p.gamma_for(True, 1 << 20) == 2e-10
+    assert p.gamma_for(False, 16 << 20) == 1e-10 and p.gamma_for(True, 16 << 20) == 3e-10
+    q = NetworkParams(ALPHA, BETA, 3e-11)  # nothing but numpy's warm gamma: every path and size pays it
+    assert q.gamma_for(True, 1 << 30) == q.gamma_for(False, 1) == 3e-11
+    assert NetworkParams(ALPHA, BETA).gamma_for(True, 8) == 0.0
+    assert NetworkParams.from_dict(strict_json(p)) == p

@@ -117,3 +117,28 @@ def test_harness_floor_times_an_empty_call_and_zero_count_calls():
     assert set(floor["zero_count_s"]) == {"allreduce", "bcast", "barrier"}
     assert 0 < floor["empty_s"] and all(v > 0 for v in floor["zero_count_s"].values())
     assert comm.allgather(floor) == [floor] * comm.Get_size()  # every rank holds the same figures
+
+
+def test_reduction_gammas_give_every_path_and_where_cold_begins():
+    from ccbench.analysis.fit import reduction_gammas
+
+    warm, cold = (4096, 65536, 1 << 20), (1 << 20, 16 << 20)
+    recs = (_records("numpy", "warm", 3e-11, warm) + _records("mpi", "warm", 1.3e-10, warm)
+            + _records("numpy", "cold", 1e-10, cold) + _records("mpi", "cold", 1.8e-10, cold))
+    for r in recs:
+        if r["temperature"] == "cold":
+            r["llc_bytes"] = 16 << 20
+    g = reduction_gammas(recs, ranks_per_node=4, n_boot=100)
+    assert g["gamma_s_per_byte"] == pytest.approx(3e-11, rel=0.02)
+    assert g["library_gamma_s_per_byte"] == pytest.approx(1.3e-10, rel=0.02)
+    assert g["gamma_cold_s_per_byte"] == pytest.approx(1e-10, rel=0.02)
+    assert g["library_gamma_cold_s_per_byte"] == pytest.approx(1.8e-10, rel=0.02)
+    assert g["cold_above_bytes"] == 4 << 20  # a 16 MiB cache shared by 4 ranks
+    assert "stated by the records" in g["notes"][0]
+    # no cache size stated: the documented default; no cold timings: no cold threshold
+    for r in recs:
+        r.pop("llc_bytes", None)
+    assert reduction_gammas(recs, n_boot=50)["cold_above_bytes"] == 32 << 20
+    only_warm = reduction_gammas(_records("numpy", "warm", 3e-11, warm), n_boot=50)
+    assert only_warm["cold_above_bytes"] is None and only_warm["library_gamma_s_per_byte"] is None
+    assert any("numpy's gamma" in n for n in only_warm["notes"])

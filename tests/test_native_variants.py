@@ -113,7 +113,8 @@ def test_launch_runs_one_launch_per_variant_and_records_refusals(tmp_path):
     With two launches the parts run round-robin (A B C A B C) and every row holds both launches' samples."""
     r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "4", "-C", "allreduce", "-a",
                         "native,native:reduce_scatter_allgather,native:ring,native:rabenseifner", "-s", "8,4K",
-                        "--launches", "2", "--min-reps", "3", "--max-reps", "10", "--budget", "0.05", "--results-dir", str(tmp_path),
+                        "--launches", "2", "--min-reps", "3", "--max-reps", "10", "--budget", "0.05",
+                        "--results-dir", str(tmp_path),
                         "--no-show"], capture_output=True, text=True, timeout=300, cwd=REPO)
     vendor = subprocess.run([sys.executable, "-c", "import mpi4py; mpi4py.rc.initialize = False; "
                              "from mpi4py import MPI; print(MPI.get_vendor()[0])"], capture_output=True, text=True)

@@ -69,7 +69,7 @@ def test_spack_versions_and_checksums():
     _, cls = _spack()
     versions = _calls(cls, "version")
     assert versions and versions[0][0] == [ccbench.__version__]  # newest first, the package's own version
-    for args, kw in versions:
+    for _args, kw in versions:
         assert set(kw) == {"sha256"} and re.fullmatch(r"[0-9a-f]{64}", kw["sha256"]) and set(kw["sha256"]) != {"0"}
 
 

@@ -30,13 +30,16 @@ collective: ``ccbench launch`` starts one launch per variant and merges them.
 """
 
 import os
+import re
+from typing import NamedTuple
 
 from ccbench.algorithms.registry import REGISTRY, register
 from ccbench.core.errors import CCBenchError, UsageError
 
-__all__ = ["LIBRARIES", "MPICH", "MPICH_PARAMS", "NotApplicableError", "OPENMPI", "OPENMPI_COLL_IDS",
-           "check_environment", "current_library", "is_variant", "library_of_launcher",
-           "library_of_vendor", "probe", "variant_names", "variant_settings"]
+__all__ = ["LIBRARIES", "MPICH", "MPICH_PARAMS", "MPICH_TREE_COLL", "NotApplicableError", "OPENMPI",
+           "OPENMPI_COLL_IDS", "TEXTBOOK", "Textbook", "check_environment", "current_library", "is_variant",
+           "library_of_launcher", "library_of_vendor", "mpich_tree_choice", "mpich_value_of", "probe", "textbook",
+           "variant_names", "variant_settings"]
 
 LIBRARIES = {"mpich": "MPICH", "openmpi": "Open MPI"}
 
@@ -142,6 +145,289 @@ OPENMPI_COLL_IDS = {"allgather": 0, "allreduce": 2, "alltoall": 3, "barrier": 6,
                     "reduce": 11, "reduce_scatter": 13, "scatter": 15}
 
 _PREFIX = "native:"
+
+# ---------------------------------------------------------------------------- textbook models
+
+
+class Textbook(NamedTuple):
+    """What a library algorithm costs in the registry's terms: the registry algorithms whose costs add up to it.
+
+    ``parts`` are (collective, algorithm) pairs of the registry; empty when the variant has no
+    textbook equivalent, and ``note`` then says why ("not modelled: ...").  Otherwise ``note``
+    says on what premise the mapping holds (a parameter at its default, ...).
+    """
+
+    parts: tuple[tuple[str, str], ...]
+    note: str = ""
+
+    @property
+    def modelled(self) -> bool:
+        """Whether the variant has a textbook cost."""
+        return bool(self.parts)
+
+
+def _is(algorithm: str, note: str = "", collective: str | None = None) -> Textbook:
+    return Textbook(((collective or "", algorithm),), note)
+
+
+def _sum(*parts: str, note: str = "") -> Textbook:
+    return Textbook(tuple(tuple(p.split("/")) for p in parts), note)  # type: ignore[misc]
+
+
+def _no(reason: str) -> Textbook:
+    return Textbook((), f"not modelled: {reason}")
+
+
+# Per library, collective and variant name: its textbook algorithm.  The cost formulas are the
+# registry's (Thakur, Rabenseifner & Gropp, IJHPCA 2005, and the sources each algorithm cites);
+# the algorithm behind each MPICH name is the function of the same name in MPICH's
+# src/mpi/coll/<coll>/ (listed in MPICH above), behind each Open MPI id the function of
+# ompi/mca/coll/base/coll_base_<coll>.c that coll_tuned_<coll>_decision.c calls for it.
+# Parameters are at the libraries' defaults (MPICH's *_KVAL = 2, tree type knomial_1 / kary 2,
+# chunk size 0; Open MPI's segment size 0, chain fan-out 4, knomial radix 4).
+_K2 = "with MPICH's default radix k = 2 ({cvar}_KVAL)"
+TEXTBOOK: dict[str, dict[str, dict[str, Textbook]]] = {
+    "mpich": {
+        "barrier": {
+            "k_dissemination": _is("dissemination", _K2.format(cvar="MPIR_CVAR_BARRIER_DISSEM")),
+            "recexch": _no("recursive-exchange barrier; the registry's only barrier is the dissemination one"),
+            "smp": _no("node-local barrier, barrier among node leaders, node-local release: the library's own "
+                       "choices for each"),
+        },
+        "bcast": {
+            "binomial": _is("binomial"),
+            "scatter_recursive_doubling_allgather": _sum(
+                "scatter/binomial", "allgather/recursive_doubling",
+                note="binomial scatter of the buffer, then a recursive-doubling allgather (van de Geijn)"),
+            "scatter_ring_allgather": _is("scatter_allgather", "binomial scatter, then a ring allgather"),
+            "pipelined_tree": _no("chunked k-ary tree (MPIR_CVAR_BCAST_TREE_PIPELINE_CHUNK_SIZE); no registry "
+                                  "algorithm pipelines along a tree"),
+            "tree": _no("k-ary tree (kary, k = 2 by default): a binary tree, which the registry does not hold"),
+            "smp": _no("node-local broadcast, broadcast among node leaders: the library's own choices for each"),
+        },
+        "reduce": {
+            "binomial": _is("binomial"),
+            "reduce_scatter_gather": _is("rabenseifner", "recursive-halving reduce-scatter, then a binomial gather"),
+            "smp": _no("node-local reduce, reduce among node leaders: the library's own choices for each"),
+        },
+        "allreduce": {
+            "recursive_doubling": _is("recursive_doubling"),
+            "recursive_multiplying": _is("recursive_doubling", "recursive multiplying "
+                                         + _K2.format(cvar="MPIR_CVAR_ALLREDUCE_RECURSIVE_MULTIPLYING")
+                                         + " is recursive doubling"),
+            "reduce_scatter_allgather": _is("rabenseifner", "Rabenseifner: recursive-halving reduce-scatter, "
+                                            "recursive-doubling allgather"),
+            "ring": _is("ring"),
+            "tree": _is("binomial", "reduce up a tree, broadcast down it; with MPICH's defaults (knomial_1, "
+                        "k = 2, no chunking) the tree is binomial"),
+            "recexch": _is("recursive_doubling", "recursive exchange " + _K2.format(cvar="MPIR_CVAR_ALLREDUCE_RECEXCH")
+                           + " exchanges the whole vector with one partner per step"),
+            "k_reduce_scatter_allgather": _is("rabenseifner", "k-ary reduce-scatter + allgather "
+                                              + _K2.format(cvar="MPIR_CVAR_ALLREDUCE_RECEXCH")),
+            "smp": _is("hierarchical", "node-local reduce, allreduce among node leaders, node-local broadcast"),
+        },
+        "allgather": {
+            "brucks": _is("bruck"),
+            "k_brucks": _is("bruck", _K2.format(cvar="MPIR_CVAR_ALLGATHER_BRUCKS")),
+            "recursive_doubling": _is("recursive_doubling"),
+            "ring": _is("ring"),
+            "recexch_doubling": _is("recursive_doubling", _K2.format(cvar="MPIR_CVAR_ALLGATHER_RECEXCH")),
+            "recexch_halving": _is("recursive_doubling", _K2.format(cvar="MPIR_CVAR_ALLGATHER_RECEXCH")
+                                   + ": the partners of recursive doubling in the opposite order, the same counts"),
+        },
+        "reduce_scatter": {
+            "recursive_halving": _is("recursive_halving"),
+            "pairwise": _is("pairwise"),
+            "recursive_doubling": _no("recursive doubling for non-commutative ops (n lg P bytes); not in the "
+                                      "registry"),
+            "noncommutative": _no("recursive halving in the order non-commutative ops need; not in the registry"),
+        },
+        "alltoall": {
+            "brucks": _is("bruck"),
+            "k_brucks": _is("bruck", _K2.format(cvar="MPIR_CVAR_ALLTOALL_BRUCKS")),
+            "pairwise": _is("pairwise"),
+            "pairwise_sendrecv_replace": _is("pairwise", "the in-place pairwise exchange: the same messages"),
+            "scattered": _is("linear", "every send and receive posted at once, in batches of "
+                             "MPIR_CVAR_ALLTOALL_THROTTLE (32): the registry's linear up to 33 ranks"),
+        },
+        "gather": {"binomial": _is("binomial")},
+        "scatter": {"binomial": _is("binomial")},
+    },
+    "openmpi": {
+        "barrier": {
+            "linear": _no("every rank to rank 0 and back, each message a zero-byte round trip; not in the registry"),
+            "double_ring": _no("a token twice round a ring; not in the registry"),
+            "recursive_doubling": _no("recursive-doubling barrier; the registry's only barrier is dissemination"),
+            "bruck": _is("dissemination", "Open MPI's bruck barrier is the dissemination algorithm"),
+            "two_proc": _no("two ranks only; a single exchange"),
+            "tree": _no("tree barrier; not in the registry"),
+        },
+        "bcast": {
+            "basic_linear": _is("linear"),
+            "chain": _no("four chains (coll_tuned_bcast_algorithm_chain_fanout = 4); the registry's chain is one"),
+            "pipeline": _no("an unsegmented chain at the default segment size 0; the registry's pipelined_chain "
+                            "cuts 64 KiB segments"),
+            "split_binary_tree": _no("split binary tree; not in the registry"),
+            "binary_tree": _no("binary tree; not in the registry"),
+            "binomial": _is("binomial", "unsegmented at the default segment size 0"),
+            "knomial": _no("k-nomial tree of radix 4 (coll_tuned_bcast_algorithm_knomial_radix); not in the "
+                           "registry"),
+            "scatter_allgather": _sum("scatter/binomial", "allgather/recursive_doubling",
+                                      note="binomial scatter, then a recursive-doubling allgather"),
+            "scatter_allgather_ring": _is("scatter_allgather", "binomial scatter, then a ring allgather"),
+        },
+        "reduce": {
+            "linear": _is("linear"),
+            "chain": _no("four chains; not in the registry"),
+            "pipeline": _no("an unsegmented chain at the default segment size 0; not in the registry"),
+            "binary": _no("binary tree; not in the registry"),
+            "binomial": _is("binomial", "unsegmented at the default segment size 0"),
+            "in-order_binary": _no("in-order binary tree; not in the registry"),
+            "rabenseifner": _is("rabenseifner"),
+        },
+        "allreduce": {
+            "basic_linear": _is("linear", "a linear reduce to rank 0, then a linear broadcast"),
+            "nonoverlapping": _no("reduce, then broadcast, each as the tuned component decides"),
+            "recursive_doubling": _is("recursive_doubling"),
+            "ring": _is("ring"),
+            "segmented_ring": _is("ring", "the ring with its blocks cut into segments: the same bytes; the "
+                                  "extra messages per segment are not priced"),
+            "rabenseifner": _is("rabenseifner"),
+        },
+        "allgather": {
+            "linear": _no("gather to rank 0, then a broadcast; the registry's linear is a direct exchange"),
+            "bruck": _is("bruck"),
+            "recursive_doubling": _is("recursive_doubling"),
+            "ring": _is("ring"),
+            "neighbor": _no("neighbour exchange (Chen et al. 2005), P/2 steps; not in the registry"),
+            "two_proc": _is("ring", "two ranks only, where every allgather is one exchange"),
+            "sparbit": _no("sparbit (Loch & Koslovski 2021); not in the registry"),
+        },
+        "reduce_scatter": {
+            "basic_linear": _no("a reduce to rank 0, then a scatter; not in the registry"),
+            "recursive_doubling": _no("recursive doubling (n lg P bytes); not in the registry"),
+            "recursive_halving": _is("recursive_halving"),
+            "butterfly": _no("butterfly (Traff 2005); not in the registry"),
+        },
+        "alltoall": {
+            "linear": _is("linear"),
+            "pairwise": _is("pairwise"),
+            "modified_bruck": _is("bruck"),
+            "linear_sync": _no("linear with a bounded number of outstanding requests; not in the registry"),
+            "two_proc": _is("pairwise", "two ranks only: one exchange"),
+        },
+        "gather": {
+            "basic_linear": _is("linear"),
+            "binomial": _is("binomial"),
+            "linear_sync": _no("linear with a synchronising first segment; not in the registry"),
+        },
+        "scatter": {
+            "basic_linear": _is("linear"),
+            "binomial": _is("binomial"),
+            "linear_nb": _is("linear", "the linear scatter with nonblocking sends: the same messages"),
+        },
+    },
+}
+
+
+def textbook(collective: str, variant: str, library: str | None) -> Textbook:
+    """The textbook model of ``native:<variant>`` of `collective` in `library` ("mpich", "openmpi" or None).
+
+    `variant` may carry the ``native:`` prefix.  With no library known, a name both libraries
+    map to the same algorithms is modelled; any other is not.
+    """
+    name = variant[len(_PREFIX):] if variant.startswith(_PREFIX) else variant
+    libs = [library] if library else list(TEXTBOOK)
+    found = [TEXTBOOK[lib].get(collective, {}).get(name) for lib in libs if lib in TEXTBOOK]
+    found = [t for t in found if t is not None]
+    if not found:
+        return _no(f"{collective}/native:{name} is not an algorithm of "
+                   + (LIBRARIES.get(library, library) if library else "MPICH or Open MPI"))
+    parts = {tuple((c or collective, a) for c, a in t.parts) for t in found}
+    if len(parts) > 1:
+        return _no(f"the run's MPI library is unknown and MPICH and Open MPI mean different algorithms by {name!r}")
+    t = found[0]
+    return Textbook(tuple((c or collective, a) for c, a in t.parts), t.note)
+
+
+# MPICH's selection tree (maint/tuning/coll/mpir/generic.json, parsed by src/mpi/coll/src/csel.c)
+MPICH_TREE_COLL = {"allreduce": "allreduce", "bcast": "bcast", "reduce": "reduce", "allgather": "allgather",
+                   "reduce_scatter": "reduce_scatter_block", "alltoall": "alltoall", "gather": "gather",
+                   "scatter": "scatter", "barrier": "barrier"}
+_COND = re.compile(r"^([a-z_]+)(<=|<|=)(.+)$")
+
+
+def mpich_value_of(collective: str, function: str) -> str | None:
+    """The ``MPIR_CVAR_<COLL>_INTRA_ALGORITHM`` value of an MPICH function (None: ccbench has no such variant)."""
+    return next((v for v, fn in MPICH.get(collective, ("", []))[1] if fn == function), None)
+
+
+def mpich_tree_choice(tree: dict, collective: str, nranks: int, nbytes: int, *, itemsize: int = 4,
+                      ranks_per_node: int | None = None, commutative: bool = True) -> tuple[str | None, str]:
+    """(function, why): the algorithm MPICH's selection tree picks for one call, or (None, why not).
+
+    Walks the tree as ``csel.c`` does: at each level the first key whose condition holds.  The
+    call: a built-in op (commutative unless told), ``nbytes`` as ccbench defines the size
+    (``avg_msg_size`` = count x type size for allreduce, bcast and reduce, one block for
+    alltoall; ``total_msg_size`` = the whole gathered or reduced buffer for allgather and
+    reduce_scatter; csel.c's ``get_avg_msgsize`` / ``get_total_msgsize``), ``count`` = nbytes /
+    itemsize, and a communicator with a node hierarchy (``comm_hierarchy=parent``) unless
+    every rank is on a node of its own (``ranks_per_node`` = 1; MPICH's MPIR_Comm_commit).
+    """
+    name = MPICH_TREE_COLL.get(collective)
+    node = tree.get(f"collective={name}") if name else None
+    if node is None:
+        return None, f"MPICH's selection tree has no {collective}"
+    P, n = int(nranks), int(nbytes)
+    count = n // max(1, itemsize)
+    if collective == "alltoall":
+        avg = n // max(1, P)
+    elif collective == "reduce_scatter":
+        avg = n // max(1, P)
+    else:
+        avg = n
+    pof2 = 1 << (P.bit_length() - 1) if P > 0 else 1
+    facts = {"comm_type": "intra", "comm_size": P, "avg_msg_size": avg, "total_msg_size": n, "count": count,
+             "is_commutative": "yes" if commutative else "no", "is_op_built_in": "yes",
+             "comm_hierarchy": "flat" if ranks_per_node == 1 else "parent", "is_multi_threaded": "no",
+             "is_sendbuf_inplace": "no", "is_block_regular": "yes", "is_node_consecutive": "yes"}
+
+    def holds(key: str) -> bool | None:
+        m = _COND.match(key)
+        if m is None:
+            return None
+        what, rel, val = m.groups()
+        if val == "any":
+            return True
+        have = facts.get(what)
+        if have is None:
+            return None
+        if rel == "=":
+            if val == "pow2":
+                return isinstance(have, int) and have > 0 and have & (have - 1) == 0
+            if val == "node_comm_size":
+                return ranks_per_node is not None and P <= ranks_per_node
+            return str(have) == val
+        bound = pof2 if val == "pow2" else int(val) if val.lstrip("-").isdigit() else None
+        if bound is None or not isinstance(have, int):
+            return None
+        return have < bound if rel == "<" else have <= bound
+
+    while True:
+        leaf = next((k for k in node if k.startswith("algorithm=")), None)
+        if leaf is not None:
+            return leaf.split("=", 1)[1], "MPICH's selection tree"
+        for key, sub in node.items():
+            ok = holds(key)
+            if ok is None:
+                return None, f"MPICH's selection tree asks {key!r}, which ccbench cannot answer"
+            if ok:
+                node = sub
+                break
+        else:
+            return None, "no branch of MPICH's selection tree applies"
+
+
 
 
 class NotApplicableError(CCBenchError):

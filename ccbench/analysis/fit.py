@@ -27,7 +27,7 @@ strict JSON (non-finite numbers become null).
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -42,11 +42,13 @@ __all__ = [
     "LineFit",
     "NetworkParams",
     "ParamComparison",
+    "PathParams",
     "Segment",
     "SegmentedFit",
     "compare_params",
     "fit_curve",
     "fit_curves",
+    "fit_effective",
     "fit_gamma",
     "gamma_per_path",
     "reduction_records",
@@ -55,6 +57,9 @@ __all__ = [
     "fit_pingpong",
     "fit_segments",
     "network_from_microbenchmarks",
+    "params_from_dict",
+    "reduction_gammas",
+    "row_samples",
 ]
 
 N_BOOT = 1000          # bootstrap resamples
@@ -66,6 +71,9 @@ MIN_EFFECT = 0.05      # a breakpoint must move the fitted curve by >= 5% somewh
 EFFECT_SIGMAS = 4.0    # ... and by >= 4 residual standard deviations
 POOR_FIT = 0.25        # a relative residual above this flags the fit as poor
 _REL_FLOOR = 1e-6      # relative residual rms below this is timer noise, not signal
+#: The last-level cache assumed when a run's reduction records do not state one (bytes): the
+#: size ``ccbench.measure.gamma`` flushes against in that case.
+DEFAULT_LLC_BYTES = 32 << 20
 
 #: The fields that tell one measured curve from another in ``cases.jsonl`` rows.
 CURVE_KEYS = ("collective", "algorithm", "nranks", "dtype", "op", "in_place", "root")
@@ -249,6 +257,10 @@ class NetworkParams(_Record):
     n_points: int = 0
     breakpoints_bytes: tuple[int, ...] = ()
     notes: tuple[str, ...] = ()
+    library_gamma_s_per_byte: float | None = None
+    gamma_cold_s_per_byte: float | None = None
+    library_gamma_cold_s_per_byte: float | None = None
+    cold_above_bytes: float | None = None
 
     _derived = ("bandwidth_gbs",)
 
@@ -256,6 +268,28 @@ class NetworkParams(_Record):
     def bandwidth_gbs(self) -> float:
         """1 / beta in GB/s."""
         return _gbs(self.beta_s_per_byte)
+
+    def gamma_for(self, native: bool, nbytes: float) -> float:
+        """gamma of the path that reduces and of the buffer's temperature, in s/byte (0 when unknown).
+
+        ``native``: the MPI library's own collective, which reduces with its internal
+        reduction (``library_gamma_*``, MPI_Reduce_local); else a hand-written algorithm,
+        which reduces with numpy (``gamma_*``).  A buffer of more than ``cold_above_bytes``
+        does not stay in cache between the steps that touch it and pays the cold rate.  A
+        missing rate falls back to the warm one of the same path, then to numpy's warm gamma.
+        """
+        cold = self.cold_above_bytes is not None and nbytes > self.cold_above_bytes
+        if native:
+            order = (self.library_gamma_cold_s_per_byte, self.library_gamma_s_per_byte) if cold else (
+                self.library_gamma_s_per_byte,)
+        else:
+            order = ()
+        order += (self.gamma_cold_s_per_byte, self.gamma_s_per_byte) if cold else (self.gamma_s_per_byte,)
+        return next((float(g) for g in order if g is not None), 0.0)
+
+    def for_algorithm(self, alg) -> "NetworkParams":
+        """The parameters that price `alg` (these: one alpha and beta for every path)."""
+        return self
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "NetworkParams":
@@ -269,6 +303,53 @@ class NetworkParams(_Record):
             if k in kw:
                 kw[k] = tuple(kw[k] or ())
         return cls(**kw)
+
+
+@dataclass(frozen=True)
+class PathParams(_Record):
+    """Parameters per path: hand-written algorithms (``numpy``) and the library's own (``mpi``).
+
+    Effective parameters (``source`` "effective") are fitted per path from the collectives
+    that run on it; a prediction prices each algorithm with the parameters of its path
+    (`for_algorithm`).  Both carry the gamma of every path (``NetworkParams.gamma_for``).
+    """
+
+    numpy: NetworkParams
+    mpi: NetworkParams
+    source: str = "effective"
+    notes: tuple[str, ...] = ()
+
+    def for_algorithm(self, alg) -> NetworkParams:
+        """The parameters of the path `alg` runs on: the library's for native algorithms, else numpy's."""
+        return self.mpi if getattr(alg, "native", False) else self.numpy
+
+    @property
+    def alpha_s(self) -> float | None:
+        """The hand-written path's alpha (what a single-valued display shows)."""
+        return self.numpy.alpha_s
+
+    @property
+    def beta_s_per_byte(self) -> float | None:
+        """The hand-written path's beta."""
+        return self.numpy.beta_s_per_byte
+
+    @property
+    def gamma_s_per_byte(self) -> float | None:
+        """numpy's warm gamma."""
+        return self.numpy.gamma_s_per_byte
+
+    @property
+    def breakpoints_bytes(self) -> tuple[int, ...]:
+        """The ping-pong breakpoints the paths were built on."""
+        return self.numpy.breakpoints_bytes
+
+
+def params_from_dict(d: Mapping) -> "NetworkParams | PathParams":
+    """The parameters a ``to_dict`` gave: PathParams (keys ``numpy`` and ``mpi``) or NetworkParams."""
+    if "numpy" in d and "mpi" in d:
+        return PathParams(NetworkParams.from_dict(d["numpy"]), NetworkParams.from_dict(d["mpi"]),
+                          d.get("source", "effective"), tuple(d.get("notes") or ()))
+    return NetworkParams.from_dict(d)
 
 
 @dataclass(frozen=True)
@@ -332,15 +413,80 @@ def _percentile_ci(v: np.ndarray, confidence: float) -> tuple[float, float]:
     return (float(lo), float(hi))
 
 
-def _boot_medians(samples: list[np.ndarray], n_boot: int, rng) -> np.ndarray:
+class _Blocks(list):
+    """The raw samples of one size as launches: one array per launch, two launches or more."""
+
+
+def row_samples(row: Mapping):
+    """A stored row's raw samples: an array, or one array per launch when two or more launches measured it.
+
+    A replicated run's row holds its launches' samples one after the other, ``launch_samples``
+    of them per launch (``ccbench.store.launches``); the bootstrap then resamples launches
+    before samples (`_boot_medians`).
+    """
+    s = row.get("samples_s")
+    if s is None:
+        return None
+    arr = np.asarray(s, dtype=float).ravel()
+    counts = list(row.get("launch_samples") or ())
+    if len(counts) >= 2 and len(counts) == len(row.get("launches") or ()) and sum(counts) == arr.size:
+        return _Blocks(np.split(arr, np.cumsum(counts)[:-1]))
+    return arr
+
+
+def _clean_samples(s):
+    """Finite positive samples: an array of two or more, a _Blocks of two or more launches, or None."""
+    if s is None:
+        return None
+    if isinstance(s, _Blocks):
+        blocks = [b[np.isfinite(b) & (b > 0)] for b in (np.asarray(x, dtype=float).ravel() for x in s)]
+        blocks = [b for b in blocks if b.size]
+        if len(blocks) >= 2:
+            return _Blocks(blocks)
+        s = blocks[0] if blocks else np.empty(0)
+    s = np.asarray(s, dtype=float).ravel()
+    s = s[np.isfinite(s) & (s > 0)]
+    return s if s.size >= 2 else None
+
+
+def _boot_launches(blocks: _Blocks, n_boot: int, rng) -> np.ndarray:
+    """(n_boot,) two-stage bootstrap replicates of the geometric mean of the launches' medians.
+
+    Launches are the units of replication: each replicate draws as many launches as there
+    are, with replacement, then each drawn launch's samples with replacement, and takes the
+    geometric mean of the drawn launches' medians -- the statistic a pooled row's ``median_s``
+    is (``ccbench.store.launches``).  The two-stage (cluster) bootstrap of Davison & Hinkley,
+    "Bootstrap Methods and their Application", Cambridge 1997, sec. 3.8, as
+    ``ccbench.core.replication.hierarchical_bootstrap_ci`` does for one row.
+    """
+    L = len(blocks)
+    med = np.empty((L, n_boot * L))
+    for k, b in enumerate(blocks):
+        m, total = len(b), n_boot * L
+        chunk = max(1, min(total, 2_000_000 // m))
+        for i in range(0, total, chunk):
+            c = min(chunk, total - i)
+            med[k, i : i + c] = np.median(b[rng.integers(0, m, size=(c, m))], axis=1)
+    med = med.reshape(L, n_boot, L)
+    pick = rng.integers(0, L, size=(n_boot, L))
+    vals = med[pick, np.arange(n_boot)[:, None], np.arange(L)[None, :]]
+    return np.exp(np.log(vals).mean(axis=1))
+
+
+def _boot_medians(samples: list, n_boot: int, rng) -> np.ndarray:
     """(n_boot, sizes) medians of each size's raw samples resampled with replacement.
 
     The nonparametric bootstrap of Efron & Tibshirani (1993, ch. 6): each size's samples
     are resampled independently (sizes were measured independently) and the statistic the
-    fit uses -- the median -- is recomputed.
+    fit uses -- the median -- is recomputed.  A size measured in several launches
+    (`_Blocks`) resamples launches, then samples (`_boot_launches`): samples of one launch
+    are not independent of each other.
     """
     out = np.empty((n_boot, len(samples)))
     for j, s in enumerate(samples):
+        if isinstance(s, _Blocks):
+            out[:, j] = _boot_launches(s, n_boot, rng)
+            continue
         m = len(s)
         chunk = max(1, min(n_boot, 2_000_000 // m))
         for i in range(0, n_boot, chunk):
@@ -374,14 +520,7 @@ def _prepare(nbytes, median_s, samples_s=None):
     raw = list(samples_s) if samples_s is not None else [None] * len(x)
     if len(raw) != len(x):
         raise CCBenchError("samples_s and median_s differ in length")
-    clean = []
-    for s in raw:
-        if s is None:
-            clean.append(None)
-            continue
-        s = np.asarray(s, dtype=float).ravel()
-        s = s[np.isfinite(s) & (s > 0)]
-        clean.append(s if s.size >= 2 else None)
+    clean = [_clean_samples(s) for s in raw]
     keep = np.isfinite(x) & (x >= 0) & np.isfinite(y) & (y > 0)
     idx_all = np.flatnonzero(keep)
     idx_all = idx_all[np.argsort(x[idx_all], kind="stable")]
@@ -394,9 +533,15 @@ def _prepare(nbytes, median_s, samples_s=None):
             ys.append(y[grp[0]])
             ss.append(samp[0])
             continue
-        pooled = np.concatenate(samp) if all(s is not None for s in samp) else None
+        pooled = None
+        if all(s is not None for s in samp):
+            if any(isinstance(s, _Blocks) for s in samp):  # every launch of every row its own block
+                pooled = _Blocks(b for s in samp for b in (s if isinstance(s, _Blocks) else [s]))
+            else:
+                pooled = np.concatenate(samp)
         xs.append(size)
-        ys.append(float(np.median(pooled)) if pooled is not None else float(np.median(y[grp])))
+        ys.append(float(np.median(np.concatenate(list(pooled)) if isinstance(pooled, _Blocks) else pooled))
+                  if pooled is not None else float(np.median(y[grp])))
         ss.append(pooled)
     samples = ss if ss and all(s is not None for s in ss) else None
     return np.array(xs, dtype=float), np.array(ys, dtype=float), samples
@@ -654,7 +799,7 @@ def fit_curve(
     x, y, samples = _prepare(
         [r["nbytes"] for r in rows],
         [r["median_s"] for r in rows],
-        [r.get("samples_s") for r in rows],
+        [row_samples(r) for r in rows],
     )
     if len(x) < 2:
         raise CCBenchError(
@@ -664,6 +809,8 @@ def fit_curve(
     rng = np.random.default_rng(seed)
     Yb = _boot_medians(samples, n_boot, rng) if samples is not None and n_boot > 0 else None
     line = _line(x, y, Yb, rng, n_boot, confidence)
+    if Yb is not None and any(isinstance(s, _Blocks) for s in samples):
+        line = replace(line, bootstrap="launches, then samples")
     seg = _segments(x, y, Yb, rng, n_boot, confidence, max_segments, min_points)
     flags = tuple(dict.fromkeys(line.flags + seg.flags))
     r0 = rows[0]
@@ -839,32 +986,34 @@ def network_from_microbenchmarks(
     )
 
 
-def _nnls_rel(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """min_theta>=0 sum_i ((X_i theta - y_i) / y_i)^2, vectorised over the rows of Y (B, n).
+def _nnls_rel(X: np.ndarray, Y: np.ndarray, offset: np.ndarray | None = None) -> np.ndarray:
+    """min_theta>=0 sum_i ((X_i theta + o_i - y_i) / y_i)^2, vectorised over the rows of Y (B, n).
 
     Non-negative least squares (Lawson & Hanson 1974) solved exactly by enumerating every
     active set: the optimum is the unconstrained solution on its support, so the best
     feasible subset solution is the NNLS solution.  Columns are scaled to unit norm first.
-    Returns (B, k).
+    `offset` o (n,) is a known part of every time (a reduction priced at a measured gamma);
+    None is zero.  Returns (B, k).
     """
     B, n = Y.shape
     k = X.shape[1]
     chunk = max(1, 4_000_000 // max(1, n * k))
     if B > chunk:
-        return np.concatenate([_nnls_rel(X, Y[i : i + chunk]) for i in range(0, B, chunk)])
+        return np.concatenate([_nnls_rel(X, Y[i : i + chunk], offset) for i in range(0, B, chunk)])
     A = X[None, :, :] / Y[:, :, None]                     # (B, n, k) relative design
     scale = np.linalg.norm(X / np.median(Y, axis=0)[:, None], axis=0)
     scale[scale == 0] = 1.0
     A = A / scale
+    t = np.ones((B, n)) if offset is None else 1.0 - np.asarray(offset, dtype=float)[None, :] / Y
     G = np.einsum("bni,bnj->bij", A, A)
-    c = A.sum(axis=1)                                      # A^T 1
-    best_rss = np.full(B, float(n))                        # theta = 0
+    c = np.einsum("bni,bn->bi", A, t)                      # A^T t
+    best_rss = (t * t).sum(axis=1)                         # theta = 0
     best = np.zeros((B, k))
     for size in range(1, k + 1):
         for S in itertools.combinations(range(k), size):
             S = list(S)
             th = np.einsum("bij,bj->bi", np.linalg.pinv(G[:, S][:, :, S]), c[:, S])
-            r = 1.0 - np.einsum("bni,bi->bn", A[:, :, S], th)
+            r = t - np.einsum("bni,bi->bn", A[:, :, S], th)
             rss = (r * r).sum(axis=1)
             ok = np.all(th >= -1e-12, axis=1) & (rss < best_rss - 1e-15 * n)
             best_rss = np.where(ok, rss, best_rss)
@@ -913,16 +1062,14 @@ def fit_joint(
     fitted = X[:, cols] @ theta[cols]
     rel = (y - fitted) / y
     rng = np.random.default_rng(seed)
-    samples = []
-    for r in use:
-        s = r.get("samples_s")
-        s = None if s is None else np.asarray(s, dtype=float)
-        samples.append(s[np.isfinite(s) & (s > 0)] if s is not None else None)
+    samples = [_clean_samples(row_samples(r)) for r in use]
     method = "samples"
     if n_boot <= 0:
         Yb, method = None, "none"
-    elif all(s is not None and s.size >= 2 for s in samples):
+    elif all(s is not None for s in samples):
         Yb = _boot_medians(samples, n_boot, rng)
+        if any(isinstance(s, _Blocks) for s in samples):
+            method = "launches, then samples"
     else:
         Yb, method = _boot_residuals(fitted, rel, n_boot, rng), "residuals"
     cis = [None, None, None]
@@ -954,6 +1101,104 @@ def fit_joint(
         n_points=len(use),
         notes=tuple(notes),
     )
+
+
+def fit_effective(
+    rows: Sequence[Mapping],
+    terms: Sequence[tuple[float, float]],
+    reduction_s: Sequence[float],
+    *,
+    path: str,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+    confidence: float = CONFIDENCE,
+) -> NetworkParams:
+    """Effective alpha and beta of one path: T = steps alpha + bytes beta + (reduction at the path's gamma).
+
+    `terms` are each row's closed-form (steps, bytes) along its critical path (Thakur,
+    Rabenseifner & Gropp 2005: the registry's costs, for native rows those of their textbook
+    algorithm); `reduction_s` is each row's reduction priced at the measured gamma of its
+    path and temperature, held fixed -- the gamma the path pays is measured, not fitted, so
+    that alpha and beta are what the path's collectives see of the machine.  Relative
+    weights, non-negative least squares (Lawson & Hanson 1974) and bootstrap intervals as in
+    `fit_joint`.  At least 3 rows with positive times; both a step and a byte term somewhere.
+    """
+    keep = [i for i, r in enumerate(rows)
+            if r.get("median_s") is not None and math.isfinite(r["median_s"]) and r["median_s"] > 0
+            and all(math.isfinite(v) for v in (*terms[i], reduction_s[i]))]
+    if len(keep) < 3:
+        raise CCBenchError(f"an effective fit of the {path} path needs at least 3 modelled rows, got {len(keep)}")
+    X = np.array([terms[i] for i in keep], dtype=float)
+    y = np.array([float(rows[i]["median_s"]) for i in keep])
+    off = np.array([float(reduction_s[i]) for i in keep])
+    if not (np.any(X[:, 0] > 0) and np.any(X[:, 1] > 0)):
+        raise CCBenchError(f"an effective fit of the {path} path needs rows with both messages and bytes")
+    theta = _nnls_rel(X, y[None, :], off)[0]
+    fitted = X @ theta + off
+    rel = (y - fitted) / y
+    rng = np.random.default_rng(seed)
+    samples = [_clean_samples(row_samples(rows[i])) for i in keep]
+    method = "samples"
+    if n_boot <= 0:
+        Yb, method = None, "none"
+    elif all(s is not None for s in samples):
+        Yb = _boot_medians(samples, n_boot, rng)
+        if any(isinstance(s, _Blocks) for s in samples):
+            method = "launches, then samples"
+    else:
+        Yb, method = _boot_residuals(fitted, rel, n_boot, rng), "residuals"
+    cis = [None, None]
+    if Yb is not None:
+        tb = _nnls_rel(X, Yb, off)
+        cis = [_percentile_ci(tb[:, 0], confidence), _percentile_ci(tb[:, 1], confidence)]
+    notes = [f"{path} path: {len(keep)} rows, bootstrap: {method}"]
+    notes += [f"{name} at the zero bound" for name, v in zip(("alpha", "beta"), theta, strict=True) if v == 0]
+    return NetworkParams(
+        alpha_s=float(theta[0]),
+        beta_s_per_byte=float(theta[1]),
+        alpha_ci_s=cis[0],
+        beta_ci_s_per_byte=cis[1],
+        source="effective",
+        r2=_weighted_r2(y, fitted),
+        max_rel_residual=float(np.max(np.abs(rel))),
+        n_points=len(keep),
+        notes=tuple(notes),
+    )
+
+
+def reduction_gammas(records: Iterable[Mapping], *, dtype: str | None = None, op: str | None = None,
+                     ranks_per_node: int | None = None, **kw) -> dict:
+    """gamma of both paths, warm and cold, and the size above which a buffer pays the cold rate.
+
+    Returns the NetworkParams gamma fields: ``gamma_s_per_byte`` (numpy, warm; what
+    ``network_from_microbenchmarks`` fits), ``gamma_cold_s_per_byte``,
+    ``library_gamma_s_per_byte`` and ``library_gamma_cold_s_per_byte`` (MPI_Reduce_local),
+    each the last segment's slope of its own fit (`gamma_per_path`; None when not measured or
+    not fittable), and ``cold_above_bytes``: the buffer size beyond which the node's ranks
+    no longer keep their operands in the last-level cache -- the cache size stated by the
+    cold records (``llc_bytes``, else DEFAULT_LLC_BYTES) shared by ``ranks_per_node`` ranks
+    (1 when unknown).  None when no cold rate was measured.  ``notes`` says which was used.
+    """
+    recs = [r for r in records
+            if (dtype is None or r.get("dtype") == dtype) and (op is None or r.get("op") == op)]
+    got = {(g["path"], g["temperature"]): g.get("gamma_s_per_byte") for g in gamma_per_path(recs, **kw)}
+    llc = next((r.get("llc_bytes") for r in recs if r.get("llc_bytes")), None)
+    share = max(1, int(ranks_per_node or 1))
+    cold = any(t == "cold" and v is not None for (_, t), v in got.items())
+    above = (llc or DEFAULT_LLC_BYTES) / share if cold else None
+    notes = []
+    if cold:
+        notes.append(f"cold gamma above {above / (1 << 20):.3g} MiB per rank: the last-level cache "
+                     f"({'stated by the records' if llc else 'not stated; assumed'} "
+                     f"{(llc or DEFAULT_LLC_BYTES) / (1 << 20):.3g} MiB) shared by {share} rank(s) per node")
+    else:
+        notes.append("no cold reduction timings: every size pays the warm gamma")
+    if got.get(("mpi", "warm")) is None:
+        notes.append("no MPI_Reduce_local timings: native algorithms are priced with numpy's gamma")
+    return {"gamma_s_per_byte": got.get(("numpy", "warm")), "gamma_cold_s_per_byte": got.get(("numpy", "cold")),
+            "library_gamma_s_per_byte": got.get(("mpi", "warm")),
+            "library_gamma_cold_s_per_byte": got.get(("mpi", "cold")), "cold_above_bytes": above,
+            "notes": tuple(notes)}
 
 
 def compare_params(reference: NetworkParams, other: NetworkParams) -> list[ParamComparison]:

@@ -6,24 +6,33 @@ of Collective Communication Operations in MPICH", IJHPCA 19(1), 2005) times the 
 parameters (Hockney, Parallel Computing 20(3), 1994) gives its predicted time.  Anything
 with a ``cost(nranks, nbytes)`` method or attribute returning a Cost will do, so tests and
 users can model algorithms the registry does not hold.  No MPI is imported.
+
+Each algorithm is priced with the parameters of the path that runs it: hand-written
+algorithms reduce with numpy, the library's own (``native``, ``native:<alg>``) with its
+internal reduction (``NetworkParams.gamma_for``), and effective parameters
+(``PathParams``) carry an alpha and beta per path.  A library algorithm is priced as its
+textbook equivalent (`NativeModel`, from ``ccbench.algorithms.native_variants.textbook``);
+the unforced ``native`` as the algorithm the library's selection tree picks at (P, n).
 """
 
 import inspect
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
 
+from ccbench.algorithms.native_variants import mpich_tree_choice, mpich_value_of, textbook
 from ccbench.algorithms.registry import Cost
-from ccbench.analysis.fit import CurveFit, NetworkParams, _Record
+from ccbench.analysis.fit import CurveFit, NetworkParams, PathParams, _Record, fit_effective
 from ccbench.core.errors import CCBenchError
 
 __all__ = [
     "TOLERANCE",
     "Crossover",
     "ModelCheck",
+    "NativeModel",
     "Prediction",
     "TwoLevelParams",
     "WhoWins",
@@ -31,8 +40,11 @@ __all__ = [
     "WinnerRow",
     "compare_to_measured",
     "crossovers",
+    "effective_params",
     "estimate_step_overhead",
+    "model_registry",
     "modelled",
+    "path_of",
     "predict",
     "predict_sizes",
     "predicted_winners",
@@ -69,14 +81,166 @@ def _cost(alg, nranks: int, nbytes: int, ranks_per_node: int | None = None) -> C
     return fn(int(nranks), int(nbytes))
 
 
-def _gamma(params) -> float:
+def path_of(alg) -> str:
+    """The reduction path an algorithm takes: "mpi" for the library's own, "numpy" for hand-written ones."""
+    return "mpi" if getattr(alg, "native", False) else "numpy"
+
+
+def _params(params, alg):
+    """The parameters that price `alg`: its path's, for parameters per path (``PathParams``)."""
+    fn = getattr(params, "for_algorithm", None)
+    return fn(alg) if fn is not None else params
+
+
+def _gamma(params, alg=None, nbytes: float = 0) -> float:
+    """gamma of `alg`'s path at a buffer of `nbytes` (``NetworkParams.gamma_for``); 0 when unknown."""
+    fn = getattr(params, "gamma_for", None)
+    if fn is not None:
+        return fn(getattr(alg, "native", False), nbytes)
     g = getattr(params, "gamma_s_per_byte", None)
     return 0.0 if g is None else float(g)
+
+
+def _time(alg, cost: Cost, nbytes: float, params) -> float:
+    p = _params(params, alg)
+    return cost.time_s(float(p.alpha_s), float(p.beta_s_per_byte), _gamma(p, alg, nbytes))
 
 
 def _unsupported(alg, nranks: int) -> str | None:
     fn = getattr(alg, "unsupported", None)
     return fn(int(nranks), None) if fn is not None else None
+
+
+def _unmodelled(alg, nranks: int, nbytes: int) -> str | None:
+    """Why `alg` has no cost at (P, n) (a library choice without a textbook equivalent), or None."""
+    fn = getattr(alg, "unmodelled", None)
+    return fn(int(nranks), int(nbytes)) if fn is not None else None
+
+
+def _add(costs: Sequence[Cost]) -> Cost:
+    """The cost of running algorithms one after the other: the sum of their terms (and critical paths)."""
+    crit = None
+    if any(c.critical is not None for c in costs):
+        t = [c.timing_cost for c in costs]
+        crit = Cost(sum(c.alpha for c in t), sum(c.beta for c in t), sum(c.gamma for c in t))
+    return Cost(sum(c.alpha for c in costs), sum(c.beta for c in costs), sum(c.gamma for c in costs), crit)
+
+
+@dataclass(frozen=True)
+class NativeModel:
+    """A library algorithm priced as its textbook equivalent: Algorithm-like (collective, name, native, cost).
+
+    ``choose(P, n)`` gives (registry algorithms whose costs add up to it, note); no
+    algorithms means not modelled there, the note saying why.  A forced variant
+    (``native:<alg>``) chooses the same at every (P, n); the unforced ``native`` what the
+    library's selection (``selected`` True) picks.  Prices on the library's path
+    (``native`` is True: its gamma and, with ``PathParams``, its alpha and beta).
+    """
+
+    collective: str
+    name: str
+    choose: Callable[[int, int], tuple[tuple, str]]
+    selected: bool = False
+    native: bool = True
+
+    def parts(self, nranks: int, nbytes: int) -> tuple[tuple, str]:
+        """(registry algorithms, note) at (P, n)."""
+        return self.choose(int(nranks), int(nbytes))
+
+    def unmodelled(self, nranks: int, nbytes: int) -> str | None:
+        """Why there is no cost at (P, n), or None."""
+        parts, note = self.parts(nranks, nbytes)
+        if not parts:
+            return note or "not modelled"
+        why = next((w for w in (_unsupported(a, nranks) for a in parts) if w), None)
+        return f"not modelled at {nranks} ranks: {why}" if why else None
+
+    def unsupported(self, nranks: int, op: str | None = None) -> str | None:
+        """Rank counts no textbook part can run at (a forced variant's only; the selection may pick any)."""
+        if self.selected:
+            return None
+        parts, _ = self.parts(nranks, 1)
+        return next((w for w in (a.unsupported(nranks, op) for a in parts) if w), None)
+
+    def cost(self, nranks: int, nbytes: int) -> Cost:
+        """The summed closed-form costs of the textbook parts at (P, n)."""
+        parts, note = self.parts(nranks, nbytes)
+        if not parts:
+            raise CCBenchError(f"{self.collective}/{self.name}: {note}")
+        return _add([_cost(a, nranks, nbytes) for a in parts])
+
+    def describe(self, nranks: int, nbytes: int) -> str:
+        """The textbook algorithms it is priced as at (P, n), e.g. "ring" or "scatter/binomial + allgather/ring"."""
+        parts, note = self.parts(nranks, nbytes)
+        if not parts:
+            return note
+        names = " + ".join(a.name if a.collective == self.collective else f"{a.collective}/{a.name}" for a in parts)
+        return f"{names} ({note.split(';')[0]})" if self.selected else names
+
+
+def _resolve(reg, tb) -> tuple[tuple, str]:
+    """The registry Algorithms of a Textbook entry (not modelled when one lacks a cost)."""
+    if not tb.parts:
+        return (), tb.note
+    algs = tuple(reg.get(c, {}).get(a) for c, a in tb.parts)
+    if any(a is None or getattr(a, "cost", None) is None for a in algs):
+        return (), "not modelled: " + ", ".join(f"{c}/{a}" for c, a in tb.parts) + " has no cost model here"
+    return algs, tb.note
+
+
+def model_registry(library: str | None, *, selection_tree: dict | None = None, algorithms=None,
+                   ranks_per_node: int | None = None, measured: Iterable[tuple[str, str]] | None = None,
+                   ) -> tuple[dict, dict[str, str]]:
+    """({collective: {name: algorithm}}, {"collective/name": why not modelled}) for predictions of a run.
+
+    Every hand-written algorithm with a cost model, every ``native:<alg>`` of `library` with a
+    textbook equivalent (``native_variants.textbook``) as a `NativeModel`, and the unforced
+    ``native``: for MPICH with its `selection_tree` (``ccbench.measure.library.mpich_default_tree``),
+    the algorithm it picks at (P, n) (``native_variants.mpich_tree_choice``); otherwise not
+    modelled, and said so.  `measured` (collective, algorithm) pairs limit the native entries to
+    those (the reasons too); None keeps all.
+    """
+    reg = _registry(algorithms)
+    want = None if measured is None else set(measured)
+    out: dict = {}
+    why: dict[str, str] = {}
+    for coll, algs in reg.items():
+        mine = {n: a for n, a in algs.items() if getattr(a, "cost", None) is not None}
+        for name, alg in algs.items():
+            if not getattr(alg, "native", False) or coll == "pingpong" or (want is not None
+                                                                          and (coll, name) not in want):
+                continue
+            if name == "native":
+                if library == "mpich" and selection_tree is not None:
+                    def choose(P, n, _coll=coll):
+                        fn, how = mpich_tree_choice(selection_tree, _coll, P, n, ranks_per_node=ranks_per_node)
+                        if fn is None:
+                            return (), f"not modelled: {how}"
+                        value = mpich_value_of(_coll, fn)
+                        if value is None:
+                            return (), f"not modelled: MPICH selects {fn}, which ccbench has no variant of"
+                        algs_, note = _resolve(reg, textbook(_coll, value, "mpich"))
+                        return algs_, (f"MPICH selects {fn}" + (f"; {note}" if note else "")
+                                       if algs_ else f"MPICH selects {fn}, {note}")
+                    mine[name] = NativeModel(coll, name, choose, selected=True)
+                else:
+                    why[f"{coll}/{name}"] = ("not modelled: the selection of "
+                                             + ({"openmpi": "Open MPI's tuned component (its fixed decision "
+                                                 "rules)"}.get(library, "this MPI library")
+                                                if library != "mpich" else "MPICH (its selection tree could not "
+                                                "be read from the installed library)")
+                                             + " is unknown to ccbench")
+                continue
+            if not getattr(alg, "settings", None) or (library is not None and library not in alg.settings):
+                continue
+            parts, note = _resolve(reg, textbook(coll, name, library))
+            if not parts:
+                why[f"{coll}/{name}"] = note
+                continue
+            mine[name] = NativeModel(coll, name, lambda P, n, _p=parts, _n=note: (_p, _n))
+        if mine:
+            out[coll] = mine
+    return out, why
 
 
 def modelled(algorithms) -> list:
@@ -99,13 +263,13 @@ def predict(
 ) -> float:
     """Predicted seconds of one call: Cost(P, n) . (alpha, beta, gamma) (Thakur et al. 2005).
 
+    The gamma is that of the algorithm's path and of the buffer's temperature
+    (``NetworkParams.gamma_for``); with ``PathParams`` alpha and beta are its path's too.
     A gamma of None counts as 0 (no reduction cost known).  `ranks_per_node` places the
     ranks on nodes of that many for a node-aware cost (the hierarchical allreduce's); None
     leaves it at its default, one node.
     """
-    return _cost(alg, nranks, nbytes, ranks_per_node).time_s(
-        float(params.alpha_s), float(params.beta_s_per_byte), _gamma(params)
-    )
+    return _time(alg, _cost(alg, nranks, nbytes, ranks_per_node), nbytes, params)
 
 
 def predict_sizes(
@@ -186,13 +350,14 @@ def prediction_table(
         for P in ranks:
             if _unsupported(alg, P) is None:
                 for n in sizes:
+                    if _unmodelled(alg, P, n) is not None:
+                        continue
                     c = _cost(alg, P, n, rpn)
-                    t = c.time_s(float(params.alpha_s), float(params.beta_s_per_byte),
-                                 _gamma(params))
+                    t = _time(alg, c, n, params)
                     tc = c.timing_cost
                     out.append(Prediction(alg.collective, alg.name, P, n, t,
                                           tc.alpha, tc.beta, tc.gamma))
-            if two_level is None or alg.collective != "allreduce":
+            if two_level is None or alg.collective != "allreduce" or getattr(alg, "native", False):
                 continue
             nodes = math.ceil(P / two_level.ranks_per_node)
             if nodes > 1 and _unsupported(alg, nodes) is not None:
@@ -229,6 +394,8 @@ class ModelCheck(_Record):
 
     ``off`` when |ratio - 1| > tolerance; ``reasons`` are the likely causes found (data,
     possibly empty): "oversubscribed", "protocol change", "cache", "per-step overhead".
+    ``path`` is the reduction path priced ("numpy" for hand-written algorithms, "mpi" for the
+    library's own) and ``modelled_as`` the textbook algorithm a library algorithm is priced as.
     """
 
     collective: str
@@ -242,6 +409,8 @@ class ModelCheck(_Record):
     ratio: float
     off: bool
     reasons: tuple[str, ...] = ()
+    path: str = "numpy"
+    modelled_as: str = ""
 
 
 def _near(n: float, points: Iterable[float], factor: float) -> bool:
@@ -337,6 +506,8 @@ def compare_to_measured(
         if t is None or not math.isfinite(t):
             continue
         P, n = int(r["nranks"]), int(r["nbytes"])
+        if _unmodelled(alg, P, n) is not None or _unsupported(alg, P) is not None:
+            continue
         pred = predict(alg, P, n, params, ranks_per_node=ranks_per_node)
         ratio = t / pred if pred > 0 else math.nan
         off = not (math.isfinite(ratio) and abs(ratio - 1.0) <= tolerance)
@@ -357,9 +528,61 @@ def compare_to_measured(
                 with_o = pred + step_overhead_s * _cost(alg, P, n, ranks_per_node).timing_cost.alpha
                 if with_o > 0 and abs(t / with_o - 1.0) <= tolerance:
                     reasons.append("per-step overhead")
+        describe = getattr(alg, "describe", None)
         out.append(ModelCheck(r["collective"], r["algorithm"], P, n, r.get("dtype"),
-                              r.get("op"), float(t), pred, ratio, off, tuple(reasons)))
+                              r.get("op"), float(t), pred, ratio, off, tuple(reasons), path_of(alg),
+                              describe(P, n) if describe is not None else ""))
     return out
+
+
+def effective_params(
+    rows: Iterable[Mapping],
+    base: NetworkParams,
+    *,
+    algorithms=None,
+    ranks_per_node: int | None = None,
+    **kw,
+) -> PathParams:
+    """Effective alpha and beta per path, fitted from the collectives that run on it (``fit.fit_effective``).
+
+    The hand-written rows (numpy path) and the library's rows (``native``, ``native:<alg>``
+    with a textbook model in `algorithms`, e.g. from `model_registry`) are fitted apart, each
+    against its closed-form costs along the critical path with the reduction priced at the
+    path's measured gamma (`base`'s gamma fields, warm or cold by size).  A path with too few
+    modelled rows keeps `base`'s alpha and beta, and the notes say so; without a hand-written
+    fit there are no effective parameters (CCBenchError).  ``kw`` goes to ``fit_effective``.
+    """
+    reg = _registry(algorithms)
+    gammas = {k: getattr(base, k) for k in ("gamma_s_per_byte", "gamma_ci_s_per_byte", "library_gamma_s_per_byte",
+                                             "gamma_cold_s_per_byte", "library_gamma_cold_s_per_byte",
+                                             "cold_above_bytes")}
+    rows = [r for r in rows if r.get("collective") != "pingpong"]
+    fitted: dict[str, NetworkParams] = {}
+    notes: list[str] = []
+    for path in ("numpy", "mpi"):
+        use, terms, red = [], [], []
+        for r in rows:
+            alg = reg.get(r.get("collective"), {}).get(r.get("algorithm"))
+            if alg is None or getattr(alg, "cost", None) is None or path_of(alg) != path:
+                continue
+            P, n = int(r["nranks"]), int(r["nbytes"])
+            if _unsupported(alg, P) is not None or _unmodelled(alg, P, n) is not None:
+                continue
+            c = _cost(alg, P, n, ranks_per_node).timing_cost
+            use.append(r)
+            terms.append((c.alpha, c.beta))
+            red.append(c.gamma * base.gamma_for(path == "mpi", n))
+        try:
+            p = fit_effective(use, terms, red, path=path, **kw)
+        except CCBenchError as exc:
+            if path == "numpy":
+                raise
+            notes.append(f"{exc}: the library's algorithms keep the hand-written path's alpha and beta")
+            fitted[path] = replace(fitted["numpy"], notes=fitted["numpy"].notes + (f"{path} path: not fitted",))
+            continue
+        fitted[path] = replace(p, breakpoints_bytes=base.breakpoints_bytes, **gammas)
+        notes += list(p.notes)
+    return PathParams(numpy=fitted["numpy"], mpi=fitted["mpi"], source="effective", notes=tuple(notes))
 
 
 # --------------------------------------------------------------------------- who wins
@@ -486,9 +709,10 @@ def who_wins(
     """Per collective: the measured fastest algorithm per size, the predicted one, crossovers.
 
     Rows are grouped by (collective, nranks, nbytes, dtype, op); an algorithm measured
-    several times there (e.g. in-place and not) counts with its fastest median.  Crossovers
-    are searched between every pair of modelled algorithms measured at a rank count, over
-    that collective's measured size range.
+    several times there (e.g. in-place and not) counts with its fastest median.  With
+    `algorithms` from `model_registry`, the library's own algorithms take part as their
+    textbook models.  Crossovers are searched between every pair of modelled hand-written
+    algorithms measured at a rank count, over that collective's measured size range.
     """
     reg = _registry(algorithms)
     by_coll: dict[str, dict[tuple, dict[str, float]]] = {}
@@ -509,7 +733,7 @@ def who_wins(
         for (P, n, dtype, op), times in sorted(points.items(), key=lambda kv: kv[0][:2]):
             best = min(times, key=times.get)
             mod = {a: t for a, t in times.items()
-                   if a in models and _unsupported(models[a], P) is None}
+                   if a in models and _unsupported(models[a], P) is None and _unmodelled(models[a], P, n) is None}
             mw = pw = ps = agree = margin = None
             if mod:
                 order = sorted(mod, key=mod.get)
@@ -520,8 +744,9 @@ def who_wins(
                 if len(mod) > 1:
                     agree = pw == mw
                     margin = mod[order[1]] / mod[order[0]] - 1.0 if mod[order[0]] > 0 else None
-                names, lo, hi = span.get(P, (set(), n, n))
-                span[P] = (names | set(mod), min(lo, n), max(hi, n))
+                names, lo, hi = span.get(P, (set(), n, n))  # crossovers among the hand-written ones
+                span[P] = (names | {a for a in mod if not getattr(models[a], "native", False)},
+                           min(lo, n), max(hi, n))
             wrows.append(WinnerRow(P, n, dtype, op, best, times[best], mw, pw, ps, agree,
                                    margin))
         xs = []

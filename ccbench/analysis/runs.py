@@ -1,9 +1,10 @@
 """The analyses behind ``ccbench fit`` and ``ccbench predict`` (pure: no MPI import).
 
-`fit_run` fits every curve of a stored run, the network parameters two ways (ping-pong
-plus the local reduction benchmark, and jointly over the hand-written algorithms'
-counted traffic), checks every modelled case against its prediction and says who wins
-where; it writes ``fits.json`` and ``fits.csv`` beside the run, never into its files and
+`fit_run` fits every curve of a stored run, the network parameters three ways (ping-pong
+plus the local reduction benchmark, jointly over the hand-written algorithms' counted
+traffic, and effective per path from the collectives themselves), checks every modelled
+case -- the library's own algorithms as their textbook equivalents -- against its
+prediction and says who wins where; it writes ``fits.json`` and ``fits.csv`` beside the run, never into its files and
 never over an earlier analysis.  `predict_table` evaluates every modelled algorithm at
 rank counts and sizes from given or fitted parameters.  The maths lives in
 `ccbench.analysis.fit` and `ccbench.analysis.predict`; this module only assembles it.
@@ -15,29 +16,35 @@ import math
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from ccbench import __version__
+from ccbench.algorithms.native_variants import library_of_vendor
 from ccbench.analysis.fit import (
     CONFIDENCE,
     N_BOOT,
     SEED,
     NetworkParams,
+    PathParams,
     _jsonable,
     compare_params,
     fit_curves,
     fit_joint,
     gamma_per_path,
     network_from_microbenchmarks,
+    reduction_gammas,
     reduction_records,
 )
 from ccbench.analysis.predict import (
     TOLERANCE,
     TwoLevelParams,
     compare_to_measured,
+    effective_params,
     estimate_step_overhead,
+    model_registry,
     predicted_winners,
     prediction_table,
     ranks_per_node_for,
@@ -50,11 +57,20 @@ from ccbench.store.run import load_run
 
 __all__ = [
     "FITS_SCHEMA",
+    "PARAM_SETS",
     "TWO_LEVEL_LEADERS",
+    "check_summary",
     "fit_run",
+    "param_sets",
     "params_from_run",
     "predict_table",
+    "run_models",
 ]
+
+#: The parameter sets a prediction from a run can use (``--params``); "auto" picks one.
+PARAM_SETS = ("pingpong", "joint", "effective")
+#: Sizes from which the model checks are summarised apart: where bandwidth and reduction dominate.
+LARGE_BYTES = 256 * 1024
 
 FITS_SCHEMA = "ccbench.fits/1"
 #: Allreduce algorithms used as the leaders' step of the two-level model (the registry's
@@ -94,18 +110,149 @@ def _reduction_choice(rows: list[dict], records: list[Mapping]) -> tuple[str | N
     return used.most_common(1)[0][0] if used else sorted(combos, key=str)[0]
 
 
+def _ranks_per_node(meta: Mapping) -> int | None:
+    rpn = meta.get("ranks_per_node")
+    return int(rpn) if isinstance(rpn, int) and rpn > 0 else None
+
+
+def _gammas(rows: list[dict], meta: Mapping, **kw) -> dict:
+    """The gamma fields of every path and temperature (``fit.reduction_gammas``) for the run's reduction."""
+    allrecs = list(meta.get("reduce_local") or [])
+    dtype, op = _reduction_choice(rows, reduction_records(allrecs))
+    return reduction_gammas(allrecs, dtype=dtype, op=op, ranks_per_node=_ranks_per_node(meta), **kw)
+
+
 def _network(rows: list[dict], meta: Mapping, notes: list[str], **kw) -> NetworkParams | None:
-    """Ping-pong (+ reduce_local) parameters, or None with a note when there is no ping-pong."""
+    """Ping-pong (+ reduce_local) parameters, or None with a note when there is no ping-pong.
+
+    gamma is numpy's warm one (what the hand-written algorithms pay in cache); the library's
+    (MPI_Reduce_local, what native collectives pay) and the cold rates ride along
+    (``NetworkParams.gamma_for`` picks by path and size).
+    """
     pp = [r for r in rows if r["collective"] == "pingpong"]
     if not pp:
         notes.append("no ping-pong rows: network parameters from ping-pong skipped "
                      "(run the pingpong collective to get them)")
         return None
-    # gamma of the path the hand-written algorithms take (numpy), warm: the library's own
-    # reduction (what native collectives pay) and the cold timings are reported apart
     recs = reduction_records(meta.get("reduce_local") or [])
     dtype, op = _reduction_choice(rows, recs)
-    return network_from_microbenchmarks(pp, recs, dtype=dtype, op=op, **kw)
+    net = network_from_microbenchmarks(pp, recs, dtype=dtype, op=op, **kw)
+    g = _gammas(rows, meta, **kw)
+    return replace(net, **{k: v for k, v in g.items() if k not in ("gamma_s_per_byte", "notes")},
+                   notes=net.notes + g["notes"])
+
+
+def _selection_tree(library: str | None, meta: Mapping, notes: list[str]) -> dict | None:
+    """MPICH's selection tree of the run's library: the one the run stored, else the installed one if it is the run's.
+
+    Sweeps store the tree of the MPICH they ran on (``mpich_selection`` in run.json:
+    ``{"version", "tree"}``), so a fit anywhere prices unforced ``native`` as that library
+    chose; for runs made before that, the installed MPICH's tree is read (which loads the
+    library, without starting MPI) when its version is the run's, else None with a note.
+    """
+    if library != "mpich":
+        return None
+    stored = meta.get("mpich_selection")
+    if isinstance(stored, Mapping) and isinstance(stored.get("tree"), Mapping):
+        return dict(stored["tree"])
+    from ccbench.measure.library import mpich_default_tree  # loads the library, starts no MPI
+
+    try:
+        tree, version = mpich_default_tree()
+    except (CCBenchError, ImportError, OSError) as exc:
+        notes.append(f"unforced native not modelled: the run stored no MPICH selection tree and the installed "
+                     f"one could not be read ({exc})")
+        return None
+    used = str(meta.get("mpi_library") or "").strip().splitlines()[:1]
+    if used and used[0].strip() != version:
+        notes.append(f"unforced native not modelled: the run stored no MPICH selection tree; it used "
+                     f"{used[0].strip()!r}, the installed library is {version!r}, whose selection tree may differ")
+        return None
+    return tree
+
+
+def run_models(rows: list[dict], meta: Mapping, notes: list[str]) -> tuple[dict, dict[str, str]]:
+    """The algorithms to price a run's rows with (``predict.model_registry``): hand-written and native.
+
+    The native ones are those the run measured, as their textbook algorithms for the run's MPI
+    library; its unforced ``native`` as MPICH's selection tree picks (the installed library's,
+    when it is the run's).  The second value says why a measured native algorithm is not modelled.
+    """
+    library = library_of_vendor(str(meta.get("mpi_vendor") or meta.get("mpi_library") or ""))
+    measured = {(r["collective"], r["algorithm"]) for r in rows}
+    tree = (_selection_tree(library, meta, notes)
+            if any(a == "native" and c != "pingpong" for c, a in measured) else None)
+    return model_registry(library, selection_tree=tree, ranks_per_node=_ranks_per_node(meta), measured=measured)
+
+
+def param_sets(rows: list[dict], meta: Mapping, notes: list[str], *, models=None, **kw) -> tuple[dict, str, str]:
+    """({name: parameters} of every set the run supports, the set "auto" picks, why).
+
+    ``pingpong``: ping-pong alpha and beta, the measured gamma per path; ``joint``: alpha,
+    beta and gamma fitted over the hand-written rows' counted traffic (``fit.fit_joint``), the
+    library's measured gamma for native rows; ``effective``: alpha and beta per path fitted from
+    the collectives of that path at the measured gammas (``predict.effective_params``).  auto:
+    effective, else joint, else ping-pong -- the parameters fitted to the collectives
+    themselves where the run has the rows that identify them.
+    """
+    sets: dict = {}
+    pingpong = _network(rows, meta, notes, **kw)
+    if pingpong is not None:
+        sets["pingpong"] = pingpong
+    gam = _gammas(rows, meta, **kw)
+    lib = {k: v for k, v in gam.items() if k.startswith("library_") or k == "cold_above_bytes"}
+    coll_rows = [r for r in rows if r["collective"] != "pingpong"]
+    try:
+        sets["joint"] = replace(fit_joint(coll_rows, **kw), **lib)
+    except CCBenchError as exc:
+        notes.append(f"joint fit skipped: {exc}")
+    base = pingpong or NetworkParams(None, None, **{k: v for k, v in gam.items() if k != "notes"})
+    if models is None:
+        models, _ = run_models(rows, meta, notes)
+    reduces = any(r.get("op") not in (None, "none") and r["collective"] in ("allreduce", "reduce", "reduce_scatter")
+                  for r in coll_rows)
+    if reduces and base.gamma_s_per_byte is None:
+        notes.append("effective fit skipped: the run reduces but has no local reduction timings (gamma)")
+    else:
+        try:
+            ppn = _ranks_per_node(meta) if (meta.get("nodes") or 1) > 1 else None
+            sets["effective"] = effective_params(coll_rows, base, algorithms=models, ranks_per_node=ppn, **kw)
+        except CCBenchError as exc:
+            notes.append(f"effective fit skipped: {exc}")
+    if "effective" in sets:
+        why = ("effective: alpha and beta fitted per path to the run's own collectives, gamma measured per path")
+        return sets, "effective", why
+    if "joint" in sets:
+        return sets, "joint", "joint: the run has no rows to fit effective parameters to, but counted traffic"
+    if "pingpong" in sets:
+        return sets, "pingpong", "ping-pong: the run has no collective rows to fit parameters to"
+    return sets, "", "no parameters: the run has neither ping-pong nor modelled collective rows"
+
+
+def check_summary(checks: list, large_bytes: int = LARGE_BYTES) -> list[dict]:
+    """Per collective and path: cases, cases off, the median and worst measured/predicted, overall and >= large_bytes.
+
+    ``worst`` is the ratio farthest from 1 on a log scale.
+    """
+    groups: dict[tuple, list] = {}
+    for c in checks:
+        c = c.to_dict() if hasattr(c, "to_dict") else c
+        kind = "native" if c["path"] == "mpi" else "hand-written"
+        groups.setdefault((c["collective"], kind), []).append(c)
+    out = []
+    for (coll, kind), cs in groups.items():
+        def stats(sel):
+            r = [c["ratio"] for c in sel if c["ratio"] is not None and math.isfinite(c["ratio"]) and c["ratio"] > 0]
+            if not r:
+                return None, None
+            return float(np.median(r)), float(max(r, key=lambda v: abs(math.log(v))))
+        med, worst = stats(cs)
+        big = [c for c in cs if c["nbytes"] >= large_bytes]
+        med_big, worst_big = stats(big)
+        out.append({"collective": coll, "kind": kind, "cases": len(cs), "off": sum(bool(c["off"]) for c in cs),
+                    "median_ratio": med, "worst_ratio": worst, "large_bytes": large_bytes, "large_cases": len(big),
+                    "median_ratio_large": med_big, "worst_ratio_large": worst_big})
+    return out
 
 
 def _floor(floor: Mapping | None, pingpong: NetworkParams | None) -> dict | None:
@@ -121,6 +268,29 @@ def _floor(floor: Mapping | None, pingpong: NetworkParams | None) -> dict | None
     zero = out["zero_count_s"].get("pingpong")
     if pingpong is not None and pingpong.alpha_s is not None and zero is not None:
         out["alpha_without_floor_s"] = pingpong.alpha_s - zero
+    return out
+
+
+def _native_models(rows: list[dict], models: Mapping, unmodelled: Mapping[str, str]) -> list[dict]:
+    """What each measured native algorithm is priced as, at the run's rank counts and sizes (or why not)."""
+    out = []
+    seen: dict[tuple, set] = {}
+    for r in rows:
+        if r["collective"] != "pingpong" and (r["algorithm"] == "native" or r["algorithm"].startswith("native:")):
+            seen.setdefault((r["collective"], r["algorithm"]), set()).add((int(r["nranks"]), int(r["nbytes"])))
+    for (coll, name), points in seen.items():
+        alg = models.get(coll, {}).get(name)
+        if alg is None:
+            out.append({"collective": coll, "algorithm": name, "modelled_as": None,
+                        "reason": unmodelled.get(f"{coll}/{name}", "not modelled")})
+            continue
+        as_ = {}
+        for P, n in sorted(points):
+            why = alg.unmodelled(P, n)
+            as_.setdefault(why or alg.describe(P, n), []).append([P, n])
+        out.append({"collective": coll, "algorithm": name,
+                    "modelled_as": [{"as": k, "points": v} for k, v in as_.items()],
+                    "reason": None if getattr(alg, "selected", False) else (alg.parts(*sorted(points)[0])[1] or None)})
     return out
 
 
@@ -157,11 +327,14 @@ def fit_run(
     """Fit a stored run and write ``fits.json`` + ``fits.csv`` beside it; return the document.
 
     Fits every (collective, algorithm, nranks, dtype, op, in_place, root) curve
-    (`ccbench.analysis.fit.fit_curves`), the network from ping-pong and ``reduce_local``
-    (skipped with a note without ping-pong rows) and jointly over hand-written rows,
-    compares the two, checks predicted against measured times with the parameters from
-    ping-pong (else the joint ones) and says who wins where.  The run's own files are only
-    read; an existing ``fits.json`` is kept and ``fits-2.json`` (``-3`` ...) written instead.
+    (`ccbench.analysis.fit.fit_curves`), every parameter set the run supports (`param_sets`:
+    ping-pong + ``reduce_local``, joint over the hand-written rows' counted traffic, effective
+    per path), compares ping-pong with joint, prices hand-written and native algorithms
+    (`run_models`) and checks them against the measurements under every set
+    (``checks_by_params``: summary and the cases off) -- in full (``model_checks``) and for
+    who wins where under the set "auto" picks (``network.used_for_predictions`` and ``why``).
+    The run's own files are only read; an existing ``fits.json`` is kept and ``fits-2.json``
+    (``-3`` ...) written instead.
     """
     path = resolve_run(run_path, results_dir)
     meta, row_objs, warnings = load_run(path)
@@ -171,13 +344,10 @@ def fit_run(
     notes: list[str] = []
     kw = {"n_boot": n_boot}
     curves = fit_curves(rows, **kw)
-    pingpong = _network(rows, meta, notes, **kw)
-    try:
-        joint = fit_joint([r for r in rows if r["collective"] != "pingpong"], **kw)
-    except CCBenchError as exc:
-        joint = None
-        notes.append(f"joint fit skipped: {exc}")
-    params = pingpong or joint
+    models, unmodelled = run_models(rows, meta, notes)
+    sets, chosen, why = param_sets(rows, meta, notes, models=models, **kw)
+    pingpong, joint = sets.get("pingpong"), sets.get("joint")
+    params = sets.get(chosen)
     doc: dict = {
         "schema": FITS_SCHEMA,
         "source_run": path.name,
@@ -191,28 +361,37 @@ def fit_run(
         "network": {
             "pingpong": pingpong.to_dict() if pingpong else None,
             "joint": joint.to_dict() if joint else None,
+            "effective": sets["effective"].to_dict() if "effective" in sets else None,
             "comparison": ([c.to_dict() for c in compare_params(pingpong, joint)]
                            if pingpong and joint else []),
-            "used_for_predictions": params.source if params else None,
+            "used_for_predictions": chosen or None,
+            "why": why,
             "reduction_paths": gamma_per_path(meta.get("reduce_local") or [], **kw),
             "harness_floor": _floor(meta.get("harness_floor"), pingpong),
         },
+        "native_models": _native_models(rows, models, unmodelled),
         "curves": [c.to_dict() for c in curves],
         "model_checks": [],
+        "checks_by_params": {},
         "who_wins": [],
     }
-    if params is not None:
-        # the hierarchical allreduce is priced at the run's ranks per node when it spans nodes
-        ppn = meta.get("ranks_per_node") if (meta.get("nodes") or 1) > 1 else None
-        overhead = estimate_step_overhead(rows, params, ranks_per_node=ppn)
-        doc["network"]["step_overhead"] = (None if overhead is None else
-                                           {"seconds": overhead[0], "cases": overhead[1], "max_bytes": 1024})
-        checks = compare_to_measured(rows, params, tolerance=tolerance,
+    # the hierarchical allreduce is priced at the run's ranks per node when it spans nodes
+    ppn = meta.get("ranks_per_node") if (meta.get("nodes") or 1) > 1 else None
+    overhead = estimate_step_overhead(rows, pingpong, ranks_per_node=ppn) if pingpong is not None else None
+    doc["network"]["step_overhead"] = (None if overhead is None else
+                                       {"seconds": overhead[0], "cases": overhead[1], "max_bytes": 1024})
+    for name, ps in sets.items():
+        checks = compare_to_measured(rows, ps, algorithms=models, tolerance=tolerance,
                                      oversubscribed=bool(meta.get("oversubscribed")),
                                      curve_breakpoints=curves,
-                                     step_overhead_s=overhead[0] if overhead else None, ranks_per_node=ppn)
-        doc["model_checks"] = [c.to_dict() for c in checks]
-        doc["who_wins"] = [w.to_dict() for w in who_wins(rows, params, ranks_per_node=ppn)]
+                                     step_overhead_s=overhead[0] if overhead and name == "pingpong" else None,
+                                     ranks_per_node=ppn)
+        doc["checks_by_params"][name] = {"summary": check_summary(checks),
+                                         "off": [c.to_dict() for c in checks if c.off]}
+        if name == chosen:
+            doc["model_checks"] = [c.to_dict() for c in checks]
+    if params is not None:
+        doc["who_wins"] = [w.to_dict() for w in who_wins(rows, params, algorithms=models, ranks_per_node=ppn)]
     else:
         notes.append("no network parameters: predictions and who-wins skipped")
     if meta.get("lab"):  # an emulated-lab run: fitted against injected delay and rate
@@ -252,6 +431,53 @@ def params_from_run(run_path, results_dir="results", *, n_boot: int = N_BOOT) ->
     return params, path
 
 
+def run_params(run_path, results_dir="results", which: str = "auto", *, n_boot: int = N_BOOT) -> dict:
+    """The parameters of a stored run to predict with: {params, name, why, path, models, notes}.
+
+    `which` is one of PARAM_SETS or "auto" (`param_sets`: effective, else joint, else
+    ping-pong).  ``models`` are the algorithms to price with (hand-written, and the library's
+    unforced ``native`` where its selection is known: `run_models`).  A set the run cannot
+    support is a UsageError that says why.
+    """
+    if which != "auto" and which not in PARAM_SETS:
+        raise UsageError(f"unknown parameter set {which!r}; choose from auto, {', '.join(PARAM_SETS)}")
+    path = resolve_run(run_path, results_dir)
+    meta, row_objs, _ = load_run(path)
+    rows = [r.to_dict() for r in row_objs]
+    notes: list[str] = []
+    models, _ = run_models(rows, meta, notes)
+    sets, chosen, why = param_sets(rows, meta, notes, models=models, n_boot=n_boot)
+    if which != "auto":
+        if which not in sets:
+            raise UsageError(f"run {path.name!r} cannot give {which} parameters: "
+                             + next((n for n in notes if which in n), "it lacks the rows they are fitted to"))
+        chosen, why = which, f"{which}: as asked"
+    if not chosen:
+        raise UsageError(f"run {path.name!r} gives no parameters: measure pingpong in it, or give --alpha and --beta")
+    library = library_of_vendor(str(meta.get("mpi_vendor") or meta.get("mpi_library") or ""))
+    tree = _selection_tree(library, meta, notes)
+    pred_models, _ = model_registry(library, selection_tree=tree, ranks_per_node=_ranks_per_node(meta),
+                                    measured=[(c, "native") for c in models])
+    return {"params": sets[chosen], "name": chosen, "why": why, "path": path, "models": pred_models,
+            "notes": notes}
+
+
+def prediction_inputs(from_run, results_dir, alpha, beta, gamma, which: str = "auto") -> tuple:
+    """(parameters, where they come from, algorithms or None) for ``ccbench predict``.
+
+    From a run: the parameter set `which` (`run_params`), and the algorithms to price: the
+    hand-written ones and the library's unforced ``native`` where the run's MPI library and its
+    selection are known.  Given values: as `given_params`, every hand-written algorithm.
+    """
+    if not from_run:
+        params, source = given_params(None, results_dir, alpha, beta, gamma)
+        return params, source, None
+    if alpha or beta or gamma:
+        raise UsageError("give either --from RUN or --alpha/--beta/--gamma, not both")
+    got = run_params(from_run, results_dir, which)
+    return got["params"], f"fitted to run {got['path'].name} ({got['path']}): {got['why']}", got["models"]
+
+
 def given_params(from_run, results_dir, alpha, beta, gamma, command: str = "predict") -> tuple[NetworkParams, str]:
     """(parameters, where they come from) for a prediction: a run's fits, or the values given.
 
@@ -272,7 +498,11 @@ def given_params(from_run, results_dir, alpha, beta, gamma, command: str = "pred
     return params, "given on the command line"
 
 
-def _check_params(params: NetworkParams) -> None:
+def _check_params(params) -> None:
+    if isinstance(params, PathParams):
+        _check_params(params.numpy)
+        _check_params(params.mpi)
+        return
     for name in ("alpha_s", "beta_s_per_byte", "gamma_s_per_byte"):
         v = getattr(params, name)
         if v is not None and not (math.isfinite(v) and v >= 0):
@@ -294,7 +524,8 @@ def predict_table(
     """Predicted seconds of every modelled algorithm, per collective and rank count.
 
     Returns one dict per (collective, nranks): ``sizes``, ``times_s`` {algorithm: [s per
-    size]} (NaN-free: algorithms that cannot run at that rank count are left out) and
+    size]} (algorithms that cannot run at that rank count are left out; NaN where the library's
+    selection at a size has no textbook cost) and
     ``winners`` (the fastest algorithm per size).  With `two_level`, allreduce also gets
     ``two-level/ring`` and ``two-level/rabenseifner`` (`predict.two_level_allreduce_s`).
     Node-aware costs (the hierarchical allreduce) are priced on nodes of `ranks_per_node`
@@ -328,9 +559,10 @@ def predict_table(
                     + [pr for lead in leaders for pr in mine if pr.algorithm == lead])
             if not kept:
                 continue
-            times: dict[str, list[float]] = {}
+            at: dict[str, dict[int, float]] = {}
             for pr in kept:
-                times.setdefault(pr.algorithm, []).append(pr.predicted_s)
+                at.setdefault(pr.algorithm, {})[pr.nbytes] = pr.predicted_s
+            times = {a: [v.get(n, math.nan) for n in sizes] for a, v in at.items()}
             wins = {w.nbytes: w.algorithm for w in predicted_winners(kept)}
             out.append({"collective": coll, "nranks": P, "sizes": sizes, "times_s": times,
                         "winners": [wins[n] for n in sizes]})

@@ -4,7 +4,6 @@
 import click
 
 from ccbench.commands.common import new_console
-from ccbench.commands.options import network_options
 from ccbench.core.errors import UsageError
 
 __all__ = ["COMMANDS"]
@@ -28,24 +27,54 @@ def fit(run_path, results_dir):
 
 
 @click.command("predict")
-@network_options
+@click.option("--from", "from_runs", metavar="RUN", multiple=True,
+              help="Take the parameters from a run (with --against: fit on this run; repeatable).")
+@click.option("--params", "which", type=click.Choice(["auto", "pingpong", "joint", "effective"]), default="auto",
+              show_default=True, help="Which of a run's parameters: ping-pong + reduce_local, the joint fit over "
+              "counted traffic, effective per path fitted to the collectives; auto = the best the run supports.")
+@click.option("--against", metavar="RUN", help="Cross-validate: predict this larger run from the --from runs.")
+@click.option("-o", "--output", metavar="FILE", help="With --against: write the table (.csv, else JSON).")
+@click.option("--results-dir", default="results", help="Where to look for runs by name or 'latest'.")
+@click.option("--alpha", help="Network latency: 2us, 1.5ms, 3e-6 (bare numbers are seconds).")
+@click.option("--beta", help="Inverse bandwidth in s/byte (1e-10) or a bandwidth in bytes/s (10GB/s, 800MiB/s).")
+@click.option("--gamma", help="Reduction time per byte, as --beta (default 0: reductions free).")
 @click.option("--intra-alpha", "intra_alpha", help="Intra-node latency for the two-level allreduce.")
 @click.option("--intra-beta", "intra_beta", help="Intra-node s/byte or bandwidth, as --beta.")
 @click.option("--ppn", type=int, help="Ranks per node: the hierarchical allreduce's nodes, and the two-level model's.")
-@click.option("-n", "ranks", required=True, help="Rank counts: 1024,4096 or a range 64:65536:4.")
+@click.option("-n", "ranks", help="Rank counts: 1024,4096 or a range 64:65536:4 (not with --against).")
 @click.option("-s", "--sizes", default="8:64M:8", show_default=True, help="Sizes in bytes: 8:64M[:FACTOR] or 8,4K,1M.")
 @click.option("-C", "--collective", "collectives", help="Collectives, comma separated (default: every modelled one).")
-def predict_cmd(from_run, results_dir, alpha, beta, gamma, intra_alpha, intra_beta, ppn, ranks, sizes,
-                collectives):
-    """Predict every modelled algorithm's time at any rank count and size, and the winner per size."""
+def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gamma, intra_alpha, intra_beta, ppn,
+                ranks, sizes, collectives):
+    """Predict every modelled algorithm's time at any rank count and size, and the winner per size.
+
+    With --against RUN: fit on the --from runs, predict RUN (a larger rank count) and compare.
+    """
+    colls = [c.strip() for c in collectives.split(",") if c.strip()] if collectives else None
+    if against:
+        from ccbench.analysis.crossval import cross_validate, write_crossval
+        from ccbench.present.crossval import print_crossval
+
+        if ranks or alpha or beta or gamma or intra_alpha or intra_beta or ppn:
+            raise UsageError("--against takes the rank count and sizes from its run: leave out -n and the "
+                             "parameter options")
+        doc = cross_validate(from_runs, against, results_dir, which=which, collectives=colls)
+        print_crossval(doc, new_console(), write_crossval(doc, output) if output else None)
+        return
     from ccbench.analysis.predict import TwoLevelParams
-    from ccbench.analysis.runs import given_params, predict_table
+    from ccbench.analysis.runs import predict_table, prediction_inputs
     from ccbench.core.units import parse_inverse_rate, parse_ranks, parse_sizes, parse_time
     from ccbench.present.model_tables import print_predictions
 
-    params, source = given_params(from_run, results_dir, alpha, beta, gamma)
+    if len(from_runs) > 1:
+        raise UsageError("several --from runs are for cross-validation: add --against RUN")
+    if output:
+        raise UsageError("-o FILE writes the cross-validation table: add --against RUN")
+    if not ranks:
+        raise UsageError("predict needs -n RANKS (or --against RUN)")
+    params, source, algorithms = prediction_inputs(from_runs[0] if from_runs else None, results_dir, alpha, beta,
+                                                   gamma, which)
     rank_list, size_list = parse_ranks(ranks), parse_sizes(sizes)
-    colls = [c.strip() for c in collectives.split(",") if c.strip()] if collectives else None
     two = None
     if ppn is not None and ppn < 1:
         raise UsageError(f"--ppn must be at least 1, got {ppn}")
@@ -57,7 +86,8 @@ def predict_cmd(from_run, results_dir, alpha, beta, gamma, intra_alpha, intra_be
             raise UsageError("--intra-alpha and --intra-beta must be >= 0")
         two = TwoLevelParams(ia, ib, params.alpha_s, params.beta_s_per_byte, ppn,
                              params.gamma_s_per_byte or 0.0)
-    tables = predict_table(params, rank_list, size_list, colls, two_level=two, ranks_per_node=ppn)
+    tables = predict_table(params, rank_list, size_list, colls, two_level=two, ranks_per_node=ppn,
+                           algorithms=algorithms)
     print_predictions(params, source, two, ppn, tables, new_console())
 
 

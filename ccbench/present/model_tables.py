@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from ccbench.core.units import fmt_time, format_size
 from ccbench.present.table import Column, Styled, Table, render, to_rich
 
-__all__ = ["curves_table", "gamma_text", "gbs", "lab_table", "network_table", "off_table", "prediction_tables",
-           "params_line", "prediction_grid_table", "print_fit",
-           "print_predictions", "who_wins_tables"]
+__all__ = ["checks_table", "curves_table", "effective_table", "gamma_line", "gamma_text", "gbs", "lab_table",
+           "native_table", "network_table", "off_table", "params_line", "prediction_grid_table", "prediction_tables",
+           "print_fit", "print_predictions", "who_wins_tables"]
 
 
 def _ci(ci, fmt) -> str:
@@ -28,12 +28,87 @@ def gamma_text(g) -> str:
     return "-" if g is None or g != g else f"{g * 1e12:.3g} ps/B"
 
 
+def _get(params, key):
+    return params.get(key) if isinstance(params, Mapping) else getattr(params, key, None)
+
+
+def gamma_line(params) -> str:
+    """gamma per path and temperature of a parameter set (NetworkParams or its dict), and where cold begins."""
+    def g(key):
+        v = _get(params, key)
+        return gamma_text(v) if v is not None else "-"
+
+    above = _get(params, "cold_above_bytes")
+    text = (f"gamma: hand-written (numpy) {g('gamma_s_per_byte')} warm, {g('gamma_cold_s_per_byte')} cold; "
+            f"native (MPI_Reduce_local) {g('library_gamma_s_per_byte')} warm, "
+            f"{g('library_gamma_cold_s_per_byte')} cold; ")
+    return text + (f"cold above {format_size(round(above))} per rank" if above is not None
+                   else "every size warm (no cold timings)")
+
+
 def params_line(params, source: str) -> str:
     """The network parameters a prediction uses, one line, the same for ``predict`` and ``workload predict``."""
+    paths = getattr(params, "numpy", None), getattr(params, "mpi", None)
+    if paths[0] is not None:  # parameters per path
+        return (f"parameters {source}: hand-written: alpha = {fmt_time(paths[0].alpha_s)}, beta = "
+                f"{paths[0].beta_s_per_byte:.4g} s/B ({gbs(paths[0].beta_s_per_byte)} GB/s); native: alpha = "
+                f"{fmt_time(paths[1].alpha_s)}, beta = {paths[1].beta_s_per_byte:.4g} s/B "
+                f"({gbs(paths[1].beta_s_per_byte)} GB/s); " + gamma_line(paths[0]))
     g = params.gamma_s_per_byte
-    return (f"parameters {source}: alpha = {fmt_time(params.alpha_s)}, "
+    line = (f"parameters {source}: alpha = {fmt_time(params.alpha_s)}, "
             f"beta = {params.beta_s_per_byte:.4g} s/B ({gbs(params.beta_s_per_byte)} GB/s), "
             f"gamma = {gamma_text(g) if g is not None else '0 (not given)'}")
+    if any(getattr(params, k, None) is not None for k in ("library_gamma_s_per_byte", "gamma_cold_s_per_byte")):
+        line += "; " + gamma_line(params)
+    return line
+
+
+def effective_table(eff: Mapping) -> Table:
+    """Effective parameters per path (``fits.json`` network.effective): alpha and bandwidth with CIs, fit quality."""
+    t = Table("effective parameters per path (fitted to the run's collectives at the measured gamma; 95% CI)",
+              [Column("path"), Column("alpha", align="right"), Column("95% CI", align="right"),
+               Column("bandwidth GB/s", align="right"), Column("95% CI ", align="right"), Column("rows", "count"),
+               Column("R2", fmt=lambda v: f"{v:.3f}"), Column("max rel resid", fmt=lambda v: f"{v:.0%}")])
+    for label, key in (("hand-written (numpy)", "numpy"), ("native (MPI library)", "mpi")):
+        p = eff[key]
+        b = p.get("beta_ci_s_per_byte")
+        t.add_row(label, fmt_time(p["alpha_s"]), _ci(p.get("alpha_ci_s"), fmt_time), gbs(p["beta_s_per_byte"]),
+                  f"[{gbs(b[1])}, {gbs(b[0])}]" if b and None not in b else "-", p.get("n_points"), p.get("r2"),
+                  p.get("max_rel_residual"))
+    t.caption = "; ".join(eff.get("notes") or ())
+    return t
+
+
+def checks_table(by_params: Mapping, used: str | None) -> Table:
+    """The model checks under each parameter set: per collective and kind, median and worst measured / predicted."""
+    big = next((x["large_bytes"] for xs in by_params.values() for x in xs["summary"]), 0)
+    t = Table(f"model checks under each parameter set (ratio = measured / predicted; worst = farthest from 1); "
+              f"predictions use: {used}",
+              [Column("parameters"), Column("collective"), Column("kind"), Column("cases", "count"),
+               Column("off", "count"), Column("median", fmt=lambda v: f"{v:.2f}"),
+               Column("worst", fmt=lambda v: f"{v:.2f}"), Column(f"median >= {format_size(big)}",
+                                                                 fmt=lambda v: f"{v:.2f}"),
+               Column(f"worst >= {format_size(big)}", fmt=lambda v: f"{v:.2f}")])
+    for name, block in by_params.items():
+        for x in block["summary"]:
+            t.add_row(name + (" (used)" if name == used else ""), x["collective"], x["kind"], x["cases"], x["off"],
+                      x["median_ratio"], x["worst_ratio"], x["median_ratio_large"], x["worst_ratio_large"])
+    return t
+
+
+def native_table(models: list) -> Table:
+    """How each measured native algorithm is priced: its textbook algorithm(s) and on what premise, or why not."""
+    t = Table("native algorithms modelled (priced as their textbook algorithm, with the library's gamma)",
+              [Column("collective"), Column("algorithm"), Column("priced as"), Column("note")])
+    for m in models:
+        if m["modelled_as"] is None:
+            t.add_row(m["collective"], m["algorithm"], "-", m["reason"])
+            continue
+        as_ = "; ".join(x["as"] + ("" if len(m["modelled_as"]) == 1 else
+                                   f" at {', '.join(format_size(n) for _, n in x['points'])}")
+                        for x in m["modelled_as"])
+        t.add_row(m["collective"], m["algorithm"], as_, m["reason"] or "")
+    return t
 
 
 def network_table(net: dict) -> Table:
@@ -146,10 +221,10 @@ def off_table(checks: list, tolerance: float) -> Table:
               f"than {tolerance:.0%} (ratio = measured / predicted)",
               [Column("collective"), Column("algorithm"), Column("P", "count"), Column("size", "size"),
                Column("measured", "time"), Column("predicted", "time"), Column("ratio", fmt=lambda v: f"{v:.2f}"),
-               Column("likely reason")])
+               Column("priced as"), Column("likely reason")])
     for c in off:
         t.add_row(c["collective"], c["algorithm"], c["nranks"], c["nbytes"], c["measured_s"], c["predicted_s"],
-                  c["ratio"], ", ".join(c["reasons"]) or "unknown")
+                  c["ratio"], c.get("modelled_as") or "-", ", ".join(c["reasons"]) or "unknown")
     return t
 
 
@@ -211,10 +286,18 @@ def print_fit(doc: dict, console) -> None:
                   f"{src.get('nranks', '?')} ranks{', oversubscribed' if src.get('oversubscribed') else ''})")
     for w in doc["warnings"] + doc["notes"]:
         console.print(f"[yellow]note: {w}[/]")
-    console.print(to_rich(network_table(doc["network"])))
-    paths = reduction_table(doc["network"].get("reduction_paths") or [])
+    net = doc["network"]
+    console.print(to_rich(network_table(net)))
+    if net.get("effective"):
+        console.print(to_rich(effective_table(net["effective"])))
+    paths = reduction_table(net.get("reduction_paths") or [])
     if paths is not None:
         console.print(to_rich(paths))
+    used = net.get("used_for_predictions")
+    if used:
+        chosen = net.get(used) or {}
+        console.print(f"model checks and who-wins use the {used} parameters ({net.get('why')}); "
+                      + gamma_line(chosen.get("numpy", chosen)))
     floor = doc["network"].get("harness_floor")
     if floor and floor.get("alpha_without_floor_s") is not None:
         rest = floor["alpha_without_floor_s"]
@@ -233,7 +316,11 @@ def print_fit(doc: dict, console) -> None:
     if doc.get("lab"):
         console.print(to_rich(lab_table(doc["lab"])))
     console.print(to_rich(curves_table(doc["curves"])))
+    if doc.get("native_models"):
+        console.print(to_rich(native_table(doc["native_models"])))
     render(who_wins_tables(doc["who_wins"]), console)
+    if doc.get("checks_by_params"):
+        console.print(to_rich(checks_table(doc["checks_by_params"], used)))
     if doc["model_checks"]:
         console.print(to_rich(off_table(doc["model_checks"], doc["provenance"]["tolerance"])))
     run_dir = Path(doc["source_path"])
@@ -249,7 +336,7 @@ def prediction_grid_table(tab: dict) -> Table:
               [Column("size", "size", no_wrap=True), *[Column(head(a), "time", no_wrap=True) for a in tab["times_s"]],
                Column("winner", no_wrap=True, min_width=max(map(len, tab["winners"])))])
     for i, n in enumerate(tab["sizes"]):
-        t.add_row(n, *[v[i] for v in tab["times_s"].values()], tab["winners"][i])
+        t.add_row(n, *[None if v[i] != v[i] else v[i] for v in tab["times_s"].values()], tab["winners"][i])
     return t
 
 
