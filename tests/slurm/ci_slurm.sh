@@ -154,9 +154,12 @@ jobs[signal]=$(CCBENCH_EXTRA_ARGS="-C allreduce,bcast -s 8:64K --budget 0.5 --mi
 # the ccbench guard itself: srun --mpi=none (every task rank 0 of 1) must be refused
 jobs[refuse]=$(submit refuse -n 2 --wrap "srun --mpi=none $(command -v python) -m mpi4py -m ccbench run \
   --config configs/quick.toml --results-dir $results --tag job\${SLURM_JOB_ID} $CCBENCH_EXTRA_ARGS")
-# a real time limit: SIGTERM from Slurm (--signal, or at the limit) while a long sweep runs
+# a real time limit: SIGTERM from Slurm (--signal, or at the limit) while a long sweep runs.  Slurm
+# may send --signal up to 60 s before the time asked for (its event resolution, sbatch(1)), so
+# --time=2 with TERM@40 comes 20-80 s into the job: with --time=1 it could come at the start,
+# before the first case had finished (0 rows kept, as a loaded machine showed)
 jobs[timelimit]=$(CCBENCH_EXTRA_ARGS="-C all -s 8:64K --budget 1 --min-reps 1000000 --max-reps 1000000" \
-  submit timelimit -n 2 --overcommit --time=1 --signal=TERM@40 slurm/sweep.sbatch)
+  submit timelimit -n 2 --overcommit --time=2 --signal=TERM@40 slurm/sweep.sbatch)
 # a rank that dies mid-sweep: srun ends the step at once, `ccbench launch` marks the run failed
 jobs[crash]=$(CCBENCH_FAULT="exit:1:allreduce/native:64" CCBENCH_EXTRA_ARGS="-C allreduce -s 8:1K --budget 0.05 --order planned" \
   submit crash -n 3 --overcommit slurm/sweep.sbatch)
