@@ -535,3 +535,72 @@ def test_plot_still_refuses_workload_runs(tmp_path, capsys):
     run = _wl_copy(tmp_path, "wl-ddp-np2")
     code, _, err = _run_main(["plot", str(run)], capsys)
     assert code == 2 and "is a 'workload' run" in err and "plot reads collective sweeps only" in err
+
+
+# -- the node's limit: memory copy bandwidth ----------------------------------------------------
+
+#: One node, 4 ranks: one core 128 MB counted in 10 ms (12.8 GB/s); all ranks 4 x 32 MB counted in 16 ms at best
+#: (8 GB/s aggregate, 2 GB/s each, so a per-rank limit of 1 GB/s of bytes copied).
+MEMORY_RECORD = {"method": "STREAM copy (McCalpin) with numpy", "repetitions": 2,
+                 "one_core": {"host": "n0", "llc_bytes": 32 << 20, "nbytes": 64_000_000,
+                              "counted_bytes": 128_000_000, "seconds": [0.011, 0.010]},
+                 "all_ranks": [{"host": "n0", "ranks": 4, "llc_bytes": 32 << 20, "nbytes": 16_000_000,
+                                "counted_bytes": 32_000_000, "seconds": [0.016, 0.020]}]}
+
+
+def test_report_holds_busbw_against_the_memory_copy_limit(run_copy):
+    meta = json.loads((run_copy / "run.json").read_text())
+    meta["memory_bandwidth"] = MEMORY_RECORD
+    (run_copy / "run.json").write_text(json.dumps(meta))
+    md = (build_report(run_copy, n_boot=100)["dir"] / "report.md").read_text()
+    intro = md.split("## How close to the node's limit\n", 1)[1].split("\n## ", 1)[0]
+    assert "the 4 ranks of a node copy at once and share its 8 GB/s, 2 GB/s each" in intro
+    assert "the limit is 1 GB/s of bytes copied per rank" in intro
+    _, kv = _md_table(md, "## How close to the node's limit")
+    kv = dict(kv)
+    assert kv["one core (the others idle)"].startswith("12.8 GB/s on n0")
+    assert kv["all ranks at once, n0"].startswith("8 GB/s over 4 ranks, 2 GB/s each")
+    assert kv["per-rank limit (bytes copied)"] == "1 GB/s" and kv["intra-node β per rank"] == "1 ns/B"
+    stored = [r for r in _stored_rows() if r["nwrong"] == 0]
+    best_head_at = [i for i, ln in enumerate(intro.splitlines()) if ln.startswith("| collective |")]
+    assert best_head_at, "no best-of table"
+    best_rows = [[c.strip() for c in ln.strip("|").split("|")]
+                 for ln in intro.splitlines()[best_head_at[0] + 2:] if ln.startswith("|")]
+    assert {r[0].split(" at ")[0] for r in best_rows} == {"allreduce", "allgather"}  # not bcast, not ping-pong
+    for coll, label in (("allreduce", "allreduce at 4 ranks, float32 sum"),
+                        ("allgather", "allgather at 4 ranks, float32")):
+        at = [r for r in stored if r["collective"] == coll]
+        top = max(r["nbytes"] for r in at)
+        hand = max((r for r in at if r["nbytes"] == top and not r["algorithm"].startswith("native")),
+                   key=lambda r: r["busbw_gbs"])
+        row = next(r for r in best_rows if r[0] == label and r[2] == "hand-written")
+        assert row[1] == format_size(top) and row[3] == hand["algorithm"] and row[5] == f"{hand['busbw_gbs']:.0%}"
+        # per algorithm at the three largest sizes: busbw / 1 GB/s
+        head, rows = _md_table(_section(md, label), "### Bus bandwidth as % of memory copy bandwidth "
+                                                    "(limit 1 GB/s per rank)")
+        sizes = sorted({r["nbytes"] for r in at})[-3:]
+        assert [r[0] for r in rows] == [format_size(n) for n in sizes]
+        for line in rows:
+            for a, cell in zip(head[1:], line[1:], strict=True):
+                r = next(r for r in at if r["algorithm"] == a and format_size(r["nbytes"]) == line[0])
+                assert cell == f"{r['busbw_gbs']:.0%}"
+    assert "Bus bandwidth as % of memory" not in _section(md, "bcast at 4 ranks, float32, root 0")
+
+
+def test_runs_without_the_record_have_no_limit_section(report):
+    md = (report["dir"] / "report.md").read_text()
+    assert "How close to the node's limit" not in md and "% of memory copy bandwidth" not in md
+
+
+def test_show_header_states_the_memory_copy_bandwidth():
+    from ccbench.present.views import memory_line, run_header
+
+    line = memory_line(MEMORY_RECORD)
+    assert line.startswith("memory copy bandwidth (STREAM copy, bytes read + written): one core 12.8 GB/s; ")
+    assert "all ranks of a node at once 8 GB/s (4 ranks, 2 each)" in line and "limit of a collective 1 GB/s" in line
+    two = {**MEMORY_RECORD, "all_ranks": [*MEMORY_RECORD["all_ranks"],
+                                          {**MEMORY_RECORD["all_ranks"][0], "host": "n1", "seconds": [0.008]}]}
+    assert "8-16 GB/s per node over 2 nodes (least per rank 2 on n0)" in memory_line(two)
+    assert memory_line(None) == "" and memory_line({}) == ""
+    meta = {"memory_bandwidth": MEMORY_RECORD}
+    assert line in run_header(meta, "run") and "memory copy" not in run_header({}, "run")

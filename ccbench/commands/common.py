@@ -59,6 +59,9 @@ SWEEP_OPTIONS = [
                  help="Exactly N samples per case, no adaptive stop (OSU's -i; default: adaptive)."),
     click.option("--timing", help="per-call (default: one synchronised call per sample) or batched[:K] "
                                   "(K back-to-back calls per sample, time / K; IMB, nccl-tests style; K=10)."),
+    click.option("--loop", type=click.Choice(["python", "compiled", "auto"]),
+                 help="What times the native collectives: python (default), compiled (a C loop built with the "
+                      "MPI's mpicc on first use; an error without one) or auto (compiled where it builds)."),
     click.option("--min-reps", "min_reps", type=int, help="Samples before the RSE rule may stop (default 20)."),
     click.option("--max-reps", "max_reps", type=int, help="Most samples per case (default 1000)."),
     click.option("--target-rse", "target_rse", type=float,
@@ -84,7 +87,7 @@ SWEEP_OPTIONS = [
 ]
 CONFIG_KEYS = ("collectives", "algorithms", "sizes", "dtypes", "ops", "in_place", "root", "warmup",
                 "min_reps", "max_reps", "target_rse", "budget_s", "sync", "thread_level", "results_dir",
-                "watchdog_s", "launches", "order", "seed", "timing", "iterations", "bind")
+                "watchdog_s", "launches", "order", "seed", "timing", "iterations", "bind", "loop")
 
 
 def sweep_options(fn):

@@ -19,7 +19,7 @@ from ccbench.core.dtypes import DTYPES, OPS
 from ccbench.core.errors import UsageError
 from ccbench.core.units import format_size, parse_sizes
 
-__all__ = ["BINDINGS", "Case", "Config", "MAX_LAUNCHES", "ORDERS", "THREAD_LEVELS", "SYNC_METHODS",
+__all__ = ["BINDINGS", "Case", "Config", "LOOPS", "MAX_LAUNCHES", "ORDERS", "THREAD_LEVELS", "SYNC_METHODS",
            "config_description", "copy_shipped", "load_config", "plan", "read_toml", "resolve_config_path",
            "shipped_configs", "shipped_dir"]
 
@@ -28,6 +28,9 @@ SYNC_METHODS = ("barrier", "window")
 ORDERS = ("shuffled", "planned")
 #: How the launcher binds the ranks (`ccbench.measure.launcher.choose_binding`): auto = core when they fit the cores
 BINDINGS = ("auto", "core", "socket", "none")
+#: Which loop times the library's own collectives: ccbench's Python loop (default), its C loop
+#: (`ccbench.measure.compiled`; an error where it cannot be built), or the C loop where it can be built
+LOOPS = ("python", "compiled", "auto")
 MAX_LAUNCHES = 1000
 WORKLOAD_PREFIX = "workload-"  # shipped workload configs are named workload-<kind>.toml
 
@@ -62,6 +65,7 @@ class Config:
     # (K back-to-back calls per sample, the time / K); a fixed sample count (OSU's -i) or None
     timing: str = "per-call"
     iterations: int | None = None
+    loop: str = "python"  # LOOPS: what times the native cases (hand-written ones are always Python)
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     def to_dict(self) -> dict:
@@ -205,6 +209,8 @@ def resolve(values: dict) -> Config:
             out[key] = _one_of(key, value, BINDINGS)
         elif key == "timing":
             out[key] = _timing(value)
+        elif key == "loop":
+            out[key] = _one_of(key, value, LOOPS)
         elif key == "iterations":
             out[key] = None if value is None else _number(key, value, int, 1, 10_000_000)
     cfg = Config(**out)

@@ -24,8 +24,10 @@ from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.dtypes import DTYPES
 from ccbench.core.errors import UsageError
 from ccbench.core.stats import summarize
+from ccbench.measure import compiled
 from ccbench.measure.config import Case, Config, plan
 from ccbench.measure.gamma import harness_floor, reduction_rates
+from ccbench.measure.membw import memory_bandwidth
 from ccbench.measure.session import (
     SLOWED,
     Fault,
@@ -70,12 +72,14 @@ def _check_sync(sync: str, local_ranks: int) -> None:
 
 
 def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e-9, *, fault: Fault | None = None,
-             clock: Callable[[], float] | None = None) -> Row:
+             clock: Callable[[], float] | None = None, loop=None) -> Row:
     """Measure and validate one case on every rank of `comm`; return its row (same on all ranks).
 
     A ``slow`` `fault` aimed at the case makes its timed calls longer on the fault's ranks
     (``Fault.slowed``; validation runs the plain call) and flags the row ``SLOWED``.
     `clock` reads this rank's time in seconds (default: the timing loop's, time.perf_counter).
+    With `loop` (a `ccbench.measure.compiled.CompiledLoop`) a native case is timed and validated
+    by the compiled loop (the row's ``loop``: "compiled"); hand-written and slowed cases stay in Python.
     """
     from mpi4py import MPI
 
@@ -94,8 +98,10 @@ def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e
         probe(comm, call, library)
     slow = fault is not None and fault.slows(case.collective, case.algorithm, case.nbytes)
     timed = fault.slowed(call, clock or time.perf_counter) if slow and fault.on(rank) else call
+    kernel = (loop.kernel(comm, case.collective, case.count, bufs.args, bufs.kwargs)
+              if loop is not None and alg.native and not slow else None)
     per_rank: dict = {}
-    samples, stop = measure(comm, timed, settings, clock=clock, per_rank=per_rank)
+    samples, stop = measure(comm, timed if kernel is None else kernel, settings, clock=clock, per_rank=per_rank)
     if case.collective == "pingpong":
         samples = samples / 2  # one-way time is half the round trip
         per_rank = {k: v / 2 for k, v in per_rank.items()}
@@ -105,7 +111,7 @@ def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e
     if not alg.native:
         target.counts.reset()
     comm.Barrier()
-    call()
+    (call if kernel is None else kernel.call)()  # validate what was timed
     c = target.counts.as_tuple() if not alg.native else (0,) * 7
     # c: msgs_sent, bytes_sent, msgs_recv, bytes_recv, steps, step_bytes, reduced_bytes
     local = np.array([bufs.nwrong(), c[0], c[1]], dtype=np.int64)
@@ -134,7 +140,7 @@ def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e
         settings=variant_settings(alg, library),
         samples_s=tuple(float(x) for x in samples),
         timing="per-call" if settings.batch == 1 else f"batched:{settings.batch}",
-        p90_s=float(np.percentile(samples, 90)), **per_rank,
+        p90_s=float(np.percentile(samples, 90)), **per_rank, loop="python" if kernel is None else "compiled",
     )
 
 
@@ -189,6 +195,7 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     prov = collect(comm, cfg.to_dict(), thread, argv)
     settings = TimingSettings.from_config(cfg.per_launch())
     timer_res = comm.allreduce(timer_resolution_s(), MPI.MAX)
+    loop, loop_record = compiled.choose(comm, cfg.loop)  # before the run directory: --loop compiled may fail
 
     from ccbench.store.run import load_run
 
@@ -204,7 +211,7 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
         meta = dict(prov, **order, size_definitions={c: COLLECTIVES[c].size_definition for c in cfg.collectives},
                     timer_resolution_s=timer_res, planned_cases=len(cases),
                     skipped=[{"what": w, "why": y} for w, y in skipped],
-                    reduce_local=[], harness_floor=None)
+                    reduce_local=[], harness_floor=None, memory_bandwidth=None)
         return RunWriter(path, meta)
 
     def same_config(stored) -> bool:
@@ -221,6 +228,8 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
 
     writer, finished = open_run_dir(comm, start, resume, prov=prov, argv=argv, same_config=same_config,
                                     summary=lambda r: (_case_key(r), r.ok))
+    if writer is not None:
+        writer.update(loop=loop_record)
     done = {tuple(key) for key, _ in finished}
     cases = [c for c in cases if _case_key(c) not in done]
     progress = Progress(len(cases), console) if rank == 0 and console is not None else None
@@ -231,9 +240,11 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
             # the local reduction on each path (the library's, numpy's), warm and cold, and the
             # harness floor, timed on every rank at once before the first case -- with the run
             # directory already made and SIGTERM already turned into a stop between items (a
-            # resumed run keeps what it stored)
+            # resumed run keeps what it stored); then the node's memory copy bandwidth (STREAM copy),
+            # the limit the report holds bus bandwidths against
             extra = {"reduce_local": reduction_rates(comm, pairs),
-                     "harness_floor": harness_floor(comm, cfg.collectives, settings)}
+                     "harness_floor": harness_floor(comm, cfg.collectives, settings),
+                     "memory_bandwidth": memory_bandwidth(comm)}
             if writer is not None:
                 writer.update(**extra)
         for case in cases:
@@ -241,7 +252,7 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
                 break
             session.start(case.label(), cfg.budget_s, f"{case.collective}/{case.algorithm}:{case.nbytes}")
             try:
-                row = run_case(comm, case, settings, timer_res, fault=fault)
+                row = run_case(comm, case, settings, timer_res, fault=fault, loop=loop)
             except NotApplicableError as exc:  # the library refused a forced algorithm: no timing
                 _not_applicable(writer, progress, case, str(exc), P)
                 continue

@@ -20,6 +20,12 @@ Method (docs/measuring.md, "How it times"; after SKaMPI and IMB):
   back-to-back loop): the synchronisation and the timer's cost are spread over the calls,
   and consecutive calls may overlap (pipelining), which a single synchronised call cannot.
 
+* ``call`` may instead be a compiled kernel (`Sampler`; ``--loop compiled``,
+  `ccbench.measure.compiled`): it runs the samples of one check, with the same
+  synchronisation and timer placement, in C, so the interpreter and mpi4py's argument
+  handling are not inside the timed region (OSU Micro-Benchmarks' and IMB's loops are C);
+  the warm-up estimate, the reduction over ranks and the stop rules below are the same code.
+
 Per-rank times are reduced to their maximum in batches (one MPI_Allreduce per check,
 not per sample), and every stop decision is taken from those reduced values, so all
 ranks agree on it without extra messages.
@@ -28,12 +34,13 @@ ranks agree on it without extra messages.
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from ccbench.core.stats import relative_standard_error
 
-__all__ = ["DEFAULT_BATCH", "TimingSettings", "batch_of", "measure", "rank_means", "timer_resolution_s"]
+__all__ = ["DEFAULT_BATCH", "Sampler", "TimingSettings", "batch_of", "measure", "rank_means", "timer_resolution_s"]
 
 _now = time.perf_counter
 
@@ -128,6 +135,18 @@ class _Window:
         return float(self.start[0]) + self.offset
 
 
+class Sampler(Protocol):
+    """A compiled loop for one case (`ccbench.measure.compiled.Kernel`): the inner loop of `measure`, in C."""
+
+    def now(self) -> float:
+        """This rank's clock, in seconds (the one `take` times with)."""
+
+    def take(self, local: np.ndarray, start: int, stop: int, batch: int, window: bool, gap_s: float,
+             offset_s: float) -> None:
+        """Samples start..stop-1 into `local`: per sample, a barrier (or, with `window`, a start `gap_s`
+        after rank 0's clock, broadcast, plus this rank's `offset_s`), `batch` calls, their time / `batch`."""
+
+
 def rank_means(comm, local: np.ndarray) -> dict:
     """OSU's and IMB's statistics of one case: each rank's mean time, then their min, mean and max over ranks.
 
@@ -143,26 +162,32 @@ def rank_means(comm, local: np.ndarray) -> dict:
     return {"rank_mean_min_s": lo, "rank_mean_avg_s": total / comm.Get_size(), "rank_mean_max_s": hi}
 
 
-def measure(comm, call: Callable[[], object], s: TimingSettings,
+def measure(comm, call: "Callable[[], object] | Sampler", s: TimingSettings,
             clock: Callable[[], float] | None = None, per_rank: dict | None = None) -> tuple[np.ndarray, str]:
     """Time `call` on every rank of `comm`; return (per-sample max-over-ranks seconds, stop reason).
 
-    `clock` reads this rank's local time in seconds (default: time.perf_counter).  A `per_rank`
-    dict is filled with ``rank_means`` of this rank's own call times (OSU's and IMB's statistics).
+    `call` is a Python callable, or a compiled `Sampler` that takes the samples itself (with its
+    own clock).  `clock` reads this rank's local time in seconds (default: time.perf_counter).  A
+    `per_rank` dict is filled with ``rank_means`` of this rank's own call times (OSU's and IMB's
+    statistics).
     """
     from mpi4py import MPI
 
-    now = _now if clock is None else clock
+    sampler = None if callable(call) else call
+    now = sampler.now if sampler is not None else _now if clock is None else clock
     barrier = comm.Barrier
     allreduce = comm.Allreduce
     # warm-up, and an estimate of one call's time to size the first batch
     est = np.zeros(1)
     if s.warmup:
-        barrier()
-        t0 = now()
-        for _ in range(s.warmup):
-            call()
-        est[0] = (now() - t0) / s.warmup
+        if sampler is not None:  # the same: a barrier, the warm-up calls back to back, their time / count
+            sampler.take(est, 0, 1, s.warmup, False, 0.0, 0.0)
+        else:
+            barrier()
+            t0 = now()
+            for _ in range(s.warmup):
+                call()
+            est[0] = (now() - t0) / s.warmup
         allreduce(MPI.IN_PLACE, est, MPI.MAX)
     window = _Window(comm, clock=now) if s.sync == "window" else None
     gap = max(4 * est[0], 50e-6) if window else 0.0
@@ -181,7 +206,10 @@ def measure(comm, call: Callable[[], object], s: TimingSettings,
     check = most if fixed is not None else min(first, most)
     t_begin = now()
     while True:
-        if window is None:
+        if sampler is not None:  # every sample up to the next check in one compiled call
+            sampler.take(local, n, check, k, window is not None, gap, window.offset if window else 0.0)
+            n = check - 1  # the n += 1 below makes it `check`
+        elif window is None:
             barrier()
             t0 = now()
             for _ in range(k):

@@ -19,6 +19,7 @@ from pathlib import Path
 from statistics import NormalDist
 
 from ccbench.analysis.fastest import ONE_LAUNCH, SIGNIFICANCE, Curves, algorithm_order, fastest_per_size, group_rows
+from ccbench.analysis.limits import MemoryLimit, best_shares, memory_limit, share_of_limit
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.errors import UsageError
 from ccbench.core.replication import DEFAULT_PRIOR_BETWEEN_CV, log_sd_from_cv
@@ -39,6 +40,7 @@ __all__ = [
     "launch_sentence",
     "group_figure",
     "group_slug",
+    "limit_blocks",
     "provenance_blocks",
     "save_figure",
     "variant_label",
@@ -346,7 +348,78 @@ def _lab_blocks(lab: Mapping, pp: Mapping | None, block: Mapping | None) -> list
             ("table", ["quantity", "injected", "fitted", "95% CI", "fitted / injected"], rows, {1, 2, 3, 4})]
 
 
-def _collective_blocks(g: Curves, doc: Mapping, figures: Mapping[str, str], tolerance: float) -> list:
+# --------------------------------------------------------------------------- the node's limit
+
+#: The collectives whose bus bandwidth is held against the memory copy limit, and at how many of the largest sizes.
+LIMIT_COLLECTIVES = ("allreduce", "allgather")
+LIMIT_SIZES = 3
+
+
+def _limit_text(lim: MemoryLimit) -> str:
+    """What the limit is, in one sentence of the page."""
+    n = lim.limiting
+    shared = (f"the {n.ranks} ranks of a node copy at once and share its {n.aggregate_gbs:.3g} GB/s, "
+              f"{n.per_rank_gbs:.3g} GB/s each" if n.ranks > 1 else
+              f"one rank per node copies at {n.aggregate_gbs:.3g} GB/s")
+    return (f"The limit is the per-rank share of the node's memory copy bandwidth: {shared}"
+            f"{f' (on {n.host}, the node with the least per rank)' if len(lim.nodes) > 1 else ''}; "
+            f"a message byte is read and written once, so the limit is {lim.copy_gbs:.3g} GB/s of bytes copied "
+            "per rank (ccbench.analysis.limits). Bus bandwidth is per-rank bytes per second by construction; "
+            "above 100% the data stayed in cache.")
+
+
+def _largest_cells(g: Curves) -> dict[int, dict[str, float]]:
+    """{size: {algorithm: busbw GB/s}} of the group's correct rows at its largest (up to LIMIT_SIZES) sizes."""
+    sizes = [n for n in g.sizes if n > 0][-LIMIT_SIZES:]
+    return {n: {a: r.busbw_gbs for a, rs in g.by_algorithm.items() for r in rs if r.nbytes == n and r.ok}
+            for n in sizes}
+
+
+def limit_blocks(lim: MemoryLimit | None, groups: Sequence[Curves]) -> list:
+    """The page's section on the node's limit: the memory copy figures, and the best hand-written and native
+    allreduce/allgather at the largest size as a share of the limit; nothing for a run without the record."""
+    if lim is None:
+        return []
+    rows = [["method", lim.method],
+            ["one core (the others idle)", f"{lim.one_core_gbs:.3g} GB/s on {lim.one_core_host}, "
+                                           f"{format_size(lim.one_core_nbytes)} buffers"]]
+    rows += [[f"all ranks at once, {n.host}", f"{n.aggregate_gbs:.3g} GB/s over {n.ranks} ranks, "
+                                              f"{n.per_rank_gbs:.3g} GB/s each, {format_size(b)} buffers per rank"]
+             for n, b in zip(lim.nodes, lim.per_rank_nbytes, strict=True)]
+    rows += [["per-rank limit (bytes copied)", f"{lim.copy_gbs:.3g} GB/s"],
+             ["intra-node β per rank", f"{lim.intra_node_beta_s_per_byte * 1e9:.3g} ns/B"],
+             ["repetitions", f"best of {lim.repetitions}"]]
+    blocks: list = [("h", 2, "How close to the node's limit"),
+                    ("p", "Memory copy bandwidth measured at the start of the sweep, like STREAM copy (McCalpin "
+                          "1995) with numpy; bandwidths count bytes read + written, as STREAM does. "
+                          + _limit_text(lim)),
+                    ("table", ["what", "value"], rows, set())]
+    best = []
+    for g in groups:
+        if g.collective not in LIMIT_COLLECTIVES or not (cells := _largest_cells(g)):
+            continue
+        n = max(cells)
+        for side, (alg, share) in best_shares(cells[n], lim.copy_gbs).items():
+            best.append([variant_label(g), format_size(n), side, alg, f"{cells[n][alg]:.3g}", f"{share:.0%}"])
+    if best:
+        blocks.append(("table", ["collective", "size", "best", "algorithm", "busbw GB/s", "% of limit"], best,
+                       {1, 4, 5}))
+    return blocks
+
+
+def _limit_table(g: Curves, lim: MemoryLimit) -> list:
+    """A group's busbw as a share of the limit per algorithm at its largest sizes (allreduce, allgather only)."""
+    if g.collective not in LIMIT_COLLECTIVES or not (cells := _largest_cells(g)):
+        return []
+    algs = list(g.by_algorithm)
+    return [("h", 3, f"Bus bandwidth as % of memory copy bandwidth (limit {lim.copy_gbs:.3g} GB/s per rank)"),
+            ("table", ["size", *algs],
+             [[format_size(n), *[f"{share_of_limit(c[a], lim.copy_gbs):.0%}" if a in c else "-" for a in algs]]
+              for n, c in cells.items()], set(range(len(algs) + 1)))]
+
+
+def _collective_blocks(g: Curves, doc: Mapping, figures: Mapping[str, str], tolerance: float,
+                       limit: MemoryLimit | None = None) -> list:
     coll = COLLECTIVES.get(g.collective)
     algs = list(g.by_algorithm)
     blocks: list = [("h", 2, variant_label(g))]
@@ -379,6 +452,8 @@ def _collective_blocks(g: Curves, doc: Mapping, figures: Mapping[str, str], tole
                    ("table", ["size", *algs],
                     [[format_size(n), *[f"{cell[(a, n)].busbw_gbs:.3g}" if (a, n) in cell else "-" for a in algs]]
                      for n in g.sizes], set(range(len(algs) + 1)))]
+    if limit is not None:
+        blocks += _limit_table(g, limit)
     fast = fastest_per_size(g)
     if len(algs) > 1 and fast:
         blocks += fastest_blocks("Fastest algorithm per size", "cases", fast, Column("size", "size"),
@@ -591,6 +666,8 @@ def build_sweep_report(run: Run, *, n_boot: int | None = None) -> dict:
                           + launch_sentence(meta, rows))]
     blocks += provenance_blocks(path, meta, rows, warnings, doc.get("notes", []))
     blocks += _network_blocks(doc, meta)
+    limit = memory_limit(meta.get("memory_bandwidth"))
+    blocks += limit_blocks(limit, groups)
     fastest = {}
     for g in groups:
         label = variant_label(g)
@@ -601,7 +678,7 @@ def build_sweep_report(run: Run, *, n_boot: int | None = None) -> dict:
             fig = group_figure(g, doc, kind)
             if fig is not None:
                 figures[save_figure(fig, out_dir, f"{slug}-{kind}.png", images)] = f"{label}: {alt}"
-        blocks += _collective_blocks(g, doc, figures, tolerance)
+        blocks += _collective_blocks(g, doc, figures, tolerance, limit)
         fastest[label] = fastest_per_size(g)
     title = f"ccbench report: {path.name}"
     with open(out_dir / "fits.json", "x") as f:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from rich.markup import escape
 
 from ccbench.analysis.fastest import launch_variation
+from ccbench.analysis.limits import memory_limit
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.stats import FLAG_DESCRIPTIONS
 from ccbench.core.units import fmt_time
@@ -83,6 +84,7 @@ def run_header(meta: dict, path, rows: Sequence = ()) -> str:
         + f"\n{launch_line(meta, rows)}"
         + (f"\n{sampling}" if (sampling := sampling_line(meta.get("config") or {})) else "")
         + (f"\n{floor}" if (floor := floor_line(meta.get("harness_floor"))) else "")
+        + (f"\n{memory}" if (memory := memory_line(meta.get("memory_bandwidth"))) else "")
         + ("\nimported from " + "; ".join(f"{escape(d['version'])} ({escape(d['path'])}, sha256 {d['sha256'][:12]})"
                                           for d in meta["imported"])
            + ": the tool's own statistics (no raw samples; compare leaves these cases untested)"
@@ -97,6 +99,23 @@ def floor_line(floor: dict | None) -> str:
     calls = ", ".join(f"{c} {fmt_time(s)}" for c, s in (floor.get("zero_count_s") or {}).items())
     return (f"harness floor: an empty call costs {fmt_time(floor['empty_s'])} through the timing loop"
             + (f"; zero-count native calls: {calls} (what a small message pays before a byte moves)" if calls else ""))
+
+
+def memory_line(record: dict | None) -> str:
+    """The node's memory copy bandwidth (``ccbench.measure.membw``) and the per-rank limit in one line; "" without."""
+    lim = memory_limit(record)
+    if lim is None:
+        return ""
+    nodes = lim.nodes
+    if len(nodes) == 1:
+        nodes_text = f"{nodes[0].aggregate_gbs:.3g} GB/s ({nodes[0].ranks} ranks, {nodes[0].per_rank_gbs:.3g} each)"
+    else:
+        aggs = [n.aggregate_gbs for n in nodes]
+        nodes_text = (f"{min(aggs):.3g}-{max(aggs):.3g} GB/s per node over {len(nodes)} nodes (least per rank "
+                      f"{lim.limiting.per_rank_gbs:.3g} on {escape(lim.limiting.host)})")
+    return (f"memory copy bandwidth (STREAM copy, bytes read + written): one core {lim.one_core_gbs:.3g} GB/s; all "
+            f"ranks of a node at once {nodes_text}; per-rank limit of a collective {lim.copy_gbs:.3g} GB/s of bytes "
+            "copied (the report holds bus bandwidth against it)")
 
 
 def sampling_line(cfg: dict) -> str:

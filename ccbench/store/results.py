@@ -144,6 +144,9 @@ class Row(StoredRow):
     rank_mean_avg_s: float | None = None
     rank_mean_max_s: float | None = None
     p90_s: float | None = None
+    # which loop timed the calls: "python" (ccbench's timing loop) or "compiled" (its C loop, `--loop
+    # compiled`, the library's own collectives only); absent from rows written before it existed, which were Python
+    loop: str = "python"
 
     def __post_init__(self):
         if self.nbytes < 0 or self.count < 0 or self.nranks < 1 or self.nwrong < 0:
