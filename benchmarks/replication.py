@@ -20,7 +20,14 @@ compare`` prints it: ``Pair.verdict``); the script only counts them.  In one inv
    ring / recursive_doubling carries no launch effect; the ratios of the slowed run are tested
    against the unslowed run's (a difference in differences) by Welch's t on per-launch values
    (``ccbench.core.replication.compare_launches``; Welch, Biometrika 34, 1947).
-4. The smallest ratio two separate K-launch runs tell apart with 80% power at level 0.05
+4. The same 20% slowdown on a quieter pair, K = 5: at 2 ranks the binomial and the linear bcast
+   both send the buffer once from the root to rank 1 (``CCBENCH_FAULT=slow:all:bcast/linear:20%``).
+   Their Python paths still differ (the control run measures linear 3-30% slower at small sizes,
+   and the product's paired "fastest per size" rightly calls some of that), so the slowdown is
+   found as in 3(b): the per-launch ratio linear / binomial of the slowed run against the control
+   run's.  The product's own fastest-per-size verdicts (``ccbench.analysis.fastest``, as ``show``
+   and ``report`` print them) on both runs are listed beside it.
+5. The smallest ratio two separate K-launch runs tell apart with 80% power at level 0.05
    (``ccbench.core.replication.min_detectable_ratio``), from the between-launch CV measured in
    the A/A runs of the same K, median over cases: the CV of the per-launch medians (what a
    launch-level test compares: the launch effect plus the noise of each launch's median, as
@@ -62,6 +69,9 @@ SLOW_ARGS = ["-n", "2", "-C", "allreduce", "-a", "ring,recursive_doubling"]
 SLOW_SIZES = {"full": "8:1M:4", "quick": "8:64K:8"}
 SLOW_FAULT = "slow:all:allreduce/ring:20%"
 SLOW_K = 5
+TWIN_ARGS = ["-n", "2", "-C", "bcast", "-a", "binomial,linear"]  # one send of n bytes each at 2 ranks
+TWIN_FAULT = "slow:all:bcast/linear:20%"
+EXPERIMENTS = ("aa", "thread", "slow20", "twin")
 CALLED = ("faster", "slower")
 
 
@@ -142,11 +152,12 @@ def _per_launch_medians(row) -> dict[int, float]:
     return {n: float(np.median(s)) for n, s in row.launch_blocks() if len(s)}
 
 
-def _paired_lines(unslowed: Path, slowed: Path, k: int) -> list[dict]:
-    """Per size: ring / recursive_doubling per launch, slowed run against unslowed (difference in differences).
+def _paired_lines(unslowed: Path, slowed: Path, k: int, collective: str = "allreduce", slowed_alg: str = "ring",
+                  other_alg: str = "recursive_doubling", experiment: str = "slow20-paired") -> list[dict]:
+    """Per size: slowed_alg / other_alg per launch, slowed run against unslowed (difference in differences).
 
-    ring and recursive_doubling of one run ran in the same launches (rows with equal settings
-    share launch numbers), so ln(ring_k / rd_k) has no launch effect; Welch's t on these
+    The two algorithms of one run ran in the same launches (rows with equal settings share
+    launch numbers), so ln(slowed_alg_k / other_alg_k) has no launch effect; Welch's t on these
     per-launch values of the two runs (``compare_launches``, each value a launch of one) tests
     whether the ratio moved.
     """
@@ -155,25 +166,49 @@ def _paired_lines(unslowed: Path, slowed: Path, k: int) -> list[dict]:
 
     def ratios(path: Path) -> dict[int, list[float]]:
         rows = load_run(path)[1]
-        by = {(r.algorithm, r.nbytes): _per_launch_medians(r) for r in rows if r.collective == "allreduce"}
+        by = {(r.algorithm, r.nbytes): _per_launch_medians(r) for r in rows if r.collective == collective}
         out = {}
-        for (alg, n), ring in by.items():
-            rd = by.get(("recursive_doubling", n))
-            if alg != "ring" or rd is None:
+        for (alg, n), mine in by.items():
+            other = by.get((other_alg, n))
+            if alg != slowed_alg or other is None:
                 continue
-            common = sorted(set(ring) & set(rd))
-            out[n] = [ring[i] / rd[i] for i in common]
+            common = sorted(set(mine) & set(other))
+            out[n] = [mine[i] / other[i] for i in common]
         return out
 
     u, s = ratios(unslowed), ratios(slowed)
     lines = []
     for n in sorted(set(u) & set(s)):
         c = compare_launches([[x] for x in u[n]], [[x] for x in s[n]])
-        lines.append({"experiment": "slow20-paired", "K": k, "pair": 1, "run_a": str(unslowed), "run_b": str(slowed),
-                      "collective": "allreduce", "algorithm": "ring / recursive_doubling", "nbytes": n,
+        lines.append({"experiment": experiment, "K": k, "pair": 1, "run_a": str(unslowed), "run_b": str(slowed),
+                      "collective": collective, "algorithm": f"{slowed_alg} / {other_alg}", "nbytes": n,
                       "ratio": c.ratio, "ratio_low": c.ratio_low, "ratio_high": c.ratio_high, "p_value": c.p_value,
                       "verdict": c.verdict, "method": c.method, "n_launches_a": c.n_launches_a,
                       "n_launches_b": c.n_launches_b})
+    return lines
+
+
+def _twin_lines(path: Path, k: int, slowed: bool) -> list[dict]:
+    """Per size of a binomial + linear bcast run: the product's fastest-per-size verdict, paired by launch.
+
+    In the slowed run the verdict counts as found when binomial is called faster than linear;
+    in the control run any call (either way) is a false verdict.
+    """
+    from ccbench.analysis.fastest import fastest_per_size, group_rows
+    from ccbench.store.run import load_run
+
+    lines = []
+    for g in group_rows(load_run(path)[1]):
+        for f in fastest_per_size(g):
+            called = f["verdict"] == "faster"
+            found = called and f["fastest"] == "binomial"
+            lines.append({"experiment": "slow20-twin" if slowed else "twin-control", "K": k, "pair": 1,
+                          "run_a": str(path), "run_b": str(path), "collective": g.collective,
+                          "algorithm": f"{f['runner_up']} / {f['fastest']}", "nbytes": f["nbytes"],
+                          "ratio": 1.0 + f["margin"] if f["margin"] is not None else math.nan,
+                          "ratio_low": f["ratio_low"], "ratio_high": f["ratio_high"], "p_value": f["p_value"],
+                          "verdict": ("slower" if found else "faster" if called else f["verdict"]) if slowed
+                          else f["verdict"], "method": f["method"], "fastest": f["fastest"]})
     return lines
 
 
@@ -281,7 +316,13 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="one A/A pair per K and fewer sizes (about 5 minutes)")
     p.add_argument("--pairs", type=int, help="A/A pairs of runs per K (default 3, 1 with --quick)")
     p.add_argument("--results-dir", default="results", help="where replication_<time>/ is made (default results)")
+    p.add_argument("--target-rse", type=float,
+                   help="--target-rse of the slowdown experiments' runs (default: ccbench's, 0.05)")
+    p.add_argument("--only", help=f"comma-separated experiments to run, of {', '.join(EXPERIMENTS)} (default all)")
     args = p.parse_args()
+    only = set(EXPERIMENTS) if not args.only else {x.strip() for x in args.only.split(",") if x.strip()}
+    if not only or only - set(EXPERIMENTS):
+        p.error(f"--only takes experiments of {', '.join(EXPERIMENTS)}")
     pairs = args.pairs if args.pairs is not None else (1 if args.quick else 3)
     if pairs < 1:
         p.error("--pairs must be at least 1")
@@ -290,7 +331,9 @@ def main() -> int:
     from ccbench.core.replication import min_detectable_ratio
 
     root = Path(args.results_dir) / f"replication_{time.strftime('%Y%m%d-%H%M%S')}"
-    bench = Launches(root, total=2 * pairs * len(KS) + 2 * len(KS) + 2)
+    total = (2 * pairs * len(KS) * ("aa" in only) + 2 * len(KS) * ("thread" in only) + 2 * ("slow20" in only)
+             + 2 * ("twin" in only))
+    bench = Launches(root, total=total)
     print(f"replication benchmark ({mode}, {pairs} A/A pair(s) per K, K = {', '.join(map(str, KS))}) -> {root}",
           flush=True)
     started = time.time()
@@ -299,7 +342,7 @@ def main() -> int:
     aa_runs: dict[int, list[Path]] = {k: [] for k in KS}
 
     # 1. A/A: identical runs, K interleaved so that drift over time does not line up with K
-    for i in range(1, pairs + 1):
+    for i in range(1, pairs + 1 if "aa" in only else 1):
         for k in KS:
             a = bench.run(f"aa-K{k}-{i}a", AA_ARGS, k)
             b = bench.run(f"aa-K{k}-{i}b", AA_ARGS, k)
@@ -310,7 +353,7 @@ def main() -> int:
 
     # 2. a real difference: thread level single (slow when oversubscribed) against multiple
     thread = [*THREAD_ARGS, "-s", THREAD_SIZES[mode]]
-    for k in KS:
+    for k in KS if "thread" in only else ():
         fast = bench.run(f"thread-multiple-K{k}", [*thread, "--thread-level", "multiple"], k)
         slow = bench.run(f"thread-single-K{k}", [*thread, "--thread-level", "single"], k)
         got, warn = _case_lines("thread", k, 1, fast, slow)
@@ -318,27 +361,43 @@ def main() -> int:
         warnings += [f"thread K={k}: {w}" for w in warn if "thread level" not in w]
 
     # 3. a known 20% slowdown of ring, K = 5: separate runs, and paired with recursive_doubling
-    slow_args = [*SLOW_ARGS, "-s", SLOW_SIZES[mode]]
-    unslowed = bench.run(f"slow20-none-K{SLOW_K}", slow_args, SLOW_K)
-    slowed = bench.run(f"slow20-ring-K{SLOW_K}", slow_args, SLOW_K, fault=SLOW_FAULT)
-    got, warn = _case_lines("slow20-separate", SLOW_K, 1, unslowed, slowed)
-    lines += got
-    warnings += [f"slow20 K={SLOW_K}: {w}" for w in warn]
-    lines += _paired_lines(unslowed, slowed, SLOW_K)
+    rse = [] if args.target_rse is None else ["--target-rse", str(args.target_rse)]
+    slow_args = [*SLOW_ARGS, "-s", SLOW_SIZES[mode], *rse]
+    unslowed = None
+    if "slow20" in only:
+        unslowed = bench.run(f"slow20-none-K{SLOW_K}", slow_args, SLOW_K)
+        slowed = bench.run(f"slow20-ring-K{SLOW_K}", slow_args, SLOW_K, fault=SLOW_FAULT)
+        got, warn = _case_lines("slow20-separate", SLOW_K, 1, unslowed, slowed)
+        lines += got
+        warnings += [f"slow20 K={SLOW_K}: {w}" for w in warn]
+        lines += _paired_lines(unslowed, slowed, SLOW_K)
+
+    # 4. the same slowdown of one of two identical schedules in the same launches, and a control
+    twin_args = [*TWIN_ARGS, "-s", SLOW_SIZES[mode], *rse]
+    if "twin" in only:
+        control = bench.run(f"twin-control-K{SLOW_K}", twin_args, SLOW_K)
+        twin_slowed = bench.run(f"twin-linear-K{SLOW_K}", twin_args, SLOW_K, fault=TWIN_FAULT)
+        lines += _twin_lines(control, SLOW_K, slowed=False) + _twin_lines(twin_slowed, SLOW_K, slowed=True)
+        lines += _paired_lines(control, twin_slowed, SLOW_K, "bcast", "linear", "binomial", "twin-paired")
 
     summary = []
-    for k in KS:
+    for k in KS if "aa" in only else ():
         summary.append(_summary(lines, "aa", k, "identical runs: called = false"))
-    for k in KS:
+    for k in KS if "thread" in only else ():
         summary.append(_summary(lines, "thread", k, "single vs multiple: called = found"))
-    summary.append(_summary(lines, "slow20-separate", SLOW_K, "ring +20%: called = found",
-                            lambda x: x["algorithm"] == "ring"))
-    summary.append(_summary(lines, "slow20-separate", SLOW_K, "recursive_doubling: called = false",
-                            lambda x: x["algorithm"] == "recursive_doubling"))
-    summary.append(_summary(lines, "slow20-paired", SLOW_K, "ring/rd per launch: called = found"))
+    if "slow20" in only:
+        summary.append(_summary(lines, "slow20-separate", SLOW_K, "ring +20%: called = found",
+                                lambda x: x["algorithm"] == "ring"))
+        summary.append(_summary(lines, "slow20-separate", SLOW_K, "recursive_doubling: called = false",
+                                lambda x: x["algorithm"] == "recursive_doubling"))
+        summary.append(_summary(lines, "slow20-paired", SLOW_K, "ring/rd per launch: called = found"))
+    if "twin" in only:
+        summary.append(_summary(lines, "slow20-twin", SLOW_K, "linear +20% vs binomial: slower = found"))
+        summary.append(_summary(lines, "twin-control", SLOW_K, "linear vs binomial: called = false"))
+        summary.append(_summary(lines, "twin-paired", SLOW_K, "linear/binomial per launch: called = found"))
 
     cvs = [c for k in KS if k > 1 for run in aa_runs[k] for c in _launch_cvs(run, k)]
-    paired_cvs = _paired_cvs(unslowed, SLOW_K)
+    paired_cvs = _paired_cvs(unslowed, SLOW_K) if unslowed is not None else []
     mdr = []
     for k in KS:
         if k == 1:
@@ -377,6 +436,7 @@ def main() -> int:
         w.writerows(lines)
     doc = {"what": __doc__.splitlines()[0], "argv": sys.argv, "mode": mode, "pairs": pairs, "Ks": list(KS),
            "aa_args": AA_ARGS, "thread_args": thread, "slow_args": slow_args, "slow_fault": SLOW_FAULT,
+           "twin_args": twin_args, "twin_fault": TWIN_FAULT, "experiments": sorted(only),
            "slow_K": SLOW_K, "cores": os.cpu_count(), "seconds": round(time.time() - started, 1),
            "summary": summary, "min_detectable": mdr, "paired_cv": paired_cv, "paired_cvs": paired_cvs,
            "launch_cvs": cvs, "warnings": warnings, "runs": bench.records, "cases": lines}
