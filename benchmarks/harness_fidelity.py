@@ -19,8 +19,12 @@ figure compared is the median of those; the C loop also prints OSU's average of 
 The launches of one round run back to back, the rounds one after the other (A B C ... A B C ...),
 and every figure is the median over rounds (launch-to-launch variation is large here:
 docs/measuring.md, "Launches").  The thread level is the same for all (single where the ranks
-fit the cores, multiple where they oversubscribe them, as ccbench's ``auto`` chooses), and no
-loop binds its ranks (``--bind none``), so all six share one placement policy.
+fit the cores, multiple where they oversubscribe them, as ccbench's ``auto`` chooses), and so is
+the placement: every loop binds each rank to a core where the ranks fit the cores (hydra's
+``-bind-to core``, ccbench's ``--bind core``) and none binds where they oversubscribe them.
+Unbound, two ranks on two cores sometimes share one, and a launch then runs 2-2.5x slower
+at every size (measured here: the compiled loop's 8 B allreduce at 0.64 and 1.54 us in two
+launches), which no number of rounds averages away.
 
 Goals (printed beside the ratios): ccbench's Python per-call loop at most 0.1 us above the bare
 mpi4py loop at 8 B; its batched loop within 10% of mpi4py back-to-back; the compiled loop within
@@ -195,7 +199,8 @@ class Bench:
     def direct(self, kind: str, nranks: int, level: int, cases: list[str]) -> dict:
         """The C reference or the bare mpi4py loop: {(coll, size, K): (median of max, OSU avg, OSU max)}."""
         prog = [str(self.ref)] if kind == "c" else [sys.executable, str(self.root / "bare_loop.py")]
-        out = self._run([self.mpiexec, "-n", str(nranks), *prog, str(level), str(self.iters), str(self.warmup),
+        bind = ["-bind-to", "core"] if _fits(nranks) else []  # as ccbench's --bind auto does (hydra's syntax)
+        out = self._run([self.mpiexec, "-n", str(nranks), *bind, *prog, str(level), str(self.iters), str(self.warmup),
                          str(BATCH), *cases], f"{kind} loop, {nranks} ranks")
         got = {}
         for line in out.split("\n"):
@@ -213,13 +218,19 @@ class Bench:
         self._run([sys.executable, "-m", "ccbench", "launch", "-n", str(nranks), "-C", ",".join(COLLS),
                    "-s", ",".join(str(s) for s in SIZES), "-t", "float32", "--op", "sum", "-i", str(self.iters),
                    "-x", str(self.warmup), "--timing", timing, "--loop", loop, "--thread-level", level,
-                   "--bind", "none", "--order", "planned", "--results-dir", str(self.runs), "--tag", tag,
-                   "--no-show"], f"ccbench {timing} --loop {loop}, {nranks} ranks")
+                   "--bind", "core" if _fits(nranks) else "none", "--order", "planned",
+                   "--results-dir", str(self.runs), "--tag", tag, "--no-show"],
+                  f"ccbench {timing} --loop {loop}, {nranks} ranks")
         (run,) = [d for d in set(self.runs.iterdir()) - before if d.is_dir()]
         _, rows, _ = load_run(run)
         if any(r.loop != loop for r in rows):
             sys.exit(f"harness_fidelity: {run} has rows not timed by the {loop} loop")
         return {(r.collective, r.nbytes): r.median_s for r in rows}
+
+
+def _fits(nranks: int) -> bool:
+    """Whether the ranks fit the cores: then every loop binds each rank to a core, else none binds."""
+    return nranks <= (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 def _cases(nranks: int) -> tuple[list[str], dict]:
