@@ -295,3 +295,16 @@ def test_auto_falls_back_and_compiled_refuses_without_a_compiler(monkeypatch, tm
     assert used is None and record["used"] == "python" and "mpicc" in record["why"]
     with pytest.raises(UsageError, match="--loop compiled: .*mpicc"):
         compiled.choose(comm, "compiled")
+
+
+def test_show_says_which_loop_timed_the_native_cases():
+    from ccbench.present.views import sampling_line
+
+    assert sampling_line({}, {"requested": "python", "used": "python"}) == ""
+    assert sampling_line({}, None) == ""
+    used = sampling_line({}, {"requested": "compiled", "used": "compiled", "library": "x.so"})
+    assert used == "native cases timed by the compiled loop (C, --loop); hand-written algorithms in Python"
+    fell = sampling_line({"timing": "batched:5"}, {"requested": "auto", "used": "python", "why": "no mpicc"})
+    assert fell.startswith("--loop auto: timed in Python, the compiled loop was not available (no mpicc); ")
+    assert fell.endswith("timing batched:5: each sample is 5 back-to-back calls between synchronisations, "
+                         "their time / 5 (IMB, nccl-tests style)")

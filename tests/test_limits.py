@@ -11,6 +11,7 @@ from ccbench.analysis.limits import (
     intra_node_beta_s_per_byte,
     memory_limit,
     node_aggregate_gbs,
+    node_copy_gbs_at,
     share_of_limit,
 )
 
@@ -85,3 +86,19 @@ def test_best_hand_written_and_best_native():
     assert got["native"] == ("native:ring", pytest.approx(1.0))
     assert best_shares({"ring": 1.0}, 2.0) == {"hand-written": ("ring", pytest.approx(0.5))}
     assert best_shares({}, 2.0) == {}
+
+
+def test_node_bandwidth_grows_with_the_ranks_until_the_measured_aggregate():
+    assert node_copy_gbs_at(12.0, 20.0, 1) == 12.0
+    assert node_copy_gbs_at(12.0, 20.0, 2) == 20.0  # 24 capped at the aggregate
+    assert node_copy_gbs_at(5.0, 40.0, 4) == 20.0
+    for bad in ((0.0, 20.0, 1), (12.0, 0.0, 1), (12.0, 20.0, 0)):
+        with pytest.raises(ValueError):
+            node_copy_gbs_at(*bad)
+
+
+def test_intra_node_beta_at_a_number_of_ranks_per_node():
+    lim = memory_limit(_record())  # one core 12.8 GB/s, limiting node b: 8 GB/s aggregate
+    assert lim.intra_node_beta_at(1) == pytest.approx(2 / 8e9)  # one rank: min(12.8, 8) = 8 GB/s counted
+    assert lim.intra_node_beta_at(16) == pytest.approx(2 * 16 / 8e9)  # 16 ranks share 8 GB/s
+    assert lim.intra_node_beta_at(4) == pytest.approx(lim.intra_node_beta_s_per_byte)  # as measured

@@ -179,3 +179,31 @@ def test_path_params_price_each_path_with_its_own_alpha_and_beta():
     assert predict(ar["ring"], 4, 4096, pp) == predict(ar["ring"], 4, 4096, numpy_p)
     c = ar["native:ring"].cost(4, 4096)
     assert predict(ar["native:ring"], 4, 4096, pp) == pytest.approx(c.alpha * 5e-7 + c.beta * 4e-10 + c.gamma * MPI_G)
+
+
+def test_a_sweep_stores_its_mpich_selection_tree_and_fit_prices_native_from_it(tmp_path):
+    """The tree the run's MPICH selects with travels in run.json; fit prices unforced native from it."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from ccbench.analysis.runs import fit_run
+
+    repo = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "2", "-C", "pingpong,allreduce", "-a", "native",
+                        "-s", "8,64K", "--budget", "0.02", "--max-reps", "20", "--results-dir", str(tmp_path),
+                        "--no-show"], capture_output=True, text=True, cwd=repo, timeout=300,
+                       env=dict(os.environ, COLUMNS="200"))
+    assert r.returncode == 0, r.stderr
+    (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    meta = json.loads((run / "run.json").read_text())
+    if "MPICH" not in meta.get("mpi_library", ""):
+        pytest.skip("the tree is MPICH's; this MPI is another")
+    sel = meta["mpich_selection"]
+    assert sel["version"] == meta["mpi_library"].splitlines()[0].strip()
+    assert any(k.startswith("collective=") for k in sel["tree"])
+    doc = fit_run(run, write=False, n_boot=50)
+    native = [c for c in doc["model_checks"] if c["algorithm"] == "native" and c["collective"] == "allreduce"]
+    assert {c["nbytes"] for c in native} == {8, 65536} and all(c["modelled_as"] for c in native)

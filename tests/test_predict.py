@@ -760,3 +760,47 @@ def test_predict_table_leaves_a_gap_where_the_library_choice_has_no_model():
     assert math.isnan(tab["times_s"]["native"][0]) and tab["times_s"]["native"][1] > 0
     # priced as the ring; no library gamma given, so numpy's stands in: the same time
     assert tab["times_s"]["native"][1] == pytest.approx(tab["times_s"]["ring"][1])
+
+
+def test_intra_from_takes_ping_pong_and_the_memory_share_of_a_one_node_run(tmp_path, capsys):
+    """--intra-from RUN --ppn N: intra alpha = the run's ping-pong alpha, intra beta = the larger of ping-pong's
+    beta and 2 N / the node's copy bandwidth at N ranks; a run without the record says so."""
+    import shutil
+    from pathlib import Path
+
+    from ccbench.analysis.runs import intra_node_params, params_from_run
+    from ccbench.cli import main
+
+    src = Path(__file__).resolve().parent / "data" / "run-np2"
+    pp, _ = params_from_run(src)
+    a, b, text = intra_node_params(src, "results", 8)
+    assert (a, b) == (pp.alpha_s, pp.beta_s_per_byte) and "no memory bandwidth record" in text
+
+    run = tmp_path / "with-memory"
+    shutil.copytree(src, run)
+    meta = json.loads((run / "run.json").read_text())
+    # one core 10 GB/s counted, the node's 2 ranks 16 GB/s: at 8 ranks 16 GB/s shared, 2 GB/s each
+    meta["memory_bandwidth"] = {
+        "method": "STREAM copy", "repetitions": 1,
+        "one_core": {"host": "h", "nbytes": 50_000_000, "counted_bytes": 100_000_000, "seconds": [0.01]},
+        "all_ranks": [{"host": "h", "ranks": 2, "nbytes": 40_000_000, "counted_bytes": 80_000_000,
+                       "seconds": [0.01]}]}
+    (run / "run.json").write_text(json.dumps(meta))
+    a, b, text = intra_node_params(run, "results", 8)
+    assert a == pp.alpha_s and b == pytest.approx(max(2 * 8 / 16e9, pp.beta_s_per_byte))
+    assert b == pytest.approx(1e-9) and "memory bandwidth shared by 8 ranks per node" in text
+
+    def cli(*extra):
+        try:
+            main(["predict", "--alpha", "2us", "--beta", "1e-10", "-n", "64", "-s", "1M", "-C", "allreduce", *extra])
+        except SystemExit as exc:
+            return exc.code or 0, capsys.readouterr()
+        return 0, capsys.readouterr()
+
+    code, out = cli("--intra-from", str(run), "--ppn", "8")
+    assert code == 0, out.err
+    assert "intra beta = 1e-09 s/B, 8 ranks per node" in out.out.replace("\n", " ")
+    for extra, message in ((("--intra-from", str(run)), "--intra-from needs --ppn"),
+                           (("--intra-from", str(run), "--ppn", "8", "--intra-alpha", "1us"), "not both")):
+        code, out = cli(*extra)
+        assert code == 2 and message in out.err

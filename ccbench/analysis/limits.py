@@ -49,6 +49,20 @@ def intra_node_beta_s_per_byte(node_copy_gbs: float, ranks_on_node: int) -> floa
     return 2.0 * ranks_on_node / (node_copy_gbs * 1e9)
 
 
+def node_copy_gbs_at(one_core_gbs: float, aggregate_gbs: float, ranks: int) -> float:
+    """A node's copy bandwidth (counted GB/s) when `ranks` ranks copy at once: min(ranks x one core, the aggregate).
+
+    Memory bandwidth grows with the cores copying until the memory system saturates (McCalpin's
+    STREAM scaling; Hager & Wellein, "Introduction to High Performance Computing for Scientists
+    and Engineers", 2010, sec. 3.1): one core's rate times the ranks, capped at the aggregate
+    measured with all of the run's ranks copying -- taken as the saturated rate, which
+    understates it where the measuring run had fewer ranks than the node has cores.
+    """
+    if one_core_gbs <= 0 or aggregate_gbs <= 0 or ranks < 1:
+        raise ValueError("need positive bandwidths and at least one rank")
+    return min(ranks * one_core_gbs, aggregate_gbs)
+
+
 def share_of_limit(busbw_gbs: float, limit_gbs: float) -> float:
     """Bus bandwidth as a fraction of the per-rank limit (1.0 = at the limit; above 1: the data stayed in cache)."""
     if limit_gbs <= 0:
@@ -87,6 +101,14 @@ class MemoryLimit:
     def copy_gbs(self) -> float:
         """The per-rank limit in message bytes per second (GB/s): the smallest per-rank share / 2 (read + written)."""
         return self.limiting.per_rank_gbs / 2.0
+
+    def intra_node_beta_at(self, ranks_per_node: int) -> float:
+        """Intra-node beta per rank, `ranks_per_node` ranks copying at once on the limiting node.
+
+        The node's bandwidth at that many ranks is ``node_copy_gbs_at``; beta is ``intra_node_beta_s_per_byte``.
+        """
+        node = node_copy_gbs_at(self.one_core_gbs, self.limiting.aggregate_gbs, ranks_per_node)
+        return intra_node_beta_s_per_byte(node, ranks_per_node)
 
     @property
     def intra_node_beta_s_per_byte(self) -> float:

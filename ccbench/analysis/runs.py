@@ -431,6 +431,35 @@ def params_from_run(run_path, results_dir="results", *, n_boot: int = N_BOOT) ->
     return params, path
 
 
+def intra_node_params(run_path, results_dir: str, ranks_per_node: int, *,
+                      n_boot: int = N_BOOT) -> tuple[float, float, str]:
+    """(alpha, beta, where they come from) of the two-level model's intra-node level, from a one-node run.
+
+    alpha is the run's ping-pong alpha; beta the larger of its ping-pong beta (one message alone)
+    and the share of the node's memory copy bandwidth each of `ranks_per_node` ranks gets when all
+    copy at once (``ccbench.analysis.limits.MemoryLimit.intra_node_beta_at``): ranks sharing a
+    node share its memory bandwidth, which a ping-pong between two idle ranks does not see.
+    Without the run's ``memory_bandwidth`` record, ping-pong's beta alone, said so.
+    """
+    from ccbench.analysis.limits import memory_limit
+
+    params, path = params_from_run(run_path, results_dir, n_boot=n_boot)
+    meta = load_run(path)[0]
+    if (meta.get("nodes") or 1) > 1:
+        raise UsageError(f"--intra-from takes a run on one node; {path.name!r} spans several")
+    lim = memory_limit(meta.get("memory_bandwidth"))
+    pp_beta = params.beta_s_per_byte
+    if lim is None:
+        return params.alpha_s, pp_beta, (f"intra-node alpha and beta: ping-pong of run {path.name} (it has no memory "
+                                         "bandwidth record, so ranks sharing the node are not accounted for)")
+    mem_beta = lim.intra_node_beta_at(ranks_per_node)
+    which = "the node's memory bandwidth shared by" if mem_beta > pp_beta else "ping-pong (above the memory share of"
+    text = (f"intra-node alpha: ping-pong of run {path.name}; beta {1e-9 / max(mem_beta, pp_beta):.3g} GB/s: "
+            f"{which} {ranks_per_node} ranks per node{')' if mem_beta <= pp_beta else ''} "
+            f"(ping-pong {1e-9 / pp_beta:.3g} GB/s, memory share {1e-9 / mem_beta:.3g} GB/s)")
+    return params.alpha_s, max(mem_beta, pp_beta), text
+
+
 def run_params(run_path, results_dir="results", which: str = "auto", *, n_boot: int = N_BOOT) -> dict:
     """The parameters of a stored run to predict with: {params, name, why, path, models, notes}.
 

@@ -40,12 +40,15 @@ def fit(run_path, results_dir):
 @click.option("--gamma", help="Reduction time per byte, as --beta (default 0: reductions free).")
 @click.option("--intra-alpha", "intra_alpha", help="Intra-node latency for the two-level allreduce.")
 @click.option("--intra-beta", "intra_beta", help="Intra-node s/byte or bandwidth, as --beta.")
+@click.option("--intra-from", "intra_from", metavar="RUN",
+              help="Intra-node alpha and beta from a one-node run: its ping-pong, beta no better than the node's "
+                   "memory bandwidth shared by --ppn ranks (needs --ppn).")
 @click.option("--ppn", type=int, help="Ranks per node: the hierarchical allreduce's nodes, and the two-level model's.")
 @click.option("-n", "ranks", help="Rank counts: 1024,4096 or a range 64:65536:4 (not with --against).")
 @click.option("-s", "--sizes", default="8:64M:8", show_default=True, help="Sizes in bytes: 8:64M[:FACTOR] or 8,4K,1M.")
 @click.option("-C", "--collective", "collectives", help="Collectives, comma separated (default: every modelled one).")
-def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gamma, intra_alpha, intra_beta, ppn,
-                ranks, sizes, collectives):
+def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gamma, intra_alpha, intra_beta,
+                intra_from, ppn, ranks, sizes, collectives):
     """Predict every modelled algorithm's time at any rank count and size, and the winner per size.
 
     With --against RUN: fit on the --from runs, predict RUN (a larger rank count) and compare.
@@ -55,7 +58,7 @@ def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gam
         from ccbench.analysis.crossval import cross_validate, write_crossval
         from ccbench.present.crossval import print_crossval
 
-        if ranks or alpha or beta or gamma or intra_alpha or intra_beta or ppn:
+        if ranks or alpha or beta or gamma or intra_alpha or intra_beta or intra_from or ppn:
             raise UsageError("--against takes the rank count and sizes from its run: leave out -n and the "
                              "parameter options")
         doc = cross_validate(from_runs, against, results_dir, which=which, collectives=colls)
@@ -78,7 +81,17 @@ def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gam
     two = None
     if ppn is not None and ppn < 1:
         raise UsageError(f"--ppn must be at least 1, got {ppn}")
-    if intra_alpha is not None or intra_beta is not None:
+    intra_text = None
+    if intra_from:
+        from ccbench.analysis.runs import intra_node_params
+
+        if intra_alpha is not None or intra_beta is not None:
+            raise UsageError("give either --intra-from RUN or --intra-alpha/--intra-beta, not both")
+        if ppn is None:
+            raise UsageError("--intra-from needs --ppn (the ranks that share a node)")
+        ia, ib, intra_text = intra_node_params(intra_from, results_dir, ppn)
+        two = TwoLevelParams(ia, ib, params.alpha_s, params.beta_s_per_byte, ppn, params.gamma_s_per_byte or 0.0)
+    elif intra_alpha is not None or intra_beta is not None:
         if intra_alpha is None or intra_beta is None or ppn is None:
             raise UsageError("the two-level model needs all of --intra-alpha, --intra-beta and --ppn")
         ia, ib = parse_time(intra_alpha, "--intra-alpha"), parse_inverse_rate(intra_beta, "--intra-beta")
@@ -88,7 +101,10 @@ def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gam
                              params.gamma_s_per_byte or 0.0)
     tables = predict_table(params, rank_list, size_list, colls, two_level=two, ranks_per_node=ppn,
                            algorithms=algorithms)
-    print_predictions(params, source, two, ppn, tables, new_console())
+    console = new_console()
+    print_predictions(params, source, two, ppn, tables, console)
+    if intra_text:
+        console.print(intra_text)
 
 
 COMMANDS = [fit, predict_cmd]

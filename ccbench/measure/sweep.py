@@ -22,7 +22,7 @@ from ccbench.algorithms.native_variants import (
 from ccbench.algorithms.p2p import counted
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.dtypes import DTYPES
-from ccbench.core.errors import UsageError
+from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.core.stats import summarize
 from ccbench.measure import compiled
 from ccbench.measure.config import Case, Config, plan
@@ -144,6 +144,24 @@ def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e
     )
 
 
+def _selection_record(library: str | None) -> dict:
+    """``{"mpich_selection": {"version", "tree"}}``: the selection tree compiled into the MPICH this run uses.
+
+    Stored with the run so that ``ccbench fit`` and ``predict`` price the unforced ``native``
+    rows as this library chose, wherever they run later (``ccbench.analysis.runs``); {} for
+    other libraries or where the tree cannot be read.
+    """
+    if library != "mpich":
+        return {}
+    from ccbench.measure.library import mpich_default_tree
+
+    try:
+        tree, version = mpich_default_tree()
+    except (CCBenchError, OSError, ValueError):
+        return {}
+    return {"mpich_selection": {"version": version, "tree": tree}}
+
+
 def _not_applicable(writer, progress, case: Case, why: str, nranks: int) -> None:
     """Record a case whose forced algorithm the library refused: a skip in run.json, never a row."""
     if writer is not None:
@@ -246,7 +264,7 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
                      "harness_floor": harness_floor(comm, cfg.collectives, settings),
                      "memory_bandwidth": memory_bandwidth(comm)}
             if writer is not None:
-                writer.update(**extra)
+                writer.update(**extra, **_selection_record(library))
         for case in cases:
             if session.stop_requested():
                 break

@@ -82,7 +82,7 @@ def run_header(meta: dict, path, rows: Sequence = ()) -> str:
         f"ccbench {meta.get('ccbench', '?')} | {meta.get('start_time', '')}"
         + (f"\nhardware: {escape(hardware)}" if hardware else "")
         + f"\n{launch_line(meta, rows)}"
-        + (f"\n{sampling}" if (sampling := sampling_line(meta.get("config") or {})) else "")
+        + (f"\n{sampling}" if (sampling := sampling_line(meta.get("config") or {}, meta.get("loop"))) else "")
         + (f"\n{floor}" if (floor := floor_line(meta.get("harness_floor"))) else "")
         + (f"\n{memory}" if (memory := memory_line(meta.get("memory_bandwidth"))) else "")
         + ("\nimported from " + "; ".join(f"{escape(d['version'])} ({escape(d['path'])}, sha256 {d['sha256'][:12]})"
@@ -118,9 +118,15 @@ def memory_line(record: dict | None) -> str:
             "copied (the report holds bus bandwidth against it)")
 
 
-def sampling_line(cfg: dict) -> str:
-    """How samples were taken, when not the default (one synchronised call each, adaptive count); else ""."""
+def sampling_line(cfg: dict, loop: dict | None = None) -> str:
+    """How samples were taken, when not the default (one synchronised call each in Python, adaptive count); else ""."""
     parts = []
+    loop = loop or {}
+    if loop.get("used") == "compiled":
+        parts.append("native cases timed by the compiled loop (C, --loop); hand-written algorithms in Python")
+    elif loop.get("requested", "python") != "python":
+        parts.append(f"--loop {loop['requested']}: timed in Python, the compiled loop was not available"
+                     + (f" ({escape(str(loop['why']))})" if loop.get("why") else ""))
     timing = cfg.get("timing") or "per-call"
     if timing != "per-call":
         k = timing.partition(":")[2] or "10"
