@@ -105,7 +105,8 @@ def test_fit_cli_writes_fits_beside_run_and_never_touches_raw(run_copy):
     assert net["pingpong"]["alpha_s"] > 0 and net["joint"]["alpha_s"] > 0
     assert _finite_ci(net["pingpong"]["alpha_ci_s"]) and _finite_ci(net["joint"]["beta_ci_s_per_byte"])
     assert [c["parameter"] for c in net["comparison"]] == ["alpha_s", "beta_s_per_byte", "gamma_s_per_byte"]
-    assert net["used_for_predictions"] == "pingpong"
+    # the default (auto): effective per-path parameters where the run's collective rows identify them
+    assert net["used_for_predictions"] == "effective" and net["effective"]
     assert doc["model_checks"] and {w["collective"] for w in doc["who_wins"]} == {"allreduce", "bcast"}
     csv_lines = (run_copy / "fits.csv").read_text().splitlines()
     assert csv_lines[0].startswith("collective,algorithm,nranks")
@@ -130,7 +131,8 @@ def test_fit_without_pingpong_notes_it_and_uses_the_joint_fit(run_copy):
                           if json.loads(ln)["collective"] != "pingpong"))
     doc = fit_run(run_copy)
     assert doc["network"]["pingpong"] is None
-    assert doc["network"]["used_for_predictions"] == "joint"
+    assert doc["network"]["used_for_predictions"] == "effective"  # from the collective rows alone
+    assert doc["network"]["joint"] is not None
     assert any("no ping-pong rows" in n for n in doc["notes"])
     assert doc["model_checks"]
 
@@ -177,6 +179,10 @@ def test_predict_from_run(run_copy):
     doc = fit_run(run_copy, write=False)
     res = CliRunner().invoke(cli, ["predict", "--from", str(run_copy), "-n", "1024", "-s", "8,1M",
                                    "-C", "allreduce,bcast"], env=ENV)
+    assert res.exit_code == 0, res.output
+    assert "): effective: " in res.output  # the default: what it chose, first
+    res = CliRunner().invoke(cli, ["predict", "--from", str(run_copy), "--params", "pingpong", "-n", "1024",
+                                   "-s", "8,1M", "-C", "allreduce,bcast"], env=ENV)
     assert res.exit_code == 0, res.output
     pp = doc["network"]["pingpong"]
     assert "fitted to run run-np2" in res.output
@@ -225,7 +231,8 @@ def _no_pingpong(tmp_path):
      "needs all of --intra-alpha, --intra-beta and --ppn"),
     (["predict", "--alpha", "2us", "--beta", "1e-10", "-n", "64", "--intra-alpha", "1us",
       "--intra-beta", "1e-10", "--ppn", "0"], "--ppn must be at least 1"),
-    (["predict", "--from", "NOPP", "-n", "64"], "has no ping-pong rows"),
+    (["predict", "--from", "NOPP", "--params", "pingpong", "-n", "64"],
+     "cannot give pingpong parameters: no ping-pong rows"),
     (["predict", "--from", "NOPP", "--alpha", "2us", "-n", "64"], "either --from RUN or --alpha"),
     (["predict", "--from", "/nonexistent/run", "-n", "64"], "no run at"),
     (["fit", "/nonexistent/run"], "no run at"),

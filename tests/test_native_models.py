@@ -192,10 +192,10 @@ def test_a_sweep_stores_its_mpich_selection_tree_and_fit_prices_native_from_it(t
     from ccbench.analysis.runs import fit_run
 
     repo = Path(__file__).resolve().parents[1]
-    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "2", "-C", "pingpong,allreduce", "-a", "native",
-                        "-s", "8,64K", "--budget", "0.02", "--max-reps", "20", "--results-dir", str(tmp_path),
-                        "--no-show"], capture_output=True, text=True, cwd=repo, timeout=300,
-                       env=dict(os.environ, COLUMNS="200"))
+    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "2", "-C", "pingpong,allreduce",
+                        "-a", "native", "-s", "8,64K", "--budget", "0.02", "--max-reps", "20",
+                        "--results-dir", str(tmp_path), "--no-show"],
+                       capture_output=True, text=True, cwd=repo, timeout=300, env=dict(os.environ, COLUMNS="200"))
     assert r.returncode == 0, r.stderr
     (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
     meta = json.loads((run / "run.json").read_text())
