@@ -620,6 +620,12 @@ UNSTORED = [  # (section, words next to the figure): the passage must say that i
     ("Fitting and predicting", "Every sweep also times the local reduction"),
     ("Launches: the unit of replication", "The ranges are two runs of the benchmark"),
     ("Launches: the unit of replication", "on a replicated default sweep here"),
+    ("The compiled loop (`--loop`)", "python benchmarks/harness_fidelity.py --rounds 8"),
+    ("How close to the node's limit", "three launches each, interleaved"),
+    ("gamma per path", "On the 4-rank run below"),
+    ("Parameters: ping-pong, joint, effective", "Measured on this 2-core machine (4 ranks"),
+    ("Cross-validation", "2 -> 4 ranks on this 2-core machine"),
+    ("What it found here", "On a 2-core machine with the MPICH that pip installs"),
 ]
 
 
