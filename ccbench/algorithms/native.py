@@ -4,9 +4,12 @@ Registered as algorithm ``native`` of every collective.  mpi4py is imported lazi
 that the thread level can be chosen before MPI is initialised.
 """
 
+import functools
+import inspect
+
 from ccbench.algorithms.registry import register
 
-__all__: list[str] = []
+__all__ = ["direct_call"]
 
 _MPI_OPS: dict = {}
 
@@ -89,3 +92,39 @@ def allreduce(comm, sendbuf, recvbuf, op="sum") -> None:
 def alltoall(comm, sendbuf, recvbuf) -> None:
     """MPI_Alltoall."""
     comm.Alltoall(sendbuf, recvbuf)
+
+
+# collective -> (mpi4py method, the wrapper's parameters it takes in order; "op" resolved to an MPI.Op)
+_DIRECT = {
+    "barrier": ("Barrier", ()),
+    "bcast": ("Bcast", ("buf", "root")),
+    "scatter": ("Scatter", ("sendbuf", "recvbuf", "root")),
+    "gather": ("Gather", ("sendbuf", "recvbuf", "root")),
+    "allgather": ("Allgather", ("sendbuf", "recvbuf")),
+    "reduce": ("Reduce", ("sendbuf", "recvbuf", "op", "root")),
+    "reduce_scatter": ("Reduce_scatter_block", ("sendbuf", "recvbuf", "op")),
+    "allreduce": ("Allreduce", ("sendbuf", "recvbuf", "op")),
+    "alltoall": ("Alltoall", ("sendbuf", "recvbuf")),
+}
+_WRAPPERS = {"barrier": barrier, "bcast": bcast, "scatter": scatter, "gather": gather, "allgather": allgather,
+             "reduce": reduce, "reduce_scatter": reduce_scatter, "allreduce": allreduce, "alltoall": alltoall}
+
+
+def direct_call(collective: str, fn, comm, *args, **kwargs):
+    """The call ``fn(comm, *args, **kwargs)`` makes, as one bound mpi4py method (None where there is none).
+
+    `fn` must be this module's wrapper of `collective` (the function ``native`` registers, or a
+    ``native:<alg>`` variant's, which wraps it: ``__wrapped__``); the result is ``functools.partial`` of the
+    communicator's method with the same arguments, the op name already an ``MPI.Op``, so no
+    Python frame stands between a timing loop and mpi4py -- the loop then pays what a bare
+    mpi4py loop pays (OSU's and OMB-Py's method).  Ping-pong keeps its wrapper (it branches on
+    the rank).
+    """
+    fn = inspect.unwrap(fn)  # a native:<alg> variant wraps the same function (its settings act at MPI_Init)
+    if collective not in _DIRECT or fn is not _WRAPPERS[collective]:
+        return None
+    method, names = _DIRECT[collective]
+    bound = inspect.signature(fn).bind(comm, *args, **kwargs)
+    bound.apply_defaults()
+    values = [_op(bound.arguments[n]) if n == "op" else bound.arguments[n] for n in names]
+    return functools.partial(getattr(comm, method), *values) if values else getattr(comm, method)

@@ -470,6 +470,7 @@ def _register_all() -> None:
                 return _fn(*args, **kwargs)
 
             forced.__doc__ = f"{base.summary.rstrip('.')} forced to {' / '.join(where[name])}."
+            forced.__wrapped__ = base_fn  # the same call (ccbench.algorithms.native.direct_call binds it)
             register(coll, _PREFIX + name, source="the MPI library, one internal algorithm forced",
                      native=True, settings=settings)(forced)
 

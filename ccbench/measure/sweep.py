@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ccbench.algorithms import REGISTRY
+from ccbench.algorithms.native import direct_call
 from ccbench.algorithms.native_variants import (
     NotApplicableError,
     check_environment,
@@ -91,7 +92,9 @@ def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e
     # one counting wrapper per communicator for the whole sweep: its scratch arrays and
     # node communicators (hierarchical) are made once, not once per case
     target = comm if alg.native else counted(comm)
-    call = functools.partial(alg.fn, target, *bufs.args, **bufs.kwargs)
+    # native: the bound mpi4py method itself (no Python frame inside the timed region)
+    call = ((direct_call(case.collective, alg.fn, target, *bufs.args, **bufs.kwargs) if alg.native else None)
+            or functools.partial(alg.fn, target, *bufs.args, **bufs.kwargs))
     bufs.fill()
     library = current_library() if alg.settings else None
     if alg.settings:  # a forced algorithm of the library: NotApplicableError where it refuses the call

@@ -212,8 +212,11 @@ def measure(comm, call: "Callable[[], object] | Sampler", s: TimingSettings,
         elif window is None:
             barrier()
             t0 = now()
-            for _ in range(k):
+            if k == 1:  # per call: nothing but the call between the two clock reads
                 call()
+            else:
+                for _ in range(k):
+                    call()
             local[n] = (now() - t0) / k
         else:
             # everyone starts at the agreed instant; the sample spans from it to the end
