@@ -151,3 +151,28 @@ def test_timing_modes_and_a_fixed_count():
                      ({"iterations": 0}, "outside 1..10000000"), ({"iterations": 2.5}, "an integer")):
         with pytest.raises(UsageError, match=msg):
             load_config(None, bad)
+
+
+def test_all_beside_named_algorithms_is_every_unforced_one_plus_those():
+    """`-a all,native:all`: every algorithm but the forced variants, plus the variants; `all` keeps skipping
+    what cannot run at this rank count instead of refusing it."""
+    from ccbench.algorithms import REGISTRY
+    from ccbench.measure.multilaunch import plan_parts
+
+    cfg = load_config(None, {"collectives": ["allreduce"], "algorithms": ["all", "native:all"], "sizes": [8]})
+    variants = [a for a, x in REGISTRY["allreduce"].items() if x.settings]
+    assert cfg.algorithms == ("all", *variants)
+    cases, skipped = plan(cfg, 3)  # 3 ranks: an algorithm that needs a power of two is skipped, not refused
+    unforced = {a for a, x in REGISTRY["allreduce"].items() if not x.settings}
+    ran = {c.algorithm for c in cases}
+    assert ran - set(variants) == {a for a in unforced if not REGISTRY["allreduce"][a].unsupported(3, "sum")}
+    assert set(variants) <= ran and all(w.startswith("allreduce/") for w, _ in skipped)
+    parts, skips = plan_parts(cfg, "mpich")
+    assert parts[0].label == "unforced" and parts[0].algorithms == ("all",)
+    mpich = [v for v in variants if "mpich" in REGISTRY["allreduce"][v].settings]
+    assert {p.algorithms for p in parts[1:]} == {(v,) for v in mpich}
+    assert {w for w, _ in skips} == {f"allreduce/{v}" for v in variants if v not in mpich}
+    named = load_config(None, {"collectives": ["allreduce"], "algorithms": ["all", "ring"]})
+    assert named.algorithms == ("all", "ring")
+    with pytest.raises(UsageError, match="unknown 'rign'"):
+        load_config(None, {"collectives": ["allreduce"], "algorithms": ["all", "rign"]})

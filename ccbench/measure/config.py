@@ -220,7 +220,11 @@ def resolve(values: dict) -> Config:
         variants = [a for c in colls for a, alg in REGISTRY[c].items() if alg.settings]
         cfg = dataclasses.replace(cfg, algorithms=tuple(dict.fromkeys(
             v for a in cfg.algorithms for v in (variants if a == "native:all" else [a]))))
-    algs = ("all",) if cfg.algorithms == ("all",) else _check_choices("algorithm", cfg.algorithms, names)
+    if "all" in cfg.algorithms:  # every algorithm but the forced variants, and any named beside it (native:all)
+        rest = tuple(a for a in cfg.algorithms if a != "all")
+        algs = ("all",) + (_check_choices("algorithm", rest, names, allow_all=False) if rest else ())
+    else:
+        algs = _check_choices("algorithm", cfg.algorithms, names)
     unused = [a for a in algs if a != "all" and not any(a in REGISTRY[c] for c in colls)]
     if unused:
         raise UsageError(f"algorithm {unused[0]!r} exists for none of {', '.join(colls)}")
@@ -366,8 +370,8 @@ def plan(cfg: Config, nranks: int) -> tuple[list[Case], list[tuple[str, str]]]:
     for coll_name in cfg.collectives:
         coll = COLLECTIVES[coll_name]
         # `all` is every algorithm but the forced variants of the library's (native:all)
-        algs = [a for a, x in REGISTRY[coll_name].items() if not x.settings] if cfg.algorithms == ("all",) else [
-            a for a in cfg.algorithms if a in REGISTRY[coll_name]]
+        every = [a for a, x in REGISTRY[coll_name].items() if not x.settings] if "all" in cfg.algorithms else []
+        algs = every + [a for a in cfg.algorithms if a in REGISTRY[coll_name] and a not in every]
         dtypes = cfg.dtypes if coll_name != "barrier" else cfg.dtypes[:1]
         ops = cfg.ops if coll.reduction else ("none",)
         places = {"no": (False,), "yes": (True,), "both": (False, True)}[cfg.in_place]
@@ -379,7 +383,7 @@ def plan(cfg: Config, nranks: int) -> tuple[list[Case], list[tuple[str, str]]]:
             for op in ops:
                 why = alg.unsupported(nranks, None if op == "none" else op)
                 if why:
-                    if cfg.algorithms != ("all",) and not alg.native:
+                    if "all" not in cfg.algorithms and not alg.native:
                         raise UsageError(f"{coll_name}/{alg_name} cannot run here: {why}")
                     skipped.append((f"{coll_name}/{alg_name}" + (f" {op}" if op != "none" else ""), why))
                     continue

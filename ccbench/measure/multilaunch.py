@@ -117,7 +117,7 @@ def plan_parts(cfg, library: str) -> tuple[list[Part], list[tuple[str, str]]]:
 
     parts: list[Part] = []
     skipped: list[tuple[str, str]] = []
-    if cfg.algorithms == ("all",):
+    if "all" in cfg.algorithms:  # every unforced algorithm; the variants named beside it get their launches below
         plain = ("all",)
     else:
         plain = tuple(a for a in cfg.algorithms
