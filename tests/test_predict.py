@@ -804,3 +804,54 @@ def test_intra_from_takes_ping_pong_and_the_memory_share_of_a_one_node_run(tmp_p
                            (("--intra-from", str(run), "--ppn", "8", "--intra-alpha", "1us"), "not both")):
         code, out = cli(*extra)
         assert code == 2 and message in out.err
+
+
+def test_native_model_describes_the_textbook_algorithms_it_is_priced_as():
+    from ccbench.analysis.predict import NativeModel
+
+    ring = SimpleNamespace(collective="allreduce", name="ring")
+    scatter = SimpleNamespace(collective="scatter", name="binomial")
+    allgather = SimpleNamespace(collective="allgather", name="ring")
+    # a part of the model's own collective is named bare, one of another collective with it
+    forced = NativeModel("bcast", "native:scatter_allgather", lambda P, n: ((scatter, allgather), ""))
+    assert forced.describe(4, 8) == "scatter/binomial + allgather/ring"
+    own = NativeModel("allreduce", "native:ring", lambda P, n: ((ring,), "a note"))
+    assert own.describe(4, 8) == "ring"           # a forced variant does not repeat its note
+    # the library's selection adds the note's first clause: what the library selects
+    chosen = NativeModel("allreduce", "native", lambda P, n: ((ring, scatter), "MPICH selects X; priced as Y"),
+                         selected=True)
+    assert chosen.describe(4, 8) == "ring + scatter/binomial (MPICH selects X)"
+    # no parts: the note says why there is no model
+    none = NativeModel("allreduce", "native", lambda P, n: ((), "not modelled: MPICH selects Z"), selected=True)
+    assert none.describe(4, 8) == "not modelled: MPICH selects Z"
+    seen = []
+    NativeModel("allreduce", "native", lambda P, n: seen.append((P, n)) or ((ring,), "")).describe(4.0, 8.0)
+    assert seen == [(4, 8)] and all(type(v) is int for v in seen[0])   # asked at whole (P, n)
+
+
+def test_compare_to_measured_records_the_path_and_what_a_library_algorithm_is_priced_as():
+    from ccbench.analysis.predict import NativeModel
+
+    native_ring = NativeModel("allreduce", "native:ring", lambda P, n: ((RING,), ""))
+    reg = {"allreduce": {"ring": RING, "native:ring": native_ring}}
+    rows = [dict(collective="allreduce", algorithm=name, nranks=16, nbytes=2048, median_s=1e-5)
+            for name in ("ring", "native:ring")]
+    got = {c.algorithm: (c.path, c.modelled_as) for c in compare_to_measured(rows, PARAMS, algorithms=reg)}
+    # the library's algorithm takes the library's ("mpi") path and is priced as the textbook ring;
+    # the hand-written ring takes numpy's and is priced as itself (no description)
+    assert got == {"ring": ("numpy", ""), "native:ring": ("mpi", "ring")}
+
+
+def test_compare_to_measured_skips_cases_without_a_model_and_goes_on():
+    from ccbench.analysis.predict import NativeModel
+
+    # a library algorithm with no textbook equivalent at 2048 B, recursive doubling at 12 ranks (not a
+    # power of two): neither has a prediction there, so neither gets a check, and the rows after them still do
+    small_only = NativeModel("allreduce", "native",
+                             lambda P, n: ((RING,), "") if n < 1024 else ((), "not modelled: large"), selected=True)
+    reg = {"allreduce": {"ring": RING, "recursive_doubling": RECDBL, "native": small_only}}
+    rows = [dict(collective="allreduce", algorithm=a, nranks=P, nbytes=n, median_s=1e-5)
+            for a, P, n in (("native", 16, 2048), ("recursive_doubling", 12, 64), ("native", 16, 64),
+                            ("ring", 12, 64), ("recursive_doubling", 16, 64))]
+    got = [(c.algorithm, c.nranks, c.nbytes) for c in compare_to_measured(rows, PARAMS, algorithms=reg)]
+    assert got == [("native", 16, 64), ("ring", 12, 64), ("recursive_doubling", 16, 64)]

@@ -794,3 +794,42 @@ def test_planning_edges():
     assert launches_for_budget(0.5, 1, 0.0, 0.1) == 5               # no fixed cost: 0.5 / 0.1
     assert launches_for_budget(10.0, 10, 0.5, 0.01) == 16           # 10 / 0.6 = 16.7
     assert launches_for_budget(10.0, 10, 0.5, 0.0) == 20            # samples free: 10 / 0.5
+
+
+@pytest.mark.parametrize("block, size, per_call", [
+    (10, 8, [1] * 12),      # 10 // 8 = 1 resample of 8 values per block (2 would hold 16 > 10)
+    (20, 8, [2] * 6),       # 20 // 8 = 2 per block: 12 replicates in 6 blocks
+    (20, 25, [1] * 12),     # a resample larger than the bound still goes alone, never in pairs
+    (50, 8, [6, 6]),        # 50 // 8 = 6 per block
+])
+def test_resamples_are_drawn_in_blocks_of_at_most_the_bound(monkeypatch, block, size, per_call):
+    # the one-launch percentile bootstrap of a non-median statistic draws its 12 resamples in blocks
+    # of floor(bound / n) rows (at least one), so that no block holds more values than the bound allows
+    monkeypatch.setattr(replication, "_BLOCK_VALUES", block)
+    rows = []
+
+    def smallest(a, axis=None):
+        if a.ndim == 2:     # a block of resamples (the estimate's own call gets the 1-D launch)
+            rows.append(a.shape[0])
+            assert a.shape[1] == size
+        return np.min(a, axis=axis)
+
+    x = np.arange(1.0, size + 1.0)
+    ci = hierarchical_bootstrap_ci([x], stat=smallest, n_boot=12)
+    assert rows == per_call
+    assert ci.estimate_s == 1.0
+
+
+def test_t_at_exactly_1e7_degrees_of_freedom_is_still_student_s():
+    # the normal shortcut is for MORE than 1e7 df; at 1e7 the quantile is Student's, above z by the
+    # first Cornish-Fisher term (z^3 + z) / (4 nu) = 2.3723e-7 (A&S 26.7.5; the next term is ~3e-14)
+    excess = (Z975 ** 3 + Z975) / (4 * 1e7)
+    assert student_t_quantile(0.975, 1e7) - Z975 == pytest.approx(excess, rel=0.01)
+    assert student_t_quantile(0.975, 1e7 * (1 + 1e-15)) == pytest.approx(Z975, rel=1e-15)
+
+
+def test_t_median_needs_positive_degrees_of_freedom():
+    # p = 0.5 is 0 for every df > 0, but df = 0 is refused before that shortcut, as for every other p
+    for p in (0.5, 0.975):
+        with pytest.raises(ValueError, match=r"^degrees of freedom must be > 0, got 0$"):
+            student_t_quantile(p, 0)

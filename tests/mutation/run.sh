@@ -21,7 +21,12 @@
 #   ccbench/core/stats.py          371 mutants, 1 to 1.5 min
 #   ccbench/measure/timing.py      275 mutants, 6 min (its hanging mutants end as timeouts)
 #   ccbench/analysis/compare.py    556 mutants, about 15 min
-#   ccbench/analysis/tune.py, ccbench/store/run.py, ccbench/analysis/predict.py: not timed yet
+# with JOBS=1 beside another test run on the same 2 cores:
+#   ccbench/store/launches.py      164 mutants, 69 s
+#   ccbench/core/replication.py    1403 mutants, over 33 min (stopped at 1227: mutants of the incomplete
+#                                  beta function's continued fraction stop converging and run into timeouts)
+#   ccbench/analysis/predict.py    1590 mutants, 11.5 min
+#   ccbench/analysis/tune.py, ccbench/store/run.py: not timed yet
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
