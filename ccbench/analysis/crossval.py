@@ -22,7 +22,7 @@ import numpy as np
 
 from ccbench.analysis.fit import N_BOOT, _jsonable
 from ccbench.analysis.predict import _unmodelled, _unsupported, path_of, predict
-from ccbench.analysis.runs import PARAM_SETS, param_sets, run_models
+from ccbench.analysis.runs import PARAM_SETS, choose_params, param_sets, run_models
 from ccbench.core.errors import UsageError
 from ccbench.store.results import resolve_run
 from ccbench.store.run import load_run
@@ -126,13 +126,8 @@ def cross_validate(small_runs: Iterable, large_run, results_dir="results", *, wh
         meta["ranks_per_node"] = lmeta["ranks_per_node"]
     models, unmodelled = run_models(rows + target, meta, notes)
     sets, chosen, why = param_sets(rows, meta, notes, models=models, n_boot=n_boot)
-    if which != "auto":
-        if which not in sets:
-            raise UsageError(f"the runs fitted on cannot give {which} parameters: "
-                             + next((n for n in notes if which in n), "they lack the rows those are fitted to"))
-        chosen, why = which, f"{which}: as asked"
-    if not chosen:
-        raise UsageError("the runs fitted on give no parameters: they need ping-pong or modelled collective rows")
+    chosen, why = choose_params(sets, chosen, why, which, notes, "the runs fitted on",
+                                "they need ping-pong or modelled collective rows")
     params = sets[chosen]
     ppn = lmeta.get("ranks_per_node") if (lmeta.get("nodes") or 1) > 1 else None
     cases, skipped = [], {}

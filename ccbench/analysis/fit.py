@@ -1023,6 +1023,22 @@ def _nnls_rel(X: np.ndarray, Y: np.ndarray, offset: np.ndarray | None = None) ->
     return best / scale
 
 
+def _bootstrap_rows(rows, fitted: np.ndarray, rel: np.ndarray, n_boot: int, rng) -> tuple:
+    """(bootstrap replicates of the rows' medians or None, how they were drawn) for a fit over `rows`.
+
+    Rows with their samples: each replicate resamples every row's samples (a row of several
+    launches resamples its launches, then samples within them: ``_boot_medians``); a row
+    without samples makes the whole fit resample its relative residuals instead.
+    """
+    samples = [_clean_samples(row_samples(r)) for r in rows]
+    if n_boot <= 0:
+        return None, "none"
+    if all(s is not None for s in samples):
+        blocks = any(isinstance(s, _Blocks) for s in samples)
+        return _boot_medians(samples, n_boot, rng), "launches, then samples" if blocks else "samples"
+    return _boot_residuals(fitted, rel, n_boot, rng), "residuals"
+
+
 def fit_joint(
     rows: Iterable[Mapping],
     *,
@@ -1061,17 +1077,7 @@ def fit_joint(
     theta[cols] = _nnls_rel(X[:, cols], y[None, :])[0]
     fitted = X[:, cols] @ theta[cols]
     rel = (y - fitted) / y
-    rng = np.random.default_rng(seed)
-    samples = [_clean_samples(row_samples(r)) for r in use]
-    method = "samples"
-    if n_boot <= 0:
-        Yb, method = None, "none"
-    elif all(s is not None for s in samples):
-        Yb = _boot_medians(samples, n_boot, rng)
-        if any(isinstance(s, _Blocks) for s in samples):
-            method = "launches, then samples"
-    else:
-        Yb, method = _boot_residuals(fitted, rel, n_boot, rng), "residuals"
+    Yb, method = _bootstrap_rows(use, fitted, rel, n_boot, np.random.default_rng(seed))
     cis = [None, None, None]
     if Yb is not None:
         tb = _nnls_rel(X[:, cols], Yb)
@@ -1136,17 +1142,7 @@ def fit_effective(
     theta = _nnls_rel(X, y[None, :], off)[0]
     fitted = X @ theta + off
     rel = (y - fitted) / y
-    rng = np.random.default_rng(seed)
-    samples = [_clean_samples(row_samples(rows[i])) for i in keep]
-    method = "samples"
-    if n_boot <= 0:
-        Yb, method = None, "none"
-    elif all(s is not None for s in samples):
-        Yb = _boot_medians(samples, n_boot, rng)
-        if any(isinstance(s, _Blocks) for s in samples):
-            method = "launches, then samples"
-    else:
-        Yb, method = _boot_residuals(fitted, rel, n_boot, rng), "residuals"
+    Yb, method = _bootstrap_rows([rows[i] for i in keep], fitted, rel, n_boot, np.random.default_rng(seed))
     cis = [None, None]
     if Yb is not None:
         tb = _nnls_rel(X, Yb, off)

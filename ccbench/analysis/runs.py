@@ -460,6 +460,23 @@ def intra_node_params(run_path, results_dir: str, ranks_per_node: int, *,
     return params.alpha_s, max(mem_beta, pp_beta), text
 
 
+def choose_params(sets: Mapping, chosen: str | None, why: str, which: str, notes: list[str], subject: str,
+                  remedy: str) -> tuple[str, str]:
+    """(the parameter set to use, why): `which` as asked, else `param_sets`' choice; a usage error where none fits.
+
+    `subject` names what was fitted ("run 'x'", "the runs fitted on") in the messages;
+    `remedy` says what would give parameters when none can be had.
+    """
+    if which != "auto":
+        if which not in sets:
+            raise UsageError(f"{subject} cannot give {which} parameters: "
+                             + next((n for n in notes if which in n), "the rows they are fitted to are missing"))
+        return which, f"{which}: as asked"
+    if not chosen:
+        raise UsageError(f"no parameters from {subject}: {remedy}")
+    return chosen, why
+
+
 def run_params(run_path, results_dir="results", which: str = "auto", *, n_boot: int = N_BOOT) -> dict:
     """The parameters of a stored run to predict with: {params, name, why, path, models, notes}.
 
@@ -476,13 +493,8 @@ def run_params(run_path, results_dir="results", which: str = "auto", *, n_boot: 
     notes: list[str] = []
     models, _ = run_models(rows, meta, notes)
     sets, chosen, why = param_sets(rows, meta, notes, models=models, n_boot=n_boot)
-    if which != "auto":
-        if which not in sets:
-            raise UsageError(f"run {path.name!r} cannot give {which} parameters: "
-                             + next((n for n in notes if which in n), "it lacks the rows they are fitted to"))
-        chosen, why = which, f"{which}: as asked"
-    if not chosen:
-        raise UsageError(f"run {path.name!r} gives no parameters: measure pingpong in it, or give --alpha and --beta")
+    chosen, why = choose_params(sets, chosen, why, which, notes, f"run {path.name!r}",
+                                "measure pingpong in it, or give --alpha and --beta")
     library = library_of_vendor(str(meta.get("mpi_vendor") or meta.get("mpi_library") or ""))
     tree = _selection_tree(library, meta, notes)
     pred_models, _ = model_registry(library, selection_tree=tree, ranks_per_node=_ranks_per_node(meta),
