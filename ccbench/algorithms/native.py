@@ -9,7 +9,7 @@ import inspect
 
 from ccbench.algorithms.registry import register
 
-__all__ = ["direct_call"]
+__all__ = ["call_of", "direct_call"]
 
 _MPI_OPS: dict = {}
 
@@ -128,3 +128,13 @@ def direct_call(collective: str, fn, comm, *args, **kwargs):
     bound.apply_defaults()
     values = [_op(bound.arguments[n]) if n == "op" else bound.arguments[n] for n in names]
     return functools.partial(getattr(comm, method), *values) if values else getattr(comm, method)
+
+
+def call_of(collective: str, fn, comm, *args, **kwargs):
+    """What a timing loop calls for `fn(comm, *args, **kwargs)`: the bound mpi4py method (``direct_call``)
+    where there is one, else the function with its arguments bound (hand-written algorithms, ping-pong).
+
+    The sweep times it and the harness floor (``ccbench.measure.gamma.harness_floor``) times its
+    zero-count form, so the floor is the cost of the very path the cases pay.
+    """
+    return direct_call(collective, fn, comm, *args, **kwargs) or functools.partial(fn, comm, *args, **kwargs)

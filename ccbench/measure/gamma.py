@@ -123,6 +123,7 @@ def harness_floor(comm, collectives, settings) -> dict:
     from mpi4py import MPI
 
     from ccbench.algorithms import REGISTRY
+    from ccbench.algorithms.native import call_of
     from ccbench.core.collectives import COLLECTIVES
     from ccbench.measure.timing import measure
 
@@ -135,8 +136,8 @@ def harness_floor(comm, collectives, settings) -> dict:
             continue
         bufs = COLLECTIVES[coll].make_buffers(0, comm.Get_size(), comm.Get_rank(), DTYPES["float32"], "sum", 0,
                                               False, MPI.IN_PLACE)
-        call = REGISTRY[coll]["native"].fn
-        samples, _ = measure(comm, lambda c=call, b=bufs: c(comm, *b.args, **b.kwargs), quick)
+        call = call_of(coll, REGISTRY[coll]["native"].fn, comm, *bufs.args, **bufs.kwargs)  # as run_case times it
+        samples, _ = measure(comm, call, quick)
         if coll == "pingpong":
             samples = samples / 2  # one way, as the ping-pong rows are
         out["zero_count_s"][coll] = float(np.median(samples))

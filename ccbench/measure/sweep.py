@@ -4,7 +4,6 @@ The run directory, signals, --resume, the watchdog, fault injection and progress
 session layer's (`ccbench.measure.session`), shared with the workload driver.
 """
 
-import functools
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ccbench.algorithms import REGISTRY
-from ccbench.algorithms.native import direct_call
+from ccbench.algorithms.native import call_of
 from ccbench.algorithms.native_variants import (
     NotApplicableError,
     check_environment,
@@ -93,8 +92,7 @@ def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e
     # node communicators (hierarchical) are made once, not once per case
     target = comm if alg.native else counted(comm)
     # native: the bound mpi4py method itself (no Python frame inside the timed region)
-    call = ((direct_call(case.collective, alg.fn, target, *bufs.args, **bufs.kwargs) if alg.native else None)
-            or functools.partial(alg.fn, target, *bufs.args, **bufs.kwargs))
+    call = call_of(case.collective, alg.fn, target, *bufs.args, **bufs.kwargs)
     bufs.fill()
     library = current_library() if alg.settings else None
     if alg.settings:  # a forced algorithm of the library: NotApplicableError where it refuses the call
