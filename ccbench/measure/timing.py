@@ -208,25 +208,26 @@ def measure(comm, call: "Callable[[], object] | Sampler", s: TimingSettings,
     while True:
         if sampler is not None:  # every sample up to the next check in one compiled call
             sampler.take(local, n, check, k, window is not None, gap, window.offset if window else 0.0)
-            n = check - 1  # the n += 1 below makes it `check`
-        elif window is None:
-            barrier()
-            t0 = now()
-            if k == 1:  # per call: nothing but the call between the two clock reads
-                call()
+            n = check
+        else:
+            if window is None:
+                barrier()
+                t0 = now()
+                if k == 1:  # per call: nothing but the call between the two clock reads
+                    call()
+                else:
+                    for _ in range(k):
+                        call()
+                local[n] = (now() - t0) / k
             else:
+                # everyone starts at the agreed instant; the sample spans from it to the end
+                start = window.start_after(gap)
+                while now() < start:
+                    pass
                 for _ in range(k):
                     call()
-            local[n] = (now() - t0) / k
-        else:
-            # everyone starts at the agreed instant; the sample spans from it to the end
-            start = window.start_after(gap)
-            while now() < start:
-                pass
-            for _ in range(k):
-                call()
-            local[n] = (now() - start) / k
-        n += 1
+                local[n] = (now() - start) / k
+            n += 1
         if n < check:
             continue
         # one reduction per batch: maxima of the new samples + elapsed time
