@@ -153,6 +153,22 @@ def test_timing_modes_and_a_fixed_count():
             load_config(None, bad)
 
 
+def test_rounds_split_a_launch_s_samples_and_budget_between_the_visits():
+    """--rounds R: each visit of a case gets 1/R of the launch's budget and sample counts (rounded up)."""
+    cfg = load_config(None, {"rounds": 4, "launches": 2, "budget_s": 2.0, "min_reps": 20, "max_reps": 1000})
+    assert cfg.rounds == 4 and cfg.to_dict()["rounds"] == 4
+    visit = cfg.per_launch().per_round()
+    assert (visit.budget_s, visit.min_reps, visit.max_reps) == (0.25, 5, 125)
+    assert load_config(None, {"rounds": 3, "min_reps": 20, "max_reps": 20}).per_round().max_reps == 7
+    assert load_config(None, {"rounds": 3, "iterations": 100}).per_round().iterations == 34
+    one = load_config(None, {})
+    assert one.rounds == 1 and one.per_round() is one
+    for bad, msg in (({"rounds": 0}, "outside 1..100"), ({"rounds": 101}, "outside 1..100"),
+                     ({"rounds": 1.5}, "an integer")):
+        with pytest.raises(UsageError, match=msg):
+            load_config(None, bad)
+
+
 def test_all_beside_named_algorithms_is_every_unforced_one_plus_those():
     """`-a all,native:all`: every algorithm but the forced variants, plus the variants; `all` keeps skipping
     what cannot run at this rank count instead of refusing it."""

@@ -63,3 +63,26 @@ def test_a_run_stored_before_the_replication_keys_still_resumes(tmp_path):
     r = _launch("--resume", str(run))
     assert r.returncode == 0, r.stderr[-2000:]
     assert load_run(run)[1] == before  # every case was finished: nothing added, nothing lost
+
+
+def test_rounds_reach_every_launch_and_an_interrupted_launch_measures_its_unfinished_cases_again(tmp_path):
+    """--rounds 2 --launches 2: a launch that dies in its first round has no case whose every round finished,
+    so it stores none; --resume measures them again, both rounds, and every launch's rows have both rounds'
+    samples (each visit at least ceil(min_reps / 2))."""
+    env = dict(os.environ, CCBENCH_FAULT="exit:1:allreduce/native:64")
+    args = ("-C", "allreduce", "-a", "native,ring", "-s", "8,64", "--rounds", "2", "--min-reps", "6",
+            "--max-reps", "6", "--budget", "0.05", "--seed", "3")
+    r = _launch(*args, "--launches", "2", "--results-dir", str(tmp_path), env=env)
+    assert r.returncode != 0
+    (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["status"] == "failed" and meta["config"]["rounds"] == 2
+    assert load_run(run)[1] == []  # nothing finished both rounds before 64 B's first visit
+    r = _launch("--resume", str(run))
+    assert r.returncode == 0, r.stderr[-2000:]
+    meta, rows, _ = load_run(run)
+    assert meta["status"] == "complete" and len(rows) == 4
+    assert all(x.launches == (1, 2) and x.launch_samples == (6, 6) and x.ok for x in rows)  # 3 + 3 per launch
+    for p in meta["parts"]:
+        part = json.loads((run / p["dir"] / "run.json").read_text())
+        assert part["config"]["rounds"] == 2 and part["rounds"] == 2 and part["config"]["min_reps"] == 6

@@ -138,6 +138,26 @@ class _OneRank:
         return value
 
 
+def test_rounds_of_a_launch_start_with_its_order_then_draw_their_own_from_its_seed():
+    from ccbench.measure.session import launch_order, round_orders
+
+    items = [(size, alg) for size in (8, 64, 512) for alg in "abc"]
+    block = lambda it: it[0]  # noqa: E731 - the algorithms of one size stay back to back
+    order, rec = launch_order(_OneRank(), items, "shuffled", 5, 2, block=block)
+    rounds = round_orders(order, rec, 3, block)
+    assert len(rounds) == 3 and rounds[0] == order and all(sorted(r) == sorted(items) for r in rounds)
+    assert rounds[1] != rounds[0] and rounds[2] != rounds[1]
+    for r in rounds:  # every round keeps the blocks whole
+        sizes = [size for size, _ in r]
+        assert all(sizes[i] == sizes[i - i % 3] for i in range(len(sizes)))
+    assert round_orders(order, rec, 3, block) == rounds               # a resumed launch repeats its rounds
+    other, rec2 = launch_order(_OneRank(), items, "shuffled", 5, 3, block=block)
+    assert round_orders(other, rec2, 3, block)[1] != rounds[1]       # another launch draws other rounds
+    planned, prec = launch_order(_OneRank(), items, "planned", 5, 1)
+    assert round_orders(planned, prec, 2) == [items, items]
+    assert round_orders(order, rec, 1) == [order]
+
+
 def test_launch_order_is_a_seeded_permutation_per_launch_and_resumes_in_its_own_order():
     from ccbench.measure.session import launch_order
 

@@ -677,3 +677,42 @@ def test_target_rse_of_zero_is_reached_by_identical_samples():
     world = World(2, lambda rank, k: 100)
     samples, stop = measure_world(world, settings(min_reps=5, max_reps=50, target_rse=0.0))
     assert (samples, stop) == ([100] * 5, "target_rse")
+
+
+# -- rounds: a case visited several times is one row of all its visits' samples ----------------
+
+def test_a_case_visited_in_two_rounds_is_one_row_of_both_visits(stand_in_ops):
+    """An allreduce of 40 ticks, visited twice; the second visit is slowed by 32 ticks on rank 0 (its calls
+    take 40 + 32 + 1, rank 1's 40): the row holds both visits' samples in order, OSU's per-rank means span
+    both visits, the row is flagged slowed, and the stop reason is the visits' own."""
+    world = World(2, reduce=40)
+    case = Case("allreduce", "native", 64, 16, "float32", "sum", False, 0)
+    fault = Fault("slow", 0, "allreduce/native", delay_s=32 * TICK)
+
+    def body(comm):
+        s = settings(min_reps=6, max_reps=6)
+        visits = [sweep.visit_case(comm, case, s, fault=f, clock=comm.Wtime) for f in (None, fault)]
+        return visits, sweep.case_row(comm, case, visits, s, min_reps=12)
+
+    out = run(world, body)
+    rows = [row for _, row in out]
+    assert all(r == rows[0] for r in rows)
+    row = rows[0]
+    assert [x / TICK for x in row.samples_s] == [40] * 6 + [73] * 6
+    assert row.samples == 12 and row.median_s == 56.5 * TICK and row.stop_reason == "max_reps"
+    # each rank's own mean over its 12 calls: rank 0 (40 x 6 + 73 x 6) / 12 = 56.5, rank 1 40
+    assert (row.rank_mean_min_s / TICK, row.rank_mean_avg_s / TICK, row.rank_mean_max_s / TICK) == (40, 48.25, 56.5)
+    assert [len(v.local) for v in out[0][0]] == [6, 6] and row.nwrong == 0 and SLOWED in row.flags
+    assert [v.slow for v in out[0][0]] == [False, True]
+    # one visit made into a row is what run_case gives
+    one = _allreduce_rows(World(2, reduce=40), None)
+    assert one.samples_s == (40 * TICK,) * 6 and one.rank_mean_max_s == 40 * TICK
+
+
+def test_the_stop_reason_of_several_visits_is_the_most_common_the_last_on_a_tie():
+    def visits(*stops):
+        return [sweep.Visit(np.zeros(1), s, np.zeros(1), 0, (0,) * 7, False, False, {}) for s in stops]
+
+    assert sweep._stop_of(visits("budget", "max_reps", "budget")) == "budget"
+    assert sweep._stop_of(visits("budget", "target_rse")) == "target_rse"
+    assert sweep._stop_of(visits("max_reps")) == "max_reps"

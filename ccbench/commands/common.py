@@ -77,6 +77,10 @@ SWEEP_OPTIONS = [
     click.option("--launches", type=int,
                  help="Separate launches of the whole plan, merged into one run (default 1; ccbench launch). "
                       "The launch is the unit of replication: comparisons need 3 or more."),
+    click.option("--rounds", type=int,
+                 help="Visits of every case within each launch, each round in a fresh shuffled order with 1/R of "
+                      "the samples (default 1). Averages out drift within a launch: use 4 or more to compare "
+                      "algorithms inside one run."),
     click.option("--order", type=click.Choice(["shuffled", "planned"]),
                  help="Case order within a launch: shuffled (default, seeded, recorded) or as planned."),
     click.option("--seed", type=int, help="Seed of the shuffled case order (default: drawn and recorded)."),
@@ -87,7 +91,7 @@ SWEEP_OPTIONS = [
 ]
 CONFIG_KEYS = ("collectives", "algorithms", "sizes", "dtypes", "ops", "in_place", "root", "warmup",
                 "min_reps", "max_reps", "target_rse", "budget_s", "sync", "thread_level", "results_dir",
-                "watchdog_s", "launches", "order", "seed", "timing", "iterations", "bind", "loop")
+                "watchdog_s", "launches", "rounds", "order", "seed", "timing", "iterations", "bind", "loop")
 
 
 def sweep_options(fn):

@@ -32,6 +32,7 @@ BINDINGS = ("auto", "core", "socket", "none")
 #: (`ccbench.measure.compiled`; an error where it cannot be built), or the C loop where it can be built
 LOOPS = ("python", "compiled", "auto")
 MAX_LAUNCHES = 1000
+MAX_ROUNDS = 100
 WORKLOAD_PREFIX = "workload-"  # shipped workload configs are named workload-<kind>.toml
 
 
@@ -58,6 +59,9 @@ class Config:
     # replication: launches of the whole plan (the launch is the unit of replication), the
     # order of the cases within each launch, and the seed of that order (None: drawn per run)
     launches: int = 1
+    # rounds within each launch: every case is visited this many times, each visit in a freshly
+    # shuffled order taking 1/rounds of its samples and budget (``per_round``)
+    rounds: int = 1
     order: str = "shuffled"
     seed: int | None = None
     bind: str = "auto"  # how the launcher binds the ranks (ccbench launch applies it)
@@ -92,6 +96,28 @@ class Config:
         its = None if self.iterations is None else -(-self.iterations // k)
         return dataclasses.replace(self, budget_s=self.budget_s / k,
                                    max_reps=max(self.min_reps, -(-self.max_reps // k)), iterations=its)
+
+    def per_round(self) -> "Config":
+        """What one visit of a case runs when a launch visits every case `rounds` times.
+
+        Each visit gets budget_s / R, ceil(min_reps / R) and ceil(max_reps / R) samples (a
+        fixed ``iterations`` count split the same way) and its own warm-up, so R rounds cost
+        about what one did.  Why: the time of a call drifts within a launch on scales of tens
+        of milliseconds (measured here: the log ratio of two algorithms' medians, each over 20
+        consecutive calls, varied by an SD of 0.06-0.27 from one visit to the next within one
+        launch, while its mean over 12 visits varied by 0.02-0.04 between launches), so one
+        block of consecutive samples per case is one draw of that drift, whatever its length.
+        Visiting the cases in several randomly ordered rounds averages it out: randomized
+        multiple interleaved trials (Abedi & Brecht, "Conducting repeatable experiments in
+        highly variable cloud computing environments", ICPE 2017).
+        """
+        r = self.rounds
+        if r == 1:
+            return self
+        lo = -(-self.min_reps // r)
+        its = None if self.iterations is None else -(-self.iterations // r)
+        return dataclasses.replace(self, budget_s=self.budget_s / r, min_reps=lo,
+                                   max_reps=max(lo, -(-self.max_reps // r)), iterations=its)
 
 
 _LIST_KEYS = ("collectives", "algorithms", "dtypes", "ops")
@@ -201,6 +227,8 @@ def resolve(values: dict) -> Config:
             out[key] = _path(key, value)
         elif key == "launches":
             out[key] = _number(key, value, int, 1, MAX_LAUNCHES)
+        elif key == "rounds":
+            out[key] = _number(key, value, int, 1, MAX_ROUNDS)
         elif key == "seed":
             out[key] = None if value is None else _number(key, value, int, 0, 2**32 - 1)
         elif key == "order":

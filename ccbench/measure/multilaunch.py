@@ -300,4 +300,4 @@ def launch_parts(rep: Replication, kw: dict, command_for, env: dict, run_launche
 #: Sweep settings every launch is given explicitly (from the resolved configuration, so a
 #: resumed run's launches get the stored values, not the command line's).
 _CARRIED = ("in_place", "root", "warmup", "min_reps", "max_reps", "target_rse", "budget_s", "sync", "thread_level",
-            "watchdog_s", "bind", "timing", "iterations", "loop")
+            "watchdog_s", "bind", "timing", "iterations", "loop", "rounds")

@@ -77,12 +77,37 @@ def launch_order(comm, items: list, order: str, seed: int | None, launch: int | 
     if block is None:
         return [items[i] for i in rng.permutation(len(items))], {"order": "shuffled", "order_seed": chosen,
                                                                  "launch": launch}
+    return _block_permutation(rng, items, block), {"order": "shuffled", "order_seed": chosen, "order_blocks": True,
+                                                   "launch": launch}
+
+
+def _block_permutation(rng, items: list, block) -> list:
+    """The blocks of `items` in a random order, the items of each block back to back in a random order."""
     groups: dict = {}
     for it in items:
         groups.setdefault(block(it), []).append(it)
     blocks = list(groups.values())
-    out = [blk[i] for b in rng.permutation(len(blocks)) for blk in (blocks[b],) for i in rng.permutation(len(blk))]
-    return out, {"order": "shuffled", "order_seed": chosen, "order_blocks": True, "launch": launch}
+    return [blk[i] for b in rng.permutation(len(blocks)) for blk in (blocks[b],) for i in rng.permutation(len(blk))]
+
+
+def round_orders(items: list, record: dict, rounds: int, block=None) -> list[list]:
+    """The order of each of `rounds` visits of `items` within one launch; the first is `items` itself.
+
+    `items` is the launch's order and `record` its ``launch_order`` record.  A planned order
+    repeats each round; a shuffled one draws round r's permutation (blocks kept, as
+    ``launch_order``) from PCG64 seeded with (the launch's seed, r), so the rounds of every
+    launch differ and a resumed launch repeats them.  Randomised rounds are what Abedi &
+    Brecht's "randomized multiple interleaved trials" prescribe (ICPE 2017).
+    """
+    out = [list(items)]
+    for r in range(2, rounds + 1):
+        if record.get("order") != "shuffled":
+            out.append(list(items))
+            continue
+        rng = np.random.default_rng([int(record["order_seed"]), r])
+        out.append([items[i] for i in rng.permutation(len(items))] if block is None
+                   else _block_permutation(rng, items, block))
+    return out
 
 
 def check_launch(comm) -> None:

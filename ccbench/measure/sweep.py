@@ -5,7 +5,9 @@ session layer's (`ccbench.measure.session`), shared with the workload driver.
 """
 
 import time
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -40,11 +42,12 @@ from ccbench.measure.session import (
     open_run_dir,
     read_fault,
     require_memory,
+    round_orders,
 )
-from ccbench.measure.timing import TimingSettings, measure, timer_resolution_s
+from ccbench.measure.timing import TimingSettings, measure, rank_means, timer_resolution_s
 from ccbench.store.results import Row, RunWriter, new_run_dir
 
-__all__ = ["run_case", "run_sweep"]
+__all__ = ["Visit", "case_row", "run_case", "run_sweep", "visit_case"]
 
 
 def _check_memory(cases: list[Case], local_ranks: int) -> None:
@@ -71,9 +74,24 @@ def _check_sync(sync: str, local_ranks: int) -> None:
                          "use --sync barrier")
 
 
-def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e-9, *, fault: Fault | None = None,
-             clock: Callable[[], float] | None = None, loop=None) -> Row:
-    """Measure and validate one case on every rank of `comm`; return its row (same on all ranks).
+@dataclass
+class Visit:
+    """One visit of a case: its samples and what its validation found (the same on every rank but `local`)."""
+
+    samples: np.ndarray             # per-sample maximum over ranks, seconds
+    stop: str                       # what ended the sampling
+    local: np.ndarray               # this rank's own call times (OSU's and IMB's per-rank statistics)
+    nwrong: int                     # wrong elements over all ranks in the validating call
+    traffic: tuple                  # msgs_total, bytes_total, msgs_max, bytes_max, steps_max, step_bytes_max,
+    #                                 reduced_bytes_max (hand-written algorithms; zeros for native)
+    slow: bool                      # a ``slow`` fault was aimed at the case
+    compiled: bool                  # timed and validated by the compiled loop
+    settings: dict                  # the forced variant's settings (``variant_settings``)
+
+
+def visit_case(comm, case: Case, settings: TimingSettings, *, fault: Fault | None = None,
+               clock: Callable[[], float] | None = None, loop=None) -> Visit:
+    """Measure and validate one case on every rank of `comm`, once: a `Visit` (``run_case`` makes the row).
 
     A ``slow`` `fault` aimed at the case makes its timed calls longer on the fault's ranks
     (``Fault.slowed``; validation runs the plain call) and flags the row ``SLOWED``.
@@ -101,11 +119,8 @@ def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e
     timed = fault.slowed(call, clock or time.perf_counter) if slow and fault.on(rank) else call
     kernel = (loop.kernel(comm, case.collective, case.count, bufs.args, bufs.kwargs)
               if loop is not None and alg.native and not slow else None)
-    per_rank: dict = {}
-    samples, stop = measure(comm, timed if kernel is None else kernel, settings, clock=clock, per_rank=per_rank)
-    if case.collective == "pingpong":
-        samples = samples / 2  # one-way time is half the round trip
-        per_rank = {k: v / 2 for k, v in per_rank.items()}
+    local: list = []
+    samples, stop = measure(comm, timed if kernel is None else kernel, settings, clock=clock, local_out=local)
     # validation: fresh inputs, poisoned outputs, one more call, exact comparison;
     # the traffic of that call is the traffic of one call
     bufs.fill()
@@ -115,17 +130,46 @@ def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e
     (call if kernel is None else kernel.call)()  # validate what was timed
     c = target.counts.as_tuple() if not alg.native else (0,) * 7
     # c: msgs_sent, bytes_sent, msgs_recv, bytes_recv, steps, step_bytes, reduced_bytes
-    local = np.array([bufs.nwrong(), c[0], c[1]], dtype=np.int64)
-    total = np.empty_like(local)
-    comm.Allreduce(local, total, MPI.SUM)
+    total = np.array([bufs.nwrong(), c[0], c[1]], dtype=np.int64)
+    comm.Allreduce(MPI.IN_PLACE, total, MPI.SUM)
     mx = np.array([c[0], c[1], c[4], c[5], c[6]], dtype=np.int64)
     comm.Allreduce(MPI.IN_PLACE, mx, MPI.MAX)
-    s = summarize(samples, timer_resolution_s=timer_res_s, min_samples=settings.min_reps)
+    return Visit(samples, stop, local[0], int(total[0]), (int(total[1]), int(total[2]), *(int(v) for v in mx)),
+                 slow, kernel is not None, variant_settings(alg, library))
+
+
+def _stop_of(visits: list[Visit]) -> str:
+    """The stop reason of a case visited several times: the one most of its visits ended on (the last on a tie)."""
+    counts = Counter(v.stop for v in visits)
+    top = max(counts.values())
+    return next(v.stop for v in reversed(visits) if counts[v.stop] == top)
+
+
+def case_row(comm, case: Case, visits: list[Visit], settings: TimingSettings, timer_res_s: float = 1e-9, *,
+             min_reps: int | None = None) -> Row:
+    """The row of a case from its visits (one, or one per round), on every rank.
+
+    The samples of the visits are taken together, in the order they were taken; each rank's
+    own call times likewise for OSU's per-rank means (``rank_means``: one collective, so every
+    rank calls this at the same point).  `settings` are the visits' timing settings; `min_reps`
+    the case's minimum over all its visits (default: ``settings.min_reps``).
+    """
+    P = comm.Get_size()
+    coll = COLLECTIVES[case.collective]
+    native = REGISTRY[case.collective][case.algorithm].native
+    samples = np.concatenate([v.samples for v in visits])
+    per_rank = rank_means(comm, np.concatenate([v.local for v in visits]))
+    if case.collective == "pingpong":
+        samples = samples / 2  # one-way time is half the round trip
+        per_rank = {k: v / 2 for k, v in per_rank.items()}
+    last = visits[-1]
+    s = summarize(samples, timer_resolution_s=timer_res_s,
+                  min_samples=settings.min_reps if min_reps is None else min_reps)
     algbw = case.nbytes / s.median_s / 1e9 if s.median_s > 0 else 0.0
-
-    def traffic(value) -> int | None:  # traffic is counted for hand-written algorithms only
-        return None if alg.native else int(value)
-
+    # traffic is counted for hand-written algorithms only; every visit validates the same call
+    msgs_total, bytes_total, msgs_max, bytes_max, steps_max, step_bytes_max, reduced_max = (
+        (None,) * 7 if native else last.traffic)
+    slow = any(v.slow for v in visits)
     return Row(
         collective=case.collective, algorithm=case.algorithm, nbytes=case.nbytes,
         count=case.count, dtype=case.dtype, op=case.op, in_place=case.in_place, root=case.root,
@@ -133,16 +177,24 @@ def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e
         p95_s=s.p95_s, p99_s=s.p99_s, max_s=s.max_s, stddev_s=s.stddev_s,
         ci_low_s=s.ci_low_s, ci_high_s=s.ci_high_s, algbw_gbs=algbw,
         busbw_gbs=algbw * coll.busbw_factor(P),
-        msgs_max=traffic(mx[0]), bytes_max=traffic(mx[1]),
-        msgs_total=traffic(total[1]), bytes_total=traffic(total[2]),
-        steps_max=traffic(mx[2]), step_bytes_max=traffic(mx[3]),
-        reduced_bytes_max=traffic(mx[4]),
-        nwrong=int(total[0]), stop_reason=stop, sync=settings.sync, flags=tuple(s.flags) + ((SLOWED,) if slow else ()),
-        settings=variant_settings(alg, library),
+        msgs_max=msgs_max, bytes_max=bytes_max, msgs_total=msgs_total, bytes_total=bytes_total,
+        steps_max=steps_max, step_bytes_max=step_bytes_max, reduced_bytes_max=reduced_max,
+        nwrong=sum(v.nwrong for v in visits), stop_reason=_stop_of(visits), sync=settings.sync,
+        flags=tuple(s.flags) + ((SLOWED,) if slow else ()), settings=last.settings,
         samples_s=tuple(float(x) for x in samples),
         timing="per-call" if settings.batch == 1 else f"batched:{settings.batch}",
-        p90_s=float(np.percentile(samples, 90)), **per_rank, loop="python" if kernel is None else "compiled",
+        p90_s=float(np.percentile(samples, 90)), **per_rank, loop="compiled" if last.compiled else "python",
     )
+
+
+def run_case(comm, case: Case, settings: TimingSettings, timer_res_s: float = 1e-9, *, fault: Fault | None = None,
+             clock: Callable[[], float] | None = None, loop=None) -> Row:
+    """Measure and validate one case on every rank of `comm`; return its row (same on all ranks).
+
+    One ``visit_case`` made into a row (``case_row``); see ``visit_case`` for `fault`, `clock` and `loop`.
+    """
+    visit = visit_case(comm, case, settings, fault=fault, clock=clock, loop=loop)
+    return case_row(comm, case, [visit], settings, timer_res_s)
 
 
 def _selection_record(library: str | None) -> dict:
@@ -193,7 +245,10 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     new rows are appended; it must have been made with the same configuration, rank count
     and MPI library.  `launch` is which of ``cfg.launches`` launches this is (``ccbench
     launch`` merges them): it runs ``cfg.per_launch()``'s share of the samples, in its own
-    order (``launch_order``).
+    order (``launch_order``).  With ``cfg.rounds`` R > 1 the launch visits every case R times,
+    each round in its own order (``round_orders``) with ``per_round()``'s share of the samples,
+    and stores a case's row when its last visit is done: an interrupted launch keeps the cases
+    whose every round finished, and ``--resume`` measures the others again, every round.
     """
 
     from mpi4py import MPI
@@ -213,6 +268,7 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     agree(comm, lambda: _check_sync(cfg.sync, nlocal))
     prov = collect(comm, cfg.to_dict(), thread, argv)
     settings = TimingSettings.from_config(cfg.per_launch())
+    visit_settings = TimingSettings.from_config(cfg.per_launch().per_round())
     timer_res = comm.allreduce(timer_resolution_s(), MPI.MAX)
     loop, loop_record = compiled.choose(comm, cfg.loop)  # before the run directory: --loop compiled may fail
 
@@ -220,8 +276,12 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
 
     stored_order = agree(comm, lambda: load_run(resume)[0] if resume is not None and rank == 0 else None)
     # the algorithms of one size run back to back (in a random order), sizes in a random order
+    block = lambda c: (c.collective, c.nbytes, c.dtype, c.op, c.in_place, c.root)  # noqa: E731
     cases, order = launch_order(comm, cases, cfg.order, cfg.seed, launch, comm.bcast(stored_order, root=0),
-                                block=lambda c: (c.collective, c.nbytes, c.dtype, c.op, c.in_place, c.root))
+                                block=block)
+    rounds = round_orders(cases, order, cfg.rounds, block)
+    if cfg.rounds > 1:
+        order["rounds"] = cfg.rounds
 
     pairs = sorted({(c.dtype, c.op) for c in cases if COLLECTIVES[c.collective].reduction})
 
@@ -250,8 +310,8 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     if writer is not None:
         writer.update(loop=loop_record)
     done = {tuple(key) for key, _ in finished}
-    cases = [c for c in cases if _case_key(c) not in done]
-    progress = Progress(len(cases), console) if rank == 0 and console is not None else None
+    visits = [(r, c) for r, cases_r in enumerate(rounds, 1) for c in cases_r if _case_key(c) not in done]
+    progress = Progress(len(visits), console) if rank == 0 and console is not None else None
     nwrong_cases = sum(not ok for _, ok in finished)
     session = Session(comm, writer, watchdog_s=cfg.watchdog_s, progress=progress, fault=fault)
     try:
@@ -266,20 +326,34 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
                      "memory_bandwidth": memory_bandwidth(comm)}
             if writer is not None:
                 writer.update(**extra, **_selection_record(library))
-        for case in cases:
+        taken: dict[tuple, list[Visit]] = {}  # the visits of each case so far (rounds > 1)
+        refused: set[tuple] = set()
+        for r, case in visits:
+            key = _case_key(case)
+            if key in refused:
+                continue
             if session.stop_requested():
                 break
-            session.start(case.label(), cfg.budget_s, f"{case.collective}/{case.algorithm}:{case.nbytes}")
+            label = case.label() + (f" (round {r}/{cfg.rounds})" if cfg.rounds > 1 else "")
+            session.start(label, visit_settings.budget_s, f"{case.collective}/{case.algorithm}:{case.nbytes}")
             try:
-                row = run_case(comm, case, settings, timer_res, fault=fault, loop=loop)
+                visit = visit_case(comm, case, visit_settings, fault=fault, loop=loop)
             except NotApplicableError as exc:  # the library refused a forced algorithm: no timing
                 _not_applicable(writer, progress, case, str(exc), P)
+                refused.add(key)
                 continue
+            taken.setdefault(key, []).append(visit)
+            if r < cfg.rounds:
+                if progress is not None:  # its figures are the row's, printed after the last round
+                    progress.done(label, f"{label}: done" + ("" if visit.nwrong == 0 else ", WRONG"),
+                                  visit.nwrong == 0)
+                continue
+            row = case_row(comm, case, taken.pop(key), visit_settings, timer_res, min_reps=settings.min_reps)
             nwrong_cases += not row.ok
             if writer is not None:
                 writer.append(row)
             if progress is not None:
-                progress.done(case.label(), _progress_line(case, row), row.ok)
+                progress.done(label, _progress_line(case, row), row.ok)
         session.finished()
     finally:
         session.close(failed_cases=nwrong_cases)

@@ -163,13 +163,14 @@ def rank_means(comm, local: np.ndarray) -> dict:
 
 
 def measure(comm, call: "Callable[[], object] | Sampler", s: TimingSettings,
-            clock: Callable[[], float] | None = None, per_rank: dict | None = None) -> tuple[np.ndarray, str]:
+            clock: Callable[[], float] | None = None, per_rank: dict | None = None,
+            local_out: list | None = None) -> tuple[np.ndarray, str]:
     """Time `call` on every rank of `comm`; return (per-sample max-over-ranks seconds, stop reason).
 
     `call` is a Python callable, or a compiled `Sampler` that takes the samples itself (with its
     own clock).  `clock` reads this rank's local time in seconds (default: time.perf_counter).  A
     `per_rank` dict is filled with ``rank_means`` of this rank's own call times (OSU's and IMB's
-    statistics).
+    statistics); `local_out`, a list, gets this rank's own call times appended (an array).
     """
     from mpi4py import MPI
 
@@ -243,6 +244,8 @@ def measure(comm, call: "Callable[[], object] | Sampler", s: TimingSettings,
         if stop is not None:
             if per_rank is not None:
                 per_rank.update(rank_means(comm, local[:n]))
+            if local_out is not None:
+                local_out.append(local[:n].copy())
             return samples[:n].copy(), stop
         # next check after ~25% more samples, but not past the budget's estimate
         per = elapsed / n

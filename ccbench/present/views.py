@@ -132,6 +132,10 @@ def sampling_line(cfg: dict, loop: dict | None = None) -> str:
         k = timing.partition(":")[2] or "10"
         parts.append(f"timing {timing}: each sample is {k} back-to-back calls between synchronisations, "
                      f"their time / {k} (IMB, nccl-tests style)")
+    rounds = cfg.get("rounds") or 1
+    if rounds > 1:
+        parts.append(f"each launch visited every case in {rounds} rounds, each in its own shuffled order "
+                     "(--rounds): a row's samples span the launch, not one stretch of it")
     if cfg.get("iterations"):
         parts.append(f"{cfg['iterations']} samples per case, fixed (OSU's -i), after {cfg.get('warmup', '?')} "
                      "untimed calls (-x)")
