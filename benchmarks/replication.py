@@ -1,6 +1,6 @@
 """False verdicts and power of run comparisons at K = 1, 3, 5 launches per run, measured on this machine.
 
-    python benchmarks/replication.py [--quick] [--pairs N] [--results-dir DIR]
+    python benchmarks/replication.py [--quick] [--pairs N] [--rounds R] [--only EXPERIMENTS] [--results-dir DIR]
 
 Every run is made by the product's own command (``ccbench launch ... --launches K``) and every
 verdict comes from its own analysis (``ccbench.analysis.compare.compare_runs``, as ``ccbench
@@ -27,6 +27,9 @@ compare`` prints it: ``Pair.verdict``); the script only counts them.  In one inv
    found as in 3(b): the per-launch ratio linear / binomial of the slowed run against the control
    run's.  The product's own fastest-per-size verdicts (``ccbench.analysis.fastest``, as ``show``
    and ``report`` print them) on both runs are listed beside it.
+   Both 3(b) and 4 are repeated with the launches of the two sides alternated in time: K
+   single-launch runs without and K with the fault, A B B A A B ... (``Launches.alternate``),
+   so that a change of the machine between two runs does not enter the difference.
 5. The smallest ratio two separate K-launch runs tell apart with 80% power at level 0.05
    (``ccbench.core.replication.min_detectable_ratio``), from the between-launch CV measured in
    the A/A runs of the same K, median over cases: the CV of the per-launch medians (what a
@@ -38,6 +41,9 @@ Beside every verdict of compare, the same matched cases get the verdict of the r
 used before it decided at the launch level, for reference ("pooled"): a two-sided Mann-Whitney
 U test of the two rows' pooled raw samples (Mann & Whitney 1947; ``ccbench.core.stats``),
 Benjamini-Hochberg adjusted over the pair of runs (JRSS B 57, 1995), slower/faster below 0.05.
+
+``--rounds R`` gives every run ``--rounds R`` (each launch visits every case R times, in
+randomized rounds; see ``Config.per_round``).
 
 Everything lands in DIR/replication_<time>/: the runs (runs/), the launchers' output
 (launch.log), and the figures as replication.txt (the printed tables), replication-summary.csv,
@@ -78,8 +84,8 @@ CALLED = ("faster", "slower")
 class Launches:
     """Runs `ccbench launch` into one directory and keeps a record of every run it made."""
 
-    def __init__(self, root: Path, total: int) -> None:
-        self.root, self.total = root, total
+    def __init__(self, root: Path, total: int, rounds: int = 1) -> None:
+        self.root, self.total, self.rounds = root, total, rounds
         self.runs_dir = root / "runs"
         self.runs_dir.mkdir(parents=True)
         self.log = root / "launch.log"
@@ -87,7 +93,7 @@ class Launches:
 
     def run(self, tag: str, args: list[str], k: int, fault: str | None = None) -> Path:
         """One run of `args` in `k` launches (under CCBENCH_FAULT=`fault`); its directory."""
-        cmd = [sys.executable, "-m", "ccbench", "launch", *args, "--launches", str(k),
+        cmd = [sys.executable, "-m", "ccbench", "launch", *args, "--launches", str(k), "--rounds", str(self.rounds),
                "--results-dir", str(self.runs_dir), "--tag", tag, "--no-show"]
         env = {k_: v for k_, v in os.environ.items() if k_ != "CCBENCH_FAULT"}
         if fault:
@@ -108,6 +114,25 @@ class Launches:
         print(f"[{len(self.records)}/{self.total}] {tag}: {seconds:.0f} s, load {load:.1f} -> {new[0].name}",
               flush=True)
         return new[0]
+
+    def alternate(self, tag: str, args: list[str], k: int, fault: str) -> tuple[list[Path], list[Path]]:
+        """`k` single-launch runs of `args` without and `k` with `fault`, alternately (A B B A A B ...).
+
+        Two K-launch runs made one after the other share no moment: whatever changes on the
+        machine between them enters their difference, beyond what either run's launches
+        show.  Alternating their launches spreads both over the same stretch of time, as
+        ``ccbench tune --verify`` does for a tuning file (A B A B; Hunold & Carpen-Amarie, IEEE
+        TPDS 2016, randomise and interleave); A B B A also cancels a linear drift.
+        """
+        plain: list[Path] = []
+        slowed: list[Path] = []
+        for i in range(1, k + 1):
+            for with_fault in ((False, True) if i % 2 else (True, False)):
+                if with_fault:
+                    slowed.append(self.run(f"{tag}-slowed-{i}", args, 1, fault=fault))
+                else:
+                    plain.append(self.run(f"{tag}-none-{i}", args, 1))
+        return plain, slowed
 
 
 def _pooled_verdicts(cmp, a: Path, b: Path) -> list[tuple[float | None, str]]:
@@ -152,40 +177,47 @@ def _per_launch_medians(row) -> dict[int, float]:
     return {n: float(np.median(s)) for n, s in row.launch_blocks() if len(s)}
 
 
-def _paired_lines(unslowed: Path, slowed: Path, k: int, collective: str = "allreduce", slowed_alg: str = "ring",
-                  other_alg: str = "recursive_doubling", experiment: str = "slow20-paired") -> list[dict]:
+def _paired_lines(unslowed: Path | list[Path], slowed: Path | list[Path], k: int, collective: str = "allreduce",
+                  slowed_alg: str = "ring", other_alg: str = "recursive_doubling",
+                  experiment: str = "slow20-paired") -> list[dict]:
     """Per size: slowed_alg / other_alg per launch, slowed run against unslowed (difference in differences).
 
     The two algorithms of one run ran in the same launches (rows with equal settings share
     launch numbers), so ln(slowed_alg_k / other_alg_k) has no launch effect; Welch's t on these
     per-launch values of the two runs (``compare_launches``, each value a launch of one) tests
-    whether the ratio moved.
+    whether the ratio moved.  Either side may be several runs (the launches of all of them:
+    single-launch runs made alternately, see ``Launches.alternate``).
     """
     from ccbench.core.replication import compare_launches
     from ccbench.store.run import load_run
 
-    def ratios(path: Path) -> dict[int, list[float]]:
-        rows = load_run(path)[1]
-        by = {(r.algorithm, r.nbytes): _per_launch_medians(r) for r in rows if r.collective == collective}
-        out = {}
-        for (alg, n), mine in by.items():
-            other = by.get((other_alg, n))
-            if alg != slowed_alg or other is None:
-                continue
-            common = sorted(set(mine) & set(other))
-            out[n] = [mine[i] / other[i] for i in common]
+    def ratios(paths: Path | list[Path]) -> dict[int, list[float]]:
+        out: dict[int, list[float]] = {}
+        for path in [paths] if isinstance(paths, Path) else paths:
+            rows = load_run(path)[1]
+            by = {(r.algorithm, r.nbytes): _per_launch_medians(r) for r in rows if r.collective == collective}
+            for (alg, n), mine in by.items():
+                other = by.get((other_alg, n))
+                if alg != slowed_alg or other is None:
+                    continue
+                out.setdefault(n, []).extend(mine[i] / other[i] for i in sorted(set(mine) & set(other)))
         return out
 
     u, s = ratios(unslowed), ratios(slowed)
     lines = []
     for n in sorted(set(u) & set(s)):
         c = compare_launches([[x] for x in u[n]], [[x] for x in s[n]])
-        lines.append({"experiment": experiment, "K": k, "pair": 1, "run_a": str(unslowed), "run_b": str(slowed),
+        lines.append({"experiment": experiment, "K": k, "pair": 1, "run_a": _names(unslowed),
+                      "run_b": _names(slowed),
                       "collective": collective, "algorithm": f"{slowed_alg} / {other_alg}", "nbytes": n,
                       "ratio": c.ratio, "ratio_low": c.ratio_low, "ratio_high": c.ratio_high, "p_value": c.p_value,
                       "verdict": c.verdict, "method": c.method, "n_launches_a": c.n_launches_a,
                       "n_launches_b": c.n_launches_b})
     return lines
+
+
+def _names(paths: Path | list[Path]) -> str:
+    return str(paths) if isinstance(paths, Path) else ";".join(str(x) for x in paths)
 
 
 def _twin_lines(path: Path, k: int, slowed: bool) -> list[dict]:
@@ -318,6 +350,8 @@ def main() -> int:
     p.add_argument("--results-dir", default="results", help="where replication_<time>/ is made (default results)")
     p.add_argument("--target-rse", type=float,
                    help="--target-rse of the slowdown experiments' runs (default: ccbench's, 0.05)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="--rounds of every run: visits of each case per launch (default 1)")
     p.add_argument("--only", help=f"comma-separated experiments to run, of {', '.join(EXPERIMENTS)} (default all)")
     args = p.parse_args()
     only = set(EXPERIMENTS) if not args.only else {x.strip() for x in args.only.split(",") if x.strip()}
@@ -331,9 +365,9 @@ def main() -> int:
     from ccbench.core.replication import min_detectable_ratio
 
     root = Path(args.results_dir) / f"replication_{time.strftime('%Y%m%d-%H%M%S')}"
-    total = (2 * pairs * len(KS) * ("aa" in only) + 2 * len(KS) * ("thread" in only) + 2 * ("slow20" in only)
-             + 2 * ("twin" in only))
-    bench = Launches(root, total=total)
+    total = (2 * pairs * len(KS) * ("aa" in only) + 2 * len(KS) * ("thread" in only)
+             + (2 + 2 * SLOW_K) * ("slow20" in only) + (2 + 2 * SLOW_K) * ("twin" in only))
+    bench = Launches(root, total=total, rounds=args.rounds)
     print(f"replication benchmark ({mode}, {pairs} A/A pair(s) per K, K = {', '.join(map(str, KS))}) -> {root}",
           flush=True)
     started = time.time()
@@ -371,6 +405,8 @@ def main() -> int:
         lines += got
         warnings += [f"slow20 K={SLOW_K}: {w}" for w in warn]
         lines += _paired_lines(unslowed, slowed, SLOW_K)
+        plain, slowed_runs = bench.alternate("slow20-alt", slow_args, SLOW_K, SLOW_FAULT)
+        lines += _paired_lines(plain, slowed_runs, SLOW_K, experiment="slow20-alternated")
 
     # 4. the same slowdown of one of two identical schedules in the same launches, and a control
     twin_args = [*TWIN_ARGS, "-s", SLOW_SIZES[mode], *rse]
@@ -379,6 +415,8 @@ def main() -> int:
         twin_slowed = bench.run(f"twin-linear-K{SLOW_K}", twin_args, SLOW_K, fault=TWIN_FAULT)
         lines += _twin_lines(control, SLOW_K, slowed=False) + _twin_lines(twin_slowed, SLOW_K, slowed=True)
         lines += _paired_lines(control, twin_slowed, SLOW_K, "bcast", "linear", "binomial", "twin-paired")
+        plain, slowed_runs = bench.alternate("twin-alt", twin_args, SLOW_K, TWIN_FAULT)
+        lines += _paired_lines(plain, slowed_runs, SLOW_K, "bcast", "linear", "binomial", "twin-alternated")
 
     summary = []
     for k in KS if "aa" in only else ():
@@ -391,10 +429,12 @@ def main() -> int:
         summary.append(_summary(lines, "slow20-separate", SLOW_K, "recursive_doubling: called = false",
                                 lambda x: x["algorithm"] == "recursive_doubling"))
         summary.append(_summary(lines, "slow20-paired", SLOW_K, "ring/rd per launch: called = found"))
+        summary.append(_summary(lines, "slow20-alternated", SLOW_K, "the same, launches alternated"))
     if "twin" in only:
         summary.append(_summary(lines, "slow20-twin", SLOW_K, "linear +20% vs binomial: slower = found"))
         summary.append(_summary(lines, "twin-control", SLOW_K, "linear vs binomial: called = false"))
         summary.append(_summary(lines, "twin-paired", SLOW_K, "linear/binomial per launch: called = found"))
+        summary.append(_summary(lines, "twin-alternated", SLOW_K, "the same, launches alternated"))
 
     cvs = [c for k in KS if k > 1 for run in aa_runs[k] for c in _launch_cvs(run, k)]
     paired_cvs = _paired_cvs(unslowed, SLOW_K) if unslowed is not None else []
@@ -436,7 +476,7 @@ def main() -> int:
         w.writerows(lines)
     doc = {"what": __doc__.splitlines()[0], "argv": sys.argv, "mode": mode, "pairs": pairs, "Ks": list(KS),
            "aa_args": AA_ARGS, "thread_args": thread, "slow_args": slow_args, "slow_fault": SLOW_FAULT,
-           "twin_args": twin_args, "twin_fault": TWIN_FAULT, "experiments": sorted(only),
+           "twin_args": twin_args, "twin_fault": TWIN_FAULT, "experiments": sorted(only), "rounds": args.rounds,
            "slow_K": SLOW_K, "cores": os.cpu_count(), "seconds": round(time.time() - started, 1),
            "summary": summary, "min_detectable": mdr, "paired_cv": paired_cv, "paired_cvs": paired_cvs,
            "launch_cvs": cvs, "warnings": warnings, "runs": bench.records, "cases": lines}
