@@ -30,7 +30,10 @@ compare`` prints it: ``Pair.verdict``); the script only counts them.  In one inv
    Both 3(b) and 4 are repeated with the launches of the two sides alternated in time: K
    single-launch runs without and K with the fault, A B B A A B ... (``Launches.alternate``),
    so that a change of the machine between two runs does not enter the difference.
-5. The smallest ratio two separate K-launch runs tell apart with 80% power at level 0.05
+5. A/A of training-step runs (``--only workload``): pairs of identical ``ccbench workload ddp
+   --launch 2 -a native,ring`` runs of a five-tensor model (5.3 MiB) at K = 1 and 3, compared
+   by ``compare_runs`` as for sweeps (no pooled rule: the rows are steps and calls).
+6. The smallest ratio two separate K-launch runs tell apart with 80% power at level 0.05
    (``ccbench.core.replication.min_detectable_ratio``), from the between-launch CV measured in
    the A/A runs of the same K, median over cases: the CV of the per-launch medians (what a
    launch-level test compares: the launch effect plus the noise of each launch's median, as
@@ -77,7 +80,9 @@ SLOW_FAULT = "slow:all:allreduce/ring:20%"
 SLOW_K = 5
 TWIN_ARGS = ["-n", "2", "-C", "bcast", "-a", "binomial,linear"]  # one send of n bytes each at 2 ranks
 TWIN_FAULT = "slow:all:bcast/linear:20%"
-EXPERIMENTS = ("aa", "thread", "slow20", "twin")
+WORKLOAD_ARGS = ["ddp", "--launch", "2", "-a", "native,ring", "--max-reps", "60", "--budget", "2"]
+WORKLOAD_KS = (1, 3)
+EXPERIMENTS = ("aa", "thread", "slow20", "twin", "workload")
 CALLED = ("faster", "slower")
 
 
@@ -91,9 +96,14 @@ class Launches:
         self.log = root / "launch.log"
         self.records: list[dict] = []
 
-    def run(self, tag: str, args: list[str], k: int, fault: str | None = None) -> Path:
-        """One run of `args` in `k` launches (under CCBENCH_FAULT=`fault`); its directory."""
-        cmd = [sys.executable, "-m", "ccbench", "launch", *args, "--launches", str(k), "--rounds", str(self.rounds),
+    def run(self, tag: str, args: list[str], k: int, fault: str | None = None, workload: bool = False) -> Path:
+        """One run of `args` in `k` launches (under CCBENCH_FAULT=`fault`); its directory.
+
+        A sweep by ``ccbench launch ARGS``, or with `workload` a training-step run by ``ccbench
+        workload ARGS`` (which has no rounds).
+        """
+        head = ["workload", *args] if workload else ["launch", *args, "--rounds", str(self.rounds)]
+        cmd = [sys.executable, "-m", "ccbench", *head, "--launches", str(k),
                "--results-dir", str(self.runs_dir), "--tag", tag, "--no-show"]
         env = {k_: v for k_, v in os.environ.items() if k_ != "CCBENCH_FAULT"}
         if fault:
@@ -158,13 +168,16 @@ def _pooled_verdicts(cmp, a: Path, b: Path) -> list[tuple[float | None, str]]:
     return out
 
 
-def _case_lines(experiment: str, k: int, pair: int, a: Path, b: Path, select=None) -> tuple[list[dict], list[str]]:
-    """compare_runs([a, b]): one line per matched case (`select`ed), every Pair field and the pooled rule's verdict."""
+def _case_lines(experiment: str, k: int, pair: int, a: Path, b: Path, select=None,
+                pooled_rule: bool = True) -> tuple[list[dict], list[str]]:
+    """compare_runs([a, b]): one line per matched case (`select`ed), every Pair field and the pooled rule's verdict
+    (left out when not `pooled_rule`: workload runs)."""
     from ccbench.analysis.compare import compare_runs
 
     cmp = compare_runs([a, b])
     lines = []
-    for p, (q, pooled) in zip(cmp.pairs, _pooled_verdicts(cmp, a, b), strict=True):
+    pooled_rule_verdicts = _pooled_verdicts(cmp, a, b) if pooled_rule else [(None, None)] * len(cmp.pairs)
+    for p, (q, pooled) in zip(cmp.pairs, pooled_rule_verdicts, strict=True):
         if select is None or select(p):
             lines.append({"experiment": experiment, "K": k, "pair": pair, "run_a": str(a), "run_b": str(b),
                           **dataclasses.asdict(p), "pooled_p_adjusted": q, "pooled_verdict": pooled})
@@ -366,6 +379,7 @@ def main() -> int:
 
     root = Path(args.results_dir) / f"replication_{time.strftime('%Y%m%d-%H%M%S')}"
     total = (2 * pairs * len(KS) * ("aa" in only) + 2 * len(KS) * ("thread" in only)
+             + 2 * pairs * len(WORKLOAD_KS) * ("workload" in only)
              + (2 + 2 * SLOW_K) * ("slow20" in only) + (2 + 2 * SLOW_K) * ("twin" in only))
     bench = Launches(root, total=total, rounds=args.rounds)
     print(f"replication benchmark ({mode}, {pairs} A/A pair(s) per K, K = {', '.join(map(str, KS))}) -> {root}",
@@ -418,7 +432,22 @@ def main() -> int:
         plain, slowed_runs = bench.alternate("twin-alt", twin_args, SLOW_K, TWIN_FAULT)
         lines += _paired_lines(plain, slowed_runs, SLOW_K, "bcast", "linear", "binomial", "twin-alternated")
 
+    # 5. A/A of training-step runs: identical DDP steps (a small model of five tensors, 5.3 MiB)
+    if "workload" in only:
+        model = root / "aa-model.txt"
+        model.write_text("\n".join(str(n) for n in (1048576, 262144, 65536, 16384, 4096)) + "\n")
+        for i in range(1, pairs + 1):
+            for k in WORKLOAD_KS:
+                wargs = [*WORKLOAD_ARGS, "-m", str(model)]
+                a = bench.run(f"aa-workload-K{k}-{i}a", wargs, k, workload=True)
+                b = bench.run(f"aa-workload-K{k}-{i}b", wargs, k, workload=True)
+                got, warn = _case_lines("aa-workload", k, i, a, b, pooled_rule=False)
+                lines += got
+                warnings += [f"aa-workload K={k} pair {i}: {w}" for w in warn]
+
     summary = []
+    for k in WORKLOAD_KS if "workload" in only else ():
+        summary.append(_summary(lines, "aa-workload", k, "identical DDP steps: called = false"))
     for k in KS if "aa" in only else ():
         summary.append(_summary(lines, "aa", k, "identical runs: called = false"))
     for k in KS if "thread" in only else ():
@@ -475,7 +504,7 @@ def main() -> int:
         w.writeheader()
         w.writerows(lines)
     doc = {"what": __doc__.splitlines()[0], "argv": sys.argv, "mode": mode, "pairs": pairs, "Ks": list(KS),
-           "aa_args": AA_ARGS, "thread_args": thread, "slow_args": slow_args, "slow_fault": SLOW_FAULT,
+           "aa_args": AA_ARGS, "workload_args": WORKLOAD_ARGS, "thread_args": thread, "slow_args": slow_args, "slow_fault": SLOW_FAULT,
            "twin_args": twin_args, "twin_fault": TWIN_FAULT, "experiments": sorted(only), "rounds": args.rounds,
            "slow_K": SLOW_K, "cores": os.cpu_count(), "seconds": round(time.time() - started, 1),
            "summary": summary, "min_detectable": mdr, "paired_cv": paired_cv, "paired_cvs": paired_cvs,
