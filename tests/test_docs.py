@@ -634,3 +634,69 @@ def test_unstored_figures_say_so(title, anchor):
     para = _paragraph(title, anchor)
     assert "not stored" in para or "No lab run is stored" in para, \
         f"{_page_of(title)}: {anchor!r} should say it is not stored"
+
+
+# --------------------------------------------------------------------------- prose: the reference results
+
+REFERENCE = REPO / "reference"
+
+
+def _replication_docs() -> list[dict]:
+    """Every stored replication benchmark result (``benchmarks/replication.py``'s replication.json, less its cases)."""
+    import json
+
+    return [json.loads(p.read_text()) for p in sorted((REFERENCE / "replication").glob("replication_*.json"))]
+
+
+def _found(docs: list[dict], experiment: str, rounds: int) -> tuple[int, int, list[int]]:
+    """(cases called, cases, called per run) of `experiment` over the stored runs of the benchmark with `rounds`."""
+    per_run = [(s["slower"] + s["faster"], s["cases"]) for d in docs if d["rounds"] == rounds
+               for s in d["summary"] if s["experiment"] == experiment]
+    return sum(c for c, _ in per_run), sum(n for _, n in per_run), [c for c, _ in per_run]
+
+
+def test_replication_figures_from_the_reference_results():
+    docs = _replication_docs()
+    # identical sweeps (A/A), launches as the unit: every K, every stored run of the benchmark, any rounds
+    aa = [s for d in docs for s in d["summary"] if s["experiment"] == "aa"]
+    assert len(aa) >= 12
+    worst = max((s["slower"] + s["faster"]) / s["cases"] for s in aa)
+    pooled = [s["pooled_called_share"] for s in aa]
+    _says("What it found here", f"Identical runs compared: 0-{worst:.1%} of cases called different once launches "
+                                f"are the unit (the pooled-sample rule called {min(pooled):.0%}-{max(pooled):.0%})")
+    thread = [s for d in docs for s in d["summary"] if s["experiment"] == "thread"]
+    assert thread and all(s["slower"] == s["cases"] for s in thread)
+    ratios = [s["geomean_ratio"] for s in thread]
+    _says("What it found here", f"thread level single against multiple ({min(ratios):.0f}-{max(ratios):.0f}x "
+                                "geometric mean) found in every case")
+    # a 20% slowdown in the same launches: two designs, K = 5, with and without rounds
+    by_design = {e: _found(docs, e, 4) for e in ("slow20-paired", "twin-paired")}
+    shares = [c / n for c, n, _ in by_design.values()]
+    one = [_found(docs, e, 1) for e in ("slow20-paired", "twin-paired")]
+    one_share = sum(c for c, _, _ in one) / sum(n for _, n, _ in one)
+    _says("What it found here", f"a 20% slowdown found at {min(shares):.0%}-{max(shares):.0%} of sizes with 5 paired "
+                                f"launches of 4 rounds each, {one_share:.0%} in one round")
+    for c, n, runs in by_design.values():  # the table's "--rounds 4" rows, every stored run listed
+        assert n == 9 * len(runs)
+        listed = ", ".join(f"{x / 9:.0%}" for x in runs)
+        _says("Launches: the unit of replication",
+              f"| the same with `--rounds 4` | | | {listed} of 9 ({c / n:.0%} of {n}) | - |")
+    for c, n, runs in one:  # and the one-round rows above them
+        _says("Launches: the unit of replication", f"{', '.join(f'{x / 9:.0%}' for x in runs)} of 9 "
+                                                   f"({c / n:.0%} of {n})")
+    _says("Launches: the unit of replication", f"against {one_share:.0%} in one round")
+
+
+def test_fidelity_figures_from_the_reference_results():
+    import csv
+
+    (path,) = sorted((REFERENCE / "fidelity").glob("harness_fidelity_*.csv"))
+    rows = {(int(r["nranks"]), r["collective"], int(r["nbytes"])): r for r in csv.DictReader(path.open())}
+    small = [rows[(2, c, 8)] for c in ("allreduce", "bcast", "allgather")]
+    compiled = [float(r["ccb_c_per_call_s"]) / float(r["c_per_call_s"]) for r in small]
+    python_over = [float(r["ccb_py_per_call_s"]) - float(r["mpi4py_per_call_s"]) for r in small]
+    assert all(x <= 0 for x in python_over), "the README says the Python loop is no slower than bare mpi4py"
+    _says("What it found here", f"At 8 B and 2 ranks the compiled loop (`--loop compiled`) took "
+                                f"{compiled[0]:.2f}x (allreduce), {compiled[1]:.2f}x (bcast) and {compiled[2]:.2f}x "
+                                "(allgather) the time of a C loop of OSU's method, and the Python loop no longer than "
+                                "a bare mpi4py loop")
