@@ -504,7 +504,8 @@ def main() -> int:
         w.writeheader()
         w.writerows(lines)
     doc = {"what": __doc__.splitlines()[0], "argv": sys.argv, "mode": mode, "pairs": pairs, "Ks": list(KS),
-           "aa_args": AA_ARGS, "workload_args": WORKLOAD_ARGS, "thread_args": thread, "slow_args": slow_args, "slow_fault": SLOW_FAULT,
+           "aa_args": AA_ARGS, "workload_args": WORKLOAD_ARGS, "thread_args": thread,
+           "slow_args": slow_args, "slow_fault": SLOW_FAULT,
            "twin_args": twin_args, "twin_fault": TWIN_FAULT, "experiments": sorted(only), "rounds": args.rounds,
            "slow_K": SLOW_K, "cores": os.cpu_count(), "seconds": round(time.time() - started, 1),
            "summary": summary, "min_detectable": mdr, "paired_cv": paired_cv, "paired_cvs": paired_cvs,
