@@ -506,3 +506,448 @@ def test_pairs_min_effect_band_is_inclusive_on_the_log_scale():
     assert _decide(0.98, 0.95, 1.05, "prior", False, 0.0) == "undetermined"
     assert _decide(0.98, 0.95, 1.05, "welch", False, 0.0) == "noise"
     assert _decide(1.0, 0.95, 1.05, "welch", True, 0.0) == "faster"  # "slower" needs a ratio above 1
+
+
+def test_pairs_adjusted_p_equal_to_the_level_is_not_significant(monkeypatch):
+    from types import SimpleNamespace
+
+    import ccbench.analysis.compare as compare
+
+    # a stand-in launch test whose p-value is exactly the level: one p-value, so its adjusted p is itself
+    def fake(xa, xb, *, level, prior_between_cv):
+        return SimpleNamespace(p_value=0.25, ratio=1.5, ratio_low=1.2, ratio_high=1.9, method="welch",
+                               n_launches_a=2, n_launches_b=2, resolvable_ratio=None)
+
+    monkeypatch.setattr(compare, "compare_launches", fake)
+    a = _case([1.0, 1.0, 1.0, 1.0], 1.0, (2, 2))
+    (_, _, t), = compare.test_pairs([(a, a)], 0.25)
+    assert (t.p_value, t.p_adjusted, t.significant, t.verdict) == (0.25, 0.25, False, "noise")
+    (_, _, t), = compare.test_pairs([(a, a)], 0.2500001)
+    assert (t.significant, t.verdict) == (True, "slower")
+
+
+def test_pairs_have_no_band_by_default():
+    from ccbench.analysis.compare import test_pairs
+
+    # identical single launches with a 1% between-launch CV: an interval of about +-20% around 1, inside a
+    # band of 25% (or 100%), but without min_effect there is no band: undetermined, not noise
+    x = _case([1.0, 1.1, 1.2, 1.3], 1.15)
+    (_, _, t), = test_pairs([(x, x)], 0.05, launch_cv=0.01)
+    assert 0.8 < t.ratio_low < 1.0 < t.ratio_high < 1.25
+    assert t.verdict == "undetermined" and t.method == "prior"
+    (_, _, t), = test_pairs([(x, x)], 0.05, launch_cv=0.01, min_effect=0.25)
+    assert t.verdict == "noise"
+
+
+def test_pairs_without_a_band_a_point_interval_at_one_is_not_noise():
+    from ccbench.analysis.compare import _decide
+
+    # min_effect 0 means no practical band at all: even an interval that is exactly [1, 1] is not called
+    # noise by the band, so a single-launch case stays undetermined
+    assert _decide(1.0, 1.0, 1.0, "prior", False, 0.0) == "undetermined"
+
+
+# -- provenance, settings, summaries and the engine, pinned by mutation testing --------------------
+
+def _nan_free(rows):
+    """Summary dicts with NaN written as "nan" (NaN != NaN) and other floats rounded to 12 significant digits."""
+    return [{k: ("nan" if math.isnan(v) else float(f"{v:.12g}")) if isinstance(v, float) else v
+             for k, v in r.items()} for r in rows]
+
+
+def test_parse_fraction_reads_fractions_and_percentages():
+    from ccbench.analysis.compare import parse_fraction
+    from ccbench.core.errors import UsageError
+
+    assert parse_fraction("0.05", "--min-effect") == 0.05
+    assert parse_fraction(" 12.5% ", "--min-effect") == 0.125  # the last character dropped, the rest stripped
+    assert parse_fraction("7 %", "--min-effect") == 0.07
+    assert parse_fraction(0.2, "--launch-cv") == 0.2
+    with pytest.raises(UsageError) as exc:
+        parse_fraction("abc", "--min-effect")
+    assert str(exc.value) == ("--min-effect 'abc' is not a number: give a fraction (0.05) or a percentage (5%)")
+    with pytest.raises(UsageError) as exc:
+        parse_fraction("inf%", "--launch-cv")
+    assert str(exc.value) == ("--launch-cv 'inf%' is not a finite number: give a fraction (0.05) or a "
+                              "percentage (5%)")
+
+
+def test_settings_are_checked_at_their_bounds_with_exact_messages(tmp_path):
+    from ccbench.analysis.compare import _check_settings
+    from ccbench.core.errors import UsageError
+
+    for level, me, cv in ((1e-9, 0.0, None), (1 - 1e-9, 0.999, 1.0), (0.05, 0.0, 1e-9)):
+        _check_settings(level, me, cv)  # accepted
+    refused = [
+        ((0.0, 0.0, None), "the significance level must be in (0, 1), got 0.0"),
+        ((1.0, 0.0, None), "the significance level must be in (0, 1), got 1.0"),
+        ((0.05, 1.0, None), "the minimum effect must be at least 0 and below 100% (e.g. 5% or 0.05), got 1"),
+        ((0.05, -0.01, None), "the minimum effect must be at least 0 and below 100% (e.g. 5% or 0.05), got -0.01"),
+        ((0.05, math.nan, None), "the minimum effect must be at least 0 and below 100% (e.g. 5% or 0.05), got nan"),
+        ((0.05, 0.0, 0.0), "the between-launch CV must be above 0 and at most 100% (e.g. 20% or 0.2), got 0"),
+        ((0.05, 0.0, 1.0001), "the between-launch CV must be above 0 and at most 100% (e.g. 20% or 0.2), "
+                              "got 1.0001"),
+        ((0.05, 0.0, math.inf), "the between-launch CV must be above 0 and at most 100% (e.g. 20% or 0.2), got inf"),
+        ((0.05, 0.0, -0.5), "the between-launch CV must be above 0 and at most 100% (e.g. 20% or 0.2), got -0.5"),
+    ]
+    for args, message in refused:
+        with pytest.raises(UsageError) as exc:
+            _check_settings(*args)
+        assert str(exc.value) == message
+
+
+def test_settings_text_of_a_row():
+    from types import SimpleNamespace
+
+    from ccbench.analysis.compare import _settings
+
+    assert _settings(SimpleNamespace()) == ""
+    assert _settings(SimpleNamespace(settings=None)) == ""
+    assert _settings(SimpleNamespace(settings={"A_ALG": "ring", "B_N": 4})) == "A_ALG=ring;B_N=4"
+    assert _settings(SimpleNamespace(settings="X=1")) == "X=1"  # not a mapping: as written
+
+
+def test_measured_launch_cv_pools_the_variance_of_launch_log_medians():
+    from ccbench.analysis.compare import measured_launch_cv
+
+    e = math.e
+    single = _case([1.0, 2.0, 3.0], 2.0)                          # one launch: not used
+    untestable = _case([1.0], 1.0)                                # one sample: not used
+    two = _case([1.0, 1.0, 1.0, e, e, e], 1.5, (3, 3))            # log medians 0, 1: s^2 = 1/2, 1 dof
+    three = _case([1.0, 1.0, 1.0, 1.0, e**3, e**3], 1.0, (2, 2, 2))  # log medians 0, 0, 3: s^2 = 3, 2 dof
+    # pooled: (1/2 + 2 * 3) / (1 + 2) = 6.5 / 3, as a CV: sqrt(exp(6.5 / 3) - 1)
+    cv, used = measured_launch_cv([single, untestable, two, three])
+    assert used == 2 and cv == pytest.approx(math.sqrt(math.expm1(6.5 / 3)), rel=1e-12)
+    cv, used = measured_launch_cv([two])
+    assert used == 1 and cv == pytest.approx(math.sqrt(math.expm1(0.5)), rel=1e-12)
+    assert measured_launch_cv([single, untestable]) is None
+    assert measured_launch_cv([]) is None
+
+
+def test_provenance_differences_lines_are_exact():
+    from types import SimpleNamespace
+
+    a = {"mpi_library": "MPICH 5", "nranks": 4, "nodes": 1, "ranks_per_node": 4, "thread_level": "single",
+         "oversubscribed": False, "mpi_env": {"X_SAME": "1", "X_DIFF": "a", "X_ONLY_A": "on"},
+         "hardware": {"nodes": {"n1": {"cpu": {"model": "EPYC", "cores": 64}}}}, "lab": {"latency_us": 5},
+         "status": "interrupted"}  # no config: no synchronisation recorded
+    b = {"mpi_library": "Open MPI 5", "nranks": 2, "nodes": 1, "ranks_per_node": 2, "thread_level": "single",
+         "oversubscribed": True, "config": {"sync": "window"},
+         "mpi_env": {"X_SAME": "1", "X_DIFF": "b", "Y_ONLY_B": "off"},
+         "hardware": {"nodes": {"n1": {"cpu": {"model": "Xeon", "cores": 64}}}}, "status": "complete"}
+    rows_a = [SimpleNamespace(dtype=d) for d in ("float64", "float32", "float64")]
+    rows_b = [SimpleNamespace(dtype=d) for d in ("int32", "float16")]
+    assert provenance_differences(a, b, rows_a, rows_b, "A", "C") == [
+        "provenance differs in MPI library: 'MPICH 5' (A) vs 'Open MPI 5' (C)",
+        "provenance differs in ranks: 4 (A) vs 2 (C)",
+        "provenance differs in ranks per node: 4 (A) vs 2 (C)",
+        "provenance differs in oversubscribed cores: False (A) vs True (C)",
+        "provenance differs in dtypes: float32, float64 (A) vs float16, int32 (C)",
+        "provenance differs in synchronisation: None (A) vs window (C)",
+        "provenance differs in MPI environment settings: X_DIFF=a (A) vs b (C), X_ONLY_A=on (A) vs (unset) (C), "
+        "Y_ONLY_B=(unset) (A) vs off (C)",
+        "provenance differs in hardware (CPU model): 'EPYC' (A) vs 'Xeon' (C)",
+        "provenance differs in emulated lab settings: {'latency_us': 5} (A) vs None (C)",
+        "run A is interrupted: only its finished cases are compared",
+    ]
+    # the default labels are A and B; a run without mpi_env has none set; a status other than complete is named
+    c = {"mpi_env": {"Z": "1"}, "status": "failed"}
+    assert provenance_differences({}, c, rows_a, rows_a) == [
+        "provenance differs in MPI environment settings: Z=(unset) (A) vs 1 (B)",
+        "run B is failed: only its finished cases are compared",
+    ]
+    assert provenance_differences(c, {"status": "complete"}, rows_b, rows_b) == [
+        "provenance differs in MPI environment settings: Z=1 (A) vs (unset) (B)",
+        "run A is failed: only its finished cases are compared",
+    ]
+    assert provenance_differences(b, dict(b), rows_b, rows_b) == []
+    # a run.json whose config is null (written by hand or by another tool) records no synchronisation
+    assert provenance_differences({"config": None}, {"config": {"sync": "barrier"}}, rows_b, rows_b) == [
+        "provenance differs in synchronisation: None (A) vs barrier (B)"]
+    assert provenance_differences({"config": None}, {}, rows_b, rows_b) == []
+
+
+def test_workload_settings_differences_name_each_setting_once():
+    from ccbench.analysis.compare import _settings_differences
+
+    a = {"config": {"sync": "barrier", "steps": 10, "seed": 1, "warmup": 3, "only_a": "x"}}
+    b = {"config": {"sync": "barrier", "steps": 20, "seed": 2, "warmup": 5, "only_b": 7}}
+    assert _settings_differences(a, b, "A", "C") == [
+        "provenance differs in workload settings: steps=10 (A) vs 20 (C), only_a=x (A) vs (unset) (C), "
+        "only_b=(unset) (A) vs 7 (C)"]
+    assert _settings_differences({"config": None}, {"config": {"steps": 1}}, "A", "B") == [
+        "provenance differs in workload settings: steps=(unset) (A) vs 1 (B)"]
+    assert _settings_differences({"config": {"steps": 1}}, {}, "A", "B") == [
+        "provenance differs in workload settings: steps=1 (A) vs (unset) (B)"]
+    # only the quiet settings (how, not what, is measured) differ: nothing to say
+    assert _settings_differences({"config": {"seed": 1, "warmup": 3}}, {"config": {"seed": 2}}, "A", "B") == []
+    assert _settings_differences({}, {}, "A", "B") == []
+
+
+def _fake_comparison(kind, runs, pairs):
+    from ccbench.analysis.compare import Comparison
+
+    return Comparison([(lab, Path(lab), {}) for lab in runs], pairs, [], {}, 0.05, kind=kind)
+
+
+def test_sweep_summary_per_collective_then_all():
+    from types import SimpleNamespace as P
+
+    pairs = [P(other="B", collective="allreduce", ratio=2.0, verdict="slower"),
+             P(other="B", collective="allreduce", ratio=0.5, verdict="faster"),
+             P(other="B", collective="allreduce", ratio=math.inf, verdict="untested"),  # baseline median 0
+             P(other="B", collective="bcast", ratio=0.0, verdict="untested"),           # other median 0
+             P(other="B", collective="bcast", ratio=0.25, verdict="noise"),
+             P(other="C", collective="gather", ratio=4.0, verdict="undetermined"),
+             P(other="C", collective="gather", ratio=1.0, verdict="undetermined"),
+             P(other="D", collective="scatter", ratio=math.inf, verdict="untested")]
+    got = _fake_comparison("sweep", "ABCD", pairs).summary()
+
+    def row(other, coll, n, g, faster=0, slower=0, noise=0, undetermined=0, untested=0):
+        return {"other": other, "collective": coll, "pairs": n, "geomean_ratio": g, "faster": faster,
+                "slower": slower, "noise": noise, "undetermined": undetermined, "untested": untested}
+
+    # geometric means of the positive finite ratios only: sqrt(2 x 0.5) = 1, 0.25, (2 x 0.5 x 0.25)^(1/3), sqrt(4)
+    assert _nan_free(got) == _nan_free([
+        row("B", "allreduce", 3, 1.0, faster=1, slower=1, untested=1),
+        row("B", "bcast", 2, 0.25, noise=1, untested=1),
+        row("B", "all", 5, 0.25 ** (1 / 3), faster=1, slower=1, noise=1, untested=2),
+        row("C", "gather", 2, 2.0, undetermined=2),   # one collective: no "all" row
+        row("D", "scatter", 1, math.nan, untested=1),  # no finite ratio: NaN
+    ])
+
+
+def test_launch_summary_counts_how_cases_were_decided():
+    from types import SimpleNamespace
+
+    def p(other, method, verdict, la=1, lb=1, res=None):
+        return SimpleNamespace(other=other, method=method, verdict=verdict, launches_a=la, launches_b=lb,
+                               resolvable_ratio=res)
+
+    pairs = [p("B", "welch", "slower", 3, 2), p("B", "welch", "noise", 2, 2), p("B", "welch", "faster", 3, 4),
+             p("B", "prior", "faster", res=2.5), p("B", "prior", "slower", res=2.6),
+             p("B", "prior", "undetermined", res=3.0), p("B", "prior", "noise", res=2.8),
+             p("B", "untested", "untested"), p("C", "untested", "untested"), p("C", "untested", "untested")]
+    got = _fake_comparison("sweep", "ABC", pairs).launch_summary()
+    none = dict.fromkeys(("faster", "slower", "noise", "undetermined", "untested"), 0)
+    assert got == [
+        {"other": "B", "pairs": 8, "launch_level": 3, "launches_a": [2, 3], "launches_b": [2, 4],
+         "launch_level_counts": dict(none, faster=1, slower=1, noise=1), "single_launch": 4, "called": 2,
+         "undetermined": 1, "noise": 1, "resolvable_low": 2.5, "resolvable_high": 3.0, "untested": 1},
+        {"other": "C", "pairs": 2, "launch_level": 0, "launches_a": [], "launches_b": [],
+         "launch_level_counts": none, "single_launch": 0, "called": 0, "undetermined": 0, "noise": 0,
+         "resolvable_low": None, "resolvable_high": None, "untested": 2},
+    ]
+
+
+def test_workload_summary_steps_then_calls_per_workload():
+    from types import SimpleNamespace
+
+    def p(other, workload, whole, ratio, verdict):
+        return SimpleNamespace(other=other, workload=workload, whole=whole, ratio=ratio, verdict=verdict)
+
+    pairs = [p("B", "ddp", True, 2.0, "slower"), p("B", "ddp", False, 4.0, "undetermined"),
+             p("B", "ddp", True, 0.5, "faster"), p("B", "ddp", False, 0.0, "untested"),
+             p("B", "ddp", False, 0.25, "noise"),
+             p("B", "pipe", False, 3.0, "undetermined"),        # calls only: no steps row
+             p("B", "overlap", True, 1.5, "undetermined"),      # overlap and straggler rows: calls measured
+             p("B", "straggler", True, math.inf, "untested"),
+             p("C", "ddp", True, 1.0, "noise")]
+    got = _fake_comparison("workload", "ABC", pairs).summary()
+
+    def row(other, w, rows, n, g, **counts):
+        return {"other": other, "workload": w, "rows": rows, "pairs": n, "geomean_ratio": g,
+                **dict(dict.fromkeys(("faster", "slower", "noise", "undetermined", "untested"), 0), **counts)}
+
+    assert _nan_free(got) == _nan_free([
+        row("B", "ddp", "steps", 2, 1.0, faster=1, slower=1),
+        row("B", "ddp", "calls", 3, 1.0, noise=1, undetermined=1, untested=1),  # sqrt(4 x 0.25); 0 left out
+        row("B", "pipe", "calls", 1, 3.0, undetermined=1),
+        row("B", "overlap", "calls measured", 1, 1.5, undetermined=1),
+        row("B", "straggler", "calls measured", 1, math.nan, untested=1),
+        row("C", "ddp", "steps", 1, 1.0, noise=1),
+    ])
+
+
+def _launch_test(**kw):
+    from ccbench.analysis.compare import LaunchTest
+
+    fields = dict(ratio=1.25, p_value=0.01, p_adjusted=0.02, significant=True, verdict="slower", ratio_low=1.1,
+                  ratio_high=1.4, launches_a=3, launches_b=2, method="welch", resolvable_ratio=None)
+    return LaunchTest(**dict(fields, **kw))
+
+
+def test_sweep_pair_takes_the_case_from_a_and_both_sides_measurements():
+    import dataclasses
+
+    from ccbench.analysis.compare import _sweep_pair
+
+    ra = dataclasses.replace(_row("bcast", "binomial", 64, [1e-6, 2e-6, 3e-6, 4e-6]), dtype="int32", op="max",
+                             in_place=True, root=1, nranks=4, settings={"ALG": "binomial", "N": 2})
+    rb = dataclasses.replace(_row("bcast", "binomial", 64, [5e-6, 6e-6, 9e-6]), dtype="int32", op="max",
+                             in_place=True, root=1, nranks=2, settings="ALG=2")
+    test = _launch_test()
+    got = dataclasses.asdict(_sweep_pair("A", "C", ra, rb, test))
+    assert got == {"baseline": "A", "other": "C", "collective": "bcast", "algorithm": "binomial", "nbytes": 64,
+                   "dtype": "int32", "op": "max", "in_place": True, "root": 1, "settings_a": "ALG=binomial;N=2",
+                   "settings_b": "ALG=2", "nranks_a": 4, "nranks_b": 2, "samples_a": 4, "samples_b": 3,
+                   "median_a_s": ra.median_s, "median_b_s": 6e-6, "ci_low_a_s": ra.ci_low_s,
+                   "ci_high_a_s": ra.ci_high_s, "ci_low_b_s": rb.ci_low_s, "ci_high_b_s": rb.ci_high_s,
+                   **dataclasses.asdict(test)}
+    assert ra.median_s == pytest.approx(2.5e-6)
+    assert len({ra.ci_low_s, ra.ci_high_s, rb.ci_low_s, rb.ci_high_s}) == 4  # four distinct values to tell apart
+
+
+def test_workload_pair_takes_the_key_from_a_and_both_sides_measurements():
+    import dataclasses
+    from types import SimpleNamespace
+
+    from ccbench.analysis.compare import _workload_pair
+
+    key = dict(workload="ddp", variant="bucketed", model="mlp", algorithm="ring", dtype="float32", part=-1,
+               label="step", collective="allreduce", nbytes=4096, delay_s=0.002, delayed_rank=1)
+    a = SimpleNamespace(**key, nranks=2, samples=5, median_s=1.0, ci_low_s=0.9, ci_high_s=1.1, overlap_pct=40.0,
+                        slowdown=1.5)
+    b = SimpleNamespace(**key, nranks=4, samples=7, median_s=2.0, ci_low_s=1.8, ci_high_s=2.2, overlap_pct=55.0,
+                        slowdown=2.5)
+    test = _launch_test(method="prior", resolvable_ratio=2.6)
+    got = dataclasses.asdict(_workload_pair("A", "B", a, b, test))
+    assert got == {"baseline": "A", "other": "B", **key, "nranks_a": 2, "nranks_b": 4, "samples_a": 5,
+                   "samples_b": 7, "median_a_s": 1.0, "median_b_s": 2.0, "ci_low_a_s": 0.9, "ci_high_a_s": 1.1,
+                   "ci_low_b_s": 1.8, "ci_high_b_s": 2.2, "overlap_pct_a": 40.0, "overlap_pct_b": 55.0,
+                   "slowdown_a": 1.5, "slowdown_b": 2.5, **dataclasses.asdict(test)}
+
+
+def test_compare_runs_reads_run_names_under_the_results_directory(tmp_path, monkeypatch):
+    for top in ("results", "store"):
+        (tmp_path / top).mkdir()
+        for name in ("a", "b"):
+            _write_run(tmp_path / top / name, [_row("allreduce", "ring", 8, [1e-6, 2e-6, 3e-6])])
+    monkeypatch.chdir(tmp_path)
+    cmp = compare_runs(["a", "b"])  # the default results directory: ./results
+    assert [(lab, p.resolve()) for lab, p, _ in cmp.runs] == [("A", (tmp_path / "results" / "a").resolve()),
+                                                              ("B", (tmp_path / "results" / "b").resolve())]
+    cmp = compare_runs(["b", "a"], tmp_path / "store")
+    assert [p.resolve() for _, p, _ in cmp.runs] == [(tmp_path / "store" / n).resolve() for n in ("b", "a")]
+
+
+def test_compare_runs_labels_runs_a_to_z_then_r27(tmp_path):
+    paths = [_write_run(tmp_path / f"run{i}", [_row("allreduce", "ring", 8, [1e-6 * (1 + i), 2e-6 * (1 + i)])])
+             for i in range(27)]
+    cmp = compare_runs(paths)
+    labels = [chr(ord("A") + i) for i in range(26)] + ["R27"]
+    assert [lab for lab, _, _ in cmp.runs] == labels
+    assert [(p.baseline, p.other) for p in cmp.pairs] == [("A", lab) for lab in labels[1:]]
+    assert [p.ratio for p in cmp.pairs] == pytest.approx([1.0 + i for i in range(1, 27)])
+
+
+def test_compare_runs_collects_every_warning_in_order(tmp_path):
+    lo = [1e-6, 2e-6, 3e-6]
+    a = _write_run(tmp_path / "a", [_row("allreduce", "ring", 8, lo), _row("allreduce", "ring", 8, [9e-6] * 3),
+                                    _row("allreduce", "ring", 64, lo)])
+    b = _write_run(tmp_path / "b", [_row("allreduce", "ring", 64, [2 * x for x in lo]),
+                                    _row("allreduce", "ring", 8, [3 * x for x in lo])], thread_level="multiple")
+    with open(b / "cases.jsonl", "a") as f:
+        f.write('{"collective": "allre')  # a torn last line: dropped with a warning
+    c = _write_run(tmp_path / "c", [_row("allreduce", "ring", 8, lo), _row("allreduce", "ring", 512, lo),
+                                    _row("allreduce", "ring", 512, lo)], nranks=4)
+    cmp = compare_runs([a, b, c])
+    assert cmp.warnings == [
+        "run B: dropped a torn last line of cases.jsonl (line 3)",
+        "run A holds 1 repeated case(s); the first of each is compared",
+        "provenance differs in thread level: 'single' (A) vs 'multiple' (B)",
+        "provenance differs in ranks: 2 (A) vs 4 (C)",
+        "run C holds 1 repeated case(s); the first of each is compared",
+    ]
+    assert cmp.unmatched == {"B": (0, 0), "C": (1, 1)}
+    # the baseline's first row of a repeated case is compared; pairs in the baseline's order, run by run
+    assert [(p.other, p.nbytes) for p in cmp.pairs] == [("B", 8), ("B", 64), ("C", 8)]
+    assert [p.ratio for p in cmp.pairs] == pytest.approx([3.0, 2.0, 1.0])
+    assert [(lab, p) for lab, p, _ in cmp.runs] == [("A", a), ("B", b), ("C", c)]
+    assert [m["thread_level"] for _, _, m in cmp.runs] == ["single", "multiple", "single"]
+    assert (cmp.kind, cmp.level, cmp.min_effect, cmp.launch_cv, cmp.launch_cv_given, cmp.measured_cv) == (
+        "sweep", 0.05, 0.0, DEFAULT_PRIOR_BETWEEN_CV, False, {})
+
+
+def test_compare_runs_passes_level_min_effect_and_launch_cv_to_every_case(tmp_path):
+    x = [1e-6 * (10 + i) for i in range(10)]
+    a = _write_run(tmp_path / "a", [_row("allreduce", "ring", 8, x)])
+    b = _write_run(tmp_path / "b", [_row("allreduce", "ring", 8, list(reversed(x)))])
+    ref = compare_launches([x], [list(reversed(x))], level=0.1, prior_between_cv=0.01)
+    cmp = compare_runs([a, b], level=0.1, min_effect=0.5, launch_cv=0.01)
+    (p,) = cmp.pairs
+    assert (p.ratio_low, p.ratio_high, p.p_value) == pytest.approx((ref.ratio_low, ref.ratio_high, ref.p_value))
+    # a 1% CV resolves a few percent: the interval lies inside the 50% band, so the case is noise
+    assert 1 / 1.5 < p.ratio_low < p.ratio_high < 1.5 and p.verdict == "noise" and p.method == "prior"
+    assert (cmp.level, cmp.min_effect, cmp.launch_cv, cmp.launch_cv_given) == (0.1, 0.5, 0.01, True)
+    # without the band the same case is undetermined; the default prior gives a wider interval
+    (q,) = compare_runs([a, b], level=0.1, launch_cv=0.01).pairs
+    assert q.verdict == "undetermined" and (q.ratio_low, q.ratio_high) == pytest.approx((p.ratio_low, p.ratio_high))
+    wide = compare_runs([a, b], level=0.1)
+    assert (wide.launch_cv, wide.launch_cv_given) == (DEFAULT_PRIOR_BETWEEN_CV, False)
+    ref = compare_launches([x], [list(reversed(x))], level=0.1, prior_between_cv=DEFAULT_PRIOR_BETWEEN_CV)
+    assert (wide.pairs[0].ratio_low, wide.pairs[0].ratio_high) == pytest.approx((ref.ratio_low, ref.ratio_high))
+
+
+def test_compare_runs_reports_the_launch_cv_a_replicated_run_measured(tmp_path):
+    import dataclasses
+
+    e = math.e
+    one = _row("allreduce", "ring", 8, [1e-6, 2e-6, 3e-6])
+    rep = dataclasses.replace(_row("allreduce", "ring", 8, [1e-6, 1e-6, 1e-6, e * 1e-6, e * 1e-6, e * 1e-6]),
+                              launches=(1, 2), launch_samples=(3, 3))  # log medians differ by 1: s^2 = 1/2
+    a = _write_run(tmp_path / "a", [one])
+    b = _write_run(tmp_path / "b", [rep])
+    c = _write_run(tmp_path / "c", [one])
+    cmp = compare_runs([a, b, c])
+    assert list(cmp.measured_cv) == ["B"] and cmp.measured_cv["B"] == (pytest.approx(math.sqrt(math.expm1(0.5))), 1)
+    rev = compare_runs([b, a]).measured_cv
+    assert list(rev) == ["A"] and rev["A"] == (pytest.approx(math.sqrt(math.expm1(0.5))), 1)
+
+
+def test_compare_runs_refusals_are_exact(tmp_path, wl_runs):
+    from ccbench.core.errors import UsageError
+
+    rows = [_row("allreduce", "ring", 8, [1e-6, 2e-6])]
+    a = _write_run(tmp_path / "a", rows)
+    b = _write_run(tmp_path / "b", rows)
+    empty = _write_run(tmp_path / "empty", [])
+    other = _write_run(tmp_path / "other", [_row("gather", "linear", 8, [1e-6, 2e-6])])
+    wl = wl_runs["wl-ddp-np2"]
+    cases = [
+        ([a], "compare needs at least two runs"),
+        ([a, wl], f"{str(wl)!r} is a 'workload' run but {str(a)!r} is a collective sweep: compare takes runs of "
+                  "one kind"),
+        ([wl, a], f"{str(wl)!r} is a 'workload' run but {str(a)!r} is a collective sweep: compare takes runs of "
+                  "one kind"),
+        ([a, empty], f"{str(empty)!r} has no finished cases"),
+        ([a, b, tmp_path / "b" / ".." / "a"], f"run {str(tmp_path / 'b' / '..' / 'a')!r} is given twice"),
+        ([a, b, other], "runs A (a) and C (other) have no case in common (same collective, algorithm, size, dtype, "
+                        "op)"),
+    ]
+    for runs, message in cases:
+        with pytest.raises(UsageError) as exc:
+            compare_runs(runs)
+        assert str(exc.value) == message
+    # the settings are checked before any run is read
+    for kw, message in (({"level": 1.5}, "the significance level must be in (0, 1), got 1.5"),
+                        ({"min_effect": 1.0}, "the minimum effect must be at least 0 and below 100% (e.g. 5% or 0.05), "
+                                              "got 1"),
+                        ({"launch_cv": 2.0}, "the between-launch CV must be above 0 and at most 100% (e.g. 20% or "
+                                             "0.2), got 2")):
+        with pytest.raises(UsageError) as exc:
+            compare_runs([a, tmp_path / "missing"], **kw)
+        assert str(exc.value) == message
+
+
+def test_workload_settings_differences_are_warned_with_the_run_labels(wl_runs, tmp_path):
+    a = wl_runs["wl-ddp-np2"]
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    meta = json.loads((b / "run.json").read_text())
+    meta["config"] = dict(meta["config"], bucket_mb=1.0, seed=7)  # seed: how, not what, is measured
+    (b / "run.json").write_text(json.dumps(meta))
+    cmp = compare_runs([a, b])
+    assert cmp.warnings == ["provenance differs in workload settings: bucket_mb=0.5 (A) vs 1.0 (B)"]
+    assert cmp.kind == "workload" and cmp.unmatched == {"B": (0, 0)} and len(cmp.pairs) == 39
+    assert all(p.ratio == 1.0 and (p.baseline, p.other) == ("A", "B") for p in cmp.pairs)

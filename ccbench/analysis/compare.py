@@ -257,7 +257,7 @@ def provenance_differences(a: Mapping, b: Mapping, rows_a: Sequence[Row], rows_b
     da, db = sorted({r.dtype for r in rows_a}), sorted({r.dtype for r in rows_b})
     if da != db:
         out.append(f"provenance differs in dtypes: {', '.join(da)} ({la}) vs {', '.join(db)} ({lb})")
-    sa, sb = (m.get("config", {}).get("sync") for m in (a, b))
+    sa, sb = ((m.get("config") or {}).get("sync") for m in (a, b))      # a null config records none
     if sa != sb:
         out.append(f"provenance differs in synchronisation: {sa} ({la}) vs {sb} ({lb})")
     ea, eb = a.get("mpi_env") or {}, b.get("mpi_env") or {}
