@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from runfiles import write_run
 
 from ccbench.analysis.tune import (
     DEFAULT_VERIFY_LAUNCHES,
@@ -178,15 +179,7 @@ def test_single_launch_sources_are_undetermined_below_what_the_prior_resolves():
 
 
 def _write_run(path: Path, rows, budget_s=0.3) -> Path:
-    path.mkdir(parents=True)
-    w = RunWriter(path, {"mpi_vendor": "Open MPI 5.0.11", "mpi_library": "Open MPI v5.0.11", "nranks": rows[0].nranks,
-                         "start_time": "2026-01-01T00:00:00", "skipped": [],
-                         "config": {"budget_s": budget_s, "max_reps": 300, "min_reps": 10, "order": "shuffled"}})
-    for r in rows:
-        w.append(r)
-    w.update(status="complete")
-    w.close()
-    return path
+    return write_run(path, rows, config={"budget_s": budget_s, "max_reps": 300, "min_reps": 10, "order": "shuffled"})
 
 
 def test_the_toss_up_notes_are_shown(tmp_path, capsys):

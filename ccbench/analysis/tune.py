@@ -600,6 +600,11 @@ def tune_runs(runs, fmt: str, output: str | None = None, results_dir="results") 
                      "format (--format openmpi-rules)")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:     # a parent that is a file, not a directory
+        raise UsageError(f"cannot write {out}: {out.parent} is not a directory") from None
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc.strerror}") from None
+    try:
         with open(out, "x") as f:
             f.write(text)
         if side is not None:
@@ -664,13 +669,20 @@ _CARRIED = (("warmup", "--warmup"), ("min_reps", "--min-reps"), ("max_reps", "--
             ("thread_level", "--thread-level"), ("watchdog_s", "--watchdog"))
 
 
+def _major_version(library: str) -> float:
+    """The major version of a library string ("Open MPI v5.0.3, package: ..." -> 5): its first "N.M"
+    not inside another number; infinity when it names none (nothing is refused on a guess)."""
+    m = re.search(r"(?<![\w.])v?(\d+)\.\d", library)
+    return int(m.group(1)) if m else math.inf
+
+
 def _file_env(doc: dict) -> dict:
     """The environment that makes the library read the tuning file."""
     path = str(Path(doc["path"]).resolve())
     if doc["format"] == "mpich-json":
         return {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": path}
     libs = [s["mpi_library"] or "" for s in doc["sources"]]
-    if doc["format"] == "openmpi-json" and any(re.search(r"v?[1-5]\.\d", s) for s in libs):
+    if doc["format"] == "openmpi-json" and any(_major_version(s) < 6 for s in libs):
         raise UsageError(f"cannot verify a JSON rules file with {libs[0]!r}: Open MPI reads JSON rules from "
                          "6.0 on; use --format openmpi-rules")
     return {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_dynamic_rules_filename": path}

@@ -26,7 +26,9 @@
 #   ccbench/core/replication.py    1403 mutants, over 33 min (stopped at 1227: mutants of the incomplete
 #                                  beta function's continued fraction stop converging and run into timeouts)
 #   ccbench/analysis/predict.py    1590 mutants, 11.5 min
-#   ccbench/analysis/tune.py, ccbench/store/run.py: not timed yet
+#   ccbench/store/run.py           215 mutants, 25 min (its mutants also run tests/test_compare.py: 30 s of tests)
+#   ccbench/analysis/tune.py       1732 mutants, 31 min with the tests as they were before 2026-11-26's (594 mutants
+#                                  had no test then; a full run with today's tests was not timed)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
