@@ -617,15 +617,9 @@ UNSTORED = [  # (section, words next to the figure): the passage must say that i
     ("An emulated cluster: the lab", "fitted rates of 2.00, 5.30 and 10.37 Gbit/s"),
     ("Reports, comparisons and plots", "three identical single-launch runs"),
     ("Launches: the unit of replication", "What this buys, measured by"),
-    ("Fitting and predicting", "Every sweep also times the local reduction"),
     ("Launches: the unit of replication", "The ranges are two runs of the benchmark"),
     ("Launches: the unit of replication", "on a replicated default sweep here"),
     ("The compiled loop (`--loop`)", "python benchmarks/harness_fidelity.py --rounds 8"),
-    ("How close to the node's limit", "three launches each, interleaved"),
-    ("gamma per path", "On the 4-rank run below"),
-    ("Parameters: ping-pong, joint, effective", "Measured on this 2-core machine (4 ranks"),
-    ("Cross-validation", "2 -> 4 ranks on this 2-core machine"),
-    ("What it found here", "On a 2-core machine with the MPICH that pip installs"),
 ]
 
 
@@ -700,3 +694,132 @@ def test_fidelity_figures_from_the_reference_results():
                                 f"{compiled[0]:.2f}x (allreduce), {compiled[1]:.2f}x (bcast) and {compiled[2]:.2f}x "
                                 "(allgather) the time of a C loop of OSU's method, and the Python loop no longer than "
                                 "a bare mpi4py loop")
+
+
+# --------------------------------------------------------------------------- prose: the reference runs
+
+def _reference_runs(group: str) -> list[Path]:
+    """The run directories stored under reference/`group`/, oldest first (their names start with the time)."""
+    return sorted(p for p in (REFERENCE / group).iterdir() if p.is_dir())
+
+
+@pytest.fixture(scope="module")
+def models_fit() -> dict:
+    """`ccbench fit` of the stored 4-rank allreduce run of the model figures (nothing written beside it)."""
+    (run,) = _reference_runs("models")
+    return fit_run(run, write=False)
+
+
+def _ratio(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def _gammas(meta: dict, dtype: str = "float32", op: str = "sum") -> dict[tuple[str, str], float]:
+    """{(path, temperature): gamma in s/B} of a run's reduction timings, as `fit` prints them."""
+    from ccbench.analysis.fit import gamma_per_path
+
+    return {(g["path"], g["temperature"]): g["gamma_s_per_byte"] for g in gamma_per_path(meta["reduce_local"])
+            if g["dtype"] == dtype and g["op"] == op and "error" not in g}
+
+
+def test_model_check_figures_from_the_reference_run(models_fit):
+    from ccbench.present.model_tables import gamma_line
+
+    net = models_fit["network"]
+    assert net["used_for_predictions"] == "effective"
+    _says("gamma per path", f"On the 4-rank run below (`reference/models/`, as `ccbench fit` prints it): "
+                            f"{gamma_line(net['effective']['numpy'])}")
+    summary = {(name, s["kind"]): s for name, doc in models_fit["checks_by_params"].items()
+               for s in doc["summary"] if s["collective"] == "allreduce"}
+    eff_h, eff_n = summary[("effective", "hand-written")], summary[("effective", "native")]
+    large = sorted({c["nbytes"] for c in models_fit["model_checks"] if c["nbytes"] >= eff_h["large_bytes"]})
+    _says("Parameters: ping-pong, joint, effective",
+          f"Median measured/predicted of allreduce at >= {format_size(eff_h['large_bytes'])} "
+          f"({' and '.join(format_size(n) for n in large)}): hand-written {_ratio(eff_h['median_ratio_large'])}, "
+          f"native {_ratio(eff_n['median_ratio_large'])} under the effective parameters (worst "
+          f"{_ratio(eff_h['worst_ratio_large'])} and {_ratio(eff_n['worst_ratio_large'])}); under ping-pong "
+          f"{_ratio(summary[('pingpong', 'hand-written')]['median_ratio_large'])} and "
+          f"{_ratio(summary[('pingpong', 'native')]['median_ratio_large'])}, under the joint fit "
+          f"{_ratio(summary[('joint', 'hand-written')]['median_ratio_large'])} and "
+          f"{_ratio(summary[('joint', 'native')]['median_ratio_large'])}.  Over all sizes: hand-written "
+          f"{_ratio(eff_h['median_ratio'])}, native {_ratio(eff_n['median_ratio'])} (effective).")
+    _says("What it found here", f"From a 4-rank run's own fit, the median measured/predicted time of allreduce at "
+                                f"{format_size(large[0])}-{format_size(large[-1])} was "
+                                f"{_ratio(eff_h['median_ratio_large'])} (hand-written) and "
+                                f"{_ratio(eff_n['median_ratio_large'])} (native)")
+
+
+def test_cross_validation_figures_from_the_reference_runs():
+    from ccbench.analysis.crossval import cross_validate
+
+    small, large = _reference_runs("crossval")
+    doc = cross_validate([small], large)
+    assert doc["params"] == "effective" and any("oversubscribes" in n for n in doc["notes"])
+    every = {s["collective"]: s for s in doc["summary"] if s["kind"] == "all"}
+    listed = ", ".join(f"{c} {_ratio(every[c]['median_ratio'])} (worst {_ratio(every[c]['worst_ratio'])})"
+                       for c in ("allreduce", "bcast", "allgather"))
+    agree = doc["agreement"]
+    _says("Cross-validation", f"effective parameters): median measured/predicted {listed}; the predicted winner was "
+                              f"the measured one at {agree['agree']} of {agree['sizes']} sizes.")
+    medians = [every[c]["median_ratio"] for c in ("allreduce", "bcast", "allgather")]
+    _says("What it found here", f"fitted at 2 ranks and checked at 4 (`predict --against`) it missed by "
+                                f"{min(medians):.1f}-{max(medians):.1f}x in the median")
+
+    def native_8k(run):
+        (row,) = [r for r in open_run(run).rows
+                  if (r.collective, r.algorithm, r.nbytes) == ("allreduce", "native", 8192)]
+        return row.median_s
+
+    _says("Cross-validation", f"the native 8 KiB allreduce took {fmt_time(native_8k(large))} against "
+                              f"{fmt_time(native_8k(small))} at 2 ranks")
+    # the 2-rank run's own reduction timings: the paragraph on the two paths
+    g = _gammas(open_run(small).meta)
+    nw, nc, mw, mc = g[("numpy", "warm")], g[("numpy", "cold")], g[("mpi", "warm")], g[("mpi", "cold")]
+    assert mw / nw > 2 and mc / nc < 1.5, "the page says the library's path is the slower in cache only"
+    _says("Fitting and predicting", f"On a 2-rank float32 sum here (the 2-rank run of `reference/crossval/`): numpy "
+                                    f"{gamma_text(nw)} warm and {gamma_text(nc)} cold, MPICH's `MPI_Reduce_local` "
+                                    f"{gamma_text(mw)} warm ({mw / nw:.1f}x numpy's) and {gamma_text(mc)} cold "
+                                    f"({mc / nc:.2f}x)")
+
+
+def test_memory_limit_figures_from_the_reference_runs():
+    from collections import Counter
+
+    from ccbench.analysis.limits import best_shares, memory_limit
+
+    runs = [open_run(p) for p in _reference_runs("limits")]
+    assert [r.meta["nranks"] for r in runs] == [2, 4] * 3, "three of each, interleaved"
+
+    def span(xs, fmt):
+        return f"{fmt(min(xs))}-{fmt(max(xs))}"
+
+    def g3(x):
+        return f"{x:.3g}"
+
+    def pct(x):
+        return f"{x * 100:.0f}"
+
+    shares = {}
+    for P in (2, 4):
+        lims, best = [], {"hand-written": [], "native": []}
+        for run in (r for r in runs if r.meta["nranks"] == P):
+            lim = memory_limit(run.meta["memory_bandwidth"])
+            busbw = {r.algorithm: r.busbw_gbs for r in run.rows if r.collective == "allreduce" and r.nbytes == 4 << 20}
+            for side, (alg, share) in best_shares(busbw, lim.copy_gbs).items():
+                best[side].append((alg, share, busbw[alg]))
+            lims.append(lim)
+
+        def cell(picks):
+            names = ", ".join(a for a, _ in Counter(a for a, _, _ in picks).most_common())
+            return (f"{span([s for _, s, _ in picks], pct)}% ({names}; "
+                    f"{span([bw for _, _, bw in picks], g3)} GB/s)")
+
+        _says("How close to the node's limit",
+              f"| {P} | {span([x.one_core_gbs for x in lims], g3)} GB/s | "
+              f"{span([x.limiting.aggregate_gbs for x in lims], g3)} GB/s | "
+              f"{span([x.copy_gbs for x in lims], g3)} GB/s | {cell(best['hand-written'])} | {cell(best['native'])} |")
+        shares[P] = [s for _, s, _ in best["hand-written"]]
+        above = [(i, alg) for i, (alg, s, _) in enumerate(best["hand-written"] + best["native"]) if s > 1]
+        assert above == ([(0, "rabenseifner")] if P == 2 else []), "the page names the one share above 100%"
+    _says("What it found here", f"The best hand-written 4 MiB allreduce reached {span(shares[2], pct)}% of the "
+                                f"node's memory-copy limit at 2 ranks and {span(shares[4], pct)}% at 4")
