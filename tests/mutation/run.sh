@@ -54,6 +54,10 @@ declare -A TESTS=(
   [ccbench/algorithms/scatter.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py"
   [ccbench/algorithms/barrier.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py"
   [ccbench/algorithms/registry.py]="tests/test_predict.py tests/test_costs_at_scale.py"
+  [ccbench/analysis/fit.py]="tests/test_fit.py tests/test_gamma_paths.py"
+  [ccbench/measure/session.py]="tests/test_session.py tests/test_measure_contract.py tests/test_slow_fault.py"
+  [ccbench/measure/sweep.py]="tests/test_measure_contract.py tests/test_session.py tests/test_slow_fault.py"
+  [ccbench/store/results.py]="tests/test_results.py tests/test_launches.py"
 )
 MODULES=(
   ccbench/core/stats.py
@@ -74,6 +78,10 @@ MODULES=(
   ccbench/algorithms/scatter.py
   ccbench/algorithms/barrier.py
   ccbench/algorithms/registry.py
+  ccbench/analysis/fit.py
+  ccbench/measure/session.py
+  ccbench/measure/sweep.py
+  ccbench/store/results.py
 )
 
 if [ $# -gt 0 ]; then MODULES=("$@"); fi
