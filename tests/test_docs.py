@@ -606,7 +606,7 @@ def test_ddp_runs_figures(ddp_threads):
 
 UNSTORED = [  # (section, words next to the figure): the passage must say that it is not stored
     ("Benchmarks: hand-written against native", "measured 0.34 us"),
-    ("Tuning the MPI library itself", "no variant was decidedly faster than MPICH's"),
+    ("Tuning the MPI library itself", "An earlier run of the same commands"),
     ("An emulated cluster: the lab", "fitted rates of 2.00, 5.30 and 10.37 Gbit/s"),
     ("An emulated cluster: the lab", "Over four earlier cycles (the CI test"),
     ("Reports, comparisons and plots", "three identical single-launch runs"),
@@ -1076,3 +1076,25 @@ def test_gpt2_prediction_parameters_are_the_stored_fit(models_fit):
     assert m.group(3) == f"{pp['bandwidth_gbs']:.3g}GB/s"
     _says(WL_TITLE, f"the parameters of the 4-rank ping-pong fit of `reference/models/` (alpha "
                     f"{fmt_time(pp['alpha_s'])}, {pp['bandwidth_gbs']:.3g} GB/s, no gamma)")
+
+
+def test_tuning_figures_from_the_reference_run(tmp_path):
+    import json
+    from collections import Counter
+
+    from ccbench.analysis.tune import tune_runs
+
+    (run,) = [p for p in _reference_runs("tuning") if not p.name.endswith("_verify-mpich-json")]
+    (ver_dir,) = [p for p in _reference_runs("tuning") if p.name.endswith("_verify-mpich-json")]
+    doc = tune_runs([run], "mpich-json", str(tmp_path / "tuning.json"))
+    assert all(r.algorithm == "native" for s in doc["selections"] for r in s.ranges), "the file keeps every default"
+    assert json.loads(doc["text"].split("*/", 1)[1]) == json.loads(
+        (run / "tuning.mpich.json").read_text().split("*/", 1)[1]), "the stored file is what tune writes"
+    ver = json.loads((ver_dir / "verification.json").read_text())
+    rows = ver["rows"]
+    assert Counter(r["verdict"] for r in rows) == {"already best": len(rows)}
+    ratios, qs = [r["ratio"] for r in rows], [r["q_value"] for r in rows]
+    _says("Tuning the MPI library itself",
+          f"Its verification ({ver['launches']} pairs of launches) called all {len(rows)} sizes \"already best\", "
+          f"although every size's median was {min(ratios):.2f}-{max(ratios):.2f}x slower with the file "
+          f"(q {min(qs):.2f}-{max(qs):.2f}")
