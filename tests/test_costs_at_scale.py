@@ -493,3 +493,45 @@ def test_double_binary_tree_of_odd_bytes():
             if got != tuple(cost[:3]) or not (path[0] <= cost.timing_cost.alpha and path[1] <= cost.timing_cost.beta):
                 bad.append(f"P={P} count={count}: counted {got}, path {path}, closed form {cost}")
     assert not bad, "\n".join(bad)
+
+
+# Hand-counted (alpha, beta, gamma) of the busiest rank from the textbook schedules (Thakur,
+# Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009), n the vector's bytes: the ring makes 2(P-1)
+# steps of n/P; recursive doubling lg p' steps of n, plus MPICH's fold (a step of n in, n reduced)
+# and unfold (a step of n out) when P is not a power of two p'; Rabenseifner halves then doubles
+# (2 lg p' steps, 2n(p'-1)/p' bytes) with the same fold; the binomial tree and the linear
+# allreduce send and receive n on each of 2 ceil(lg P) and 2(P-1) steps at the root; the
+# hierarchical one adds a binomial reduce and broadcast on a node of m ranks to Rabenseifner
+# among the ceil(P/m) node leaders.
+HAND_COUNTED = [
+    ("ring", 1, 1000, None, (0, 0, 0)),
+    ("ring", 2, 1024, None, (2, 1024, 512)),
+    ("ring", 3, 1200, None, (4, 1600, 800)),
+    ("ring", 8, 8000, None, (14, 14000, 7000)),
+    ("recursive_doubling", 1, 100, None, (0, 0, 0)),
+    ("recursive_doubling", 2, 100, None, (1, 100, 100)),
+    ("recursive_doubling", 5, 100, None, (4, 400, 300)),
+    ("recursive_doubling", 6, 100, None, (4, 400, 300)),
+    ("recursive_doubling", 8, 100, None, (3, 300, 300)),
+    ("rabenseifner", 1, 4000, None, (0, 0, 0)),
+    ("rabenseifner", 2, 4000, None, (2, 4000, 2000)),
+    ("rabenseifner", 6, 4000, None, (6, 14000, 7000)),
+    ("rabenseifner", 8, 8000, None, (6, 14000, 7000)),
+    ("binomial", 1, 100, None, (0, 0, 0)),
+    ("binomial", 5, 100, None, (6, 600, 300)),
+    ("binomial", 8, 100, None, (6, 600, 300)),
+    ("binomial", 9, 100, None, (8, 800, 400)),
+    ("linear", 2, 100, None, (2, 200, 100)),
+    ("linear", 5, 100, None, (8, 800, 400)),
+    ("hierarchical", 8, 100, None, (6, 600, 300)),
+    ("hierarchical", 3, 100, 8, (4, 400, 200)),
+    ("hierarchical", 12, 100, 4, (8, 700, 350)),
+    ("hierarchical", 10, 100, 4, (8, 700, 350)),
+    ("hierarchical", 16, 100, 4, (8, 550, 275)),
+]
+
+
+@pytest.mark.parametrize(("name", "P", "nbytes", "rpn", "expected"), HAND_COUNTED)
+def test_allreduce_closed_forms_equal_hand_counts(name, P, nbytes, rpn, expected):
+    cost = _closed(get("allreduce", name), P, nbytes, rpn)
+    assert tuple(cost[:3]) == pytest.approx(expected, abs=1e-9) and cost.critical is None

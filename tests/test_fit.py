@@ -395,3 +395,207 @@ def test_gamma_by_path_and_temperature():
     assert q.gamma_for(True, 1 << 30) == q.gamma_for(False, 1) == 3e-11
     assert NetworkParams(ALPHA, BETA).gamma_for(True, 8) == 0.0
     assert NetworkParams.from_dict(strict_json(p)) == p
+
+
+# --------------------------------------------------------------------------- hand-computed helpers
+
+
+def test_bandwidth_of_inverse_bandwidth_and_its_interval():
+    from ccbench.analysis.fit import _gbs, _gbs_ci
+
+    assert _gbs(1e-10) == pytest.approx(10.0)         # 1 / 1e-10 B/s = 1e10 B/s = 10 GB/s
+    assert _gbs(0.0) == math.inf and _gbs(-1e-10) == math.inf
+    assert math.isnan(_gbs(None)) and math.isnan(_gbs(math.nan)) and math.isnan(_gbs(math.inf))
+    lo, hi = _gbs_ci((1e-10, 2e-10))                  # the bounds swap: slower beta, lower bandwidth
+    assert lo == pytest.approx(5.0) and hi == pytest.approx(10.0)
+
+
+def test_bic_is_schwarz_with_three_parameters_per_segment_less_one():
+    from ccbench.analysis.fit import _bic
+
+    # n ln(RSS/n) + (3k - 1) ln n (Schwarz 1978), computed by hand for n = 8, RSS = 0.08
+    assert _bic(0.08, 8, 1) == pytest.approx(8 * math.log(0.01) + 2 * math.log(8))
+    assert _bic(0.08, 8, 2) == pytest.approx(8 * math.log(0.01) + 5 * math.log(8))
+    # RSS/n floored at (1e-6)^2
+    assert _bic(0.0, 8, 1) == pytest.approx(8 * math.log(1e-12) + 2 * math.log(8))
+
+
+def test_percentile_interval_by_hand():
+    from ccbench.analysis.fit import _percentile_ci
+
+    v = np.arange(101, dtype=float)                   # percentile p of 0..100 is p itself
+    assert _percentile_ci(v, 0.90) == pytest.approx((5.0, 95.0))
+    assert _percentile_ci(np.append(v, [math.nan, math.inf]), 0.80) == pytest.approx((10.0, 90.0))
+    lo, hi = _percentile_ci(np.array([math.nan]), 0.95)
+    assert math.isnan(lo) and math.isnan(hi)
+
+
+def test_weighted_line_matches_polyfit_with_relative_weights():
+    from ccbench.analysis.fit import _weighted_r2, _wls_line
+
+    x = np.array([0.0, 1.0, 2.0, 4.0])
+    y = np.array([1.0, 1.5, 4.0, 5.0])
+    # np.polyfit's w multiplies the residuals, so w = 1/y is the weight 1/y^2 on squared residuals
+    b_ref, a_ref = np.polyfit(x, y, 1, w=1.0 / y)
+    a, b = _wls_line(x, y)
+    assert float(a) == pytest.approx(a_ref, rel=1e-12) and float(b) == pytest.approx(b_ref, rel=1e-12)
+    fitted = a_ref + b_ref * x
+    w = 1.0 / y**2
+    ybar = (w * y).sum() / w.sum()
+    r2 = 1.0 - (w * (y - fitted) ** 2).sum() / (w * (y - ybar) ** 2).sum()
+    assert _weighted_r2(y, fitted) == pytest.approx(r2, rel=1e-12)
+    flat = np.full(3, 2.0)                            # no spread: R^2 is 1 if exact, else 0
+    assert _weighted_r2(flat, flat) == 1.0 and _weighted_r2(flat, flat + 0.1) == 0.0
+
+
+def test_compare_params_ratio_and_touching_intervals():
+    ref = NetworkParams(2e-6, 1e-10, 3e-10, alpha_ci_s=(1e-6, 3e-6), beta_ci_s_per_byte=(1e-10, 2e-10),
+                        gamma_ci_s_per_byte=(1e-10, 2e-10), source="pingpong")
+    oth = NetworkParams(4e-6, 1e-10, None, alpha_ci_s=(3e-6, 5e-6), beta_ci_s_per_byte=(3e-10, 4e-10),
+                        source="joint")
+    a, b, g = compare_params(ref, oth)
+    assert (a.parameter, a.ratio, a.cis_overlap) == ("alpha_s", 2.0, True)   # touch at 3e-6
+    assert (b.ratio, b.cis_overlap) == (1.0, False)
+    assert g.ratio is None and g.cis_overlap is None
+    assert (a.reference_source, a.other_source) == ("pingpong", "joint")
+    assert compare_params(NetworkParams(0.0, 1e-10), oth)[0].ratio is None
+
+
+def test_line_flags_by_hand():
+    from ccbench.analysis.fit import _line_flags
+
+    assert _line_flags(4, 1e-6, 1e-10, (5e-11, 2e-10), 0.25, "samples") == ()   # 4 sizes, 25%: not flagged
+    assert _line_flags(3, -1e-6, -1e-10, (-2e-10, 0.0), 0.26, "residuals") == (
+        "few_sizes", "negative_alpha", "negative_beta", "beta_ci_includes_zero", "poor_fit", "residual_bootstrap")
+    assert _line_flags(5, 0.0, 0.0, (0.0, 1e-10), 0.0, "none") == ("beta_ci_includes_zero", "no_intervals")
+    assert _line_flags(5, 1e-6, 1e-10, (math.nan, math.nan), 0.0, "none") == ("no_intervals",)
+
+
+def test_clean_samples_keeps_finite_positive_and_needs_two():
+    from ccbench.analysis.fit import _Blocks, _clean_samples
+
+    assert _clean_samples(None) is None
+    assert _clean_samples([1.0, 0.0, -1.0, math.nan, math.inf]) is None          # one usable sample
+    assert _clean_samples([[2.0, 0.0], [3.0, -4.0]]).tolist() == [2.0, 3.0]        # flattened
+    b = _clean_samples(_Blocks([np.array([1.0, -1.0]), np.array([math.nan]), np.array([2.0, 3.0])]))
+    assert isinstance(b, _Blocks) and [x.tolist() for x in b] == [[1.0], [2.0, 3.0]]
+    one = _clean_samples(_Blocks([np.array([0.0]), np.array([2.0, 3.0])]))   # one launch left: plain
+    assert not isinstance(one, _Blocks) and one.tolist() == [2.0, 3.0]
+
+
+def test_segment_at_switches_at_the_breakpoint_itself():
+    from ccbench.analysis.fit import Segment, SegmentedFit
+
+    def seg(lo, hi):
+        return Segment(lo, hi, 3, 1e-6, 1e-10, (0.0, 1.0), (0.0, 1.0))
+
+    a, b, c = seg(8, 64), seg(128, 1024), seg(2048, 8192)
+    s = SegmentedFit((a, b, c), (128, 2048), (None, None, None), 1.0, 0.0)
+    assert s.n_segments == 3 and s.to_dict()["n_segments"] == 3
+    assert s.segment_at(0) is a and s.segment_at(127) is a and s.segment_at(128) is b   # "first size of segment i+1"
+    assert s.segment_at(2047) is b and s.segment_at(2048) is c and s.segment_at(1e12) is c
+
+
+def test_to_dict_is_strict_json_of_numpy_values():
+    from ccbench.analysis.fit import PathParams, _jsonable, params_from_dict
+
+    got = _jsonable({1: (np.float64(1.5), np.int64(3), np.bool_(True), math.nan, -math.inf),
+                     "a": np.array([2.0, math.inf])})
+    assert got == {"1": [1.5, 3, True, None, None], "a": [2.0, None]}
+    assert type(got["1"][1]) is int and type(got["1"][2]) is bool and type(got["1"][0]) is float
+    numpy, mpi = NetworkParams(1e-6, 1e-10, source="effective"), NetworkParams(2e-6, 2e-10, source="effective")
+    p = PathParams(numpy, mpi, notes=("n",))
+    assert params_from_dict(json.loads(json.dumps(p.to_dict()))) == p
+
+    class Native:
+        native = True
+
+    assert p.for_algorithm(Native()) is mpi and p.for_algorithm(object()) is numpy
+    assert (p.alpha_s, p.beta_s_per_byte) == (1e-6, 1e-10)
+
+
+def test_cold_rate_only_above_the_threshold_and_records_by_path():
+    from ccbench.analysis.fit import reduction_records
+
+    p = NetworkParams(ALPHA, BETA, 1e-10, gamma_cold_s_per_byte=2e-10, cold_above_bytes=1024.0)
+    assert p.gamma_for(False, 1024) == 1e-10 and p.gamma_for(False, 1025) == 2e-10   # "more than" the size
+    recs = [dict(nbytes=8), dict(nbytes=8, path="mpi"), dict(nbytes=8, temperature="cold"),
+            dict(nbytes=8, path="mpi", temperature="cold")]
+    assert reduction_records(recs) == [recs[0]]                                      # no keys: numpy, warm
+    assert reduction_records(recs, "mpi", "cold") == [recs[3]]
+    assert reduction_records(recs, temperature="cold") == [recs[2]]
+
+
+def test_effective_fit_with_exactly_three_rows_drops_unusable_ones():
+    from ccbench.analysis.fit import fit_effective
+
+    a, b = 3e-6, 2e-10
+    terms = [(1.0, 1e3), (2.0, 1e5), (4.0, 1e7), (1.0, 1e4), (math.nan, 1e4)]
+    off = [1e-7, 0.0, 2e-4, 0.0, 0.0]
+    t = [s * a + n * b + o for (s, n), o in zip(terms[:3], off[:3], strict=True)]
+    rows = [dict(median_s=v) for v in t] + [dict(median_s=0.0), dict(median_s=1e-5)]
+    p = fit_effective(rows, terms, off, path="numpy", n_boot=0)
+    assert p.n_points == 3 and p.alpha_ci_s is None
+    assert p.alpha_s == pytest.approx(a, rel=1e-9) and p.beta_s_per_byte == pytest.approx(b, rel=1e-9)
+    with pytest.raises(CCBenchError, match="at least 3 modelled rows, got 2"):
+        fit_effective(rows[1:], terms[1:], off[1:], path="mpi", n_boot=0)
+
+
+def test_effective_fit_reports_residuals_notes_and_needs_both_terms():
+    from ccbench.analysis.fit import fit_effective
+
+    a, b = 3e-6, 2e-10
+    terms = [(1.0, 1e3), (2.0, 1e5), (4.0, 1e7)]
+    off = [1e-6, 1e-6, 2e-3]
+    exact = [s * a + n * b + o for (s, n), o in zip(terms, off, strict=True)]
+    p = fit_effective([dict(median_s=v) for v in exact], terms, off, path="mpi", n_boot=0)
+    assert p.r2 == pytest.approx(1.0) and p.max_rel_residual < 1e-9
+    assert p.notes == ("mpi path: 3 rows, bootstrap: none",) and p.source == "effective"
+    # alpha 0 in the data: NNLS puts it at the bound and says so
+    z = fit_effective([dict(median_s=n * b) for _, n in terms], terms, [0.0] * 3, path="numpy", n_boot=0)
+    assert z.alpha_s == 0.0 and z.notes[1:] == ("alpha at the zero bound",)
+    # off by +-10% from the model: the residuals are those of the fitted model plus the fixed offset
+    noisy_t = [v * f for v, f in zip(exact, (1.1, 0.9, 1.0), strict=True)]
+    q = fit_effective([dict(median_s=v) for v in noisy_t], terms, off, path="mpi", n_boot=200)
+    fitted = [s * q.alpha_s + n * q.beta_s_per_byte + o for (s, n), o in zip(terms, off, strict=True)]
+    assert q.max_rel_residual == pytest.approx(max(abs(1 - f / t) for f, t in zip(fitted, noisy_t, strict=True)))
+    assert q.notes[0] == "mpi path: 3 rows, bootstrap: residuals" and q.alpha_ci_s is not None
+    again = fit_effective([dict(median_s=v) for v in noisy_t], terms, off, path="mpi", n_boot=200)
+    assert again == q                                                               # seeded bootstrap
+    # steps and bytes of at most one still count as terms
+    small = [(1.0, 1.0), (0.5, 0.5), (1.0, 0.0)]
+    s = fit_effective([dict(median_s=st * 1e-6 + n * 2e-6) for st, n in small], small, [0.0] * 3,
+                      path="numpy", n_boot=0)
+    assert s.alpha_s == pytest.approx(1e-6) and s.beta_s_per_byte == pytest.approx(2e-6)
+    for bad in ([(0.0, 1.0), (0.0, 2.0), (0.0, 3.0)], [(1.0, 0.0), (2.0, 0.0), (3.0, 0.0)]):
+        with pytest.raises(CCBenchError, match="numpy path needs rows with both messages and bytes"):
+            fit_effective([dict(median_s=1e-5)] * 3, bad, [0.0] * 3, path="numpy", n_boot=0)
+
+
+def test_reduction_gammas_filter_by_dtype_and_op_and_say_what_they_assumed():
+    from ccbench.analysis.fit import reduction_gammas
+
+    def recs(path, temp, gamma, dtype="float32", op="sum"):
+        return [{"path": path, "temperature": temp, "dtype": dtype, "op": op, "nbytes": n,
+                 "seconds": [1e-6 + gamma * n] * 5} for n in (4096, 65536, 1 << 20, 4 << 20)]
+
+    data = (recs("numpy", "warm", 3e-11) + recs("numpy", "warm", 9e-11, dtype="float64")
+            + recs("numpy", "warm", 5e-11, op="max") + recs("numpy", "cold", 1e-10))
+    g = reduction_gammas(data, dtype="float32", op="sum", ranks_per_node=2, n_boot=0)
+    assert g["gamma_s_per_byte"] == pytest.approx(3e-11, rel=1e-6)
+    assert g["cold_above_bytes"] == 16 << 20                     # 32 MiB default shared by 2 ranks
+    assert g["notes"] == ("cold gamma above 16 MiB per rank: the last-level cache (not stated; assumed 32 MiB) "
+                          "shared by 2 rank(s) per node",
+                          "no MPI_Reduce_local timings: native algorithms are priced with numpy's gamma")
+    assert reduction_gammas(data, dtype="float64", n_boot=0)["gamma_s_per_byte"] == pytest.approx(9e-11, rel=1e-6)
+    assert reduction_gammas(data, op="max", n_boot=0)["gamma_s_per_byte"] == pytest.approx(5e-11, rel=1e-6)
+    w = reduction_gammas(recs("numpy", "warm", 3e-11) + recs("mpi", "warm", 2e-10), n_boot=0)
+    assert w["notes"] == ("no cold reduction timings: every size pays the warm gamma",)
+
+
+def test_fit_curves_counts_only_sizes_with_positive_times():
+    three = curve_rows(ALPHA + BETA * SIZES[:3], sizes=SIZES[:3], samples=False, algorithm="ring")
+    short = curve_rows(ALPHA + BETA * SIZES[:3], sizes=SIZES[:3], samples=False, algorithm="tree")
+    short[2]["median_s"] = -1e-6                                 # two usable sizes left
+    got = fit_curves(three + short, min_sizes=3, n_boot=0)
+    assert [f.algorithm for f in got] == ["ring"] and got[0].line.n_sizes == 3

@@ -9,6 +9,7 @@
 # between, moves the clock one tick (a rank spinning on its clock).  Each rank may read its
 # clock with an offset to the others.  Every expected value below is derived from the script.
 
+import dataclasses
 import functools
 import sys
 import threading
@@ -174,6 +175,22 @@ class Comm:
             buf[...] = data
         w.t[self.rank] = max(w.t[self.rank], arrival)
         w.reading[self.rank] = False
+
+    def Sendrecv(self, sendbuf, dest: int, sendtag: int = 0, recvbuf=None, source: int = 0, recvtag: int = 0) -> None:
+        self.Send(sendbuf, dest, sendtag)
+        self.Recv(recvbuf, source, recvtag)
+
+    def Isend(self, buf, dest: int, tag: int = 0):
+        self.Send(buf, dest, tag)  # the stand-in copies the data at once: nothing left to wait for
+        return None
+
+    def Irecv(self, buf, source: int, tag: int = 0):
+        return (buf, source, tag)
+
+    def Waitall(self, requests) -> None:
+        for req in requests:
+            if req is not None:
+                self.Recv(*req)
 
 
 def run(world: World, fn) -> list:
@@ -716,3 +733,272 @@ def test_the_stop_reason_of_several_visits_is_the_most_common_the_last_on_a_tie(
     assert sweep._stop_of(visits("budget", "max_reps", "budget")) == "budget"
     assert sweep._stop_of(visits("budget", "target_rse")) == "target_rse"
     assert sweep._stop_of(visits("max_reps")) == "max_reps"
+
+
+# -- a case's row: traffic, bandwidth, validation, the compiled loop -----------------------
+
+@pytest.mark.parametrize(("collective", "algorithm", "op", "traffic"), [
+    # linear gather of 96 B at 3 ranks: ranks 1 and 2 send their 32 B to the root, which receives both
+    ("gather", "linear", "none", (2, 64, 1, 32, 2, 64, 0)),
+    # ring allreduce of 96 B (24 float32) at 3 ranks: 2 (P - 1) Sendrecv steps of 32 B blocks on each rank
+    ("allreduce", "ring", "sum", (12, 384, 4, 128, 4, 128, 64)),
+])
+def test_the_row_counts_the_traffic_of_one_validating_call(collective, algorithm, op, traffic):
+    """msgs_total bytes_total msgs_max bytes_max steps_max step_bytes_max reduced_bytes_max: one call's, not the
+    timed calls' (the counters start again before the validating call)."""
+    nbytes = 96 if collective == "allreduce" else 32
+    case = Case(collective, algorithm, nbytes * (3 if collective == "gather" else 1), nbytes // 4, "float32", op,
+                False, 0)
+    rows = run(World(3), lambda comm: sweep.run_case(comm, case, settings(min_reps=3, max_reps=3), clock=comm.Wtime))
+    assert all(r == rows[0] for r in rows)
+    row = rows[0]
+    got = (row.msgs_total, row.bytes_total, row.msgs_max, row.bytes_max, row.steps_max, row.step_bytes_max,
+           row.reduced_bytes_max)
+    assert got == traffic
+    assert row.nwrong == 0 and row.samples == 3 and row.stop_reason == "max_reps" and row.loop == "python"
+
+
+def test_a_hand_written_algorithm_s_wrong_result_is_counted():
+    """A linear gather at 3 ranks whose block from rank 2 reaches the root with 1 added: its 8 elements are wrong."""
+    case = Case("gather", "linear", 96, 8, "float32", "none", False, 0)
+
+    def corrupt(source, dest, data):
+        return data + 1 if source == 2 else data
+
+    rows = run(World(3, tamper=corrupt), lambda comm: sweep.run_case(comm, case, settings(min_reps=3, max_reps=3),
+                                                                       clock=comm.Wtime))
+    assert rows[0].nwrong == 8 and not rows[0].ok
+    assert rows[0].msgs_total == 2  # the traffic is counted all the same
+
+
+def test_a_native_row_has_no_traffic_and_its_bandwidths(stand_in_ops):
+    """allreduce of 64 B at 3 ranks taking 40 ticks: algbw = 64 B / 40 ticks, busbw = algbw x 2 (P - 1) / P."""
+    case = Case("allreduce", "native", 64, 16, "float32", "sum", False, 0)
+    rows = run(World(3, reduce=40), lambda comm: sweep.run_case(comm, case, settings(), clock=comm.Wtime))
+    row = rows[0]
+    assert (row.msgs_total, row.bytes_total, row.msgs_max, row.bytes_max, row.steps_max, row.step_bytes_max,
+            row.reduced_bytes_max) == (None,) * 7
+    assert row.algbw_gbs == pytest.approx(64 / (40 * TICK) / 1e9, rel=1e-12)
+    assert row.busbw_gbs == pytest.approx(row.algbw_gbs * 4 / 3, rel=1e-12)
+    assert (row.collective, row.algorithm, row.nbytes, row.count, row.dtype, row.op, row.in_place, row.root,
+            row.nranks) == ("allreduce", "native", 64, 16, "float32", "sum", False, 0, 3)
+    assert row.sync == "barrier" and row.timing == "per-call" and row.settings == {} and row.loop == "python"
+    assert row.p90_s == 40 * TICK and row.flags == ()
+
+
+def _visit(samples, stop="max_reps", local=None, nwrong=0, traffic=(0,) * 7, slow=False, compiled=False,
+           settings_=None):
+    return sweep.Visit(np.array(samples, dtype=float) * TICK, stop,
+                       np.array(local if local is not None else samples, dtype=float) * TICK, nwrong, traffic, slow,
+                       compiled, settings_ or {})
+
+
+def test_a_row_of_several_visits_takes_the_last_visit_s_traffic_loop_and_settings_and_all_their_wrongs():
+    case = Case("allreduce", "ring", 64, 16, "float32", "sum", False, 0)
+    visits = [_visit([10, 30, 20], stop="budget", nwrong=2, traffic=(1, 2, 3, 4, 5, 6, 7), compiled=True,
+                     settings_={"A": "1"}),
+              _visit([20, 40, 50, 30], stop="budget", local=[20, 40, 50, 5], nwrong=3,
+                     traffic=(8, 9, 10, 11, 12, 13, 14), settings_={"B": "2"})]
+    row = run(World(1), lambda comm: sweep.case_row(comm, case, visits, settings(min_reps=8, batch=4)))[0]
+    assert [x / TICK for x in row.samples_s] == [10, 30, 20, 20, 40, 50, 30] and row.samples == 7
+    assert (row.msgs_total, row.bytes_total, row.msgs_max, row.bytes_max, row.steps_max, row.step_bytes_max,
+            row.reduced_bytes_max) == (8, 9, 10, 11, 12, 13, 14)
+    assert row.nwrong == 5 and row.loop == "python" and row.settings == {"B": "2"} and row.stop_reason == "budget"
+    assert row.timing == "batched:4" and row.p90_s == 44 * TICK and SLOWED not in row.flags
+    assert row.median_s == 30 * TICK and row.rank_mean_max_s == 25 * TICK  # the locals' mean: 175 / 7
+    from ccbench.core.stats import summarize
+
+    want = summarize(np.array([10, 30, 20, 20, 40, 50, 30]) * TICK, min_samples=8)
+    assert (row.min_s, row.mean_s, row.p95_s, row.p99_s, row.max_s, row.stddev_s, row.ci_low_s, row.ci_high_s) == (
+        want.min_s, want.mean_s, want.p95_s, want.p99_s, want.max_s, want.stddev_s, want.ci_low_s, want.ci_high_s)
+    # fewer samples than settings.min_reps (8) unless the case's own minimum says otherwise
+    assert "few_samples" in row.flags
+    enough = run(World(1), lambda comm: sweep.case_row(comm, case, visits, settings(min_reps=8), min_reps=7))[0]
+    assert "few_samples" not in enough.flags and enough.timing == "per-call"
+    last_compiled = [visits[1], visits[0]]
+    row = run(World(1), lambda comm: sweep.case_row(comm, case, last_compiled, settings(min_reps=7)))[0]
+    assert row.loop == "compiled" and row.settings == {"A": "1"} and "few_samples" not in row.flags
+    assert row.msgs_total == 1 and SLOWED not in row.flags
+    slowed = [visits[0], dataclasses.replace(visits[1], slow=True)]
+    assert SLOWED in run(World(1), lambda comm: sweep.case_row(comm, case, slowed, settings()))[0].flags
+
+
+def test_a_row_of_zero_samples_has_zero_bandwidth():
+    case = Case("allreduce", "native", 64, 16, "float32", "sum", False, 0)
+    row = run(World(2), lambda comm: sweep.case_row(comm, case, [_visit([0, 0, 0])], settings()))[0]
+    assert row.median_s == 0 and row.algbw_gbs == 0.0 and row.busbw_gbs == 0.0
+
+
+def test_a_ping_pong_row_halves_each_rank_s_mean_too():
+    """Latency 50: rank 0's round trip takes 100 ticks; rank 1 waits 50 for the ping, then replies at once."""
+    row = _pingpong(World(2, latency=50))
+    assert row.rank_mean_max_s == 50 * TICK and row.rank_mean_min_s == 25 * TICK
+    assert row.rank_mean_avg_s == 37.5 * TICK
+
+
+class _Kernel:
+    """A compiled loop's kernel of a native allreduce: the call plus a barrier (3 ticks), so its samples show."""
+
+    def __init__(self, comm, args, validate_right):
+        self.comm, self.args, self.validate_right, self.timed = comm, args, validate_right, 0
+
+    def __call__(self):
+        self.timed += 1
+        self.comm.Allreduce(self.args[0], self.args[1], MPI.SUM)
+        self.comm.Barrier()
+
+    def call(self):
+        if self.validate_right:
+            self.comm.Allreduce(self.args[0], self.args[1], MPI.SUM)
+
+
+class _Loop:
+    def __init__(self, validate_right=True):
+        self.validate_right, self.asked, self.kernels = validate_right, [], []
+
+    def kernel(self, comm, collective, count, args, kwargs):
+        self.asked.append((comm.rank, collective, count, kwargs))
+        self.kernels.append(_Kernel(comm, args, self.validate_right))
+        return self.kernels[-1]
+
+
+def test_the_compiled_loop_times_and_validates_a_native_case(stand_in_ops):
+    case = Case("allreduce", "native", 64, 16, "float32", "sum", False, 0)
+    loop = _Loop()
+    rows = run(World(2, reduce=40), lambda comm: sweep.run_case(comm, case, settings(), clock=comm.Wtime, loop=loop))
+    assert rows[0].samples_s == (43 * TICK,) * 6 and rows[0].loop == "compiled" and rows[0].nwrong == 0
+    assert sorted(loop.asked) == [(0, "allreduce", 16, {"op": "sum"}), (1, "allreduce", 16, {"op": "sum"})]
+    assert [k.timed for k in loop.kernels] == [8, 8]  # 2 warm-up calls and 6 samples
+    # what is validated is the kernel's call: one that does nothing leaves the poison in both ranks' 16 elements
+    bad = run(World(2, reduce=40), lambda comm: sweep.run_case(comm, case, settings(), clock=comm.Wtime,
+                                                              loop=_Loop(validate_right=False)))
+    assert bad[0].nwrong == 32 and bad[0].loop == "compiled"
+
+
+def test_the_compiled_loop_leaves_slowed_and_hand_written_cases_to_python(stand_in_ops):
+    loop = _Loop()
+    native = Case("allreduce", "native", 64, 16, "float32", "sum", False, 0)
+    fault = Fault("slow", 1, "allreduce/native", delay_s=32 * TICK)
+    rows = run(World(2, reduce=40), lambda comm: sweep.run_case(comm, native, settings(), fault=fault,
+                                                                clock=comm.Wtime, loop=loop))
+    assert rows[0].loop == "python" and rows[0].samples_s == (73 * TICK,) * 6 and SLOWED in rows[0].flags
+    ring = Case("allreduce", "ring", 64, 16, "float32", "sum", False, 0)
+    rows = run(World(2), lambda comm: sweep.run_case(comm, ring, settings(), clock=comm.Wtime, loop=loop))
+    assert rows[0].loop == "python" and rows[0].nwrong == 0 and loop.asked == []
+
+
+def test_a_forced_variant_is_probed_and_its_settings_recorded(stand_in_ops, monkeypatch):
+    probed = []
+    monkeypatch.setattr(sweep, "current_library", lambda: "mpich")
+    monkeypatch.setattr(sweep, "probe", lambda comm, call, library: probed.append((comm.rank, library)))
+    case = Case("allreduce", "native:recursive_doubling", 64, 16, "float32", "sum", False, 0)
+    rows = run(World(2, reduce=40), lambda comm: sweep.run_case(comm, case, settings(), clock=comm.Wtime))
+    assert rows[0].settings == {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "recursive_doubling"}
+    assert sorted(probed) == [(0, "mpich"), (1, "mpich")] and rows[0].nwrong == 0
+    visits = run(World(2, reduce=40), lambda comm: sweep.visit_case(comm, case, settings(), clock=comm.Wtime))
+    assert visits[0].traffic == (0,) * 7  # a native call's traffic is not counted
+    probed.clear()
+    plain = Case("allreduce", "native", 64, 16, "float32", "sum", False, 0)
+    assert run(World(2, reduce=40), lambda comm: sweep.run_case(comm, plain, settings(),
+                                                                clock=comm.Wtime))[0].settings == {}
+    assert probed == []
+
+
+def test_a_forced_variant_the_library_refuses_is_not_timed(stand_in_ops, monkeypatch):
+    from ccbench.algorithms.native_variants import NotApplicableError
+
+    def refuse(comm, call, library):
+        raise NotApplicableError("MPICH fell back")
+
+    monkeypatch.setattr(sweep, "current_library", lambda: "mpich")
+    monkeypatch.setattr(sweep, "probe", refuse)
+    case = Case("allreduce", "native:recursive_doubling", 64, 16, "float32", "sum", False, 0)
+    world = World(2, reduce=40)
+    with pytest.raises(NotApplicableError):
+        run(world, lambda comm: sweep.visit_case(comm, case, settings(), clock=comm.Wtime))
+    assert world._rounds == []  # no collective: nothing was timed
+
+
+# -- the sweep's helpers ----------------------------------------------------------------------
+
+def test_check_memory_asks_for_five_buffers_of_the_largest_case_per_local_rank(monkeypatch):
+    asked = []
+    monkeypatch.setattr(sweep, "require_memory", lambda *a: asked.append(a))
+    small = Case("allreduce", "native", 64, 16, "float32", "sum", False, 0)
+    big = Case("bcast", "native", 4096, 512, "float64", "none", False, 0)
+    sweep._check_memory([small, big, small], 3)
+    assert asked == [(5 * 4096 * 3, 3, big.label(), "lower the sizes")]
+    sweep._check_memory([], 3)
+    assert len(asked) == 1
+
+
+@pytest.mark.parametrize(("sync", "ranks", "refused"), [("window", 5, True), ("window", 4, False),
+                                                       ("barrier", 5, False)])
+def test_window_sync_needs_a_core_per_rank(monkeypatch, sync, ranks, refused):
+    from ccbench.core.errors import UsageError
+    from ccbench.measure import provenance
+
+    monkeypatch.setattr(provenance, "usable_cores", lambda: 4)
+    if refused:
+        with pytest.raises(UsageError, match=r"^--sync window needs a core per rank \(5 ranks on 4 cores here\); "
+                                             "use --sync barrier$"):
+            sweep._check_sync(sync, ranks)
+    else:
+        sweep._check_sync(sync, ranks)
+
+
+def test_the_selection_record_is_mpich_s_tree_or_nothing(monkeypatch):
+    from ccbench.core.errors import CCBenchError
+    from ccbench.measure import library
+
+    monkeypatch.setattr(library, "mpich_default_tree", lambda: ({"allreduce": []}, "4.2.0"))
+    assert sweep._selection_record("mpich") == {"mpich_selection": {"version": "4.2.0", "tree": {"allreduce": []}}}
+    assert sweep._selection_record("openmpi") == {} and sweep._selection_record(None) == {}
+    for exc in (CCBenchError("no tree"), OSError("unreadable"), ValueError("bad json")):
+        def broken(exc=exc):
+            raise exc
+
+        monkeypatch.setattr(library, "mpich_default_tree", broken)
+        assert sweep._selection_record("mpich") == {}
+
+
+def test_a_refused_case_is_a_skip_in_run_json_and_a_note(tmp_path, capsys):
+    from ccbench.measure.session import Progress
+    from ccbench.store.results import RunWriter
+
+    (tmp_path / "first").mkdir()
+    first = RunWriter(tmp_path / "first", {})
+    case0 = Case("allreduce", "native", 8, 2, "float32", "sum", False, 0)
+    sweep._not_applicable(first, None, case0, "no", 2)  # the first skip of a run.json without any
+    assert [e["why"] for e in first.meta["skipped"]] == ["not applicable: no"]
+    writer = RunWriter(tmp_path, {"skipped": [{"what": "earlier", "why": "x"}]})
+    case = Case("allreduce", "native:recursive_doubling", 64, 16, "float32", "sum", True, 0)
+    sweep._not_applicable(writer, Progress(1), case, "MPICH fell back", 4)
+    import json
+
+    meta = json.loads((tmp_path / "run.json").read_text())
+    assert meta["skipped"] == [{"what": "earlier", "why": "x"}, {
+        "what": case.label(), "why": "not applicable: MPICH fell back", "not_applicable": True,
+        "collective": "allreduce", "algorithm": "native:recursive_doubling", "nbytes": 64, "dtype": "float32",
+        "op": "sum", "in_place": True, "nranks": 4}]
+    assert capsys.readouterr().out == f"{case.label()}: not applicable (MPICH fell back)\n"
+    sweep._not_applicable(None, None, case, "again", 4)  # another rank: nothing to write or say
+    assert capsys.readouterr().out == ""
+
+
+def test_the_progress_line_of_a_case(stand_in_ops):
+    case = Case("allreduce", "native", 64, 16, "float32", "sum", False, 0)
+    row = run(World(2, reduce=40), lambda comm: sweep.run_case(comm, case, settings(), clock=comm.Wtime))[0]
+    us = 40 * TICK * 1e6
+    assert sweep._progress_line(case, row) == (
+        f"{case.label()}: median {us:.2f} us, busbw {row.busbw_gbs:.3f} GB/s, 6 samples (max_reps), ok")
+    wrong = type(row).from_dict({**row.to_dict(), "nwrong": 7})
+    assert sweep._progress_line(case, wrong).endswith(", 6 samples (max_reps), WRONG 7")
+
+
+def test_a_case_and_its_stored_row_have_the_same_key(stand_in_ops):
+    case = Case("allreduce", "native", 64, 16, "float32", "sum", False, 0)
+    row = run(World(2, reduce=40), lambda comm: sweep.run_case(comm, case, settings(), clock=comm.Wtime))[0]
+    assert sweep._case_key(case) == sweep._case_key(row) == ("allreduce", "native", 64, "float32", "sum", False, 0)
+    assert sweep._case_key(Case("bcast", "native", 8, 1, "float64", "none", 1, 2)) == (
+        "bcast", "native", 8, "float64", "none", True, 2)

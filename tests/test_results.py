@@ -1,6 +1,7 @@
 """Result records and run directories: round trip, never overwrite, refuse the foreign."""
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -334,3 +335,234 @@ def test_lab_block_is_read_from_the_top_or_the_provenance():
     assert lab_block({"lab": lab, "provenance": {"lab": {"other": 1}}}) == lab   # the top level first
     assert lab_block({"lab": "on"}) is None and lab_block({"provenance": {"lab": [1]}}) is None
     assert lab_block({"provenance": "lab"}) is None and lab_block({}) is None
+
+
+# -- rows, the writer and run directories, field by field (mutation testing of store/results.py) ------------
+
+
+def test_launch_blocks_split_the_samples_in_launch_order():
+    row = make_row(samples=5, samples_s=(1.0, 2.0, 3.0, 4.0, 5.0), launches=(4, 1, 7), launch_samples=(2, 1, 2))
+    assert row.n_launches == 3
+    assert row.launch_blocks() == [(4, (1.0, 2.0)), (1, (3.0,)), (7, (4.0, 5.0))]
+    assert make_row().launch_blocks() == [(1, (1e-6, 2e-6, 3e-6))] and make_row().n_launches == 1
+
+
+def test_to_dict_and_csv_dict_write_exactly_the_fields():
+    from dataclasses import fields
+
+    row = make_row(flags=("few_samples", "noisy"), settings={"UCX_TLS": "rc", "OMPI_X": "2"},
+                   launches=(1, 3), launch_samples=(2, 1))
+    d = row.to_dict()
+    assert set(d) == {f.name for f in fields(Row)}
+    assert d["samples_s"] == [1e-6, 2e-6, 3e-6] and type(d["samples_s"]) is list
+    assert d["flags"] == ["few_samples", "noisy"] and type(d["flags"]) is list
+    assert "samples_s" not in row.to_dict(raw=False)
+    c = row.csv_dict()
+    assert set(c) == set(d) - {"samples_s"}
+    assert c["flags"] == "few_samples;noisy"
+    assert c["settings"] == "UCX_TLS=rc;OMPI_X=2"
+    assert (c["launches"], c["launch_samples"]) == ("1;3", "2;1")
+    assert (c["nbytes"], c["algorithm"], c["msgs_max"]) == (64, "ring", 6)
+
+
+def test_row_from_dict_keeps_settings_and_fills_them_when_absent():
+    row = make_row(settings={"UCX_TLS": "rc"}, launches=(2, 5), launch_samples=(1, 2))
+    back = Row.from_dict(json.loads(json.dumps(row.to_dict())))
+    assert back == row and back.settings == {"UCX_TLS": "rc"} and back.launches == (2, 5)
+    old = row.to_dict()
+    del old["settings"], old["launches"], old["launch_samples"], old["samples_s"]
+    old["samples"] = 0
+    assert Row.from_dict(old).settings == {} and Row.from_dict(old).launches == ()
+    assert Row.from_dict({**old, "settings": None}).settings == {}
+
+
+def test_row_accepts_the_boundaries_and_names_each_refusal():
+    assert make_row(nbytes=0, count=0, nranks=1, nwrong=0).nbytes == 0      # an empty case on one rank is a row
+    for bad in ({"nbytes": -1}, {"count": -1}, {"nranks": 0}, {"nwrong": -1}):
+        with pytest.raises(ValueError) as exc:
+            make_row(**bad)
+        assert str(exc.value) == "invalid row allreduce/ring: negative field"
+    with pytest.raises(ValueError) as exc:
+        make_row(samples=2)
+    assert str(exc.value) == "samples does not match the raw samples kept"
+    for bad, said in (({"launches": (1,), "launch_samples": ()}, "launches and launch_samples differ in length"),
+                      ({"launches": (1, 2), "launch_samples": (1, 1)},
+                       "launch_samples does not add up to the raw samples kept"),
+                      ({"launches": (1, 1), "launch_samples": (1, 2)}, "a launch appears twice in one row")):
+        with pytest.raises(ValueError) as exc:
+            make_row(**bad)
+        assert str(exc.value) == said
+
+
+def test_write_json_atomic_writes_indented_json_in_the_given_order(tmp_path):
+    from ccbench.store.results import write_json_atomic
+
+    data = {"zeta": 1, "alpha": [1, 2], "mid": {"b": 2, "a": None}}
+    p = tmp_path / "run.json"
+    p.write_text("old")
+    write_json_atomic(p, data)
+    assert p.read_text() == json.dumps(data, indent=2) + "\n"
+    assert list(json.loads(p.read_text())) == ["zeta", "alpha", "mid"]
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["run.json"]        # no temporary file left
+
+
+def test_free_stem_and_free_path_number_from_two(tmp_path, monkeypatch):
+    from ccbench.core.errors import CCBenchError
+    from ccbench.store.results import free_path, free_stem
+
+    assert free_stem(tmp_path, "fits", (".json", ".csv")) == "fits"
+    (tmp_path / "fits.csv").write_text("")
+    assert free_stem(tmp_path, "fits", (".json", ".csv")) == "fits-2"   # one name for the set of files
+    (tmp_path / "fits-2.json").write_text("")
+    assert free_stem(tmp_path, "fits", (".json", ".csv")) == "fits-3"
+    assert free_path(tmp_path, "report") == tmp_path / "report"
+    (tmp_path / "report.md").write_text("")
+    assert free_path(tmp_path, "report", ".md") == tmp_path / "report-2.md"
+    assert free_path(tmp_path, "report", ".txt") == tmp_path / "report.txt"
+    # the names run out at stem-9999: stem-10000 is never tried
+    monkeypatch.setattr(Path, "exists", lambda self: not self.name.endswith("-10000"))
+    with pytest.raises(CCBenchError) as exc:
+        free_stem(tmp_path, "x")
+    assert str(exc.value) == f"too many x* in {tmp_path}"
+
+
+def test_new_numbered_dir_takes_the_next_name_after_a_race(tmp_path, monkeypatch):
+    from ccbench.core.errors import CCBenchError
+    from ccbench.store.results import new_numbered_dir
+
+    real_mkdir = Path.mkdir
+    calls = []
+
+    def racing_mkdir(self, *a, **k):   # someone else makes the first name just before us
+        calls.append(self.name)
+        if len(calls) == 1:
+            real_mkdir(self)
+            raise FileExistsError(self)
+        return real_mkdir(self, *a, **k)
+
+    monkeypatch.setattr(Path, "mkdir", racing_mkdir)
+    assert new_numbered_dir(tmp_path, "d") == tmp_path / "d-2" and calls == ["d", "d-2"]
+    calls.clear()
+
+    def always_taken(self, *a, **k):
+        calls.append(self.name)
+        raise FileExistsError(self)
+
+    monkeypatch.setattr(Path, "mkdir", always_taken)
+    with pytest.raises(CCBenchError) as exc:
+        new_numbered_dir(tmp_path, "e")
+    assert str(exc.value) == f"cannot find a free name for e in {tmp_path}" and len(calls) == 100
+    monkeypatch.undo()
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(UsageError) as exc:
+        new_numbered_dir(f, "d")
+    assert str(exc.value) == f"cannot create a directory in {str(f)!r}: Not a directory"
+
+
+def test_new_run_dir_names_the_time_host_ranks_and_tag(tmp_path, monkeypatch):
+    import socket
+
+    monkeypatch.setattr(socket, "gethostname", lambda: "node7.cluster.example.org")
+    root = tmp_path / "a" / "b" / "results"                       # parents are made
+    d = new_run_dir(root, 4)
+    assert d.parent == root and d.is_dir()
+    assert re.fullmatch(r"\d{8}-\d{6}_node7_np4", d.name), d.name
+    t = new_run_dir(root, 2, "L01")
+    assert re.fullmatch(r"\d{8}-\d{6}_node7_np2_L01", t.name), t.name
+    monkeypatch.setattr(socket, "gethostname", lambda: "")
+    assert re.fullmatch(r"\d{8}-\d{6}_host_np1", new_run_dir(root, 1).name)
+    assert new_run_dir(root, 2, "a\xa0b").name.endswith("_np2_a\xa0b")  # a no-break space is printable
+    with pytest.raises(UsageError) as exc:
+        new_run_dir(root, 2, "a\x9fb")
+    assert str(exc.value) == "tag 'a\\x9fb' cannot name a run directory: it holds the control character '\\x9f'"
+
+
+def test_new_run_dir_says_why_it_cannot_make_the_directory(tmp_path, monkeypatch):
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(UsageError) as exc:
+        new_run_dir(f / "sub", 2)
+    assert str(exc.value) == f"results directory {str(f / 'sub')!r} cannot be created: Not a directory"
+    root = tmp_path / "ro"
+    root.mkdir()
+    modes = []
+
+    def access(path, mode):   # a results directory without write permission (root ignores chmod)
+        modes.append(mode)
+        return not mode & os.W_OK
+
+    monkeypatch.setattr(os, "access", access)
+    with pytest.raises(UsageError) as exc:
+        new_run_dir(root, 2)
+    assert str(exc.value) == f"results directory {str(root)!r} is not writable" and modes == [os.W_OK | os.X_OK]
+    monkeypatch.undo()
+    real_mkdir = Path.mkdir
+
+    def refused(self, *a, **k):
+        if self.parent == root:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_mkdir(self, *a, **k)
+
+    monkeypatch.setattr(Path, "mkdir", refused)
+    with pytest.raises(UsageError) as exc:
+        new_run_dir(root, 2)
+    assert str(exc.value) == f"cannot create a run in {str(root)!r}: Permission denied"
+
+
+def test_run_writer_counts_rows_records_the_run_and_checks_the_status(tmp_path, monkeypatch):
+    record = tmp_path / "record"
+    monkeypatch.setenv("CCBENCH_RUN_RECORD", str(record))
+    d = tmp_path / "run"
+    d.mkdir()
+    w = RunWriter(d, {"nranks": 4})
+    assert record.read_text() == str(d)          # the launcher's process learns where the run is
+    assert w.rows == 0
+    assert json.loads((d / "run.json").read_text()) == {"nranks": 4, "schema": SCHEMA, "status": "running"}
+    w.append(make_row())
+    w.append(make_row(nbytes=128, count=32))
+    assert w.rows == 2
+    w.update(end_time="2026-11-27T01:00:00+0000")  # fields without a status
+    assert json.loads((d / "run.json").read_text())["end_time"] == "2026-11-27T01:00:00+0000"
+    with pytest.raises(ValueError) as exc:
+        w.update(status="bogus")
+    assert str(exc.value) == "bogus"
+    assert json.loads((d / "run.json").read_text())["status"] == "running"
+    w.update(status="interrupted")
+    w.close()
+    assert json.loads((d / "run.json").read_text())["status"] == "interrupted"
+    assert RunWriter(d, {}, rows=2).rows == 2
+
+
+def test_resolve_run_by_path_file_name_and_latest(tmp_path, monkeypatch):
+    root = tmp_path / "results"
+    runs = []
+    for name, mtime in (("a-newest", 3000), ("b-oldest", 1000), ("c-middle", 2000)):
+        r = root / name
+        r.mkdir(parents=True)
+        (r / "run.json").write_text("{}")
+        for f in ("cases.jsonl", "cases.csv", "notes.txt"):
+            (r / f).write_text("")
+        os.utime(r, (mtime, mtime))
+        runs.append(r)
+    (root / "z-not-a-run").mkdir()                         # newest, but no run.json
+    (root / "stray.json").write_text("{}")
+    assert resolve_run("latest", root) == runs[0]
+    assert resolve_run(Path("latest"), str(root)) == runs[0]
+    for f in ("run.json", "cases.jsonl", "cases.csv"):
+        assert resolve_run(runs[1] / f) == runs[1]
+    with pytest.raises(UsageError) as exc:
+        resolve_run(runs[1] / "notes.txt", root)
+    assert str(exc.value) == (f"no run at {str(runs[1] / 'notes.txt')!r} (give a run directory, its name under "
+                              f"{str(root)!r}, or latest)")
+    with pytest.raises(UsageError):
+        resolve_run(tmp_path / "gone" / "run.json", root)      # a run file's name, but no such file
+    monkeypatch.chdir(tmp_path)
+    assert resolve_run("c-middle") == Path("results") / "c-middle"   # under ./results by default
+    assert resolve_run("latest") == Path("results") / "a-newest"
+    for empty in (tmp_path / "empty", tmp_path / "missing"):
+        if empty.name == "empty":
+            empty.mkdir()
+        with pytest.raises(UsageError) as exc:
+            resolve_run("latest", empty)
+        assert str(exc.value) == f"no runs under {str(empty)!r}"

@@ -133,3 +133,404 @@ def test_reopen_keeps_a_whole_last_row_without_its_newline(tmp_path):
     session._reopen_tables(tmp_path, [row], Row)
     assert (tmp_path / "cases.jsonl").read_text() == json.dumps(row.to_dict()) + "\n"
     assert (tmp_path / "cases.csv").read_text().count("\n") == 2
+
+
+# -- pinned by mutation testing (tests/mutation/run.sh) ----------------------------------
+
+@pytest.fixture
+def stand_in_mpi(monkeypatch):
+    """`from mpi4py import MPI` in the session gives a stand-in's constants (no MPI_Init in the plain tier)."""
+    import sys
+    import types
+
+    mpi = types.ModuleType("mpi4py.MPI")
+    mpi.IN_PLACE, mpi.MAX, mpi.COMM_TYPE_SHARED = object(), "MAX", "shared"
+    pkg = types.ModuleType("mpi4py")
+    pkg.MPI = mpi
+    monkeypatch.setitem(sys.modules, "mpi4py", pkg)
+    monkeypatch.setitem(sys.modules, "mpi4py.MPI", mpi)
+    return mpi
+
+
+class _Ranks(_Comm):
+    """Rank `rank` of `size`, the others' contributions scripted: what they put into each collective."""
+
+    def __init__(self, rank=0, size=2, others=None, gathered=None):
+        super().__init__(rank)
+        self.size, self.others, self.gathered = size, list(others or []), gathered
+        self.reductions, self.bcasts = [], []
+
+    def Get_size(self):
+        return self.size
+
+    def allgather(self, x):
+        return [x] + (self.gathered if self.gathered is not None else [None] * (self.size - 1))
+
+    def Allreduce(self, sendbuf, recvbuf, op):
+        from mpi4py import MPI
+
+        assert sendbuf is MPI.IN_PLACE
+        self.reductions.append(op)
+        other = self.others.pop(0) if self.others else 0
+        recvbuf[...] = max(int(recvbuf[0]), other)
+
+    def bcast(self, obj, root=0):
+        self.bcasts.append((obj, root))
+        return obj
+
+
+def _session(tmp_path, comm=None, **kw):
+    return session.Session(comm or _Ranks(), RunWriter(tmp_path, {"nranks": 2}), watchdog_s=0, **kw)
+
+
+def _row():
+    return Row.from_dict(json.loads((DATA / "run-np2" / "cases.jsonl").read_text().splitlines()[0]))
+
+
+def test_a_signal_stops_the_run_between_items_and_run_json_says_so(tmp_path, stand_in_mpi, capsys):
+    before = signal.getsignal(signal.SIGTERM)
+    s = _session(tmp_path)
+    assert not s.stop_requested() and s.stopped == 0
+    s.writer.append(_row())
+    signal.raise_signal(signal.SIGTERM)  # caught by the session: no exit, a stop at the next check
+    assert s.stop_requested() and s.stopped == signal.SIGTERM
+    assert s.comm.reductions == [stand_in_mpi.MAX] * 2
+    s.finished()
+    s.close(failed_cases=0)
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is given back
+    meta = json.loads((tmp_path / "run.json").read_text())
+    assert (meta["status"], meta["signal"], meta["finished_cases"], meta["failed_cases"]) == (
+        "interrupted", "SIGTERM", 1, 0)
+    assert meta["end_time"]
+    assert s.exit_code(0) == 128 + signal.SIGTERM
+    assert capsys.readouterr().err == f"ccbench: stopped by SIGTERM; 1 finished case kept in {tmp_path}\n"
+    s.writer.rows = 2
+    assert s.exit_code(5, "items") == 128 + signal.SIGTERM
+    assert capsys.readouterr().err == f"ccbench: stopped by SIGTERM; 2 finished items kept in {tmp_path}\n"
+
+
+def test_a_stop_on_another_rank_stops_this_one_too_and_stays(tmp_path, stand_in_mpi):
+    s = _session(tmp_path, _Ranks(others=[0, int(signal.SIGINT), 0]))
+    assert not s.stop_requested()
+    assert s.stop_requested() and s.stopped == signal.SIGINT  # only the other rank was signalled
+    assert s.stop_requested() and s.stopped == signal.SIGINT  # a stop once agreed is not taken back
+    s.close()
+    meta = json.loads((tmp_path / "run.json").read_text())
+    assert meta["status"] == "failed" and meta["signal"] == "SIGINT"  # no finished(): the loop did not end well
+
+
+def test_a_signal_from_before_the_session_is_forgotten(tmp_path, stand_in_mpi):
+    session._SIGNALLED.append(signal.SIGINT)
+    s = _session(tmp_path)
+    assert not s.stop_requested()
+    s.close()
+
+
+def test_a_run_without_a_stop_is_complete_and_its_exit_code_counts_failures(tmp_path, stand_in_mpi, capsys):
+    s = _session(tmp_path)
+    assert s.status == "failed"  # until the loop says it ended
+    assert not s.stop_requested()
+    s.finished()
+    s.close(failed_cases=2)
+    meta = json.loads((tmp_path / "run.json").read_text())
+    assert meta["status"] == "complete" and meta["failed_cases"] == 2 and "signal" not in meta
+    assert (s.exit_code(2), s.exit_code(1), s.exit_code(0)) == (1, 1, 0)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_session_off_rank_0_writes_nothing(tmp_path, stand_in_mpi, capsys):
+    s = session.Session(_Ranks(rank=1), None, watchdog_s=0, fault=Fault("term", 0, "x"))
+    signal.raise_signal(signal.SIGINT)
+    assert s.stop_requested()
+    s.finished()
+    s.close()
+    assert s.status == "interrupted" and s.exit_code(0) == 128 + signal.SIGINT
+    assert capsys.readouterr().err == "" and list(tmp_path.iterdir()) == []
+
+
+def test_start_arms_the_watchdog_and_fires_the_fault_aimed_at_the_item(tmp_path, stand_in_mpi, monkeypatch):
+    monkeypatch.setattr(session.time, "monotonic", lambda: 100.0)
+    s = _session(tmp_path, fault=Fault("term", 0, "allreduce/native:64"))
+    s.watchdog.seconds = 7.0
+    s.start("allreduce 8 B", 2.5, "allreduce/native:8")
+    assert (s.watchdog.label, s.watchdog.deadline) == ("allreduce 8 B", 109.5)
+    assert not s.stop_requested()
+    s.start("allreduce 64 B", 1.0, "allreduce/native:64")  # the term fault: SIGTERM to this rank
+    assert s.watchdog.label == "allreduce 64 B" and s.stop_requested() and s.stopped == signal.SIGTERM
+    s.close()
+
+
+def test_a_session_stops_its_watchdog_and_progress_on_close(tmp_path, stand_in_mpi):
+    stopped = []
+    progress = Progress(1)
+    progress.stop = lambda: stopped.append("progress")
+    s = session.Session(_Ranks(), RunWriter(tmp_path, {}), watchdog_s=30, progress=progress)
+    assert s.watchdog._thread.is_alive() and s.progress is progress
+    s.close()
+    s.watchdog._thread.join(5)
+    assert not s.watchdog._thread.is_alive() and stopped == ["progress"]
+
+
+class _Exit(BaseException):
+    """os._exit, caught: the code it was called with."""
+
+
+def _watched(monkeypatch, rank, now, writer=None, seconds=7.0, rounds=1):
+    """Run the watchdog's loop for `rounds` wakes at monotonic time `now`; the exit code it left with, or None."""
+    w = Watchdog(0, 4, rank, writer)
+    w.seconds = seconds
+    monkeypatch.setattr(session.time, "monotonic", lambda: 100.0)
+    w.start("bcast 1 KiB", 2.0)  # deadline 100 + 7 + 2 = 109
+    monkeypatch.setattr(session.time, "monotonic", lambda: now)
+    wakes = iter([False] * rounds + [True])
+    waits = []
+
+    def wait(timeout):
+        waits.append(timeout)
+        return next(wakes)
+
+    monkeypatch.setattr(w._stop, "wait", wait)
+
+    def exit_(code):
+        raise _Exit(code)
+
+    monkeypatch.setattr(session.os, "_exit", exit_)
+    try:
+        w._watch()
+    except _Exit as e:
+        return e.args[0]
+    assert waits == [0.5] * (rounds + 1)
+    return None
+
+
+def test_the_watchdog_ends_the_job_past_the_deadline_and_marks_the_run_failed(tmp_path, monkeypatch, capsys):
+    writer = RunWriter(tmp_path, {})
+    assert _watched(monkeypatch, 0, 109.0, writer, rounds=3) is None  # at the deadline, not past it
+    assert _watched(monkeypatch, 0, 109.5, writer) == 3
+    why = "watchdog: bcast 1 KiB at 4 ranks did not finish within 7 s past its budget; ending the job"
+    assert capsys.readouterr().err == f"ccbench: error: {why}\n"
+    meta = json.loads((tmp_path / "run.json").read_text())
+    assert meta["status"] == "failed" and meta["failure"] == why and meta["end_time"]
+
+
+def test_the_watchdog_ends_the_job_even_when_run_json_cannot_be_written(tmp_path, monkeypatch, capsys):
+    writer = RunWriter(tmp_path, {})
+
+    def broken(**fields):
+        raise OSError("disk full")
+
+    writer.update = broken
+    assert _watched(monkeypatch, 0, 110.0, writer, seconds=0.25) == 3
+    assert "within 0.25 s past its budget" in capsys.readouterr().err
+
+
+def test_the_other_ranks_watchdogs_wait_5_s_more_and_end_silently(monkeypatch, capsys):
+    assert Watchdog(0, 2, 0).grace == 0.0 and Watchdog(0, 2, 1).grace == 5.0
+    assert _watched(monkeypatch, 1, 114.0, rounds=2) is None  # 109 + 5: not past it yet
+    assert _watched(monkeypatch, 1, 114.5) == 3
+    assert capsys.readouterr().err == ""
+
+
+def test_an_unarmed_watchdog_never_fires(monkeypatch):
+    w = Watchdog(0, 2, 0)
+    w.deadline = 0.0  # past, but no item has started: no label
+    wakes = iter([False, False, True])
+    monkeypatch.setattr(w._stop, "wait", lambda timeout: next(wakes))
+
+    def exit_(code):
+        raise _Exit(code)
+
+    monkeypatch.setattr(session.os, "_exit", exit_)
+    w._watch()
+
+
+def test_a_watchdog_of_under_a_second_watches(monkeypatch):
+    w = Watchdog(0.5, 2, 0)
+    assert w._thread.is_alive()
+    w.stop()
+    w._thread.join(5)
+    assert not w._thread.is_alive()
+
+
+def test_progress_on_a_terminal_is_a_bar_with_the_failures_beside_it():
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=120, color_system=None, highlight=False)
+    p = Progress(2, console, what="workload")
+    assert p.bar is not None and p.bar.tasks[0].total == 2 and p.bar.tasks[0].description == "workload"
+    p.done("case a", "a: ok", True)
+    assert p.bar.tasks[0].completed == 1 and p.bar.tasks[0].description == "case a"
+    p.done("case b", "b: WRONG 3", False)
+    p.note("skipped c", style="yellow")
+    p.stop()
+    text = out.getvalue()
+    assert "[2/2] b: WRONG 3\n" in text and "a: ok" not in text and "skipped c\n" in text
+    assert p.bar.tasks[0].completed == 2
+
+
+def test_progress_on_a_console_that_is_no_terminal_prints_plain_lines(capsys):
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    p = Progress(1, Console(file=out, force_terminal=False))
+    assert p.bar is None
+    p.done("a", "a: ok", True)
+    p.note("a note")
+    p.stop()
+    assert capsys.readouterr().out == "[1/1] a: ok\n" and out.getvalue() == "a note\n"
+
+
+def test_agree_raises_another_rank_s_error_here(stand_in_mpi):
+    assert agree(_Ranks(gathered=[None, None], size=3), lambda: 5) == 5
+    with pytest.raises(UsageError, match="^bad size$"):
+        agree(_Ranks(gathered=[("UsageError", "bad size"), ("CCBenchError", "later")], size=3), lambda: 5)
+    with pytest.raises(CCBenchError, match="^broken$") as e:
+        agree(_Ranks(gathered=[None, ("CCBenchError", "broken")], size=3), lambda: 5)
+    assert type(e.value) is CCBenchError
+    with pytest.raises(ZeroDivisionError):  # not a CCBenchError: not agreed on
+        agree(_Ranks(), lambda: 1 / 0)
+    got = []
+
+    class Seen(_Ranks):
+        def allgather(self, x):
+            got.append(x)
+            return super().allgather(x)
+
+    with pytest.raises(UsageError, match="mine"):
+        agree(Seen(), lambda: (_ for _ in ()).throw(UsageError("mine")))
+    assert got == [("UsageError", "mine")]
+
+
+@pytest.mark.parametrize(("env", "size", "refused"), [
+    ({"SLURM_STEP_NUM_TASKS": "4"}, 1, True),
+    ({"SLURM_NTASKS": "3"}, 1, True),
+    ({"SLURM_STEP_NUM_TASKS": "4"}, 4, False),
+    ({"SLURM_STEP_NUM_TASKS": "1"}, 1, False),
+    ({"SLURM_STEP_NUM_TASKS": "2"}, 1, True),
+    ({"SLURM_STEP_NUM_TASKS": "x"}, 1, False),
+    ({}, 1, False),
+])
+def test_check_launch_refuses_a_step_whose_tasks_see_one_rank_each(monkeypatch, env, size, refused):
+    for k in ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    comm = _Ranks(size=size)
+    if refused:
+        n = next(iter(env.values()))
+        with pytest.raises(UsageError, match=f"^this job step has {n} tasks but MPI sees 1 rank each: the launcher "
+                                             r"did not wire up MPI \(with srun use --mpi=pmi2 for MPICH"):
+            session.check_launch(comm)
+    else:
+        session.check_launch(comm)
+
+
+def test_local_ranks_counts_this_node_s_ranks(stand_in_mpi):
+    calls = []
+
+    class Node:
+        def Get_size(self):
+            return 3
+
+        def Free(self):
+            calls.append("free")
+
+    class World(_Ranks):
+        def Split_type(self, kind):
+            calls.append(kind)
+            return Node()
+
+    assert session.local_ranks(World()) == 3
+    assert calls == ["shared", "free"]
+
+
+def test_require_memory_compares_with_80_percent_of_the_free_memory(monkeypatch):
+    monkeypatch.setattr(session, "memory_available", lambda root: (1000, "MemAvailable"))
+    assert session._mem_available_bytes() == 1000
+    require_memory(800, 2, "x", "y")
+    with pytest.raises(UsageError) as e:
+        require_memory(801, 2, "allreduce 1 KiB", "lower the sizes")
+    assert str(e.value) == ("allreduce 1 KiB needs about 801 B on this node (2 ranks) but only 1000 B is available; "
+                            "lower the sizes")
+    monkeypatch.setattr(session, "memory_available", lambda root: (2048, "the cgroup memory limit (2 KiB)"))
+    with pytest.raises(UsageError) as e:
+        require_memory(4096, 1, "a case", "fewer ranks")
+    assert str(e.value) == ("a case needs about 4 KiB on this node (1 ranks) but only 2 KiB is available under "
+                            "the cgroup memory limit (2 KiB); fewer ranks")
+    monkeypatch.setattr(session, "memory_available", lambda root: (None, "MemAvailable"))
+    require_memory(1 << 62, 1, "x", "y")  # unknown: not refused
+
+
+def _stored_run(tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "run-np2", run)
+    meta = json.loads((run / "run.json").read_text())
+    meta.update(status="interrupted", signal="SIGTERM", failure="stopped")
+    (run / "run.json").write_text(json.dumps(meta))
+    return run, meta
+
+
+def test_open_run_dir_resumes_a_run_with_its_rows(tmp_path, stand_in_mpi):
+    run, meta = _stored_run(tmp_path)
+    prov = {"nranks": meta["nranks"], "mpi_library": meta["mpi_library"], "start_time": "T1"}
+    seen = []
+
+    def same(config):
+        seen.append(config)
+        return True
+
+    comm = _Ranks()
+    writer, finished = session.open_run_dir(comm, lambda: pytest.fail("a resumed run makes no new directory"),
+                                            run, prov=prov, argv=["ccbench", "run"], same_config=same,
+                                            summary=lambda r: (r.collective, r.nbytes), keep=lambda rows: rows[:5])
+    assert seen == [meta["config"]]
+    assert writer.rows == 5 and len(finished) == 5 and comm.bcasts == [(finished, 0)]
+    assert finished[0] == (_row().collective, _row().nbytes)
+    writer.close()
+    assert len((run / "cases.jsonl").read_text().splitlines()) == 5
+    assert len((run / "cases.csv").read_text().splitlines()) == 6
+    got = json.loads((run / "run.json").read_text())
+    assert got["resumed"] == [{"time": "T1", "argv": ["ccbench", "run"], "finished_before": 5,
+                               "status_before": "interrupted", "failure_before": "stopped",
+                               "signal_before": "SIGTERM"}]
+    assert got["status"] == "running" and "failure" not in got and "signal" not in got
+
+
+def test_open_run_dir_on_another_rank_gets_the_rows_from_rank_0(tmp_path, stand_in_mpi):
+    class Rank1(_Ranks):
+        def bcast(self, obj, root=0):
+            assert obj is None and root == 0
+            return [("k", True)]
+
+    writer, finished = session.open_run_dir(Rank1(rank=1), lambda: pytest.fail("rank 1 makes nothing"),
+                                            tmp_path / "nowhere", prov={}, argv=[], same_config=lambda c: True,
+                                            summary=lambda r: r)
+    assert writer is None and finished == [("k", True)]
+    assert session.open_run_dir(Rank1(rank=1), lambda: pytest.fail("rank 1 makes nothing"), None, prov={},
+                                argv=[], same_config=lambda c: True, summary=lambda r: r) == (None, [])
+    made = RunWriter(tmp_path, {})
+    assert session.open_run_dir(_Ranks(), lambda: made, None, prov={}, argv=[], same_config=lambda c: True,
+                                summary=lambda r: r) == (made, [])
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    ({"nranks": 4}, "its rank count was 2, now 4"),
+    ({"mpi_library": "Open MPI v5"}, "its MPI library was 'MPICH Version:      5.0.2', now 'Open MPI v5'"),
+    ({}, "it was made with another configuration"),
+])
+def test_open_run_dir_refuses_a_run_made_otherwise(tmp_path, stand_in_mpi, change, why):
+    run, meta = _stored_run(tmp_path)
+    prov = {"nranks": meta["nranks"], "mpi_library": meta["mpi_library"], "start_time": "T1", **change}
+    before = (run / "cases.jsonl").read_bytes(), (run / "run.json").read_bytes()
+    with pytest.raises(UsageError) as e:
+        session.open_run_dir(_Ranks(), lambda: None, run, prov=prov, argv=[], same_config=lambda c: bool(change),
+                             summary=lambda r: r)
+    assert str(e.value) == f"cannot resume {run}: {why}"
+    assert ((run / "cases.jsonl").read_bytes(), (run / "run.json").read_bytes()) == before  # untouched

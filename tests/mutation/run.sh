@@ -57,7 +57,7 @@ declare -A TESTS=(
   [ccbench/analysis/fit.py]="tests/test_fit.py tests/test_gamma_paths.py"
   [ccbench/measure/session.py]="tests/test_session.py tests/test_measure_contract.py tests/test_slow_fault.py"
   [ccbench/measure/sweep.py]="tests/test_measure_contract.py tests/test_session.py tests/test_slow_fault.py"
-  [ccbench/store/results.py]="tests/test_results.py tests/test_launches.py"
+  [ccbench/store/results.py]="tests/test_results.py tests/test_launches.py tests/test_run_names.py"
 )
 MODULES=(
   ccbench/core/stats.py
