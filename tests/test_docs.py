@@ -457,30 +457,6 @@ def test_stored_overlap_and_straggler_figures():
                                 f"(slowdown {min(slowdown):.2f}-{max(slowdown):.2f})")
 
 
-# --------------------------------------------------------------------------- prose: the lab's model column
-
-
-def test_lab_predictions():
-    text = _section("An emulated cluster: the lab")
-    m = re.search(r"`ccbench predict --alpha (\S+) --beta (\S+) -n (\d+) -s (\S+) -C allreduce`", _norm(text))
-    assert m, "the page names the command of the lab's predictions"
-    params, _ = given_params(None, "results", m.group(1), m.group(2), None)
-    sizes = [8, 64 * 1024, 4 << 20]
-    (tab,) = predict_table(params, [int(m.group(3))], sizes, ["allreduce"])
-    names = {"ring": "ring", "recursive_doubling": "RD", "rabenseifner": "Rab"}
-    for i, n in enumerate(sizes):
-        t = {a: tab["times_s"][a][i] for a in names}
-        cells = [fmt_time(t[a]) for a in names]
-        assert all(c.endswith(" ms") for c in cells)
-        ring, rd, rab = (c.removesuffix(" ms") for c in cells)
-        order = sorted(names, key=t.get)
-        said = names[order[0]] + "".join((" ~ " if t[b] / t[a] < 1.05 else " < ") + names[b]
-                                         for a, b in zip(order, order[1:], strict=False))
-        row = (rf"\| {re.escape(format_size(n))} \| [^|]* \({re.escape(ring)}\) \| [^|]* \({re.escape(rd)}\) "
-               rf"\| [^|]* \({re.escape(rab)}\) \| [^|]* \| {re.escape(said)} \|")
-        assert re.search(row, text), f"the lab table's model column at {format_size(n)} should read {row}"
-
-
 # --------------------------------------------------------------------------- prose: the thread-level comparison
 
 
