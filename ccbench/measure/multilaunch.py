@@ -164,7 +164,9 @@ def merge_parts(dest: Path, results: list[tuple[int, Part, int, Path | None]], r
     `results`: (launch number, part, exit code, its run directory or None).  Rows of one item
     from different launches become one row (``pool_rows`` on ``rep.key``).  Provenance comes
     from the first part that ran (the same machine, library and ranks for all); each part's
-    own run.json stays under ``parts/`` with its full provenance.  The merged tables are
+    own run.json stays under ``parts/`` with its full provenance; what each launch measures before
+    its first case (``reduce_local``, ``harness_floor``, ``memory_bandwidth``) is pooled over the
+    launches (``ccbench.store.launches``).  The merged tables are
     derived from the parts, which are never changed: they are written beside the old ones and
     renamed over them, so a resumed merge replaces them whole.
     """
@@ -172,7 +174,7 @@ def merge_parts(dest: Path, results: list[tuple[int, Part, int, Path | None]], r
     import shutil
     import time
 
-    from ccbench.store.launches import pool_rows
+    from ccbench.store.launches import pool_harness_floor, pool_memory_bandwidth, pool_reduce_local, pool_rows
     from ccbench.store.results import RunWriter
     from ccbench.store.run import load_run
 
@@ -182,6 +184,11 @@ def merge_parts(dest: Path, results: list[tuple[int, Part, int, Path | None]], r
         loaded.append((launch, part, code, path, meta, rows))
     first = next((m for *_, m, _ in loaded if m), {})
     keep = {k: v for k, v in first.items() if k not in _PER_PART}
+    # what every launch measures before its first case, pooled over the launches (not the first one's)
+    for name, pool in (("reduce_local", pool_reduce_local), ("harness_floor", pool_harness_floor),
+                       ("memory_bandwidth", pool_memory_bandwidth)):
+        if name in keep:
+            keep[name] = pool([(launch, m.get(name)) for launch, *_, m, _ in loaded if m])
     skipped = [{"what": w, "why": y} for w, y in rep.skips]
     seen_skips: set[str] = set()
     part_docs = []

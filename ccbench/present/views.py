@@ -97,8 +97,10 @@ def floor_line(floor: dict | None) -> str:
     if not floor:
         return ""
     calls = ", ".join(f"{c} {fmt_time(s)}" for c, s in (floor.get("zero_count_s") or {}).items())
+    k = len(floor.get("launches") or {})
     return (f"harness floor: an empty call costs {fmt_time(floor['empty_s'])} through the timing loop"
-            + (f"; zero-count native calls: {calls} (what a small message pays before a byte moves)" if calls else ""))
+            + (f"; zero-count native calls: {calls} (what a small message pays before a byte moves)" if calls else "")
+            + (f"; medians of {k} launches" if k > 1 else ""))
 
 
 def memory_line(record: dict | None) -> str:
@@ -115,7 +117,8 @@ def memory_line(record: dict | None) -> str:
                       f"{lim.limiting.per_rank_gbs:.3g} on {escape(lim.limiting.host)})")
     return (f"memory copy bandwidth (STREAM copy, bytes read + written): one core {lim.one_core_gbs:.3g} GB/s; all "
             f"ranks of a node at once {nodes_text}; per-rank limit of a collective {lim.copy_gbs:.3g} GB/s of bytes "
-            "copied (the report holds bus bandwidth against it)")
+            "copied (the report holds bus bandwidth against it)"
+            + (f"; best of {k} launches" if (k := len((record or {}).get("launches") or [])) > 1 else ""))
 
 
 def sampling_line(cfg: dict, loop: dict | None = None) -> str:

@@ -19,7 +19,8 @@ import numpy as np
 
 from ccbench.core.replication import hierarchical_bootstrap_ci, variance_components
 
-__all__ = ["BOOTSTRAP_REPLICATES", "LAUNCH_SPREAD", "launch_spread", "pool_launches", "pool_rows"]
+__all__ = ["BOOTSTRAP_REPLICATES", "LAUNCH_SPREAD", "launch_spread", "pool_harness_floor", "pool_launches",
+           "pool_memory_bandwidth", "pool_reduce_local", "pool_rows"]
 
 #: Replicates of the two-stage bootstrap behind a pooled row's interval (fixed seed: the same
 #: rows always give the same interval).
@@ -104,3 +105,68 @@ def pool_rows(launch_rows: Iterable[tuple[int, object]], key: Callable) -> list:
     for n, r in launch_rows:
         groups.setdefault(key(r), []).append((n, r))
     return [pool_launches(g) for g in groups.values()]
+
+
+def _same_copy_setup(a: dict, b: dict) -> bool:
+    """Two ``memory_bandwidth`` records copied the same buffers on the same hosts (so their times pool)."""
+    def shape(rec):
+        one = rec.get("one_core") or {}
+        nodes = tuple((n.get("host"), n.get("ranks"), n.get("nbytes"), n.get("counted_bytes"))
+                      for n in rec.get("all_ranks") or [])
+        return one.get("host"), one.get("nbytes"), one.get("counted_bytes"), rec.get("method"), nodes
+    return shape(a) == shape(b)
+
+
+def pool_memory_bandwidth(records: Sequence[tuple[int, dict | None]]) -> dict | None:
+    """One ``memory_bandwidth`` record (``ccbench.measure.membw``) from the launches' records.
+
+    Every launch times the node's STREAM copy before its first case.  The records of the
+    launches that copied the same buffers on the same hosts as the first one are pooled: their
+    repetitions' times are concatenated (one-core and per node), so the rate derived from the
+    record (``ccbench.analysis.limits``: the best repetition, STREAM's rule) is the best of all
+    launches' repetitions, and ``launches`` lists the launches pooled.  A launch whose record
+    has another shape (other hosts, another cache size) is listed in ``launches_not_pooled``.
+    None when no launch has a record.
+    """
+    have = [(n, r) for n, r in records if r and r.get("one_core") and r.get("all_ranks")]
+    if not have:
+        return None
+    first_launch, first = have[0]
+    pooled = [(n, r) for n, r in have if _same_copy_setup(first, r)]
+    one = dict(first["one_core"], seconds=[s for _, r in pooled for s in r["one_core"]["seconds"]])
+    nodes = [dict(node, seconds=[s for _, r in pooled for s in r["all_ranks"][i]["seconds"]])
+             for i, node in enumerate(first["all_ranks"])]
+    out = dict(first, one_core=one, all_ranks=nodes,
+               repetitions=sum(int(r.get("repetitions") or len(r["one_core"]["seconds"])) for _, r in pooled),
+               launches=[n for n, _ in pooled])
+    left = [n for n, r in have if not _same_copy_setup(first, r)]
+    if left:
+        out["launches_not_pooled"] = left
+    return out
+
+
+def pool_harness_floor(records: Sequence[tuple[int, dict | None]]) -> dict | None:
+    """One ``harness_floor`` record (``ccbench.measure.gamma.harness_floor``) from the launches' records.
+
+    Each figure is the median over the launches that measured it (the launch is the unit of
+    replication: one launch's floor is one draw of the process placement and library state);
+    ``launches`` keeps each launch's own record.  None when no launch has one.
+    """
+    have = [(n, r) for n, r in records if r]
+    if not have:
+        return None
+    empty = [float(r["empty_s"]) for _, r in have if r.get("empty_s") is not None]
+    colls = sorted({c for _, r in have for c in (r.get("zero_count_s") or {})})
+    zero = {c: float(np.median([r["zero_count_s"][c] for _, r in have if c in (r.get("zero_count_s") or {})]))
+            for c in colls}
+    return {"empty_s": float(np.median(empty)) if empty else None, "zero_count_s": zero,
+            "launches": {str(n): r for n, r in have}}
+
+
+def pool_reduce_local(records: Sequence[tuple[int, list | None]]) -> list[dict]:
+    """Every launch's local-reduction records (``ccbench.measure.gamma``) in one list, each with its ``launch``.
+
+    The fits of gamma (``ccbench.analysis.fit.fit_gamma``) take every record of a (dtype, op,
+    path, temperature) at once, so the launches' records fit together.
+    """
+    return [dict(rec, launch=n) for n, recs in records for rec in (recs or [])]

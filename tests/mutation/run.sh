@@ -5,6 +5,7 @@
 #   tests/mutation/run.sh ccbench/core/stats.py ccbench/analysis/tune.py
 #   JOBS=1 tests/mutation/run.sh ...           # parallel mutant workers (default 2)
 #   KEEP=1 tests/mutation/run.sh ...           # keep the scratch copy (to `mutmut show` a survivor)
+#   EXTRA_TESTS="tests/test_x.py" tests/mutation/run.sh MODULE   # more test files for this run
 #
 # It never touches the checkout: the working tree (uncommitted edits included, .git and
 # virtual environments left out) is copied to a directory from mktemp, and mutmut runs
@@ -95,7 +96,8 @@ tar -C "$root" --exclude=./.git --exclude=./.venv --exclude=./venv --exclude=./m
 
 summary=()
 for module in "${MODULES[@]}"; do
-  tests=${TESTS[$module]:-}
+  tests="${TESTS[$module]:-} ${EXTRA_TESTS:-}"
+  tests=$(echo $tests)
   if [ -z "$tests" ]; then echo "no test files listed for $module" >&2; exit 2; fi
   cd "$work"
   rm -rf mutants
