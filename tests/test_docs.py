@@ -581,7 +581,6 @@ def test_ddp_runs_figures(ddp_threads):
 
 
 UNSTORED = [  # (section, words next to the figure): the passage must say that it is not stored
-    ("Benchmarks: hand-written against native", "measured 0.34 us"),
     ("Tuning the MPI library itself", "An earlier run of the same commands"),
     ("An emulated cluster: the lab", "fitted rates of 2.00, 5.30 and 10.37 Gbit/s"),
     ("An emulated cluster: the lab", "Over four earlier cycles (the CI test"),
