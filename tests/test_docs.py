@@ -584,8 +584,6 @@ UNSTORED = [  # (section, words next to the figure): the passage must say that i
     ("Tuning the MPI library itself", "An earlier run of the same commands"),
     ("An emulated cluster: the lab", "fitted rates of 2.00, 5.30 and 10.37 Gbit/s"),
     ("An emulated cluster: the lab", "Over four earlier cycles (the CI test"),
-    ("Launches: the unit of replication", "What this buys, measured by"),
-    ("Launches: the unit of replication", "The ranges are two runs of the benchmark"),
     ("Launches: the unit of replication", "on an earlier replicated default sweep"),
 ]
 
@@ -646,6 +644,93 @@ def test_replication_figures_from_the_reference_results():
         _says("Launches: the unit of replication", f"{', '.join(f'{x / 9:.0%}' for x in runs)} of 9 "
                                                    f"({c / n:.0%} of {n})")
     _says("Launches: the unit of replication", f"against {one_share:.0%} in one round")
+
+
+def _pct_span(xs):
+    lo, hi = min(xs), max(xs)
+    return f"{lo:.0%}" if f"{lo:.0%}" == f"{hi:.0%}" else f"{lo * 100:.0f}-{hi:.0%}"
+
+
+def _replication_rows(docs: list[dict]) -> list[str]:
+    """The first rows of the manual's replication table from the stored runs of benchmarks/replication.py."""
+    default = [d for d in docs if "--only" not in d["argv"]]
+
+    def summaries(ds, exp, K):
+        return [s for d in ds for s in d["summary"] if s["experiment"] == exp and s["K"] == K]
+
+    def called(ss):
+        return [(s["slower"] + s["faster"]) / s["cases"] for s in ss]
+
+    def aa_cells(ds, exp, Ks=(1, 3, 5)):
+        cells = []
+        for K in (1, 3, 5):
+            ss = summaries(ds, exp, K)
+            if K not in Ks or not ss:
+                cells.append("")
+                continue
+            cell = _pct_span(called(ss))
+            if all(s["other"] == f"undetermined {s['cases']}" for s in ss):
+                cell += " (all undetermined)"
+            cells.append(cell)
+        return cells
+
+    rows = []
+    aa = [summaries(default, "aa", K) for K in (1, 3, 5)]
+    pooled = [s["pooled_called_share"] for ss in aa for s in ss]
+    n = {s["cases"] for ss in aa for s in ss}
+    (ncases,) = n
+    pairs = {d["pairs"] for d in default}
+    (npairs,) = pairs
+    rows.append(f"| identical runs ({npairs} pairs, {ncases} cases; {len(default)} runs of the benchmark): called "
+                f"faster/slower | " + " | ".join(aa_cells(default, "aa")) + f" | {_pct_span(pooled)} |")
+    r4 = [d for d in docs if d["rounds"] == 4 and any(s["experiment"] == "aa" for s in d["summary"])]
+    ss4 = [s for d in r4 for s in d["summary"] if s["experiment"] == "aa"]
+    rows.append(f"| the same with `--rounds 4` ({r4[0]['pairs']} pairs, {ss4[0]['cases']} cases) | "
+                + " | ".join(aa_cells(r4, "aa")) + f" | {_pct_span([s['pooled_called_share'] for s in ss4])} |")
+    wl = [d for d in docs if any(s["experiment"] == "aa-workload" for s in d["summary"])]
+    sw = [s for d in wl for s in d["summary"] if s["experiment"] == "aa-workload"]
+    rows.append(f"| identical training-step runs (`--only workload`: DDP at 2 ranks, {wl[0]['pairs']} pairs, "
+                f"{sw[0]['cases']} steps and calls) | " + " | ".join(aa_cells(wl, "aa-workload", (1, 3))) + " | - |")
+    th = [s for d in docs for s in d["summary"] if s["experiment"] == "thread"]
+    g = [s["geomean_ratio"] for s in th]
+    rows.append(f"| thread level single vs multiple at 4 ranks ({min(g):.0f}-{max(g):.0f}x, geometric means): called "
+                "slower | " + " | ".join(_pct_span(called(summaries(docs, "thread", K))) for K in (1, 3, 5))
+                + f" | {_pct_span([s['pooled_called_share'] for s in th])} |")
+    sep = [s for d in docs for s in d["summary"] if s["experiment"] == "slow20-separate"]
+    ring = [s for s in sep if s["what"].startswith("ring")]
+    ctrl = [s for s in sep if not s["what"].startswith("ring")]
+
+    def tally(ss):
+        c = sum(s["slower"] + s["faster"] for s in ss)
+        return f"{c} of {sum(s['cases'] for s in ss)} ({_pct_span(called(ss))} of 9 per run)"
+
+    nruns = len(ring)
+    rows.append(f"| ring slowed 20% (`CCBENCH_FAULT=slow:all:allreduce/ring:20%`), separate runs: found | | | "
+                f"{tally(ring)}, {sum(s['faster'] for s in ring)} of them called faster | "
+                f"{_pct_span([s['pooled_called_share'] for s in ring])} |")
+    rows.append(f"| their untouched control (recursive_doubling), the same {nruns} pairs of runs: called | | | "
+                f"{tally(ctrl)} | {_pct_span([s['pooled_called_share'] for s in ctrl])} |")
+    md = {K: [m["min_detectable_ratio"] for d in default for m in d["min_detectable"] if m["K"] == K] for K in (3, 5)}
+    rows.append("| smallest ratio two separate runs tell apart (80% power, median case) | - | "
+                + " | ".join(f"{min(md[K]):.2f}-{max(md[K]):.2f}x" for K in (3, 5)) + " | - |")
+    return rows
+
+
+def test_replication_table_from_the_reference_results():
+    """The table's rows of identical runs, thread levels and separate runs, from every stored benchmark result."""
+    docs = _replication_docs()
+    for row in _replication_rows(docs):
+        _says("Launches: the unit of replication", row)
+    ctrl = [(s, d) for d in docs for s in d["summary"]
+            if s["experiment"] == "slow20-separate" and not s["what"].startswith("ring")]
+    assert len(ctrl) == 16
+    worst, doc = max(ctrl, key=lambda sd: sd[0]["slower"] + sd[0]["faster"])
+    (ring,) = [s for s in doc["summary"] if s["experiment"] == "slow20-separate" and s["what"].startswith("ring")]
+    assert worst["slower"] == ring["slower"] == 0
+    _says("Launches: the unit of replication",
+          f"In one of the {len(ctrl)} pairs of separate runs the second run was faster throughout (the untouched "
+          f"control's geometric-mean ratio {worst['geomean_ratio']:.2f}): {worst['faster']} of its 9 control sizes and "
+          f"{ring['faster']} of the slowed ring's were called faster.")
 
 
 def test_fidelity_figures_from_the_reference_results():
