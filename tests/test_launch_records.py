@@ -26,7 +26,7 @@ def test_memory_bandwidth_pools_every_launchs_repetitions():
     pooled = pool_memory_bandwidth([(1, a), (2, b)])
     assert pooled["one_core"]["seconds"] == [0.004, 0.005, 0.002, 0.003]
     assert pooled["all_ranks"][0]["seconds"] == [0.006, 0.007, 0.008, 0.004]
-    assert pooled["repetitions"] == 4 and pooled["launches"] == [1, 2]
+    assert pooled["repetitions"] == 4 and pooled["launches"] == [1, 2] and pooled["method"] == "STREAM copy"
     assert "launches_not_pooled" not in pooled
     lim = memory_limit(pooled)
     assert lim.one_core_gbs == pytest.approx(2 * (8 << 20) / 0.002 / 1e9)
@@ -47,6 +47,22 @@ def test_memory_bandwidth_keeps_a_launch_of_another_shape_apart():
     assert pooled["one_core"]["host"] == "n1"
 
 
+@pytest.mark.parametrize("change", [
+    lambda r: r["one_core"].update(host="n9"), lambda r: r["one_core"].update(nbytes=1 << 20),
+    lambda r: r["one_core"].update(counted_bytes=1 << 20), lambda r: r.update(method="another copy"),
+    lambda r: r["all_ranks"][0].update(host="n9"), lambda r: r["all_ranks"][0].update(ranks=3),
+    lambda r: r["all_ranks"][0].update(nbytes=1 << 20), lambda r: r["all_ranks"][0].update(counted_bytes=1 << 20),
+    lambda r: r["all_ranks"].append(dict(r["all_ranks"][0], host="n2"))],
+    ids=["one-host", "one-nbytes", "one-counted", "method", "node-host", "node-ranks", "node-nbytes",
+         "node-counted", "another-node"])
+def test_memory_bandwidth_pools_only_launches_that_copied_the_same_buffers_on_the_same_hosts(change):
+    other = _membw([0.001], [0.001])
+    change(other)
+    pooled = pool_memory_bandwidth([(1, _membw([0.004], [0.006])), (2, other), (3, _membw([0.005], [0.009]))])
+    assert pooled["launches"] == [1, 3] and pooled["launches_not_pooled"] == [2]
+    assert pooled["one_core"]["seconds"] == [0.004, 0.005] and pooled["repetitions"] == 2
+
+
 def test_memory_bandwidth_of_no_launch_is_none():
     assert pool_memory_bandwidth([]) is None
     assert pool_memory_bandwidth([(1, None), (2, {})]) is None
@@ -65,6 +81,8 @@ def test_harness_floor_is_the_median_over_launches():
     assert list(pooled["zero_count_s"]) == ["bcast", "pingpong"]
     assert pooled["launches"] == {"1": recs[0][1], "2": recs[1][1], "4": recs[3][1]}
     assert pool_harness_floor([(1, None)]) is None
+    no_empty = pool_harness_floor([(1, {"empty_s": None, "zero_count_s": {}})])
+    assert no_empty["empty_s"] is None and no_empty["zero_count_s"] == {}
 
 
 def test_reduce_local_records_of_every_launch_are_kept_with_their_launch():

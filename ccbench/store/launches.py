@@ -107,14 +107,11 @@ def pool_rows(launch_rows: Iterable[tuple[int, object]], key: Callable) -> list:
     return [pool_launches(g) for g in groups.values()]
 
 
-def _same_copy_setup(a: dict, b: dict) -> bool:
-    """Two ``memory_bandwidth`` records copied the same buffers on the same hosts (so their times pool)."""
-    def shape(rec):
-        one = rec.get("one_core") or {}
-        nodes = tuple((n.get("host"), n.get("ranks"), n.get("nbytes"), n.get("counted_bytes"))
-                      for n in rec.get("all_ranks") or [])
-        return one.get("host"), one.get("nbytes"), one.get("counted_bytes"), rec.get("method"), nodes
-    return shape(a) == shape(b)
+def _copy_setup(rec: dict) -> tuple:
+    """What a ``memory_bandwidth`` record copied, and where: two records of the same setup pool their times."""
+    one = rec["one_core"]
+    nodes = tuple((n.get("host"), n.get("ranks"), n.get("nbytes"), n.get("counted_bytes")) for n in rec["all_ranks"])
+    return one.get("host"), one.get("nbytes"), one.get("counted_bytes"), rec.get("method"), nodes
 
 
 def pool_memory_bandwidth(records: Sequence[tuple[int, dict | None]]) -> dict | None:
@@ -131,15 +128,13 @@ def pool_memory_bandwidth(records: Sequence[tuple[int, dict | None]]) -> dict | 
     have = [(n, r) for n, r in records if r and r.get("one_core") and r.get("all_ranks")]
     if not have:
         return None
-    first_launch, first = have[0]
-    pooled = [(n, r) for n, r in have if _same_copy_setup(first, r)]
+    first = have[0][1]
+    pooled = [(n, r) for n, r in have if _copy_setup(r) == _copy_setup(first)]
     one = dict(first["one_core"], seconds=[s for _, r in pooled for s in r["one_core"]["seconds"]])
     nodes = [dict(node, seconds=[s for _, r in pooled for s in r["all_ranks"][i]["seconds"]])
              for i, node in enumerate(first["all_ranks"])]
-    out = dict(first, one_core=one, all_ranks=nodes,
-               repetitions=sum(int(r.get("repetitions") or len(r["one_core"]["seconds"])) for _, r in pooled),
-               launches=[n for n, _ in pooled])
-    left = [n for n, r in have if not _same_copy_setup(first, r)]
+    out = dict(first, one_core=one, all_ranks=nodes, repetitions=len(one["seconds"]), launches=[n for n, _ in pooled])
+    left = [n for n, r in have if _copy_setup(r) != _copy_setup(first)]
     if left:
         out["launches_not_pooled"] = left
     return out
