@@ -353,6 +353,25 @@ def test_repeated_calls_on_dirty_work_arrays(coll, name):
                     assert counts[0] == counts[1] == counts[2], (P, root, in_place, rank, counts)
 
 
+@pytest.mark.parametrize(("coll", "name"), [(c, n) for c, n in MINE if COLLECTIVES[c].rooted],
+                         ids=lambda v: str(v))
+def test_a_rooted_algorithm_called_without_a_root_uses_rank_0(coll, name):
+    """The root is a keyword with MPI's usual default, 0: a call that leaves it out is rooted at rank 0."""
+    alg, hooks = get(coll, name), COLLECTIVES[coll]
+    dt = np.dtype("int32")
+
+    def body(comm):
+        bufs = hooks.make_buffers(5, 3, comm.rank, dt, "sum", 0, False, None)
+        bufs.fill()
+        kwargs = {k: v for k, v in bufs.kwargs.items() if k != "root"}
+        assert kwargs != bufs.kwargs or "root" not in bufs.kwargs
+        alg(CountedComm(comm), *bufs.args, **kwargs)
+        return bufs.nwrong()
+
+    results, _ = simulate(3, body)
+    assert results == [0, 0, 0]
+
+
 # -- the registry ---------------------------------------------------------------------------------
 
 

@@ -6,6 +6,7 @@
 #   JOBS=1 tests/mutation/run.sh ...           # parallel mutant workers (default 2)
 #   KEEP=1 tests/mutation/run.sh ...           # keep the scratch copy (to `mutmut show` a survivor)
 #   EXTRA_TESTS="tests/test_x.py" tests/mutation/run.sh MODULE   # more test files for this run
+#   UNDECORATE=1 tests/mutation/run.sh ccbench/algorithms/gather.py  # mutate the decorated algorithms too
 #
 # It never touches the checkout: the working tree (uncommitted edits included, .git and
 # virtual environments left out) is copied to a directory from mktemp, and mutmut runs
@@ -44,17 +45,17 @@ declare -A TESTS=(
   [ccbench/store/run.py]="tests/test_results.py tests/test_compare.py"
   [ccbench/analysis/predict.py]="tests/test_predict.py tests/test_predict_parts.py"
   [ccbench/core/replication.py]="tests/test_replication.py"
-  [ccbench/store/launches.py]="tests/test_launches.py"
-  [ccbench/algorithms/allreduce.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py"
-  [ccbench/algorithms/bcast.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py"
-  [ccbench/algorithms/allgather.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py"
-  [ccbench/algorithms/reduce_scatter.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py"
-  [ccbench/algorithms/reduce.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py"
-  [ccbench/algorithms/alltoall.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py"
-  [ccbench/algorithms/gather.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py"
-  [ccbench/algorithms/scatter.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py"
-  [ccbench/algorithms/barrier.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py"
-  [ccbench/algorithms/registry.py]="tests/test_predict.py tests/test_costs_at_scale.py"
+  [ccbench/store/launches.py]="tests/test_launches.py tests/test_launch_records.py"
+  [ccbench/algorithms/allreduce.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_algorithm_parts.py"
+  [ccbench/algorithms/bcast.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py tests/test_algorithm_parts.py"
+  [ccbench/algorithms/allgather.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py tests/test_algorithm_parts.py"
+  [ccbench/algorithms/reduce_scatter.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py tests/test_algorithm_parts.py"
+  [ccbench/algorithms/reduce.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py tests/test_algorithm_parts.py"
+  [ccbench/algorithms/alltoall.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py tests/test_algorithm_parts.py"
+  [ccbench/algorithms/gather.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py tests/test_algorithm_parts.py"
+  [ccbench/algorithms/scatter.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py tests/test_algorithm_parts.py"
+  [ccbench/algorithms/barrier.py]="tests/test_costs_at_scale.py tests/test_algorithms_sim.py tests/test_send_buffers.py tests/test_algorithm_parts.py"
+  [ccbench/algorithms/registry.py]="tests/test_predict.py tests/test_costs_at_scale.py tests/test_algorithm_parts.py"
   [ccbench/analysis/fit.py]="tests/test_fit.py tests/test_gamma_paths.py"
   [ccbench/measure/session.py]="tests/test_session.py tests/test_measure_contract.py tests/test_slow_fault.py tests/test_launches.py tests/test_session_parts.py"
   [ccbench/measure/sweep.py]="tests/test_measure_contract.py tests/test_session.py tests/test_slow_fault.py tests/test_sweep_inprocess.py"
@@ -101,6 +102,8 @@ for module in "${MODULES[@]}"; do
   if [ -z "$tests" ]; then echo "no test files listed for $module" >&2; exit 2; fi
   cd "$work"
   rm -rf mutants
+  # mutmut makes no mutants of decorated functions: every algorithm is registered by one
+  if [ -n "${UNDECORATE:-}" ]; then python3 tests/mutation/undecorate.py "$module"; fi
   {
     echo "[mutmut]"
     echo "source_paths = ccbench"
