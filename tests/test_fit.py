@@ -536,7 +536,7 @@ def test_effective_fit_with_exactly_three_rows_drops_unusable_ones():
     rows = [dict(median_s=v) for v in t] + [dict(median_s=0.0), dict(median_s=1e-5)]
     p = fit_effective(rows, terms, off, path="numpy", n_boot=0)
     assert p.n_points == 3 and p.alpha_ci_s is None
-    assert p.alpha_s == pytest.approx(a, rel=1e-9) and p.beta_s_per_byte == pytest.approx(b, rel=1e-9)
+    assert p.alpha_s == pytest.approx(a, rel=1e-9, abs=0) and p.beta_s_per_byte == pytest.approx(b, rel=1e-9, abs=0)
     with pytest.raises(CCBenchError, match="at least 3 modelled rows, got 2"):
         fit_effective(rows[1:], terms[1:], off[1:], path="mpi", n_boot=0)
 
@@ -582,13 +582,14 @@ def test_reduction_gammas_filter_by_dtype_and_op_and_say_what_they_assumed():
     data = (recs("numpy", "warm", 3e-11) + recs("numpy", "warm", 9e-11, dtype="float64")
             + recs("numpy", "warm", 5e-11, op="max") + recs("numpy", "cold", 1e-10))
     g = reduction_gammas(data, dtype="float32", op="sum", ranks_per_node=2, n_boot=0)
-    assert g["gamma_s_per_byte"] == pytest.approx(3e-11, rel=1e-6)
+    assert g["gamma_s_per_byte"] == pytest.approx(3e-11, rel=1e-6, abs=0)
     assert g["cold_above_bytes"] == 16 << 20                     # 32 MiB default shared by 2 ranks
     assert g["notes"] == ("cold gamma above 16 MiB per rank: the last-level cache (not stated; assumed 32 MiB) "
                           "shared by 2 rank(s) per node",
                           "no MPI_Reduce_local timings: native algorithms are priced with numpy's gamma")
-    assert reduction_gammas(data, dtype="float64", n_boot=0)["gamma_s_per_byte"] == pytest.approx(9e-11, rel=1e-6)
-    assert reduction_gammas(data, op="max", n_boot=0)["gamma_s_per_byte"] == pytest.approx(5e-11, rel=1e-6)
+    f64 = reduction_gammas(data, dtype="float64", n_boot=0)
+    assert f64["gamma_s_per_byte"] == pytest.approx(9e-11, rel=1e-6, abs=0)
+    assert reduction_gammas(data, op="max", n_boot=0)["gamma_s_per_byte"] == pytest.approx(5e-11, rel=1e-6, abs=0)
     w = reduction_gammas(recs("numpy", "warm", 3e-11) + recs("mpi", "warm", 2e-10), n_boot=0)
     assert w["notes"] == ("no cold reduction timings: every size pays the warm gamma",)
 

@@ -24,7 +24,7 @@ def test_each_path_and_temperature_gets_its_own_gamma():
     for (path, temp), want in {("numpy", "warm"): 3e-11, ("mpi", "warm"): 1.3e-10, ("numpy", "cold"): 1e-10,
                                ("mpi", "cold"): 1.8e-10}.items():
         g = got[(path, temp)]
-        assert g["gamma_s_per_byte"] == pytest.approx(want, rel=0.02), (path, temp)
+        assert g["gamma_s_per_byte"] == pytest.approx(want, rel=0.02, abs=0), (path, temp)
         lo, hi = g["gamma_ci_s_per_byte"]
         assert lo <= g["gamma_s_per_byte"] <= hi
         assert g["gbs"] == pytest.approx(1e-9 / g["gamma_s_per_byte"])
@@ -42,7 +42,7 @@ def test_the_network_gamma_is_numpy_warm_whatever_else_is_stored():
            "nbytes": n, "median_s": 1e-6 + n * 1e-10, "samples_s": None} for n in (8, 64, 512, 4096, 32768)]
     a = network_from_microbenchmarks(pp, reduction_records(mixed), n_boot=100)
     b = network_from_microbenchmarks(pp, old_style, n_boot=100)
-    assert a.gamma_s_per_byte == pytest.approx(b.gamma_s_per_byte) == pytest.approx(3e-11, rel=0.02)
+    assert a.gamma_s_per_byte == pytest.approx(b.gamma_s_per_byte) == pytest.approx(3e-11, rel=0.02, abs=0)
 
 
 def test_a_group_that_cannot_be_fitted_says_why():
@@ -129,10 +129,10 @@ def test_reduction_gammas_give_every_path_and_where_cold_begins():
         if r["temperature"] == "cold":
             r["llc_bytes"] = 16 << 20
     g = reduction_gammas(recs, ranks_per_node=4, n_boot=100)
-    assert g["gamma_s_per_byte"] == pytest.approx(3e-11, rel=0.02)
-    assert g["library_gamma_s_per_byte"] == pytest.approx(1.3e-10, rel=0.02)
-    assert g["gamma_cold_s_per_byte"] == pytest.approx(1e-10, rel=0.02)
-    assert g["library_gamma_cold_s_per_byte"] == pytest.approx(1.8e-10, rel=0.02)
+    assert g["gamma_s_per_byte"] == pytest.approx(3e-11, rel=0.02, abs=0)
+    assert g["library_gamma_s_per_byte"] == pytest.approx(1.3e-10, rel=0.02, abs=0)
+    assert g["gamma_cold_s_per_byte"] == pytest.approx(1e-10, rel=0.02, abs=0)
+    assert g["library_gamma_cold_s_per_byte"] == pytest.approx(1.8e-10, rel=0.02, abs=0)
     assert g["cold_above_bytes"] == 4 << 20  # a 16 MiB cache shared by 4 ranks
     assert "stated by the records" in g["notes"][0]
     # no cache size stated: the documented default; no cold timings: no cold threshold
