@@ -1,5 +1,6 @@
 """Finished runs on disk for the tests of the commands that read them (tune, verify)."""
 from ccbench.store.results import RunWriter
+from ccbench.store.workload_rows import WorkloadRow
 
 #: A run's provenance when a test says nothing else: Open MPI 5.0.11 (the library with the most tuning formats).
 OPEN_MPI = {"mpi_vendor": "Open MPI 5.0.11", "mpi_library": "Open MPI v5.0.11",
@@ -16,3 +17,12 @@ def write_run(path, rows, **meta):
     w.update(status="complete")
     w.close()
     return path
+
+
+def workload_row(variant, part):
+    """A DDP workload row of `variant`: its step (part -1) or one bucket's allreduce, one sample of 1 ms."""
+    return WorkloadRow(workload="ddp", variant=variant, model="m", algorithm="allreduce=ring", nranks=2,
+                       group_ranks=2, dtype="float32", part=part, label="step" if part < 0 else f"bucket {part}",
+                       collective="step" if part < 0 else "allreduce", ncalls=1, ntensors=1, payload_elems=4,
+                       nbytes=16, samples=1, median_s=1e-3, min_s=1e-3, mean_s=1e-3, ci_low_s=1e-3, ci_high_s=1e-3,
+                       samples_s=(1e-3,))

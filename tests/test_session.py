@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from runfiles import workload_row
 
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.measure import session
@@ -100,17 +101,9 @@ def test_a_watchdog_of_zero_seconds_is_off():
     w.stop()
 
 
-def _wrow(variant, part):
-    return WorkloadRow(workload="ddp", variant=variant, model="m", algorithm="allreduce=ring", nranks=2,
-                       group_ranks=2, dtype="float32", part=part, label="step" if part < 0 else f"bucket {part}",
-                       collective="step" if part < 0 else "allreduce", ncalls=1, ntensors=1, payload_elems=4,
-                       nbytes=16, samples=1, median_s=1e-3, min_s=1e-3, mean_s=1e-3, ci_low_s=1e-3, ci_high_s=1e-3,
-                       samples_s=(1e-3,))
-
-
 def test_reopen_cuts_unfinished_rows_and_rebuilds_the_csv_with_the_run_s_columns(tmp_path):
     w = RunWriter(tmp_path, {"kind": "workload"}, columns=WORKLOAD_COLUMNS)
-    rows = [_wrow("a", -1), _wrow("a", 0), _wrow("b", -1)]
+    rows = [workload_row("a", -1), workload_row("a", 0), workload_row("b", -1)]
     for r in rows:
         w.append(r)
     w.close()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from runfiles import workload_row
 
 from ccbench.core.errors import UsageError
 from ccbench.measure import session
@@ -104,14 +105,6 @@ class _Held:
 
 def _row(i=0):
     return Row.from_dict(json.loads((DATA / "run-np2" / "cases.jsonl").read_text().splitlines()[i]))
-
-
-def _wrow(variant, part):
-    return WorkloadRow(workload="ddp", variant=variant, model="m", algorithm="allreduce=ring", nranks=2,
-                       group_ranks=2, dtype="float32", part=part, label="step" if part < 0 else f"bucket {part}",
-                       collective="step" if part < 0 else "allreduce", ncalls=1, ntensors=1, payload_elems=4,
-                       nbytes=16, samples=1, median_s=1e-3, min_s=1e-3, mean_s=1e-3, ci_low_s=1e-3, ci_high_s=1e-3,
-                       samples_s=(1e-3,))
 
 
 def _stamp(text):
@@ -306,7 +299,7 @@ def _resume(comm, path, row_cls, keep=None, prov=None):
 
 
 def test_a_resumed_workload_run_appends_its_rows_under_its_own_columns(tmp_path, stand_in_mpi):
-    rows = [_wrow("a", -1), _wrow("a", 0), _wrow("b", -1)]
+    rows = [workload_row("a", -1), workload_row("a", 0), workload_row("b", -1)]
     _workload_run(tmp_path, rows[:2])
     writer, finished = _resume(_Ranks(), tmp_path, WorkloadRow)
     assert finished == rows[:2] and writer.rows == 2
@@ -336,14 +329,14 @@ def test_a_resumed_sweep_run_appends_under_the_sweep_columns(tmp_path, stand_in_
 
 
 def test_each_resume_is_added_to_the_run_s_record_of_resumes(tmp_path, stand_in_mpi):
-    _workload_run(tmp_path, [_wrow("a", -1), _wrow("a", 0)])
+    _workload_run(tmp_path, [workload_row("a", -1), workload_row("a", 0)])
     writer, _ = _resume(_Ranks(), tmp_path, WorkloadRow, keep=lambda rows: rows[:1])
     writer.update(status="failed", failure="watchdog")
     writer.close()
     writer, finished = _resume(_Ranks(), tmp_path, WorkloadRow,
                                prov={"nranks": 2, "mpi_library": "MPICH 5", "start_time": "T3"})
     writer.close()
-    assert finished == [_wrow("a", -1)]
+    assert finished == [workload_row("a", -1)]
     meta = json.loads((tmp_path / "run.json").read_text())
     argv = ["ccbench", "workload", "--resume"]
     assert meta["resumed"] == [
@@ -359,14 +352,14 @@ def test_a_resumed_run_without_rows_gets_its_tables_back(tmp_path, stand_in_mpi)
     (tmp_path / "cases.jsonl").unlink()
     (tmp_path / "cases.csv").unlink()
     writer, finished = _resume(_Ranks(), tmp_path, WorkloadRow)
-    writer.append(_wrow("a", -1))
+    writer.append(workload_row("a", -1))
     writer.close()
     assert finished == [] and (tmp_path / "cases.csv").read_text().splitlines()[0].split(",") == WORKLOAD_COLUMNS
-    assert load_run(tmp_path, row_cls=WorkloadRow)[1] == [_wrow("a", -1)]
+    assert load_run(tmp_path, row_cls=WorkloadRow)[1] == [workload_row("a", -1)]
 
 
 def test_reopening_keeps_blank_lines_between_the_kept_rows_and_cuts_after_the_last(tmp_path):
-    rows = [_wrow("a", -1), _wrow("a", 0), _wrow("b", -1)]
+    rows = [workload_row("a", -1), workload_row("a", 0), workload_row("b", -1)]
     lines = [json.dumps(r.to_dict()) for r in rows]
     text = lines[0] + "\n\n" + lines[1] + "\n  \n" + lines[2] + "\n"
     (tmp_path / "cases.jsonl").write_text(text)
@@ -380,7 +373,7 @@ def test_reopening_keeps_blank_lines_between_the_kept_rows_and_cuts_after_the_la
 
 
 def test_reopening_a_table_that_starts_with_a_blank_line_leaves_it_as_it_was(tmp_path):
-    rows = [_wrow("a", -1), _wrow("a", 0)]
+    rows = [workload_row("a", -1), workload_row("a", 0)]
     text = "\n" + "".join(json.dumps(r.to_dict()) + "\n" for r in rows)
     (tmp_path / "cases.jsonl").write_text(text)
     session._reopen_tables(tmp_path, rows, WorkloadRow)
