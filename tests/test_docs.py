@@ -1191,3 +1191,27 @@ def test_tuning_figures_from_the_reference_run(tmp_path):
           f"Its verification ({ver['launches']} pairs of launches) called all {len(rows)} sizes \"already best\", "
           f"although every size's median was {min(ratios):.2f}-{max(ratios):.2f}x slower with the file "
           f"(q {min(qs):.2f}-{max(qs):.2f}")
+
+
+# --------------------------------------------------------------------------- the mutation scores
+
+
+def test_mutation_scores_add_up_and_the_readme_quotes_their_range():
+    """docs/mutation.md's table of scores: each score is killed / mutants, every mutant not killed is
+    accounted for in the survivors column, and the README gives the range of the scores."""
+    text = (REPO / "docs" / "mutation.md").read_text()
+    section = text[text.index("## Scores (2026-11-27)"):]
+    section = section[:section.index("\n## ", 5)]
+    rows = re.findall(r"^\| `(ccbench/[\w/]+\.py)` \| (\d+)/(\d+) \| ([\d.]+)% \| [^|]+ \| ([^|]+) \|$", section, re.M)
+    assert len(rows) >= 20, "one row per core module"
+    scores = []
+    for module, killed, total, pct, survivors in rows:
+        k, n = int(killed), int(total)
+        assert (REPO / module).is_file(), module
+        assert pct == f"{100 * k / n:.1f}", module
+        left = sum(int(x) for x in re.findall(r"(\d+) (?:equivalent|not killed|not yet judged)", survivors))
+        assert left == n - k, f"{module}: {survivors!r} should account for {n - k} mutants"
+        scores.append(100 * k / n)
+    readme = _norm((REPO / "README.md").read_text())
+    assert _norm(f"the tests kill {min(scores):.1f}-{max(scores):.1f}% of the mutants of each core module") in readme
+

@@ -689,3 +689,194 @@ def replace_params(p, **kw):
     from dataclasses import replace
 
     return replace(p, **kw)
+
+
+# --------------------------------------------------------------------------- second pass
+
+
+def test_exact_refusal_messages():
+    """Each refusal says exactly what is wrong (anchored: no text added around it)."""
+    with pytest.raises(CCBenchError, match="^a line fit needs at least two distinct sizes$"):
+        fit.fit_line([1e3, 1e3], [1e-6, 2e-6], n_boot=0)
+    with pytest.raises(CCBenchError, match="^a segmented fit needs at least two distinct sizes$"):
+        fit.fit_segments([1e3], [1e-6], n_boot=0)
+    with pytest.raises(CCBenchError, match="^nbytes and median_s differ in length$"):
+        fit.fit_line([1e3, 2e3], [1e-6], n_boot=0)
+    with pytest.raises(CCBenchError, match="^samples_s and median_s differ in length$"):
+        fit.fit_line([1e3, 2e3], [1e-6, 2e-6], [[1e-6, 1e-6]], n_boot=0)
+    with pytest.raises(CCBenchError, match="^no rows to fit$"):
+        fit.fit_curve([])
+
+
+def test_bandwidth_is_one_over_beta_in_units_of_1e9_bytes_per_second():
+    """beta = 1e-10 s/byte is 1e10 bytes/s = 10 GB/s (GB = 1e9 bytes), to rounding."""
+    assert NetworkParams(alpha_s=0.0, beta_s_per_byte=1e-10).bandwidth_gbs == pytest.approx(10.0, rel=1e-13, abs=0)
+
+
+def test_null_sizes_times_and_samples_are_dropped():
+    """JSON nulls (how strict JSON stores a non-finite number) in sizes, times or samples are dropped, not fatal."""
+    n = [1e3, 2e3, 4e3, 8e3, 16e3]
+    t = [2e-6 + 1e-10 * v for v in n]
+    a = fit.fit_line([n[0], None, n[2], n[3], n[4]], [t[0], t[1], None, t[3], t[4]], n_boot=0)
+    assert a.n_sizes == 3 and (a.nbytes_min, a.nbytes_max) == (1000, 16000)
+    assert a.alpha_s == pytest.approx(2e-6, rel=1e-9, abs=0)
+    assert a.beta_s_per_byte == pytest.approx(1e-10, rel=1e-9, abs=0)
+    got = fit._clean_samples([1.0, None, 2.0])
+    assert got.dtype == float and got.tolist() == [1.0, 2.0]
+    # launches with no valid sample left: no samples at all
+    assert fit._clean_samples(fit._Blocks([np.array([math.nan, 0.0]), np.array([-1.0])])) is None
+
+
+def test_repeated_size_pools_launches_of_different_lengths():
+    """Launch blocks of unequal lengths pooled with a plain row: the median of all their samples."""
+    rows = [fit._Blocks([np.array([1.0, 2.0]), np.array([3.0, 4.0, 5.0])]), np.array([6.0, 7.0])]
+    x, y, samples = fit._prepare([8, 8, 16], [9.0, 9.0, 1.0], rows + [np.array([1.0, 1.0])])
+    assert x.tolist() == [8.0, 16.0] and y.tolist() == [4.0, 1.0]
+    assert [b.tolist() for b in samples[0]] == [[1.0, 2.0], [3.0, 4.0, 5.0], [6.0, 7.0]]
+
+
+def test_weighted_r2_of_a_curve_with_small_spread():
+    """R^2 = 1 - SSE/SST with 1/y^2 weights, also when SST (relative spread) is below 1."""
+    x = np.array([1e3, 2e3, 3e3, 4e3])
+    y = np.array([1.0, 1.3, 1.1, 1.4]) * 1e-6
+    slope, icpt = np.polyfit(x, y, 1, w=1.0 / y)
+    ybar = np.sum(1.0 / y) / np.sum(1.0 / y**2)              # sum(w y) / sum(w), w = 1/y^2
+    sst = np.sum(((y - ybar) / y) ** 2)
+    sse = np.sum(((y - (icpt + slope * x)) / y) ** 2)
+    assert 0 < sse < sst < 1
+    assert fit.fit_line(x, y, n_boot=0).r2 == pytest.approx(1 - sse / sst, rel=1e-9, abs=0)
+
+
+def _noisy(sizes, seed=1):
+    r = np.random.default_rng(seed)
+    t = [2e-6 + 1e-10 * n for n in sizes]
+    return t, [list(v * (1 + 0.02 * r.standard_normal(5))) for v in t]
+
+
+def test_a_single_bootstrap_replicate_still_gives_intervals():
+    """n_boot = 1 is a (degenerate) bootstrap: one replicate, an interval of zero width, not "no intervals"."""
+    n = [1e3, 2e3, 4e3, 8e3, 16e3]
+    t, s = _noisy(n)
+    seg = fit.fit_segments(n, t, s, n_boot=1)
+    assert "no_intervals" not in seg.flags and "residual_bootstrap" not in seg.flags
+    lo, hi = seg.segments[0].alpha_ci_s
+    assert math.isfinite(lo) and lo == hi
+    seg = fit.fit_segments(n, t, n_boot=1)                           # no samples: residuals
+    assert "residual_bootstrap" in seg.flags and math.isfinite(seg.segments[0].beta_ci_s_per_byte[0])
+    line = fit.fit_line(n, t, n_boot=1)
+    assert line.bootstrap == "residuals" and line.n_boot == 1
+    rows = [dict(collective="allreduce", algorithm="ring", nranks=4, nbytes=int(v), median_s=m, samples_s=q)
+            for v, m, q in zip(n, t, s, strict=True)]
+    c = fit.fit_curve(rows, n_boot=1)
+    assert c.line.bootstrap == "samples" and c.line.n_boot == 1
+    f = [1.02, 0.97, 1.01, 0.99, 1.03]
+    assert fit.fit_joint(_joint(COUNTS, f, samples=True), n_boot=1).notes[0] == "5 rows, bootstrap: samples"
+
+
+def test_segmented_fit_without_resamples_or_with_a_seed():
+    """n_boot = 0 with samples: no intervals; the same seed gives the same intervals."""
+    n = [1e3, 2e3, 4e3, 8e3, 16e3, 32e3]
+    t, s = _noisy(n, seed=2)
+    none = fit.fit_segments(n, t, s, n_boot=0)
+    assert "no_intervals" in none.flags and all(math.isnan(v) for v in none.segments[0].alpha_ci_s)
+    one = fit.fit_segments(n, t, s, n_boot=40, seed=7)
+    assert one.segments == fit.fit_segments(n, t, s, n_boot=40, seed=7).segments
+    assert one.segments != fit.fit_segments(n, t, s, n_boot=40, seed=8).segments
+
+
+def test_segments_of_two_points_get_no_residual_intervals():
+    """A 2-point segment fits exactly: its residuals are 0, so a residual bootstrap would claim zero-width intervals."""
+    seg = fit.fit_segments([1e3, 2e3, 4e3, 8e3], [1e-6, 1.1e-6, 3e-6, 3.2e-6], n_boot=50,
+                           max_segments=2, min_points=2)
+    assert seg.n_segments == 2 and seg.breakpoints_bytes == (4000,)
+    assert "no_intervals" in seg.flags and "residual_bootstrap" not in seg.flags
+    assert all(math.isnan(v) for sg in seg.segments for v in sg.alpha_ci_s)
+
+
+def test_fit_curve_accepts_rows_differing_in_dtype_and_op_and_records_the_first():
+    """Only collective, algorithm and nranks must agree; dtype, op, in_place and root come from row 0."""
+    rows = _rows([1e3, 2e3, 4e3])
+    rows[0].update(dtype="float64", op="sum", in_place=True, root=0)
+    rows[1].update(dtype="float32", op="max", in_place=False, root=1)
+    c = fit.fit_curve(rows, n_boot=0)
+    assert (c.dtype, c.op, c.in_place, c.root) == ("float64", "sum", True, 0)
+
+
+def test_three_segments_are_found_when_two_are_no_better_than_one():
+    """A self-similar sawtooth of three exact ramps: BIC(2) >= BIC(1) (by hand) yet 3 segments are chosen."""
+    x = np.array([1e3 * 2**i for i in range(12)])
+    b = [5e-10, 5e-10 / 16, 5e-10 / 256]
+    y = np.concatenate([1e-6 + b[0] * x[:4], 1e-6 + b[1] * x[4:8], 1e-6 + b[2] * x[8:]])
+    n = len(x)
+    bic1 = n * math.log(_rel_rss_polyfit(x, y) / n) + 2 * math.log(n)
+    rss2 = min(_rel_rss_polyfit(x[:c], y[:c]) + _rel_rss_polyfit(x[c:], y[c:]) for c in range(3, n - 2))
+    bic2 = n * math.log(rss2 / n) + 5 * math.log(n)
+    assert bic2 >= bic1
+    s = fit.fit_segments(x, y, n_boot=0)
+    assert s.n_segments == 3 and s.breakpoints_bytes == (16000, 256000)
+    for seg, slope in zip(s.segments, b, strict=True):
+        assert seg.alpha_s == pytest.approx(1e-6, rel=1e-9, abs=0)
+        assert seg.beta_s_per_byte == pytest.approx(slope, rel=1e-9, abs=0)
+
+
+def _jump_with_noise(s):
+    """10 sizes, a 30% jump after the 5th, alternating relative noise +-s."""
+    x = np.array([1e3 * 2**i for i in range(10)])
+    y = (2e-6 + 1e-10 * x) * (1 + s * np.array([1.0, -1.0] * 5))
+    y[5:] *= 1.3
+    return x, y
+
+
+def _guard_by_hand(x, y, cut):
+    """(change, rss2): the largest relative move of the fitted curve from 1 to 2 segments cut at `cut`, and RSS_2."""
+    def line(xs, ys):
+        b, a = np.polyfit(xs, ys, 1, w=1.0 / ys)
+        return a + b * xs
+    one = line(x, y)
+    two = np.concatenate([line(x[:cut], y[:cut]), line(x[cut:], y[cut:])])
+    return float(np.max(np.abs(two - one) / y)), float((((y - two) / y) ** 2).sum())
+
+
+def test_breakpoint_guard_counts_sigma_with_n_minus_p_degrees_of_freedom():
+    """The guard's residual sd is sqrt(RSS_k / (n - p)), p = 3k - 1 = 5 for two segments (n = 10: 5 dof)."""
+    # noise 1.75%: change >= 4 sd with 5 dof (kept), though it would not be with 4 dof or fewer
+    x, y = _jump_with_noise(0.0175)
+    change, rss2 = _guard_by_hand(x, y, 5)
+    assert 4 * math.sqrt(rss2 / 5) <= change < 4 * math.sqrt(rss2 / 4)
+    s = fit.fit_segments(x, y, n_boot=0)
+    assert s.n_segments == 2 and s.breakpoints_bytes == (32000,)
+    # noise 2%: BIC prefers two segments, but change < 4 sd with 5 dof (dropped), though >= 4 sd with 6 dof
+    x, y = _jump_with_noise(0.02)
+    change, rss2 = _guard_by_hand(x, y, 5)
+    assert 4 * math.sqrt(rss2 / 6) <= change < 4 * math.sqrt(rss2 / 5)
+    s = fit.fit_segments(x, y, n_boot=0)
+    assert s.bic[1] < s.bic[0] and s.n_segments == 1
+    # 6 sizes, 3 + 3: two segments leave 6 - 5 = 1 dof, so sd = sqrt(RSS_2); change < 4 sd: dropped
+    x = np.array([1e3 * 2**i for i in range(6)])
+    y = (2e-6 + 1e-10 * x) * (1 + 0.01 * np.array([1.0, -1.0] * 3))
+    y[3:] *= 1.2
+    change, rss2 = _guard_by_hand(x, y, 3)
+    assert max(0.05, 4 * math.sqrt(rss2 / 2)) <= change < 4 * math.sqrt(rss2)
+    s = fit.fit_segments(x, y, n_boot=0)
+    assert s.bic[1] < s.bic[0] and s.n_segments == 1
+
+
+def test_repeated_sizes_pool_their_samples_in_input_order():
+    """40 rows of 4 sizes: equal to 4 rows holding each size's samples concatenated in input order (same draws)."""
+    r = np.random.default_rng(3)
+    sizes = [1e3, 1e4, 1e5, 1e6]
+    n = [sizes[i % 4] for i in range(40)][::-1]
+    smp = [list((2e-6 + 1e-10 * v) * (1 + 0.05 * r.random(3))) for v in n]
+    pooled = [sum((s for v, s in zip(n, smp, strict=True) if v == size), []) for size in sizes]
+    med = [float(np.median(p)) for p in pooled]
+    rep = fit.fit_line(n, [float(np.median(s)) for s in smp], smp, n_boot=30)
+    one = fit.fit_line(sizes, med, pooled, n_boot=30)
+    assert rep == one and rep.bootstrap == "samples"
+
+
+def test_row_samples_are_floats_with_nulls_as_nan():
+    """A stored row's samples come back as floats: integers converted, a JSON null as nan, also per launch."""
+    got = fit.row_samples(dict(samples_s=[1, None, 2]))
+    assert got.dtype == float and got[0] == 1.0 and math.isnan(got[1]) and got[2] == 2.0
+    blocks = fit.row_samples(dict(samples_s=[1, 2, None], launches=["a", "b"], launch_samples=[1, 2]))
+    assert [b.dtype for b in blocks] == [float, float] and blocks[0].tolist() == [1.0] and math.isnan(blocks[1][1])

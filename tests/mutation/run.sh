@@ -31,6 +31,12 @@
 #   ccbench/store/run.py           215 mutants, 25 min (its mutants also run tests/test_compare.py: 30 s of tests)
 #   ccbench/analysis/tune.py       1732 mutants, 31 min with the tests as they were before 2026-11-26's (594 mutants
 #                                  had no test then; a full run with today's tests was not timed)
+# with JOBS=1 beside four other mutation runs (2026-11-27):
+#   ccbench/measure/sweep.py       782 mutants, 25 min;  ccbench/measure/session.py  863 mutants, 21 min
+#   ccbench/analysis/predict.py    1590 mutants, 26 min; ccbench/store/launches.py   295 mutants, 9 min
+#   ccbench/analysis/fit.py        2268 mutants, about 2 h in parts (30 a minute at best on this machine)
+#   ccbench/algorithms/registry.py 63 mutants, 33 min (each survivor runs the slow predict and at-scale tests)
+#   UNDECORATE=1 ccbench/algorithms/gather.py  168 mutants, 12 min
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
