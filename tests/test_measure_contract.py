@@ -1002,3 +1002,17 @@ def test_a_case_and_its_stored_row_have_the_same_key(stand_in_ops):
     assert sweep._case_key(case) == sweep._case_key(row) == ("allreduce", "native", 64, "float32", "sum", False, 0)
     assert sweep._case_key(Case("bcast", "native", 8, 1, "float64", "none", 1, 2)) == (
         "bcast", "native", 8, "float64", "none", True, 2)
+
+
+def test_the_next_check_is_not_set_past_the_budget_s_estimate():
+    """Samples of 30000 and 10000 ticks by turns (20000 a sample on average), budget 250000 ticks.
+
+    Checks at 4 5 6 7 8 10 12 as usual (n // 4 more); at 12 the elapsed 240000 ticks leave room
+    for int(10000 / 20000) + 1 = 1 more sample, not 3, so the next check is at 13, where the
+    elapsed 270000 ticks are past the budget.  (The harness's own ticks, a few per sample, move
+    none of these quotients across an integer.)
+    """
+    world = World(2, lambda rank, k: 10000 if k % 2 else 30000)
+    samples, stop = measure_world(world, settings(min_reps=4, max_reps=50, target_rse=0.0, budget_s=250000 * TICK))
+    assert (len(samples), stop) == (13, "budget")
+    assert _reduction_sizes(world)[1:] == [5, 2, 2, 2, 2, 3, 3, 2]
