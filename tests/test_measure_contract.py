@@ -1016,3 +1016,45 @@ def test_the_next_check_is_not_set_past_the_budget_s_estimate():
     samples, stop = measure_world(world, settings(min_reps=4, max_reps=50, target_rse=0.0, budget_s=250000 * TICK))
     assert (len(samples), stop) == (13, "budget")
     assert _reduction_sizes(world)[1:] == [5, 2, 2, 2, 2, 3, 3, 2]
+
+
+# -- the compiled loop's sampler: what measure asks of it ----------------------------------------
+
+
+class _OneRankComm:
+    """One rank: a barrier does nothing, a reduction leaves the buffer as it is (MPI.IN_PLACE)."""
+
+    def Barrier(self):
+        pass
+
+    def Allreduce(self, sendbuf, recvbuf, op):
+        pass
+
+
+class _ScriptedSampler:
+    """A stand-in for ``ccbench.measure.compiled.Sampler``: each clock reading is one second after the last; `take`
+    records its arguments and writes sample i as (i + 1) microseconds (the warm-up estimate: 1 us)."""
+
+    def __init__(self):
+        self.t, self.calls = 0.0, []
+
+    def now(self):
+        self.t += 1.0
+        return self.t
+
+    def take(self, local, start, stop, batch, window, gap_s, offset_s):
+        self.calls.append(("est" if local.size == 1 else "local", start, stop, batch, window, gap_s, offset_s))
+        local[start:stop] = [(i + 1) * 1e-6 for i in range(start, stop)]
+
+
+def test_a_compiled_sampler_takes_the_warm_up_and_each_batch_and_its_clock_times_the_budget():
+    """No Python call is timed: the warm-up is one take of `warmup` calls into the estimate, then one take per batch
+    (start, stop, batch size, no window, gap and offset 0); the budget is judged on the sampler's own clock.
+
+    Budget 2.5 s on a clock that moves 1 s a reading: checks at 2 (1 s elapsed), 3 (2 s), 4 (3 s: past the budget)."""
+    sampler = _ScriptedSampler()
+    samples, stop = measure(_OneRankComm(), sampler, settings(warmup=3, min_reps=2, max_reps=50, target_rse=0.0,
+                                                               budget_s=2.5, batch=5))
+    assert (samples.tolist(), stop) == ([1e-6, 2e-6, 3e-6, 4e-6], "budget")
+    assert sampler.calls == [("est", 0, 1, 3, False, 0.0, 0.0), ("local", 0, 2, 5, False, 0.0, 0.0),
+                             ("local", 2, 3, 5, False, 0.0, 0.0), ("local", 3, 4, 5, False, 0.0, 0.0)]
