@@ -1058,3 +1058,17 @@ def test_a_compiled_sampler_takes_the_warm_up_and_each_batch_and_its_clock_times
     assert (samples.tolist(), stop) == ([1e-6, 2e-6, 3e-6, 4e-6], "budget")
     assert sampler.calls == [("est", 0, 1, 3, False, 0.0, 0.0), ("local", 0, 2, 5, False, 0.0, 0.0),
                              ("local", 2, 3, 5, False, 0.0, 0.0), ("local", 3, 4, 5, False, 0.0, 0.0)]
+
+
+def test_batches_and_fixed_counts_of_one_call_are_allowed_and_below_one_refused():
+    from ccbench.measure.timing import batch_of
+
+    assert TimingSettings(batch=1, iterations=1).iterations == 1
+    for kw in ({"batch": 0}, {"iterations": 0}):
+        with pytest.raises(ValueError, match=r"^batch and iterations must be >= 1$"):
+            TimingSettings(**kw)
+    assert (batch_of("per-call"), batch_of("batched:1"), batch_of("batched:12")) == (1, 1, 12)
+    for bad in ("batched:0", "batched:", "batched:x", "batch:4", "batched:1:2"):
+        with pytest.raises(ValueError) as err:
+            batch_of(bad)
+        assert str(err.value) == f"timing {bad!r}: per-call, batched or batched:K (K >= 1)"
