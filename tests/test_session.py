@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from runfiles import workload_row
+from watchdriver import Exit, run_watch
 
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.measure import session
@@ -264,36 +265,14 @@ def test_a_session_stops_its_watchdog_and_progress_on_close(tmp_path, stand_in_m
     assert not s.watchdog._thread.is_alive() and stopped == ["progress"]
 
 
-class _Exit(BaseException):
-    """os._exit, caught: the code it was called with."""
-
-
 def _watched(monkeypatch, rank, now, writer=None, seconds=7.0, rounds=1):
     """Run the watchdog's loop for `rounds` wakes at monotonic time `now`; the exit code it left with, or None."""
     w = Watchdog(0, 4, rank, writer)
     w.seconds = seconds
-    monkeypatch.setattr(session.time, "monotonic", lambda: 100.0)
-    w.start("bcast 1 KiB", 2.0)  # deadline 100 + 7 + 2 = 109
-    monkeypatch.setattr(session.time, "monotonic", lambda: now)
-    wakes = iter([False] * rounds + [True])
-    waits = []
-
-    def wait(timeout):
-        waits.append(timeout)
-        return next(wakes)
-
-    monkeypatch.setattr(w._stop, "wait", wait)
-
-    def exit_(code):
-        raise _Exit(code)
-
-    monkeypatch.setattr(session.os, "_exit", exit_)
-    try:
-        w._watch()
-    except _Exit as e:
-        return e.args[0]
-    assert waits == [0.5] * (rounds + 1)
-    return None
+    code, waits = run_watch(monkeypatch, w, now, rounds, ("bcast 1 KiB", 2.0))  # deadline 100 + 7 + 2 = 109
+    if code is None:
+        assert waits == [0.5] * (rounds + 1)
+    return code
 
 
 def test_the_watchdog_ends_the_job_past_the_deadline_and_marks_the_run_failed(tmp_path, monkeypatch, capsys):
@@ -331,7 +310,7 @@ def test_an_unarmed_watchdog_never_fires(monkeypatch):
     monkeypatch.setattr(w._stop, "wait", lambda timeout: next(wakes))
 
     def exit_(code):
-        raise _Exit(code)
+        raise Exit(code)
 
     monkeypatch.setattr(session.os, "_exit", exit_)
     w._watch()

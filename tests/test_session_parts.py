@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from runfiles import workload_row
+from watchdriver import Exit, run_watch
 
 from ccbench.core.errors import UsageError
 from ccbench.measure import session
@@ -65,30 +66,12 @@ class _Ranks:
         return obj
 
 
-class _Exit(BaseException):
-    """os._exit, caught: the code it was called with."""
-
-
 def _run_watch(monkeypatch, watchdog, now, rounds=1):
     """Run `watchdog`'s loop, armed at monotonic 100 s for an item of budget 2 s, with the clock at `now`.
 
     It wakes `rounds` times, then is told to stop.  Returns the exit code it left with, or None.
     """
-    monkeypatch.setattr(session.time, "monotonic", lambda: 100.0)
-    watchdog.start("gather 4 KiB", 2.0)
-    monkeypatch.setattr(session.time, "monotonic", lambda: now)
-    wakes = iter([False] * rounds + [True])
-    monkeypatch.setattr(watchdog._stop, "wait", lambda timeout: next(wakes))
-
-    def exit_(code):
-        raise _Exit(code)
-
-    monkeypatch.setattr(session.os, "_exit", exit_)
-    try:
-        watchdog._watch()
-    except _Exit as e:
-        return e.args[0]
-    return None
+    return run_watch(monkeypatch, watchdog, now, rounds, ("gather 4 KiB", 2.0))[0]
 
 
 class _Held:
@@ -180,7 +163,7 @@ def test_an_unarmed_watchdog_wakes_and_waits_without_ending_anything(monkeypatch
     monkeypatch.setattr(session.time, "monotonic", lambda: 1e12)
 
     def exit_(code):
-        raise _Exit(code)
+        raise Exit(code)
 
     monkeypatch.setattr(session.os, "_exit", exit_)
     w._watch()
@@ -475,13 +458,13 @@ def test_an_exit_fault_ends_the_process_with_code_3_after_flushing_stdout(monkey
     held = _Held(monkeypatch)
 
     def exit_(code):
-        raise _Exit(code)
+        raise Exit(code)
 
     monkeypatch.setattr(session.os, "_exit", exit_)
     print("[1/4] ddp:1 ok", end="")
     Fault("exit", None, "ddp:2").fire(_Ranks(rank=1), "ddp:1")
     assert held.text() == ""  # not this item: nothing happens, nothing flushed
-    with pytest.raises(_Exit) as e:
+    with pytest.raises(Exit) as e:
         Fault("exit", None, "ddp:2").fire(_Ranks(rank=1), "ddp:2")
     assert e.value.args == (3,) and held.text() == "[1/4] ddp:1 ok"
 
