@@ -129,14 +129,16 @@ def pool_memory_bandwidth(records: Sequence[tuple[int, dict | None]]) -> dict | 
     if not have:
         return None
     first = have[0][1]
-    pooled = [(n, r) for n, r in have if _copy_setup(r) == _copy_setup(first)]
+    setup = _copy_setup(first)
+    pooled, left = [], []
+    for n, r in have:
+        (pooled if _copy_setup(r) == setup else left).append((n, r))
     one = dict(first["one_core"], seconds=[s for _, r in pooled for s in r["one_core"]["seconds"]])
     nodes = [dict(node, seconds=[s for _, r in pooled for s in r["all_ranks"][i]["seconds"]])
              for i, node in enumerate(first["all_ranks"])]
     out = dict(first, one_core=one, all_ranks=nodes, repetitions=len(one["seconds"]), launches=[n for n, _ in pooled])
-    left = [n for n, r in have if _copy_setup(r) != _copy_setup(first)]
     if left:
-        out["launches_not_pooled"] = left
+        out["launches_not_pooled"] = [n for n, _ in left]
     return out
 
 
