@@ -9,7 +9,7 @@ returns one algorithm to call in your own mpi4py program.  Both are loaded on fi
 import importlib
 import sys
 
-__version__ = "0.1.0"
+from ccbench.core.version import __version__
 
 if sys.version_info < (3, 11):  # noqa: UP036 -- tomllib and the typing used need 3.11 (as pyproject says)
     raise SystemExit(f"ccbench {__version__} needs Python 3.11 or newer; this is Python "
@@ -23,8 +23,8 @@ __all__ = ["__version__", "algorithms", *_API]
 
 
 def __getattr__(name: str):
-    """Load the API on first use (PEP 562).  By name, so that the stages below, which import this
-    package for ``__version__``, do not depend on the API above them (pyproject's layer contract)."""
+    """Load the API on first use (PEP 562).  By name, so that importing the package does not load the
+    API and everything under it."""
     if name == "algorithms":
         return importlib.import_module("ccbench.algorithms")
     if name in _API:

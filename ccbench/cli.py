@@ -6,9 +6,9 @@ but the entry point and ``python -m ccbench``.
 
 import click
 
-from ccbench import __version__
 from ccbench.commands.common import print_error
 from ccbench.core.errors import CCBenchError
+from ccbench.core.version import __version__
 
 __all__ = ["cli", "main"]
 

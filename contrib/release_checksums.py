@@ -8,7 +8,7 @@
 Release order (docs/releasing.md): build the sdist once, run this on it, commit, upload that
 same file to PyPI -- Spack and EasyBuild check the download against these checksums, so the
 file that is uploaded must be the file that was hashed.  The version must be the one in
-ccbench/__init__.py (the only place it is written).  Standard library only.
+ccbench/core/version.py (the only place it is written).  Standard library only.
 """
 
 import argparse
@@ -27,9 +27,9 @@ SHA = re.compile(r"^[0-9a-f]{64}$")
 
 def package_version(root: Path = ROOT) -> str:
     """ccbench.__version__, read from the source (no import)."""
-    m = re.search(r'^__version__ = "([^"]+)"', (root / "ccbench" / "__init__.py").read_text(), re.M)
+    m = re.search(r'^__version__ = "([^"]+)"', (root / "ccbench" / "core" / "version.py").read_text(), re.M)
     if not m:
-        raise SystemExit("release_checksums: no __version__ in ccbench/__init__.py")
+        raise SystemExit("release_checksums: no __version__ in ccbench/core/version.py")
     return m.group(1)
 
 
@@ -83,7 +83,7 @@ def main(argv=None) -> int:
         return 2
     version = m.group("version")
     if version != package_version():
-        print(f"release_checksums: {args.sdist.name} is version {version}, ccbench/__init__.py says "
+        print(f"release_checksums: {args.sdist.name} is version {version}, ccbench/core/version.py says "
               f"{package_version()}", file=sys.stderr)
         return 2
     digest = sha256(args.sdist)

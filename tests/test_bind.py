@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from ccbench.core import hardware as record
 from ccbench.core.errors import UsageError
-from ccbench.measure import hardware as hw
 from ccbench.measure import provenance
 from ccbench.measure.config import load_config
 from ccbench.measure.lab import lab_command
@@ -172,40 +172,40 @@ def _hw(binding, cpus, hosts=None, threads=2, cores=2):
 
 def test_binding_summary_lines():
     auto = choose_binding("auto", 2, "hydra", cores=2, nodes=1).to_dict()
-    assert hw.binding_summary(_hw(auto, ["0", "1"])) == "bound to core (auto: 2 ranks on 2 cores), rank CPUs 0, 1"
+    assert record.binding_summary(_hw(auto, ["0", "1"])) == "bound to core (auto: 2 ranks on 2 cores), rank CPUs 0, 1"
     none = choose_binding("none", 2, "hydra", cores=2, nodes=1).to_dict()
-    assert hw.binding_summary(_hw(none, ["0-1", "0-1"])) == "unbound (bind none), all 2 ranks on CPUs 0-1"
+    assert record.binding_summary(_hw(none, ["0-1", "0-1"])) == "unbound (bind none), all 2 ranks on CPUs 0-1"
     shared = choose_binding("core", 3, "hydra", cores=2, nodes=1).to_dict()
-    assert hw.binding_summary(_hw(shared, ["0", "1", "0"])) == (
+    assert record.binding_summary(_hw(shared, ["0", "1", "0"])) == (
         "bound to core (bind core; 3 ranks on 2 cores: ranks share cores), rank CPUs 0, 1, 0")
-    assert hw.binding_summary(_hw(auto, ["0", "0"], hosts=["n1", "n2"])) == (
+    assert record.binding_summary(_hw(auto, ["0", "0"], hosts=["n1", "n2"])) == (
         "bound to core (auto: 2 ranks on 2 cores), rank CPUs n1:0, n2:0")
     # asked to bind to a core, yet a rank may run on more CPUs than a core has: said so
-    assert "(not applied?)" in hw.binding_summary(_hw(auto, ["0-1", "0-1"], threads=2, cores=2))
-    assert "(not applied?)" not in hw.binding_summary(_hw(auto, ["0-1", "2-3"], threads=4, cores=2))  # SMT pairs
+    assert "(not applied?)" in record.binding_summary(_hw(auto, ["0-1", "0-1"], threads=2, cores=2))
+    assert "(not applied?)" not in record.binding_summary(_hw(auto, ["0-1", "2-3"], threads=4, cores=2))  # SMT pairs
     own = choose_binding("auto", 2, "hydra", cores=2, nodes=1, launcher_args=["-bind-to", "numa"]).to_dict()
-    assert hw.binding_summary(_hw(own, ["0-1", "0-1"])).startswith(
+    assert record.binding_summary(_hw(own, ["0-1", "0-1"])).startswith(
         "binding left to the launcher options given: -bind-to numa, all 2 ranks")
-    assert hw.binding_summary(_hw(None, ["0", "1"])) == (
+    assert record.binding_summary(_hw(None, ["0", "1"])) == (
         "binding not set by ccbench (its own launcher), rank CPUs 0, 1")
-    assert hw.binding_summary(_hw(auto, [None, "1"])).endswith("rank CPUs unknown")
+    assert record.binding_summary(_hw(auto, [None, "1"])).endswith("rank CPUs unknown")
 
 
 def test_many_ranks_are_summarised():
     auto = choose_binding("auto", 16, "hydra", cores=16, nodes=1).to_dict()
-    line = hw.binding_summary(_hw(auto, [str(i) for i in range(16)], threads=16, cores=16))
+    line = record.binding_summary(_hw(auto, [str(i) for i in range(16)], threads=16, cores=16))
     assert line == "bound to core (auto: 16 ranks on 16 cores), 16 ranks, 1 CPU(s) each, none shared"
-    line = hw.binding_summary(_hw(auto, [str(i % 8) for i in range(16)], threads=16, cores=16))
+    line = record.binding_summary(_hw(auto, [str(i % 8) for i in range(16)], threads=16, cores=16))
     assert line.endswith("16 ranks, 1 CPU(s) each, 8 distinct sets")
-    assert hw.binding_summary(_hw(auto, ["0-15"] * 16, threads=16, cores=16)).endswith(
+    assert record.binding_summary(_hw(auto, ["0-15"] * 16, threads=16, cores=16)).endswith(
         "all 16 ranks on CPUs 0-15")
 
 
 def test_the_summary_line_shows_the_binding_only_where_it_was_recorded():
     auto = choose_binding("auto", 2, "hydra", cores=2, nodes=1).to_dict()
     old = _hw("absent", ["0", "1"])
-    assert hw.binding_summary(old) is None and "bound" not in hw.summary(old)  # runs made before: unchanged
-    assert hw.summary(_hw(auto, ["0", "1"])).endswith(" | bound to core (auto: 2 ranks on 2 cores), rank CPUs 0, 1")
+    assert record.binding_summary(old) is None and "bound" not in record.summary(old)  # runs made before: unchanged
+    assert record.summary(_hw(auto, ["0", "1"])).endswith(" | bound to core (auto: 2 ranks on 2 cores), rank CPUs 0, 1")
 
 
 def _ccbench(*args, env=None, timeout=240, cwd=None):
@@ -233,7 +233,7 @@ def test_launch_binds_the_ranks_records_their_cpus_and_show_says_so(tmp_path, bi
     rec, ranks = meta["hardware"]["binding"], meta["hardware"]["ranks"]
     assert meta["config"]["bind"] == bind and rec["requested"] == bind and rec["chosen"] == bind
     assert rec["flags"] == ["-bind-to", bind] and rec["launcher"] == "hydra"
-    cpus = [hw.parse_cpu_list(x["cpus"]) for x in ranks]
+    cpus = [record.parse_cpu_list(x["cpus"]) for x in ranks]
     if bind == "core":
         assert all(len(c) == 1 for c in cpus) and cpus[0] != cpus[1]
     else:
@@ -262,8 +262,8 @@ def test_a_binding_under_someone_else_s_launcher_is_refused(tmp_path):
 def test_compare_names_a_different_binding_only_where_both_runs_recorded_one():
     core = choose_binding("core", 2, "hydra", cores=2, nodes=1).to_dict()
     none = choose_binding("none", 2, "hydra", cores=2, nodes=1).to_dict()
-    assert hw.differences(_hw(core, ["0", "1"]), _hw(none, ["0-1", "0-1"])) == [("rank binding", "core", "none")]
-    assert hw.differences(_hw(core, ["0", "1"]), _hw(None, ["0-1", "0-1"])) == [
+    assert record.differences(_hw(core, ["0", "1"]), _hw(none, ["0-1", "0-1"])) == [("rank binding", "core", "none")]
+    assert record.differences(_hw(core, ["0", "1"]), _hw(None, ["0-1", "0-1"])) == [
         ("rank binding", "core", "not set by ccbench")]
-    assert hw.differences(_hw(core, ["0", "1"]), _hw(core, ["0", "1"])) == []
-    assert hw.differences(_hw(core, ["0", "1"]), _hw("absent", ["0", "1"])) == []  # a run made before says nothing
+    assert record.differences(_hw(core, ["0", "1"]), _hw(core, ["0", "1"])) == []
+    assert record.differences(_hw(core, ["0", "1"]), _hw("absent", ["0", "1"])) == []  # a run made before says nothing

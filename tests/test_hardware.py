@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from ccbench.core import hardware as record
 from ccbench.core.errors import UsageError
 from ccbench.measure import hardware as hw
 from ccbench.measure.session import require_memory
@@ -84,9 +85,9 @@ def _cgroup_v1(root: Path, limit: int, usage: int) -> None:
 
 
 def test_cpu_lists_round_trip():
-    assert hw.parse_cpu_list("0-3,8,10-11") == [0, 1, 2, 3, 8, 10, 11]
-    assert hw.cpu_list([11, 0, 1, 2, 3, 8, 10]) == "0-3,8,10-11"
-    assert hw.parse_cpu_list(None) == [] and hw.parse_cpu_list("garbage") == [] and hw.cpu_list([]) == ""
+    assert record.parse_cpu_list("0-3,8,10-11") == [0, 1, 2, 3, 8, 10, 11]
+    assert record.cpu_list([11, 0, 1, 2, 3, 8, 10]) == "0-3,8,10-11"
+    assert record.parse_cpu_list(None) == [] and record.parse_cpu_list("garbage") == [] and record.cpu_list([]) == ""
 
 
 def test_a_full_node(tmp_path):
@@ -107,7 +108,7 @@ def test_a_full_node(tmp_path):
     assert node["rdma"] == [{"device": "mlx5_0", "hca_type": "MT4123", "fw_ver": "20.31.1014", "netdevs": ["ib0"],
                              "ports": [{"port": 1, "rate": "200 Gb/sec (4X HDR)", "link_layer": "InfiniBand",
                                         "state": "4: ACTIVE"}]}]
-    line = hw.summary({"nodes": {"n1": node}, "ranks": [{"rank": 0, "host": "n1", "cpus": "0-3"}]})
+    line = record.summary({"nodes": {"n1": node}, "ranks": [{"rank": 0, "host": "n1", "cpus": "0-3"}]})
     assert line == ("Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz | 2 socket(s), 4 cores / 8 threads | 2 NUMA node(s) | "
                     "memory 62.5 GiB | NICs ib0 (100 Gb/s, mlx5_core), mlx5_0 (200 Gb/sec (4X HDR), InfiniBand)")
 
@@ -126,8 +127,8 @@ def test_an_empty_tree_reads_as_unknown(tmp_path):
     assert node["cgroup"] == {"version": None, "path": None, "cpu_quota": None, "memory_limit_bytes": None,
                               "memory_usage_bytes": None}
     assert hw.memory_available(tmp_path) == (None, "MemAvailable")
-    assert hw.summary({"nodes": {"h": node}}) == "CPU ? | NUMA ? | memory ? | NICs none"
-    assert hw.summary(None) is None and hw.summary({}) is None
+    assert record.summary({"nodes": {"h": node}}) == "CPU ? | NUMA ? | memory ? | NICs none"
+    assert record.summary(None) is None and record.summary({}) is None
 
 
 def test_unreadable_and_odd_files_are_tolerated(tmp_path):
@@ -211,13 +212,13 @@ def test_differences_name_cpu_cores_and_nics(tmp_path):
     _node(tmp_path)
     a = {"nodes": {"n1": hw.node_hardware(tmp_path)}}
     b = {"nodes": {"m1": hw.node_hardware(tmp_path)}}
-    assert hw.differences(a, b) == []
+    assert record.differences(a, b) == []
     b["nodes"]["m1"]["cpu"].update(model="AMD EPYC 7763", cores=128)
     b["nodes"]["m1"]["net"][0]["speed_mbps"] = 200000
-    assert [d[0] for d in hw.differences(a, b)] == ["CPU model", "core count", "NICs"]
-    assert hw.differences(a, None) == [] and hw.differences({}, b) == []  # an older run recorded nothing
+    assert [d[0] for d in record.differences(a, b)] == ["CPU model", "core count", "NICs"]
+    assert record.differences(a, None) == [] and record.differences({}, b) == []  # an older run recorded nothing
     two = {"nodes": {"n1": a["nodes"]["n1"], "m1": b["nodes"]["m1"]}}
-    assert hw.summary(two).endswith("| nodes differ (2 kinds)")
+    assert record.summary(two).endswith("| nodes differ (2 kinds)")
 
 
 class _Comm:
@@ -240,6 +241,6 @@ def test_provenance_gathers_nodes_and_ranks(monkeypatch):
     rec = provenance.gather_hardware(_Comm(0, 2), ["a", "a"])
     assert list(rec["nodes"]) == ["a"] and "cpu" in rec["nodes"]["a"]
     assert [(r["rank"], r["host"]) for r in rec["ranks"]] == [(0, "a"), (1, "a")]
-    assert rec["ranks"][0]["cpus"] == hw.cpu_list(os.sched_getaffinity(0))
+    assert rec["ranks"][0]["cpus"] == record.cpu_list(os.sched_getaffinity(0))
     assert rec["transport"] == {"UCX_TLS": "sm,self"}
     assert provenance.gather_hardware(_Comm(1, 2), ["a", "a"])["nodes"] == {}  # only a node's first rank reads it

@@ -34,7 +34,7 @@ def _run(capsys, *args):
 def test_version_is_in_one_place(capsys):
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert "version" in pyproject["project"]["dynamic"]
-    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "ccbench.__version__"}
+    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "ccbench.core.version.__version__"}
     code, out, _ = _run(capsys, "--version")
     assert code == 0 and out.strip() == f"ccbench, version {ccbench.__version__}"
     assert f"## {ccbench.__version__}" in (REPO / "CHANGELOG.md").read_text()

@@ -170,7 +170,7 @@ def test_release_checksums_check_and_refusals(tmp_path, capsys):
     assert digest in (out / EASYCONFIGS[0].name).read_text()
     wrong = tmp_path / "ccbench-0.0.1.tar.gz"
     wrong.write_bytes(b"x")
-    assert rc.main([str(wrong)]) == 2 and "ccbench/__init__.py says" in capsys.readouterr().err
+    assert rc.main([str(wrong)]) == 2 and "ccbench/core/version.py says" in capsys.readouterr().err
     assert rc.main([str(tmp_path / "other.tar.gz")]) == 2
 
 

@@ -68,9 +68,9 @@ import numpy as np
 
 from ccbench.analysis.fastest import SIGNIFICANCE
 from ccbench.core.errors import UsageError
+from ccbench.core.hardware import differences as hardware_differences
 from ccbench.core.replication import DEFAULT_PRIOR_BETWEEN_CV, compare_launches, cv_from_log_sd
 from ccbench.core.stats import benjamini_hochberg, geometric_mean
-from ccbench.measure.hardware import differences as hardware_differences
 from ccbench.store.results import Row
 from ccbench.store.run import SWEEP, WORKLOAD, lab_block, open_run
 from ccbench.store.workload_rows import WorkloadRow

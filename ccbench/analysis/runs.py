@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ccbench import __version__
+from ccbench.core.version import __version__
 from ccbench.algorithms.native_variants import library_of_vendor
 from ccbench.analysis.fit import (
     CONFIDENCE,

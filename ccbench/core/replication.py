@@ -31,6 +31,7 @@ from ccbench.core.stats import median_ci
 
 __all__ = [
     "DEFAULT_PRIOR_BETWEEN_CV",
+    "MAX_LAUNCHES",
     "LaunchComparison",
     "TypicalTimeCI",
     "VarianceComponents",
@@ -55,6 +56,9 @@ __all__ = [
 #: the d2 constant of control charts), so the worst spread, ln(1.75) = 0.560, means a log-scale
 #: sigma_b of 0.33, a CV of 0.34 (``cv_from_log_sd``); rounded up to 0.35 to be conservative.
 DEFAULT_PRIOR_BETWEEN_CV = 0.35
+
+#: The most launches one replicated run (or one side of a tuning file's verification) may take.
+MAX_LAUNCHES = 1000
 
 _VERDICTS = ("faster", "slower", "noise", "undetermined")
 

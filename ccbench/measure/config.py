@@ -17,6 +17,7 @@ from pathlib import Path
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.dtypes import DTYPES, OPS
 from ccbench.core.errors import UsageError
+from ccbench.core.replication import MAX_LAUNCHES
 from ccbench.core.units import format_size, parse_sizes
 
 __all__ = ["BINDINGS", "Case", "Config", "LOOPS", "MAX_LAUNCHES", "ORDERS", "THREAD_LEVELS", "SYNC_METHODS",
@@ -31,7 +32,6 @@ BINDINGS = ("auto", "core", "socket", "none")
 #: Which loop times the library's own collectives: ccbench's Python loop (default), its C loop
 #: (`ccbench.measure.compiled`; an error where it cannot be built), or the C loop where it can be built
 LOOPS = ("python", "compiled", "auto")
-MAX_LAUNCHES = 1000
 MAX_ROUNDS = 100
 WORKLOAD_PREFIX = "workload-"  # shipped workload configs are named workload-<kind>.toml
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-import ccbench
+from ccbench.core.hardware import cpu_list, parse_cpu_list
+from ccbench.core.version import __version__
 from ccbench.measure import hardware
 
 __all__ = ["BIND_ENV", "choose_thread_level", "collect", "env_rank", "env_local_ranks", "gather_hardware",
@@ -87,7 +88,7 @@ def choose_thread_level(requested: str) -> tuple[str, str]:
 
 
 def _git_commit() -> str | None:
-    here = Path(ccbench.__file__).resolve().parent.parent
+    here = Path(__file__).resolve().parents[2]
     try:
         out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
                              text=True, timeout=5)
@@ -133,7 +134,7 @@ def _node_hardware() -> dict:
 
 def _affinity() -> str | None:
     try:
-        return hardware.cpu_list(os.sched_getaffinity(0))
+        return cpu_list(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return None
 
@@ -165,7 +166,7 @@ def oversubscribed(hosts: list[str], cpus: list[str | None], node_cores: dict[st
         if any(c is None for c in lists):
             if len(lists) > node_cores[h]:
                 return True
-        elif len(lists) > len({x for c in lists for x in hardware.parse_cpu_list(c)}):
+        elif len(lists) > len({x for c in lists for x in parse_cpu_list(c)}):
             return True
     return False
 
@@ -188,7 +189,7 @@ def collect(comm, cfg_dict: dict, thread: tuple[str, str], argv: list[str]) -> d
     lib = MPI.Get_library_version().strip()
     vendor, vversion = MPI.get_vendor()
     return {
-        "ccbench": ccbench.__version__,
+        "ccbench": __version__,
         "git_commit": _git_commit(),
         "python": platform.python_version(),
         "numpy": np.__version__,

@@ -13,9 +13,9 @@ from rich.markup import escape
 from ccbench.analysis.fastest import launch_variation
 from ccbench.analysis.limits import memory_limit
 from ccbench.core.collectives import COLLECTIVES
+from ccbench.core.hardware import summary as hardware_summary
 from ccbench.core.stats import FLAG_DESCRIPTIONS
 from ccbench.core.units import fmt_time
-from ccbench.measure.hardware import summary as hardware_summary
 from ccbench.present.export import OSU_PER_RANK
 from ccbench.present.table import Column, Styled, Table, render
 from ccbench.store.launches import LAUNCH_SPREAD

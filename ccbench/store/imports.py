@@ -70,11 +70,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ccbench import __version__
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.dtypes import DTYPES
 from ccbench.core.errors import UsageError
 from ccbench.core.stats import summarize
+from ccbench.core.version import __version__
 from ccbench.store.launches import pool_launches
 from ccbench.store.results import Row, RunWriter, new_run_dir
 
