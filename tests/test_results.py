@@ -537,13 +537,17 @@ def test_run_writer_counts_rows_records_the_run_and_checks_the_status(tmp_path, 
 def test_resolve_run_by_path_file_name_and_latest(tmp_path, monkeypatch):
     root = tmp_path / "results"
     runs = []
-    for name, mtime in (("a-newest", 3000), ("b-oldest", 1000), ("c-middle", 2000)):
+    # started newest, oldest, in between; the directories' times say the opposite (a fit, a copy, a resume)
+    for name, start, mtime in (("a-newest", "2026-11-27T03:00:00+0000", 1000),
+                               ("b-oldest", "2026-11-27T01:00:00+0000", 3000),
+                               ("c-middle", "2026-11-27T04:00:00+0200", 2000)):  # 02:00 UTC
         r = root / name
         r.mkdir(parents=True)
-        (r / "run.json").write_text("{}")
+        (r / "run.json").write_text(json.dumps({"start_time": start}))
         for f in ("cases.jsonl", "cases.csv", "notes.txt"):
             (r / f).write_text("")
         os.utime(r, (mtime, mtime))
+        os.utime(r / "run.json", (mtime, mtime))
         runs.append(r)
     (root / "z-not-a-run").mkdir()                         # newest, but no run.json
     (root / "stray.json").write_text("{}")
@@ -560,6 +564,18 @@ def test_resolve_run_by_path_file_name_and_latest(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert resolve_run("c-middle") == Path("results") / "c-middle"   # under ./results by default
     assert resolve_run("latest") == Path("results") / "a-newest"
+    # a tie in start time goes to the later name; a run without a readable start time is never preferred
+    tie = root / "d-tie"
+    tie.mkdir()
+    (tie / "run.json").write_text(json.dumps({"start_time": "2026-11-27T03:00:00+0000"}))
+    assert resolve_run("latest", root) == tie
+    for bad in ("{}", "not json", json.dumps({"start_time": "yesterday"}), json.dumps({"start_time": None})):
+        (root / "z-no-start").mkdir(exist_ok=True)
+        (root / "z-no-start" / "run.json").write_text(bad)
+        assert resolve_run("latest", root) == tie
+    for r in (*runs, tie):
+        (r / "run.json").write_text("{}")
+    assert resolve_run("latest", root) == root / "z-no-start"   # none has a start time: by name
     for empty in (tmp_path / "empty", tmp_path / "missing"):
         if empty.name == "empty":
             empty.mkdir()

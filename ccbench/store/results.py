@@ -15,12 +15,13 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from ccbench.core.errors import CCBenchError, UsageError
 
-__all__ = ["SCHEMA", "Row", "RunWriter", "StoredRow", "free_path", "free_stem", "new_numbered_dir",
-           "new_run_dir", "resolve_run", "write_json_atomic"]
+__all__ = ["SCHEMA", "Row", "RunWriter", "StoredRow", "free_path", "free_stem", "latest_run", "new_numbered_dir",
+           "new_run_dir", "resolve_run", "started_at", "write_json_atomic"]
 
 SCHEMA = "ccbench.run/1"
 STATUSES = ("running", "complete", "interrupted", "failed")
@@ -283,18 +284,39 @@ class RunWriter:
         self._csv.close()
 
 
+def started_at(run_dir: Path) -> float | None:
+    """When a run started, in seconds since the epoch: run.json's ``start_time`` (an imported run's is its import
+    time); None where it has none that can be read."""
+    try:
+        meta = json.loads((run_dir / "run.json").read_text())
+        return datetime.strptime(meta["start_time"], "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def latest_run(results_dir: str | Path = "results") -> Path:
+    """The run under `results_dir` that started last (`started_at`; ties and runs without a start time by name).
+
+    Not the newest file: reading a run writes nothing into it, but a copy, a resume or a
+    file added by hand would change a directory's time, never its start.
+    """
+    root = Path(results_dir)
+    runs = [d for d in root.glob("*") if (d / "run.json").is_file()] if root.is_dir() else []
+    if not runs:
+        raise UsageError(f"no runs under {str(root)!r}")
+
+    def key(d: Path) -> tuple:
+        t = started_at(d)
+        return (t is not None, t or 0.0, d.name)
+
+    return max(runs, key=key)
+
+
 def resolve_run(run: str | Path, results_dir: str | Path = "results") -> Path:
-    """A run directory from a path, a name under `results_dir`, or ``latest``."""
+    """A run directory from a path, a name under `results_dir`, or ``latest`` (`latest_run`)."""
     p = Path(run)
     if str(run) == "latest":
-        root = Path(results_dir)
-        runs = sorted(
-            (d for d in root.glob("*") if (d / "run.json").is_file()),
-            key=lambda d: d.stat().st_mtime,
-        ) if root.is_dir() else []
-        if not runs:
-            raise UsageError(f"no runs under {str(root)!r}")
-        return runs[-1]
+        return latest_run(results_dir)
     for cand in (p, Path(results_dir) / p):
         if cand.is_dir():
             return cand
