@@ -34,16 +34,21 @@ def open_run(run, results_dir="results") -> Run:
     return _open_run(_where(run), results_dir)
 
 
-def fit(run, results_dir="results", *, write: bool = False, tolerance: float = TOLERANCE) -> dict:
+def fit(run, results_dir="results", *, write: bool = False, out=None, tolerance: float = TOLERANCE) -> dict:
     """What ``ccbench fit`` computes for a run, as the ``fits.json`` document (schema ``ccbench.fits/1``).
 
     Keys: ``network`` (``pingpong`` and ``joint`` alpha-beta-gamma with their 95% bootstrap
     intervals, their ``comparison``, ``step_overhead``, ``reduction_paths``), ``curves`` (every
     curve's segmented alpha + beta n fit), ``model_checks`` (each modelled case against its
     prediction; ``off`` beyond `tolerance`), ``who_wins``.  With `write`, ``fits.json`` and
-    ``fits.csv`` are also written beside the run (never over earlier ones), as the command does.
+    ``fits.csv`` are also written, as the command does: into `out`, by default the derived tree
+    beside the results tree (never over earlier ones; the run itself is never written).
     """
-    return fit_run(_where(run), results_dir, tolerance=tolerance, write=write)
+    if write:
+        from ccbench.workflow.fit import fit as fit_and_write
+
+        return fit_and_write(run, results_dir, out, tolerance=tolerance).doc
+    return fit_run(run if isinstance(run, Run) else _open_run(run, results_dir), tolerance=tolerance)
 
 
 def _seconds(value, what: str, parse) -> float:

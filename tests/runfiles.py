@@ -1,4 +1,8 @@
-"""Finished runs on disk for the tests of the commands that read them (tune, verify)."""
+"""Finished runs on disk for the tests of the commands that read them (tune, verify), and what reading leaves."""
+import os
+from pathlib import Path
+
+from ccbench.store.derived import derived_root
 from ccbench.store.results import RunWriter
 from ccbench.store.workload_rows import WorkloadRow
 
@@ -26,3 +30,21 @@ def workload_row(variant, part):
                        collective="step" if part < 0 else "allreduce", ncalls=1, ntensors=1, payload_elems=4,
                        nbytes=16, samples=1, median_s=1e-3, min_s=1e-3, mean_s=1e-3, ci_low_s=1e-3, ci_high_s=1e-3,
                        samples_s=(1e-3,))
+
+
+def tree_state(root) -> dict:
+    """Every file and folder under `root` (itself included): its bytes (files) and its modification time, in ns.
+
+    Equal before and after a command: the command left the tree as it found it.
+    """
+    root = Path(root)
+    out = {".": ("dir", os.stat(root).st_mtime_ns)}
+    for p in sorted(root.rglob("*")):
+        st = os.stat(p)
+        out[str(p.relative_to(root))] = (p.read_bytes() if p.is_file() else "dir", st.st_mtime_ns)
+    return out
+
+
+def derived(run) -> Path:
+    """Where a command that reads `run` writes by default (``RESULTS-derived/RUN``)."""
+    return derived_root(run)

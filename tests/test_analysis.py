@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from runfiles import derived, tree_state
 
 from ccbench.algorithms import REGISTRY
 from ccbench.analysis.fastest import (
@@ -35,6 +36,7 @@ from ccbench.core.stats import mann_whitney_u, summarize
 from ccbench.core.units import fmt_time, parse_inverse_rate, parse_ranks, parse_time
 from ccbench.store.launches import pool_launches
 from ccbench.store.results import Row
+from ccbench.store.run import open_run
 
 RUN = Path(__file__).resolve().parent / "data" / "run-np2"
 RAW = ("run.json", "cases.jsonl", "cases.csv")
@@ -77,19 +79,20 @@ def test_data_run_is_small():
     assert {f.name for f in RUN.iterdir()} == set(RAW)
 
 
-def test_fit_cli_writes_fits_beside_run_and_never_touches_raw(run_copy):
-    before = {name: (run_copy / name).read_bytes() for name in RAW}
+def test_fit_cli_writes_fits_into_the_derived_tree_and_leaves_the_run_as_it_was(run_copy):
+    before = tree_state(run_copy)
+    out = derived(run_copy)
+    assert out == run_copy.parent.parent / f"{run_copy.parent.name}-derived" / "run-np2"
     res = CliRunner().invoke(cli, ["fit", str(run_copy)], env=ENV)
     assert res.exit_code == 0, res.output
     for heading in ("network parameters", "per-curve fits", "who wins: allreduce",
                     "who wins: bcast", "predicted vs measured"):
         assert heading in res.output
-    assert f"wrote {run_copy / 'fits.json'}" in res.output
-    doc = json.loads((run_copy / "fits.json").read_text())
+    assert " ".join(res.output.split()).endswith(f"wrote {out / 'fits.json'} and {out / 'fits.csv'}")
+    doc = json.loads((out / "fits.json").read_text())
     assert doc["schema"] == FITS_SCHEMA
     assert doc["source_run"] == "run-np2"
     assert doc["source_provenance"]["nranks"] == 2
-    assert doc["files"] == {"json": "fits.json", "csv": "fits.csv"}
     curves = doc["curves"]
     # every (collective, algorithm) of the run is fitted, each with its intervals
     assert {(c["collective"], c["algorithm"]) for c in curves} == {
@@ -108,28 +111,31 @@ def test_fit_cli_writes_fits_beside_run_and_never_touches_raw(run_copy):
     # the default (auto): effective per-path parameters where the run's collective rows identify them
     assert net["used_for_predictions"] == "effective" and net["effective"]
     assert doc["model_checks"] and {w["collective"] for w in doc["who_wins"]} == {"allreduce", "bcast"}
-    csv_lines = (run_copy / "fits.csv").read_text().splitlines()
+    csv_lines = (out / "fits.csv").read_text().splitlines()
     assert csv_lines[0].startswith("collective,algorithm,nranks")
     assert sum(",line," in ln for ln in csv_lines) == len(curves)
-    for name in RAW:
-        assert (run_copy / name).read_bytes() == before[name]
+    assert tree_state(run_copy) == before
 
-    first = (run_copy / "fits.json").read_bytes()
+    first = (out / "fits.json").read_bytes()
     res2 = CliRunner().invoke(cli, ["fit", str(run_copy)], env=ENV)
     assert res2.exit_code == 0, res2.output
-    assert (run_copy / "fits-2.json").is_file() and (run_copy / "fits-2.csv").is_file()
-    assert (run_copy / "fits.json").read_bytes() == first
-    doc2 = json.loads((run_copy / "fits-2.json").read_text())
+    assert (out / "fits-2.json").is_file() and (out / "fits-2.csv").is_file()
+    assert (out / "fits.json").read_bytes() == first
+    doc2 = json.loads((out / "fits-2.json").read_text())
     assert doc2["curves"] == doc["curves"]  # deterministic: fixed bootstrap seed
-    for name in RAW:
-        assert (run_copy / name).read_bytes() == before[name]
+    assert tree_state(run_copy) == before
+    # --out DIR: there instead, numbered the same way
+    res3 = CliRunner().invoke(cli, ["fit", str(run_copy), "--out", str(run_copy.parent / "mine")], env=ENV)
+    assert res3.exit_code == 0, res3.output
+    assert sorted(p.name for p in (run_copy.parent / "mine").iterdir()) == ["fits.csv", "fits.json"]
+    assert tree_state(run_copy) == before
 
 
 def test_fit_without_pingpong_notes_it_and_uses_the_joint_fit(run_copy):
     jl = run_copy / "cases.jsonl"
     jl.write_text("".join(ln + "\n" for ln in jl.read_text().splitlines()
                           if json.loads(ln)["collective"] != "pingpong"))
-    doc = fit_run(run_copy)
+    doc = fit_run(open_run(run_copy))
     assert doc["network"]["pingpong"] is None
     assert doc["network"]["used_for_predictions"] == "effective"  # from the collective rows alone
     assert doc["network"]["joint"] is not None
@@ -176,7 +182,7 @@ def test_predict_two_level_uses_ring_and_rabenseifner_leaders():
 
 
 def test_predict_from_run(run_copy):
-    doc = fit_run(run_copy, write=False)
+    doc = fit_run(open_run(run_copy))
     res = CliRunner().invoke(cli, ["predict", "--from", str(run_copy), "-n", "1024", "-s", "8,1M",
                                    "-C", "allreduce,bcast"], env=ENV)
     assert res.exit_code == 0, res.output
@@ -253,7 +259,7 @@ def test_fit_and_predict_on_a_real_4_rank_run(tmp_path):
     shutil.copytree(RUN.parent / "run-np4", run)
     res = CliRunner().invoke(cli, ["fit", str(run)], env=ENV)
     assert res.exit_code == 0, res.output
-    doc = json.loads((run / "fits.json").read_text())
+    doc = json.loads((derived(run) / "fits.json").read_text())
     assert doc["source_provenance"]["nranks"] == 4 and doc["curves"]
     for curve in doc["curves"]:
         for seg in curve["segmented"]["segments"]:
@@ -278,8 +284,9 @@ def test_fit_of_a_lab_run_with_an_unfittable_rate_still_writes_strict_json(run_c
     real = check.fit_link
     monkeypatch.setattr(check, "fit_link",
                         lambda rows, statistic, n_boot: {**real(rows, statistic, n_boot=n_boot), "rate_bps": math.nan})
-    fit_run(run_copy, n_boot=50)
-    stored = json.loads((run_copy / "fits.json").read_text())
+    from ccbench.workflow.fit import fit
+
+    stored = json.loads(fit(run_copy, n_boot=50).files[0].read_text())
     assert stored["lab"]["fitted"]["rate_bps"] is None and stored["lab"]["rate_error"] is None
 
 

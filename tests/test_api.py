@@ -17,6 +17,7 @@ from ccbench.analysis.compare import compare_runs
 from ccbench.analysis.fastest import fastest_per_size, fastest_per_variant, group_rows
 from ccbench.analysis.runs import fit_run, params_from_run, predict_table
 from ccbench.core.errors import CCBenchError, UsageError
+from ccbench.store.run import open_run
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
@@ -83,12 +84,16 @@ def test_fit_is_the_commands_fit_and_writes_only_when_asked(tmp_path):
     before = sorted(p.name for p in copy.iterdir())
     doc = ccbench.fit(copy)
     assert sorted(p.name for p in copy.iterdir()) == before  # nothing written
-    ref = fit_run(DATA / "run-np2", write=False)
+    ref = fit_run(open_run(DATA / "run-np2"))
     assert doc["network"] == ref["network"] and doc["curves"] == ref["curves"]
     assert doc["model_checks"] == ref["model_checks"] and doc["who_wins"] == ref["who_wins"]
     written = ccbench.fit(ccbench.open_run(copy), write=True)
-    assert written["files"] == {"json": "fits.json", "csv": "fits.csv"}
-    assert sorted(p.name for p in copy.iterdir()) == sorted([*before, "fits.json", "fits.csv"])
+    assert written["curves"] == ref["curves"]
+    assert sorted(p.name for p in copy.iterdir()) == before  # the run is only read
+    assert sorted(p.name for p in (tmp_path.parent / f"{tmp_path.name}-derived" / "run-np2").iterdir()) == [
+        "fits.csv", "fits.json"]
+    ccbench.fit(copy, write=True, out=tmp_path / "mine")
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["fits.csv", "fits.json"]
     strict = ccbench.fit(copy, tolerance=0.5)
     assert strict["provenance"]["tolerance"] == 0.5
     assert sum(c["off"] for c in strict["model_checks"]) < sum(c["off"] for c in doc["model_checks"])

@@ -17,14 +17,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from runfiles import derived, tree_state
 
 from ccbench.analysis.compare import CSV_COLUMNS, compare_runs, provenance_differences
 from ccbench.cli import main
 from ccbench.core.replication import DEFAULT_PRIOR_BETWEEN_CV, compare_launches
 from ccbench.core.stats import benjamini_hochberg, geometric_mean, summarize
-from ccbench.present.compare import write_comparison
 from ccbench.store.results import SCHEMA, Row
 from ccbench.store.run import load_run
+from ccbench.workflow.compare import write_comparison
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -209,14 +210,17 @@ def test_ratios_are_the_stored_medians_ratio(runs, tmp_path, capsys):
 
 def test_compare_files_are_numbered_never_overwritten(runs, capsys):
     a, b = runs["run-np4"], runs["run-np4-single"]
-    before = {n: (a / n).read_bytes() for n in ("run.json", "cases.jsonl", "cases.csv")}
+    before = tree_state(a.parent)
+    out = derived(a)
     main(["compare", str(a), str(b), "--no-plot"])
-    first = (a / "compare.md").read_bytes()
+    # the last line names the files (wrapped at the console's width)
+    assert " ".join(capsys.readouterr().out.split()).endswith(f"wrote {out / 'compare.csv'}, {out / 'compare.md'}")
+    first = (out / "compare.md").read_bytes()
     main(["compare", str(a), str(b), "--no-plot"])
-    assert (a / "compare-2.csv").is_file() and (a / "compare-2.md").is_file()
-    assert (a / "compare.md").read_bytes() == first
-    assert {n: (a / n).read_bytes() for n in before} == before
-    assert not (a / "compare.png").exists()
+    assert (out / "compare-2.csv").is_file() and (out / "compare-2.md").is_file()
+    assert (out / "compare.md").read_bytes() == first
+    assert tree_state(a.parent) == before  # both runs, and every other, as they were
+    assert not (out / "compare.png").exists()
 
 
 def test_three_runs_and_rank_mismatch(runs):
@@ -361,12 +365,12 @@ def test_workload_ratios_are_the_stored_medians_ratio(wl_runs, tmp_path, capsys)
 
 def test_workload_compare_files_are_numbered(wl_runs, capsys):
     a, b = wl_runs["wl-ddp-np2"], wl_runs["wl-ddp-np2-single"]
-    before = {n: (a / n).read_bytes() for n in ("run.json", "cases.jsonl", "cases.csv")}
+    before = tree_state(a.parent)
     main(["compare", str(a), str(b), "--no-plot"])
-    first = (a / "compare.md").read_bytes()
+    first = (derived(a) / "compare.md").read_bytes()
     main(["compare", str(a), str(b), "--no-plot"])
-    assert (a / "compare-2.csv").is_file() and (a / "compare.md").read_bytes() == first
-    assert {n: (a / n).read_bytes() for n in before} == before
+    assert (derived(a) / "compare-2.csv").is_file() and (derived(a) / "compare.md").read_bytes() == first
+    assert tree_state(a.parent) == before
 
 
 def test_mixed_kinds_are_refused(wl_runs, capsys):

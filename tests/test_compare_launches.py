@@ -23,10 +23,10 @@ from ccbench.cli import main
 from ccbench.core.errors import UsageError
 from ccbench.core.replication import DEFAULT_PRIOR_BETWEEN_CV, log_sd_from_cv
 from ccbench.core.stats import mann_whitney_u, summarize
-from ccbench.present.compare import write_comparison
 from ccbench.store.launches import pool_launches
 from ccbench.store.results import SCHEMA, Row
 from ccbench.store.run import open_run
+from ccbench.workflow.compare import write_comparison
 
 DATA = Path(__file__).resolve().parent / "data"
 SIZES = [8 << (2 * i) for i in range(10)]  # 8 B .. 2 MiB, x4

@@ -191,7 +191,7 @@ def _trange(values) -> str:
 
 @pytest.fixture(scope="module")
 def np2_fit() -> dict:
-    return fit_run(DATA / "run-np2", write=False)
+    return fit_run(open_run(DATA / "run-np2"))
 
 
 @pytest.fixture(scope="module")
@@ -378,7 +378,7 @@ def test_per_step_overhead_figures(np2_fit):
     s, explained, off = _overhead(np2_fit)
     _says("Fitting and predicting", f"({s * 1e6:.1f} us per step on the 2-rank run below, explaining {explained} "
                                     f"of the {off} flagged cases)")
-    s4, explained4, off4 = _overhead(fit_run(DATA / "run-np4", write=False))
+    s4, explained4, off4 = _overhead(fit_run(open_run(DATA / "run-np4")))
     assert s4 < 0
     _says("Fitting and predicting", f"(`ccbench fit tests/data/run-np4`, 4 ranks on 2 cores: {fmt_time(s4)} per "
                                     f"step, explaining {explained4 or 'none'} of its {off4} flagged cases)")
@@ -801,7 +801,7 @@ def _reference_runs(group: str) -> list[Path]:
 def models_fit() -> dict:
     """`ccbench fit` of the stored 4-rank allreduce run of the model figures (nothing written beside it)."""
     (run,) = _reference_runs("models")
-    return fit_run(run, write=False)
+    return fit_run(open_run(run))
 
 
 def _ratio(x: float) -> str:
@@ -948,7 +948,7 @@ def _mbit(bps: float) -> str:
 def test_lab_fitted_against_injected_from_the_reference_runs(lab_runs):
     lines, base_alphas = [], []
     for p in lab_runs["pingpong"]:
-        lab = fit_run(p, write=False)["lab"]
+        lab = fit_run(open_run(p))["lab"]
         inj = lab["injected"]
         base_alphas.append(lab["baseline"]["alpha_s"])
         link = f"{inj['rate_bps'] / 1e9:g} Gbit/s" if inj["rate_bps"] >= 1e9 else f"{inj['rate_bps'] / 1e6:g} Mbit/s"
@@ -972,7 +972,7 @@ def test_lab_extra_delay_and_breakpoint_from_the_reference_runs(lab_runs):
         mid = [r for r in run.rows if 256 <= r.nbytes <= 32 << 10]
         late = sum(int(np.sum(np.asarray(r.samples_s) > 1.5 * delay + r.nbytes * 8 / rate)) for r in mid)
         shares.append(late / sum(len(r.samples_s) for r in mid))
-        (curve,) = [c for c in fit_run(p, write=False)["curves"] if c["collective"] == "pingpong"]
+        (curve,) = [c for c in fit_run(open_run(p))["curves"] if c["collective"] == "pingpong"]
         assert [s["nbytes_lo"] for s in curve["segmented"]["segments"]][1] == 256
     _says(LAB_TITLE, f"from 256 B on, {min(shares) * 100:.0f}-{max(shares):.0%} of the ping-pongs pay one extra link "
                      f"delay (at 256 B-32 KiB, longer than 1.5 delays plus the serialisation time")
@@ -1000,7 +1000,7 @@ def test_lab_allreduce_table_from_the_reference_run(lab_runs):
     text = _section(LAB_TITLE)
     m = re.search(r"`ccbench predict --alpha (\S+) --beta (\S+) -n (\d+) -s (\S+) -C allreduce`", _norm(text))
     assert m
-    fitted = fit_run(lab_runs["pingpong"][1], write=False)["lab"]["fitted"]
+    fitted = fit_run(open_run(lab_runs["pingpong"][1]))["lab"]["fitted"]
     assert m.group(1) == fmt_time(fitted["alpha_s"]).replace(" ", ""), "the model's alpha is the 2 ms cycle's fit"
     params, _ = given_params(None, "results", m.group(1), m.group(2), None)
     sizes = [8, 64 * 1024, 4 << 20]
@@ -1175,7 +1175,7 @@ def test_tuning_figures_from_the_reference_run(tmp_path):
     import json
     from collections import Counter
 
-    from ccbench.analysis.tune import tune_runs
+    from ccbench.workflow.tune import tune_runs
 
     (run,) = [p for p in _reference_runs("tuning") if not p.name.endswith("_verify-mpich-json")]
     (ver_dir,) = [p for p in _reference_runs("tuning") if p.name.endswith("_verify-mpich-json")]

@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from runfiles import derived
 
 from ccbench.cli import main
 from ccbench.store.results import Row, RunWriter
@@ -94,9 +95,9 @@ def test_list_and_trace(runs, capsys, argv):
 def test_fit(runs, capsys, run):
     out = _run(capsys, "fit", str(runs / run))
     _check(f"fit-{run}.txt", _normalise(out, runs))
-    doc = json.loads((runs / run / "fits.json").read_text())
+    doc = json.loads((derived(runs / run) / "fits.json").read_text())
     _check(f"fit-{run}.fits.json", _normalise(json.dumps(doc, indent=1, sort_keys=True), runs))
-    _check(f"fit-{run}.fits.csv", _normalise((runs / run / "fits.csv").read_text(), runs))
+    _check(f"fit-{run}.fits.csv", _normalise((derived(runs / run) / "fits.csv").read_text(), runs))
 
 
 @pytest.mark.parametrize("name,argv", [
@@ -124,7 +125,7 @@ def test_report_markdown(runs, capsys, run):
     pytest.importorskip("matplotlib")
     out = _run(capsys, "report", str(runs / run))
     _check(f"report-{run}.txt", _normalise(out, runs))
-    md = (runs / run / "report" / "report.md").read_text()
+    md = (derived(runs / run) / "report" / "report.md").read_text()
     _check(f"report-{run}.md", _normalise(md, runs))
 
 
@@ -132,7 +133,7 @@ def test_report_markdown(runs, capsys, run):
 def test_compare(runs, capsys, a, b):
     out = _run(capsys, "compare", str(runs / a), str(runs / b), "--no-plot")
     _check(f"compare-{a}-{b}.txt", _normalise(out, runs))
-    written = sorted(p for p in (runs / a).iterdir() if p.name.startswith("compare"))
+    written = sorted(p for p in derived(runs / a).iterdir() if p.name.startswith("compare"))
     for p in written:
         if p.suffix in (".md", ".csv"):
             _check(f"compare-{a}-{b}{p.suffix}", _normalise(p.read_text(), runs))
@@ -186,5 +187,5 @@ def test_tune(runs, capsys, fmt):
         (run / "cases.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     out = _run(capsys, "tune", str(run), "--format", fmt)
     _check(f"tune-{fmt}.txt", _normalise(out, runs))
-    written = next(p for p in run.iterdir() if p.name.startswith("tuning.") and "source" not in p.name)
+    written = next(p for p in derived(run).iterdir() if p.name.startswith("tuning.") and "source" not in p.name)
     _check(f"tune-{fmt}.file", _normalise(written.read_text(), runs))

@@ -190,6 +190,7 @@ def test_a_sweep_stores_its_mpich_selection_tree_and_fit_prices_native_from_it(t
     from pathlib import Path
 
     from ccbench.analysis.runs import fit_run
+    from ccbench.store.run import open_run
 
     repo = Path(__file__).resolve().parents[1]
     r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "2", "-C", "pingpong,allreduce",
@@ -204,6 +205,6 @@ def test_a_sweep_stores_its_mpich_selection_tree_and_fit_prices_native_from_it(t
     sel = meta["mpich_selection"]
     assert sel["version"] == meta["mpi_library"].splitlines()[0].strip()
     assert any(k.startswith("collective=") for k in sel["tree"])
-    doc = fit_run(run, write=False, n_boot=50)
+    doc = fit_run(open_run(run), n_boot=50)
     native = [c for c in doc["model_checks"] if c["algorithm"] == "native" and c["collective"] == "allreduce"]
     assert {c["nbytes"] for c in native} == {8, 65536} and all(c["modelled_as"] for c in native)

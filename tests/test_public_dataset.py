@@ -13,7 +13,7 @@ from pathlib import Path
 from ccbench.algorithms import REGISTRY
 from ccbench.analysis.runs import fit_run
 from ccbench.store.imports import import_files
-from ccbench.store.run import load_run
+from ccbench.store.run import load_run, open_run
 
 REPO = Path(__file__).resolve().parents[1]
 CSV = REPO / "tests" / "data" / "public" / "fugaku_allreduce_p64.csv"
@@ -49,7 +49,7 @@ def test_every_converted_sample_is_kept(tmp_path):
 
 def test_fit_gives_finite_joint_parameters_and_model_checks(tmp_path):
     run, _ = _import(tmp_path)
-    doc = fit_run(run, write=False)
+    doc = fit_run(open_run(run))
     joint = doc["network"]["joint"]
     assert 2.9e-6 < joint["alpha_s"] < 3.0e-6
     assert math.isfinite(joint["beta_s_per_byte"]) and joint["beta_s_per_byte"] > 0

@@ -20,6 +20,8 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
+from runfiles import derived, tree_state
+
 from ccbench.analysis.runs import fit_run  # noqa: E402
 from ccbench.cli import main  # noqa: E402
 from ccbench.core.errors import CCBenchError, UsageError  # noqa: E402
@@ -27,9 +29,9 @@ from ccbench.core.units import (
     format_size,  # noqa: E402
     human_time,
 )
-from ccbench.present.kinds import build_report
 from ccbench.present.plots import require_matplotlib  # noqa: E402
 from ccbench.store.run import SWEEP, open_run
+from ccbench.workflow.report import report as build_report
 
 
 def load_collective_run(run):
@@ -144,9 +146,9 @@ def test_fastest_table_says_how_each_verdict_was_reached():
 # -- the report's files ------------------------------------------------------------------------
 
 
-def test_report_is_written_beside_the_run(report):
+def test_report_is_written_into_the_derived_tree(report):
     d = report["dir"]
-    assert d.name == "report" and d.parent == report["path"]
+    assert d.name == "report" and d.parent == derived(report["path"])
     names = {p.name for p in d.iterdir()}
     assert {"report.md", "report.html", "fits.json"} <= names
     pngs = sorted(n for n in names if n.endswith(".png"))
@@ -192,7 +194,7 @@ def test_report_latency_and_busbw_tables_are_the_stored_rows(report):
 def test_report_parameters_come_from_the_fit_library(report):
     d = report["dir"]
     doc = json.loads((d / "fits.json").read_text())
-    again = fit_run(report["path"], write=False, n_boot=200)
+    again = fit_run(open_run(report["path"]), n_boot=200)
     again = json.loads(json.dumps(again))  # as stored: tuples are JSON lists
     assert doc["curves"] == again["curves"] and doc["network"] == again["network"]
     md = (d / "report.md").read_text()
@@ -214,17 +216,20 @@ def test_report_parameters_come_from_the_fit_library(report):
     assert kv["ranks"].startswith("4 on 1 node(s), 4 per node")
 
 
-def test_second_report_never_overwrites_and_raw_files_untouched(run_copy, capsys):
-    before = _digest(run_copy)
+def test_second_report_never_overwrites_and_the_run_is_left_as_it_was(run_copy, capsys):
+    before = tree_state(run_copy)
+    out_dir = derived(run_copy)
     main(["report", str(run_copy)])
-    first = (run_copy / "report" / "report.md").read_bytes()
+    first = (out_dir / "report" / "report.md").read_bytes()
     main(["report", str(run_copy)])
     out = capsys.readouterr().out
     assert "fastest per size" in out and "report-2" in out
-    assert (run_copy / "report-2" / "report.md").is_file()
-    assert (run_copy / "report" / "report.md").read_bytes() == first
-    assert _digest(run_copy) == before
-    assert not list(run_copy.glob("fits*.json"))  # the fit goes into the report, not the run
+    assert (out_dir / "report-2" / "report.md").is_file() and (out_dir / "report-2" / "fits.json").is_file()
+    assert (out_dir / "report" / "report.md").read_bytes() == first
+    assert tree_state(run_copy) == before
+    main(["report", str(run_copy), "--out", str(run_copy.parent / "mine")])
+    assert (run_copy.parent / "mine" / "report" / "report.md").is_file()
+    assert tree_state(run_copy) == before
 
 
 def test_lab_block_shows_injected_vs_fitted(run_copy):
@@ -293,6 +298,7 @@ def test_bad_runs_give_one_line_and_write_nothing(run_copy, capsys, how, message
     assert err.startswith("ccbench: error:") and err.count("\n") == 1 and message in err
     assert "Traceback" not in out + err
     assert sorted(p.name for p in run_copy.iterdir()) == before
+    assert not derived(run_copy).exists()
 
 
 def test_missing_run_is_one_line(tmp_path, capsys):
@@ -310,16 +316,19 @@ def test_no_matplotlib_is_one_clear_line(monkeypatch):
 
 
 def test_plot_writes_numbered_single_figures(run_copy, capsys):
+    before = tree_state(run_copy)
     main(["plot", str(run_copy), "-C", "allreduce", "--kind", "busbw"])
     main(["plot", str(run_copy), "-C", "allreduce", "--kind", "busbw"])
-    a, b = run_copy / "plot-allreduce-busbw.png", run_copy / "plot-allreduce-busbw-2.png"
+    where = derived(run_copy)
+    a, b = where / "plot-allreduce-busbw.png", where / "plot-allreduce-busbw-2.png"
     assert a.read_bytes()[:8] == PNG_MAGIC and b.read_bytes()[:8] == PNG_MAGIC
     main(["plot", str(run_copy), "--kind", "latency"])
-    assert {p.name for p in run_copy.glob("plot-*-latency.png")} == {
+    assert {p.name for p in where.glob("plot-*-latency.png")} == {
         f"plot-{c}-latency.png" for c in ("pingpong", "bcast", "allgather", "allreduce")}
-    out = run_copy / "mine.png"
+    out = run_copy.parent / "mine.png"
     main(["plot", str(run_copy), "-C", "bcast", "--kind", "predicted", "-o", str(out)])
     assert out.read_bytes()[:8] == PNG_MAGIC
+    assert tree_state(run_copy) == before
 
 
 @pytest.mark.parametrize("args,message", [
@@ -433,7 +442,7 @@ def test_workload_report_tables_are_the_stored_rows(tmp_path):
     run = _wl_copy(tmp_path, "wl-ddp-np2")
     res = build_report(run)
     d = res["dir"]
-    assert res["kind"] == "workload" and d == run / "report"
+    assert res["kind"] == "workload" and d == derived(run) / "report"
     assert sorted(p.name for p in d.iterdir()) == ["calls.png", "report.html", "report.md", "steps.png"]
     for n in ("calls.png", "steps.png"):
         assert (d / n).read_bytes()[:8] == PNG_MAGIC
@@ -505,15 +514,15 @@ def test_workload_report_overlap_and_straggler(tmp_path):
 
 def test_workload_report_never_overwrites_and_raw_files_untouched(tmp_path, capsys):
     run = _wl_copy(tmp_path, "wl-ddp-np2")
-    before = _digest(run)
+    before = tree_state(run)
     main(["report", str(run)])
-    first = {p.name: p.read_bytes() for p in (run / "report").iterdir()}
+    first = {p.name: p.read_bytes() for p in (derived(run) / "report").iterdir()}
     main(["report", str(run)])
     out = capsys.readouterr().out
     assert "fastest: ddp" in out and "report-2" in out
-    assert {p.name: p.read_bytes() for p in (run / "report").iterdir()} == first
-    assert (run / "report-2" / "report.md").is_file()
-    assert _digest(run) == before
+    assert {p.name: p.read_bytes() for p in (derived(run) / "report").iterdir()} == first
+    assert (derived(run) / "report-2" / "report.md").is_file()
+    assert tree_state(run) == before
 
 
 @pytest.mark.parametrize("how,message", [

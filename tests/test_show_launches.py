@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from runfiles import derived
 
 from ccbench.analysis.fastest import fastest_per_variant, launch_variation
 from ccbench.cli import main
@@ -140,7 +141,7 @@ def test_show_and_report_of_a_replicated_sweep(tmp_path, capsys, plain_terminal)
     assert "fastest per size: allreduce at 2 ranks, float32 sum (runner-up compared at the launch level)" in out
     assert "paired by launch, K=3: the two shared their launches" in _flat(out)
     assert _widest(out) <= WIDTH
-    md = (run / "report" / "report.md").read_text()
+    md = (derived(run) / "report" / "report.md").read_text()
     assert "### Launch to launch" in md and "brackets: 95% CI over launches (two-stage bootstrap" in md
     assert "| launches | 3, each a separate job with its own case order" in md
 
@@ -182,7 +183,7 @@ def test_show_and_report_of_a_replicated_workload_run(tmp_path, capsys, plain_te
 
     out = _ccbench(capsys, "report", str(run))
     assert "3 launches, case order seed 7" in out and _widest(out) <= WIDTH
-    md = (run / "report" / "report.md").read_text()
+    md = (derived(run) / "report" / "report.md").read_text()
     assert "### Launch to launch" in md and "95% CI over launches" in md
     if name != "wl-overlap-np2":
         assert "paired by launch, K=3" in md

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from runfiles import write_run
+from runfiles import derived, tree_state, write_run
 
 from ccbench.algorithms.native_variants import MPICH, OPENMPI, OPENMPI_COLL_IDS
 from ccbench.analysis.tune import (
@@ -26,10 +26,10 @@ from ccbench.analysis.tune import (
     read_json_with_comment,
     select,
     size_ranges,
-    tune_runs,
 )
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.store.results import Row, RunWriter
+from ccbench.workflow.tune import tune_runs
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -212,10 +212,14 @@ def _write_run(path: Path, rows, vendor="MPICH 5.0.2", library="MPICH Version:  
 def test_tune_writes_once_and_refuses_foreign_input(tmp_path):
     rows = [_row("native", 64, 2e-6), _row("native:ring", 64, 1e-6), _row("native:rabenseifner", 64, 3e-6)]
     run = _write_run(tmp_path / "r", rows, vendor="Open MPI 5.0.11", library="Open MPI v5.0.11")
+    before = tree_state(run)
     doc = tune_runs([run], "openmpi-rules")
-    assert Path(doc["path"]) == run / "tuning.openmpi-rules.txt" and "Open MPI v5.0.11" in doc["text"]
+    assert Path(doc["path"]) == derived(run) / "tuning.openmpi-rules.txt" and "Open MPI v5.0.11" in doc["text"]
+    again = tune_runs([run], "openmpi-rules")  # numbered, never over the first
+    assert Path(again["path"]) == derived(run) / "tuning-2.openmpi-rules.txt" and again["text"] == doc["text"]
     with pytest.raises(UsageError, match="never overwritten"):
-        tune_runs([run], "openmpi-rules")
+        tune_runs([run], "openmpi-rules", doc["path"])
+    assert tree_state(run) == before  # the run is only read
     with pytest.raises(UsageError, match="is for MPICH"):
         tune_runs([run], "mpich-json", str(tmp_path / "x.json"))
     doc = tune_runs([run], "openmpi-json", str(tmp_path / "o.json"))
@@ -285,7 +289,7 @@ def test_tune_verify_end_to_end(tmp_path):
     r = subprocess.run([sys.executable, "-m", "ccbench", "tune", str(run), "--format", "mpich-json", "--verify"],
                        capture_output=True, text=True, timeout=300, cwd=REPO, env=dict(os.environ, COLUMNS="400"))
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "verification of" in r.stdout and (run / "tuning.mpich.json").is_file()
+    assert "verification of" in r.stdout and (derived(run) / "tuning.mpich.json").is_file()
     (check,) = [d for d in tmp_path.iterdir() if d.name.endswith("verify-mpich-json")]
     # in the order they ran (run.json start times tie within a second: sort by launch, then without before with)
     launches = sorted((d for d in check.iterdir() if d.is_dir()),
@@ -294,7 +298,7 @@ def test_tune_verify_end_to_end(tmp_path):
                                                          "L03-without", "L03-with"]
     starts = [json.loads((d / "run.json").read_text())["start_time"] for d in launches]
     assert starts == sorted(starts)  # A B A B: each launch began no earlier than the one before
-    path = str((run / "tuning.mpich.json").resolve())
+    path = str((derived(run) / "tuning.mpich.json").resolve())
     for d in launches:
         meta = json.loads((d / "run.json").read_text())
         assert meta["launch"] == int(d.name.split("_L")[1][:2]) and meta["config"]["launches"] == 3
@@ -378,7 +382,7 @@ def test_check_verify_launches_bounds():
 
 
 def test_the_environment_that_makes_the_library_read_the_file(tmp_path, monkeypatch):
-    from ccbench.analysis.tune import _file_env
+    from ccbench.analysis.tune import file_env as _file_env
 
     monkeypatch.chdir(tmp_path)
     full = str(tmp_path.resolve() / "d" / "f.txt")
@@ -486,7 +490,7 @@ class FakeJobs:
 @pytest.fixture
 def fake_launcher(monkeypatch):
     """prepare_launcher as found on a machine; the caller's environment already names another rules file."""
-    import ccbench.measure.launcher as launcher
+    import ccbench.workflow.tune as workflow
 
     calls = []
 
@@ -494,7 +498,7 @@ def fake_launcher(monkeypatch):
         calls.append((args, kwargs))
         return "mpiexec", "v1", {"PATH": "/usr/bin", FILE_VAR: "/elsewhere/rules.txt"}, ["--bind-to", "core"]
 
-    monkeypatch.setattr(launcher, "prepare_launcher", prepare)
+    monkeypatch.setattr(workflow, "prepare_launcher", prepare)
     return calls
 
 
@@ -507,7 +511,7 @@ def _source_run(path, rows, config=SOURCE_CONFIG):
 
 
 def test_verify_runs_alternating_launches_and_records_every_size(tmp_path, fake_launcher):
-    from ccbench.analysis.tune import verify
+    from ccbench.workflow.tune import verify
 
     sizes = (64, 4096, 65536, 1 << 20)
     rows = [_row("native", 64, 2e-6, launches=3), _row("native:ring", 64, 1e-6, launches=3)]
@@ -516,14 +520,14 @@ def test_verify_runs_alternating_launches_and_records_every_size(tmp_path, fake_
     run = _source_run(tmp_path / "src", rows)
     doc = tune_runs([run], "openmpi-rules")
     assert [c.winner for c in doc["selections"][0].choices] == ["native:ring", "native", "native", "native"]
-    jobs = FakeJobs(run / "tuning.openmpi-rules.txt", {64: 0.5}, skip=(1 << 20,), wrong=(65536,))
+    jobs = FakeJobs(derived(run) / "tuning.openmpi-rules.txt", {64: 0.5}, skip=(1 << 20,), wrong=(65536,))
     said = []
     result = verify(doc, tmp_path / "out", say=said.append, launches=3, seed=7, job_runner=jobs)
-    assert fake_launcher == [((None,), {}), ((None, 4, "none"), {})]
+    assert fake_launcher == [((None, 4, "none"), {})]  # bound as the source run was
     (entry,) = result["runs"]
     where = Path(entry["dir"])
     assert where.parent == tmp_path / "out" and where.name.endswith("_np4_verify-openmpi-rules")
-    tuning = str((run / "tuning.openmpi-rules.txt").resolve())
+    tuning = str((derived(run) / "tuning.openmpi-rules.txt").resolve())
     base = ["mpiexec", "-n", "4", "--bind-to", "core", sys.executable, "-m", "mpi4py", "-m", "ccbench", "run",
             "-C", "allreduce", "-a", "native", "-s", "64,4096,65536,1048576", "-t", "float32", "--op", "sum",
             "--in-place", "no", "--root", "0", "--warmup", "2", "--min-reps", "5", "--max-reps", "50",
@@ -565,7 +569,7 @@ def test_verify_runs_alternating_launches_and_records_every_size(tmp_path, fake_
                          verdict="already best" if n == 4096 else "wrong results")
     record = where / "verification.json"
     assert result["records"] == [str(record)]
-    expected = {"tuning_file": str(run / "tuning.openmpi-rules.txt"), "format": "openmpi-rules", "launches": 3,
+    expected = {"tuning_file": str(derived(run) / "tuning.openmpi-rules.txt"), "format": "openmpi-rules", "launches": 3,
                 "seed": 7, "order": order, "level": 0.05, "runs": [entry], "rows": result["rows"]}
     assert {k: v for k, v in result.items() if k != "records"} == expected
     text = record.read_text()
@@ -576,15 +580,15 @@ def test_verify_runs_alternating_launches_and_records_every_size(tmp_path, fake_
 def test_verify_reads_the_run_s_launch_settings_and_writes_beside_it(tmp_path, fake_launcher):
     """Only bcast (no operation): `--op sum`; settings the run did not record are not passed; no results
     directory given: the verification directory is made beside the source run."""
-    from ccbench.analysis.tune import verify
+    from ccbench.workflow.tune import verify
 
     rows = [_row(a, n, t, coll="bcast", op="none", launches=3) for n in (8, 64)
             for a, t in (("native", 2e-6), ("native:binomial", 1e-6))]
     run = _source_run(tmp_path / "src", rows, config={"watchdog_s": 30})
     doc = tune_runs([run], "openmpi-rules")
-    jobs = FakeJobs(run / "tuning.openmpi-rules.txt", {})
+    jobs = FakeJobs(derived(run) / "tuning.openmpi-rules.txt", {})
     result = verify(doc, say=lambda line: None, launches=4, seed=11, job_runner=jobs)
-    assert fake_launcher[1] == ((None, 4, "auto"), {})
+    assert fake_launcher[0] == ((None, 4, "auto"), {})
     cmd = jobs.calls[0][0]
     assert cmd[11:31] == ["-C", "bcast", "-a", "native", "-s", "8,64", "-t", "float32", "--op", "sum", "--in-place",
                           "no", "--root", "0", "--watchdog", "30", "--launches", "4", "--seed", "11"]
@@ -598,7 +602,7 @@ def test_verify_stops_at_a_failed_launch_and_when_the_record_exists(tmp_path, fa
     """Three collectives of three dtypes and operations in one run that recorded no settings; no seed given."""
     import secrets
 
-    from ccbench.analysis.tune import verify
+    from ccbench.workflow.tune import verify
 
     rows = [_row(a, 64, t, launches=3) for a, t in (("native", 2e-6), ("native:ring", 1e-6))]
     rows += [_row(a, 64, t, coll="bcast", dtype="float64", op="none", launches=3)
@@ -612,26 +616,26 @@ def test_verify_stops_at_a_failed_launch_and_when_the_record_exists(tmp_path, fa
     doc = tune_runs([run], "openmpi-rules")
     drawn = []
     monkeypatch.setattr(secrets, "randbelow", lambda n: drawn.append(n) or n - 1)
-    jobs = FakeJobs(run / "tuning.openmpi-rules.txt", {}, fail_at=3)
+    jobs = FakeJobs(derived(run) / "tuning.openmpi-rules.txt", {}, fail_at=3)
     with pytest.raises(CCBenchError) as err:
         verify(doc, tmp_path / "a", say=lambda line: None, job_runner=jobs)
     (where,) = (tmp_path / "a").iterdir()
     assert str(err.value) == f"verification launch 2 without the file failed (exit code 3); its runs are in {where}"
-    assert len(jobs.calls) == 3 and drawn == [2 ** 32] and fake_launcher[1] == ((None, 4, "auto"), {})
+    assert len(jobs.calls) == 3 and drawn == [2 ** 32] and fake_launcher[0] == ((None, 4, "auto"), {})
     assert jobs.calls[0][0][11:34] == ["-C", "allreduce,bcast,reduce", "-a", "native", "-s", "64", "-t",
                                        "float32,float64", "--op", "sum,max", "--in-place", "no", "--root", "0",
                                        "--launches", "3", "--seed", str(2 ** 32 - 1), "--order", "shuffled",
                                        "--no-show", "--launch-index", "1"]
-    jobs = FakeJobs(run / "tuning.openmpi-rules.txt", {}, no_run_at=2)
+    jobs = FakeJobs(derived(run) / "tuning.openmpi-rules.txt", {}, no_run_at=2)
     with pytest.raises(CCBenchError) as err:
         verify(doc, tmp_path / "b", say=lambda line: None, seed=1, job_runner=jobs)
     (where,) = (tmp_path / "b").iterdir()
     assert str(err.value) == f"verification launch 1 with the file failed (no run written); its runs are in {where}"
-    jobs = FakeJobs(run / "tuning.openmpi-rules.txt", {}, block_record=True)
-    with pytest.raises(UsageError) as err:
-        verify(doc, tmp_path / "c", say=lambda line: None, seed=1, job_runner=jobs)
+    jobs = FakeJobs(derived(run) / "tuning.openmpi-rules.txt", {}, block_record=True)
+    result = verify(doc, tmp_path / "c", say=lambda line: None, seed=1, job_runner=jobs)
     (where,) = (tmp_path / "c").iterdir()
-    assert str(err.value) == f"cannot write {where / 'verification.json'}: File exists"
+    assert result["records"] == [str(where / "verification-2.json")]  # a file in the way is kept, never replaced
+    assert (where / "verification.json").read_text() == "{}" and json.loads((where / "verification-2.json").read_text())
     with pytest.raises(UsageError, match="2: a verification needs 3 or more"):
         verify(doc, tmp_path / "d", launches=2, job_runner=jobs)
     assert not (tmp_path / "d").exists()
@@ -646,7 +650,7 @@ def test_tune_runs_writes_the_classic_rules_and_returns_what_it_chose(tmp_path):
             _row("native", 4096, 1e-5, launches=3), _row("native:ring", 4096, 2e-5, launches=3)]
     run = _open_mpi_run(tmp_path / "r", rows)
     doc = tune_runs([run], "openmpi-rules")
-    out = run / "tuning.openmpi-rules.txt"
+    out = derived(run) / "tuning.openmpi-rules.txt"
     src = "run r (Open MPI v5.0.11, 4 ranks, 2026-01-01T00:00:00)"
     assert doc["path"] == str(out) and doc["format"] == "openmpi-rules" and doc["library"] == "openmpi"
     assert doc["sources"] == [{"run": "r", "path": str(run), "mpi_library": "Open MPI v5.0.11", "nranks": 4,
@@ -654,7 +658,7 @@ def test_tune_runs_writes_the_classic_rules_and_returns_what_it_chose(tmp_path):
     assert doc["notes"] == [] and [s.run for s in doc["selections"]] == ["r"]
     assert [r.algorithm for r in doc["selections"][0].ranges] == ["native:ring", "native"]
     assert out.read_text() == doc["text"] == openmpi_rules(doc["selections"], src)
-    assert sorted(p.name for p in run.iterdir() if p.name.startswith("tuning")) == [out.name]   # no side file
+    assert sorted(p.name for p in derived(run).iterdir()) == [out.name]   # no side file
     # the run's own name resolved under the results directory, one output file named by the caller
     doc = tune_runs(["r"], "openmpi-json", str(tmp_path / "sub" / "d" / "o.json"), results_dir=tmp_path)
     side = tmp_path / "sub" / "d" / "o.json.source.json"
@@ -707,23 +711,24 @@ def test_tune_runs_refusals_name_the_run(tmp_path):
                           nranks=8)
     doc = tune_runs([run, eight], "openmpi-rules")
     assert [(s.run, s.nranks) for s in doc["selections"]] == [("r", 4), ("e", 8)]
-    assert doc["path"] == str(run / "tuning.openmpi-rules.txt")               # beside the first run
+    assert doc["path"] == str(derived(run) / "tuning.openmpi-rules.txt")      # the first run's derived tree
     assert doc["text"].startswith("# Open MPI coll/tuned dynamic rules written by ccbench tune from run r (Open MPI "
                                   "v5.0.11, 4 ranks, 2026-01-01T00:00:00), run e (Open MPI v5.0.11, 8 ranks, "
                                   "2026-01-01T00:00:00)\n")
     jdoc = tune_runs([eight], "openmpi-json")
-    assert jdoc["path"] == str(eight / "tuning.openmpi.json") and (eight / "tuning.openmpi.json.source.json").is_file()
+    assert jdoc["path"] == str(derived(eight) / "tuning.openmpi.json")
+    assert (derived(eight) / "tuning.openmpi.json.source.json").is_file()
     assert [s["run"] for s in doc["sources"]] == ["r", "e"]
 
 
 def test_tune_runs_mpich_json_keeps_the_library_s_defaults(tmp_path, monkeypatch):
-    import ccbench.analysis.tune as tune
+    import ccbench.workflow.tune as tune
 
     monkeypatch.setattr(tune, "mpich_default_tree", lambda: (FAKE_DEFAULT, "MPICH Version:      4.9"))
     rows = [_row("native", 64, 2e-6, launches=3), _row("native:ring", 64, 1e-6, launches=3)]
     run = _write_run(tmp_path / "m", rows)
     doc = tune_runs([run], "mpich-json")
-    assert doc["path"] == str(run / "tuning.mpich.json")
+    assert doc["path"] == str(derived(run) / "tuning.mpich.json")
     assert doc["notes"] == ["the default subtrees come from 'MPICH Version:      4.9', the run used "
                             "'MPICH Version:      5.0.2'"]
     assert doc["text"] == ("/* MPICH collective selection (MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE) written by "
@@ -982,7 +987,7 @@ def test_tune_runs_finds_runs_under_results_and_names_an_unknown_library(tmp_pat
 
 
 def test_tune_runs_for_mpich_names_what_only_mpich_has(tmp_path, monkeypatch):
-    import ccbench.analysis.tune as tune
+    import ccbench.workflow.tune as tune
 
     monkeypatch.setattr(tune, "mpich_default_tree", lambda: (FAKE_DEFAULT, "MPICH Version:      5.0.2"))
     rows = [_row("native", 64, 2e-6, launches=3), _row("native:recexch", 64, 1e-6, launches=3)]

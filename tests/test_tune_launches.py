@@ -9,20 +9,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from runfiles import write_run
+from runfiles import derived, write_run
 
 from ccbench.analysis.tune import (
     DEFAULT_VERIFY_LAUNCHES,
     check_verify_launches,
     decide_sizes,
     select,
-    tune_runs,
-    verify,
 )
 from ccbench.cli import main
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.measure.launcher import Job
 from ccbench.store.results import Row, RunWriter, new_run_dir
+from ccbench.workflow.tune import tune_runs, verify
 
 FILE_VAR = "OMPI_MCA_coll_tuned_dynamic_rules_filename"
 
@@ -200,7 +199,7 @@ def test_too_few_verify_launches_are_refused_before_anything_is_written(tmp_path
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("ccbench: error: --verify-launches 2:")
-    assert not any(p.name.startswith("tuning.") for p in run.iterdir())
+    assert not any(p.name.startswith("tuning.") for p in run.iterdir()) and not derived(run).exists()
 
 
 # ------------------------------------------------------------------------- verify, with fake jobs
@@ -243,9 +242,9 @@ class FakeJobs:
 @pytest.fixture
 def no_mpi(monkeypatch):
     """The launcher as prepare_launcher would find it; the caller's environment already names another rules file."""
-    import ccbench.measure.launcher as launcher
+    import ccbench.workflow.tune as workflow
 
-    monkeypatch.setattr(launcher, "prepare_launcher",
+    monkeypatch.setattr(workflow, "prepare_launcher",
                         lambda *_, **__: ("mpiexec", "", {"PATH": "/usr/bin", FILE_VAR: "/elsewhere/rules.txt"}, []))
 
 
@@ -262,7 +261,7 @@ def test_verify_alternates_launches_and_decides_per_size(tmp_path, no_mpi):
     run = _source(tmp_path)
     doc = tune_runs([run], "openmpi-rules")
     assert [c.winner for c in doc["selections"][0].choices] == ["native", "native", "native:ring"]
-    jobs = FakeJobs(run / "tuning.openmpi-rules.txt", {65536: 0.5})
+    jobs = FakeJobs(derived(run) / "tuning.openmpi-rules.txt", {65536: 0.5})
     said = []
     result = verify(doc, say=said.append, launches=3, seed=7, job_runner=jobs)
     # A B A B A B: pair k is launch k without the file, then launch k with it
@@ -301,15 +300,15 @@ def test_a_file_that_keeps_every_default_is_already_best_at_every_size(tmp_path,
     run = _write_run(tmp_path / "src", rows)
     doc = tune_runs([run], "openmpi-rules")
     assert {c.winner for c in doc["selections"][0].choices} == {"native"}
-    result = verify(doc, say=lambda line: None, seed=3, job_runner=FakeJobs(run / "tuning.openmpi-rules.txt", {},
-                                                                           spread=0.2, seed=4))
+    jobs = FakeJobs(derived(run) / "tuning.openmpi-rules.txt", {}, spread=0.2, seed=4)
+    result = verify(doc, say=lambda line: None, seed=3, job_runner=jobs)
     assert len(result["rows"]) == 12 and {r["verdict"] for r in result["rows"]} == {"already best"}
 
 
 def test_a_failed_launch_stops_the_verification_and_names_its_runs(tmp_path, no_mpi):
     run = _source(tmp_path)
     doc = tune_runs([run], "openmpi-rules")
-    jobs = FakeJobs(run / "tuning.openmpi-rules.txt", {}, fail_at=4)
+    jobs = FakeJobs(derived(run) / "tuning.openmpi-rules.txt", {}, fail_at=4)
     with pytest.raises(CCBenchError, match=r"verification launch 2 with the file failed \(exit code 1\).*verify-"):
         verify(doc, say=lambda line: None, job_runner=jobs)
     assert len(jobs.calls) == 4

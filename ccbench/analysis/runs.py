@@ -11,6 +11,7 @@ rank counts and sizes from given or fitted parameters.  The maths lives in
 """
 
 import csv
+import io
 import json
 import math
 import time
@@ -21,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ccbench.core.version import __version__
 from ccbench.algorithms.native_variants import library_of_vendor
 from ccbench.analysis.fit import (
     CONFIDENCE,
@@ -52,14 +52,16 @@ from ccbench.analysis.predict import (
 )
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.core.units import parse_inverse_rate, parse_time
-from ccbench.store.results import free_stem, resolve_run
-from ccbench.store.run import load_run
+from ccbench.core.version import __version__
+from ccbench.store.results import resolve_run
+from ccbench.store.run import SWEEP, Run, load_run
 
 __all__ = [
     "FITS_SCHEMA",
     "PARAM_SETS",
     "TWO_LEVEL_LEADERS",
     "check_summary",
+    "fit_files",
     "fit_run",
     "param_sets",
     "params_from_run",
@@ -143,32 +145,21 @@ def _network(rows: list[dict], meta: Mapping, notes: list[str], **kw) -> Network
 
 
 def _selection_tree(library: str | None, meta: Mapping, notes: list[str]) -> dict | None:
-    """MPICH's selection tree of the run's library: the one the run stored, else the installed one if it is the run's.
+    """MPICH's selection tree of the run's library, as the run stored it; None with a note when it stored none.
 
     Sweeps store the tree of the MPICH they ran on (``mpich_selection`` in run.json:
     ``{"version", "tree"}``), so a fit anywhere prices unforced ``native`` as that library
-    chose; for runs made before that, the installed MPICH's tree is read (which loads the
-    library, without starting MPI) when its version is the run's, else None with a note.
+    chose.  A run made before that is not priced from the installed library's tree: it may
+    not be the run's, and reading a run must not load an MPI library.
     """
     if library != "mpich":
         return None
     stored = meta.get("mpich_selection")
     if isinstance(stored, Mapping) and isinstance(stored.get("tree"), Mapping):
         return dict(stored["tree"])
-    from ccbench.measure.library import mpich_default_tree  # loads the library, starts no MPI
-
-    try:
-        tree, version = mpich_default_tree()
-    except (CCBenchError, ImportError, OSError) as exc:
-        notes.append(f"unforced native not modelled: the run stored no MPICH selection tree and the installed "
-                     f"one could not be read ({exc})")
-        return None
-    used = str(meta.get("mpi_library") or "").strip().splitlines()[:1]
-    if used and used[0].strip() != version:
-        notes.append(f"unforced native not modelled: the run stored no MPICH selection tree; it used "
-                     f"{used[0].strip()!r}, the installed library is {version!r}, whose selection tree may differ")
-        return None
-    return tree
+    notes.append("unforced native not modelled: the run stored no MPICH selection tree (it was made before "
+                 "ccbench recorded one)")
+    return None
 
 
 def run_models(rows: list[dict], meta: Mapping, notes: list[str]) -> tuple[dict, dict[str, str]]:
@@ -316,15 +307,8 @@ def _csv_rows(curves) -> list[dict]:
     return out
 
 
-def fit_run(
-    run_path,
-    results_dir="results",
-    *,
-    n_boot: int = N_BOOT,
-    tolerance: float = TOLERANCE,
-    write: bool = True,
-) -> dict:
-    """Fit a stored run and write ``fits.json`` + ``fits.csv`` beside it; return the document.
+def fit_run(run: Run, *, n_boot: int = N_BOOT, tolerance: float = TOLERANCE) -> dict:
+    """Fit an open stored run (`ccbench.store.run.open_run`); return the document ``fits.json`` holds.
 
     Fits every (collective, algorithm, nranks, dtype, op, in_place, root) curve
     (`ccbench.analysis.fit.fit_curves`), every parameter set the run supports (`param_sets`:
@@ -333,12 +317,29 @@ def fit_run(
     (`run_models`) and checks them against the measurements under every set
     (``checks_by_params``: summary and the cases off) -- in full (``model_checks``) and for
     who wins where under the set "auto" picks (``network.used_for_predictions`` and ``why``).
-    The run's own files are only read; an existing ``fits.json`` is kept and ``fits-2.json``
-    (``-3`` ...) written instead.
+    Writes nothing (`fit_files` gives the files' text; ``ccbench.workflow.fit`` writes them).
     """
-    path = resolve_run(run_path, results_dir)
-    meta, row_objs, warnings = load_run(path)
-    rows = [r.to_dict() for r in row_objs]
+    doc, _ = _fit(run, n_boot=n_boot, tolerance=tolerance)
+    return doc
+
+
+def fit_files(run: Run, *, n_boot: int = N_BOOT, tolerance: float = TOLERANCE) -> tuple[dict, dict[str, str]]:
+    """`fit_run`'s document and the text of the files that keep it: {".json": fits.json, ".csv": fits.csv}."""
+    doc, curves = _fit(run, n_boot=n_boot, tolerance=tolerance)
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS)
+    w.writeheader()
+    w.writerows(_csv_rows(curves))
+    text = json.dumps(_jsonable(doc), indent=2, allow_nan=False) + "\n"  # the lab block may hold NaN
+    return doc, {".json": text, ".csv": buf.getvalue()}
+
+
+def _fit(run: Run, *, n_boot: int, tolerance: float) -> tuple[dict, list]:
+    if run.kind != SWEEP:
+        raise UsageError(f"{str(run.path)!r} is a {run.kind} run, not a {SWEEP} run: use ccbench show or "
+                         "ccbench workload")
+    path, meta, warnings = run.path, run.meta, run.warnings
+    rows = [r.to_dict() for r in run.rows]
     if not rows:
         raise UsageError(f"{str(path)!r} has no finished cases to fit")
     notes: list[str] = []
@@ -398,18 +399,7 @@ def fit_run(
         from ccbench.analysis.lab_check import fitted_vs_injected
 
         doc["lab"] = fitted_vs_injected(rows, meta["lab"], n_boot=n_boot)
-    if write:
-        base = free_stem(path, "fits", (".json", ".csv"))
-        jname, cname = f"{base}.json", f"{base}.csv"
-        doc["files"] = {"json": jname, "csv": cname}
-        with open(path / cname, "x", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
-            w.writeheader()
-            w.writerows(_csv_rows(curves))
-        with open(path / jname, "x") as f:
-            json.dump(_jsonable(doc), f, indent=2, allow_nan=False)  # the lab block may hold NaN
-            f.write("\n")
-    return doc
+    return doc, curves
 
 
 # --------------------------------------------------------------------------- predict

@@ -54,6 +54,7 @@ datatype size x ranks whatever the count (``coll_tuned_decision_dynamic.c``), so
 one algorithm -- the one fastest at most measured sizes -- covers every size.
 """
 
+import dataclasses
 import json
 import math
 import re
@@ -74,18 +75,21 @@ from ccbench.algorithms.native_variants import (
     library_of_vendor,
 )
 from ccbench.core.errors import CCBenchError, UsageError
-from ccbench.core.replication import LaunchComparison, compare_launches, paired_compare
+from ccbench.core.replication import MAX_LAUNCHES, LaunchComparison, compare_launches, paired_compare
 from ccbench.core.stats import benjamini_hochberg
 from ccbench.core.units import format_size
-from ccbench.measure.config import MAX_LAUNCHES
-from ccbench.measure.library import mpich_default_tree
+from ccbench.store.launches import pool_rows
+from ccbench.store.run import Run
 
-__all__ = ["DEFAULT_VERIFY_LAUNCHES", "FORMATS", "LEVEL", "VERDICTS", "Range", "Selection", "SizeChoice",
+__all__ = ["DEFAULT", "DEFAULT_VERIFY_LAUNCHES", "EXTENSIONS", "FORMATS", "LEVEL", "VERDICTS", "Range", "Selection",
+           "SizeChoice",
            "check_verify_launches", "crossover_nbytes", "decide_sizes", "launch_arrays", "model_crossover_nbytes",
-           "mpich_json", "openmpi_json", "openmpi_rules", "read_json_with_comment", "select", "size_ranges",
-           "tune_runs", "verdict", "verify"]
+           "file_env", "mpich_json", "openmpi_json", "openmpi_rules", "pool_side", "read_json_with_comment",
+           "select", "size_ranges", "tuning_file", "verdict", "verification_rows"]
 
 FORMATS = {"mpich-json": "mpich", "openmpi-rules": "openmpi", "openmpi-json": "openmpi"}
+#: The tuning file's name ends with this, by format: tuning.mpich.json, ...
+EXTENSIONS = {"mpich-json": "mpich.json", "openmpi-rules": "openmpi-rules.txt", "openmpi-json": "openmpi.json"}
 DEFAULT = "native"  # the library's own selection: a range won by it keeps the library's default
 COARSE_FACTOR = 2.0  # a crossover bracketed by sizes further apart than this is "coarse"
 LEVEL = 0.05         # two-sided level of every launch-level test here (after Benjamini-Hochberg)
@@ -547,26 +551,28 @@ def _not_applicable(meta: dict) -> list[tuple[str, str, int, int]]:
             for s in meta.get("skipped", []) if s.get("not_applicable")]
 
 
-def tune_runs(runs, fmt: str, output: str | None = None, results_dir="results") -> dict:
-    """Choose from the runs' variants, write the tuning file (never over an existing one).
+def tuning_file(runs: list[Run], fmt: str, default: tuple[dict, str] | None = None) -> dict:
+    """Choose from the open runs' native:<alg> variants and write the tuning file's text (nothing is written).
 
-    Returns {"path", "format", "library", "selections", "sources", "notes", "text"}.
+    `default` is MPICH's default selection tree and its library's version (for ``mpich-json``:
+    collectives not tuned keep it, since MPICH reads the file as its whole tree).  Returns
+    {"format", "library", "ext", "selections", "sources", "notes", "text", "source_text"} where
+    ``source_text`` is the JSON record of the sources that Open MPI's JSON rules cannot hold (or None).
     """
-    from ccbench.store.results import resolve_run
-    from ccbench.store.run import load_run
-
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
     want = FORMATS[fmt]
     selections, sources, notes = [], [], []
     for run in runs:
-        path = resolve_run(run, results_dir)
-        meta, rows, _ = load_run(path)
+        path, meta = run.path, run.meta
+        if run.kind != "sweep":
+            raise UsageError(f"{str(path)!r} is a {run.kind} run, not a sweep run: tune reads sweeps of native "
+                             "variants")
         lib = library_of_vendor(str(meta.get("mpi_vendor", "")))
         if lib != want:
             raise UsageError(f"{path} was measured with {meta.get('mpi_library', '?')!r}; {fmt} is for "
                              f"{LIBRARIES[want]}")
-        sels = select(rows, want, path.name, _not_applicable(meta))
+        sels = select(run.rows, want, path.name, _not_applicable(meta))
         if not sels:
             raise UsageError(f"{path} has no measured native:<alg> variants to choose from; run e.g. "
                              "ccbench launch -n 4 -C allreduce -a native,native:all")
@@ -578,45 +584,25 @@ def tune_runs(runs, fmt: str, output: str | None = None, results_dir="results") 
     if dup:
         raise UsageError(f"two runs measure {dup[0][0]} at {dup[0][1]} ranks; give one run per rank count")
     src = ", ".join(f"run {s['run']} ({s['mpi_library']}, {s['nranks']} ranks, {s['start_time']})" for s in sources)
-    first = Path(sources[0]["path"])
-    ext = {"mpich-json": "mpich.json", "openmpi-rules": "openmpi-rules.txt", "openmpi-json": "openmpi.json"}[fmt]
-    out = Path(output) if output else first / f"tuning.{ext}"
-    side = out.with_name(out.name + ".source.json") if fmt == "openmpi-json" else None
-    for p in (out, side):
-        if p is not None and p.exists():
-            raise UsageError(f"{p} exists; tuning files are never overwritten: give another -o FILE")
+    source_text = None
     if fmt == "mpich-json":
-        default, version = mpich_default_tree()
+        if default is None:
+            raise CCBenchError("an MPICH tuning file needs MPICH's default selection tree")
+        tree, version = default
         if version != sources[0]["mpi_library"]:
             notes.append(f"the default subtrees come from {version!r}, the run used {sources[0]['mpi_library']!r}")
         text = (f"/* MPICH collective selection (MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE) written by ccbench "
                 f"tune from {src}; collectives not tuned keep {version}'s defaults */\n"
-                + json.dumps(mpich_json(selections, default), indent=1) + "\n")
+                + json.dumps(mpich_json(selections, tree), indent=1) + "\n")
     elif fmt == "openmpi-rules":
         text = openmpi_rules(selections, src)
     else:
         text = json.dumps(openmpi_json(selections), indent=2) + "\n"
+        source_text = json.dumps({"tuning_file": None, "format": fmt, "sources": sources}, indent=2) + "\n"
         notes.append("Open MPI reads JSON rules from 6.0 on; the 5.0.x series reads only the classic "
                      "format (--format openmpi-rules)")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:     # a parent that is a file, not a directory
-        raise UsageError(f"cannot write {out}: {out.parent} is not a directory") from None
-    except OSError as exc:
-        raise UsageError(f"cannot write {out}: {exc.strerror}") from None
-    try:
-        with open(out, "x") as f:
-            f.write(text)
-        if side is not None:
-            with open(side, "x") as f:
-                json.dump({"tuning_file": out.name, "format": fmt, "sources": sources}, f, indent=2)
-                f.write("\n")
-    except FileExistsError:
-        raise UsageError(f"{out} exists; tuning files are never overwritten: give another -o FILE") from None
-    except OSError as exc:
-        raise UsageError(f"cannot write {out}: {exc.strerror}") from None
-    return {"path": str(out), "format": fmt, "library": want, "selections": selections, "sources": sources,
-            "notes": notes, "text": text}
+    return {"format": fmt, "library": want, "ext": EXTENSIONS[fmt], "selections": selections, "sources": sources,
+            "notes": notes, "text": text, "source_text": source_text}
 
 
 def verdict(comparison: LaunchComparison | None, q: float | None, changed: bool, level: float = LEVEL) -> str:
@@ -664,7 +650,7 @@ def decide_sizes(pairs, level: float = LEVEL) -> list[dict]:
 
 
 #: Sweep settings of the source run that the verification's launches repeat (config key, `ccbench run` flag).
-_CARRIED = (("warmup", "--warmup"), ("min_reps", "--min-reps"), ("max_reps", "--max-reps"),
+CARRIED = (("warmup", "--warmup"), ("min_reps", "--min-reps"), ("max_reps", "--max-reps"),
             ("target_rse", "--target-rse"), ("budget_s", "--budget"), ("sync", "--sync"),
             ("thread_level", "--thread-level"), ("watchdog_s", "--watchdog"))
 
@@ -676,7 +662,7 @@ def _major_version(library: str) -> float:
     return int(m.group(1)) if m else math.inf
 
 
-def _file_env(doc: dict) -> dict:
+def file_env(doc: dict) -> dict:
     """The environment that makes the library read the tuning file."""
     path = str(Path(doc["path"]).resolve())
     if doc["format"] == "mpich-json":
@@ -724,100 +710,27 @@ def _json_safe(v):
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
-def _pooled(runs: list[tuple[int, Path]]) -> dict:
-    """One side's launches pooled per case (`ccbench.store.launches.pool_rows`), by (collective, nbytes, dtype, op)."""
-    import dataclasses
-
-    from ccbench.store.launches import pool_rows
-    from ccbench.store.run import load_run
-
+def pool_side(runs: list[tuple[int, list]]) -> dict:
+    """One side's launches (launch number, rows) pooled per case (`ccbench.store.launches.pool_rows`), keyed by
+    (collective, nbytes, dtype, op); only the library's default selection out of place at root 0 is kept."""
     rows = []
-    for k, path in runs:
-        for r in load_run(path)[1]:
+    for k, rs in runs:
+        for r in rs:
             if r.algorithm == DEFAULT and not r.in_place and r.root == 0:
                 rows.append((k, dataclasses.replace(r, launches=(), launch_samples=()) if r.launches else r))
     pooled = pool_rows(rows, lambda r: (r.collective, r.nbytes, r.dtype, r.op))
     return {(r.collective, r.nbytes, r.dtype, r.op): r for r in pooled}
 
 
-def verify(doc: dict, results_dir: str | Path | None = None, say=print, launches: int = DEFAULT_VERIFY_LAUNCHES,
-           seed: int | None = None, job_runner=None) -> dict:
-    """Measure the library's default selection without and with the tuning file in alternating launches.
+def verification_rows(items: list[tuple], where: list[str]) -> list[dict]:
+    """Per verified size, the file's choice against what the launches without and with it measured.
 
-    Per source run: `launches` pairs of `ccbench run` jobs of `native` at the same rank
-    count, sizes, dtype, op and timing settings, A (without the file) and B (with it, set the
-    way the library reads it: MPICH's MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE; Open MPI's
-    coll_tuned_use_dynamic_rules + coll_tuned_dynamic_rules_filename) in the order
-    A B A B ..., each through `ccbench.measure.launcher.run_job` (`job_runner` replaces it in
-    tests) with ``--launches K --launch-index k --seed S``: each launch records its number
-    and takes 1/K of the source's budget and sample cap, and launch k of both sides runs the
-    cases in the same shuffled order.  Every launch is stored as a run in one verification
-    directory under the results directory (``<stamp>_npP_verify-FORMAT/``, runs tagged
-    ``Lkk-without`` / ``Lkk-with``); each side's launches are pooled per case
-    (`ccbench.store.launches.pool_rows`), pair k is the two launches adjacent in time, and
-    `decide_sizes` compares them (paired t on per-launch log-ratios, Benjamini-Hochberg over
-    the sizes).  Launches differ by 15-75%, so fewer than 3 pairs are refused.  The record
-    (the runs, the order, the seed and every size's comparison) is written to
-    ``verification.json`` in that directory and returned, with ``records`` their paths.
+    `items`: (selection, size choice, pooled row without, pooled row with) per size; `where`: the
+    verification folder of each item.  Sizes are decided together (`decide_sizes`).
     """
-    import secrets
-    import sys
-
-    from ccbench.measure.launcher import prepare_launcher, run_job
-    from ccbench.store.results import new_run_dir
-    from ccbench.store.run import load_run
-
-    check_verify_launches(True, launches)
-    env = _file_env(doc)
-    exe, _, launch_env, extra = prepare_launcher(None)
-    plain_env = {k: v for k, v in launch_env.items() if k not in env}  # A: no file, even if the caller set one
-    seed = secrets.randbelow(2**32) if seed is None else int(seed)
-    runner = job_runner or run_job
-    runs, items = [], []   # items: (selection, choice, row without, row with, runs entry)
-    for src in doc["sources"]:
-        sels = [s for s in doc["selections"] if s.run == src["run"]]
-        meta, _, _ = load_run(src["path"])
-        cfg = meta.get("config", {})
-        # the ranks bound as the source run's were (ccbench.measure.launcher.choose_binding)
-        exe, _, launch_env, extra = prepare_launcher(None, src["nranks"], cfg.get("bind", "auto"))
-        plain_env = {k: v for k, v in launch_env.items() if k not in env}
-        root = Path(results_dir) if results_dir else Path(src["path"]).parent
-        sizes = sorted({c.nbytes for s in sels for c in s.choices})
-        cmd = [exe, "-n", str(src["nranks"]), *extra, sys.executable, "-m", "mpi4py", "-m", "ccbench", "run",
-               "-C", ",".join(dict.fromkeys(s.collective for s in sels)), "-a", DEFAULT,
-               "-s", ",".join(map(str, sizes)), "-t", ",".join(dict.fromkeys(s.dtype for s in sels)),
-               "--op", ",".join(dict.fromkeys(s.op for s in sels if s.op != "none")) or "sum",
-               "--in-place", "no", "--root", "0"]
-        for key, flag in _CARRIED:
-            if key in cfg:
-                cmd += [flag, str(cfg[key])]
-        cmd += ["--launches", str(launches), "--seed", str(seed), "--order", str(cfg.get("order", "shuffled")),
-                "--no-show"]
-        where = new_run_dir(root, src["nranks"], f"verify-{doc['format']}")
-        entry = {"source": src["run"], "dir": str(where), "without": [], "with": []}
-        runs.append(entry)
-        shown = " ".join(f"{k}={v}" for k, v in env.items())
-        done: dict[str, list[tuple[int, Path]]] = {"without": [], "with": []}
-        for k in range(1, launches + 1):
-            for side, side_env in (("without", plain_env), ("with", {**plain_env, **env})):  # pair k adjacent in time
-                job_cmd = [*cmd, "--launch-index", str(k), "--results-dir", str(where), "--tag", f"L{k:02d}-{side}"]
-                say(f"verify: launch {k}/{launches} {side} the file: "
-                    + (f"{shown} " if side == "with" else "") + " ".join(job_cmd))
-                job = runner(job_cmd, side_env)  # signals forwarded, a dead job's run marked failed
-                entry[side].append({"launch": k, "run": str(job.run_dir) if job.run_dir else None,
-                                    "exit_code": job.code})
-                if job.code or job.run_dir is None:
-                    raise CCBenchError(f"verification launch {k} {side} the file failed ({job.why}); its runs are "
-                                       f"in {where}")
-                done[side].append((k, Path(job.run_dir)))
-        without, with_file = _pooled(done["without"]), _pooled(done["with"])
-        for s in sels:
-            for c in s.choices:
-                key = (s.collective, c.nbytes, s.dtype, s.op)
-                items.append((s, c, without.get(key), with_file.get(key), entry))
-    decided = decide_sizes([(*_pairs(a, b), c.winner != DEFAULT) for _, c, a, b, _ in items])
+    decided = decide_sizes([(*_pairs(a, b), c.winner != DEFAULT) for _, c, a, b in items])
     rows = []
-    for (s, c, a, b, entry), d in zip(items, decided, strict=True):
+    for (s, c, a, b), d, folder in zip(items, decided, where, strict=True):
         cmp = d["comparison"]
         rows.append({"collective": s.collective, "nranks": s.nranks, "nbytes": c.nbytes, "dtype": s.dtype,
                      "op": s.op, "file_choice": c.winner, "changed": c.winner != DEFAULT,
@@ -828,18 +741,5 @@ def verify(doc: dict, results_dir: str | Path | None = None, say=print, launches
                      "p_value": _json_safe(cmp.p_value) if cmp else None, "q_value": d["q"],
                      "pairs": cmp.n_launches_a if cmp else 0,
                      "verdict": "wrong results" if b is not None and not b.ok else d["verdict"],
-                     "verify_dir": entry["dir"]})
-    out = {"tuning_file": str(Path(doc["path"])), "format": doc["format"], "launches": launches, "seed": seed,
-           "order": [f"L{k:02d}-{side}" for k in range(1, launches + 1) for side in ("without", "with")],
-           "level": LEVEL, "runs": runs, "rows": rows}
-    records = []
-    for entry in runs:  # the whole record in each source's verification directory
-        record = Path(entry["dir"]) / "verification.json"
-        try:
-            with open(record, "x") as f:
-                json.dump(out, f, indent=2)
-                f.write("\n")
-        except OSError as exc:
-            raise UsageError(f"cannot write {record}: {exc.strerror}") from None
-        records.append(str(record))
-    return dict(out, records=records)
+                     "verify_dir": folder})
+    return rows

@@ -4,10 +4,11 @@ import os
 
 import click
 
-from ccbench.commands.options import run_options
+from ccbench.commands.options import OUT_OPTION, run_options
 from ccbench.core.errors import UsageError
 
-__all__ = ["CONFIG_KEYS", "new_console", "print_error", "resolve_sweep", "resolve_with_resume", "run_launcher",
+__all__ = ["CONFIG_KEYS", "OUT_OPTION", "new_console",
+           "print_error", "resolve_sweep", "resolve_with_resume", "run_launcher",
            "show_run", "sweep_options", "to_argv"]
 
 

@@ -3,7 +3,7 @@
 
 import click
 
-from ccbench.commands.common import new_console
+from ccbench.commands.common import OUT_OPTION, new_console
 from ccbench.core.errors import UsageError
 
 __all__ = ["COMMANDS"]
@@ -12,18 +12,21 @@ __all__ = ["COMMANDS"]
 @click.command()
 @click.argument("run_path", metavar="RUN")
 @click.option("--results-dir", default="results", help="Where to look for RUN by name or 'latest'.")
-def fit(run_path, results_dir):
-    """Fit cost models to a stored run; write fits.json and fits.csv beside it and print tables.
+@OUT_OPTION
+def fit(run_path, results_dir, out):
+    """Fit cost models to a stored run; print tables and write fits.json and fits.csv.
 
     Fits every curve (alpha + beta n, segmented at protocol changes), the network
     parameters from ping-pong + the local reduction benchmark and jointly over the
     hand-written algorithms, checks predictions against the measurements and says who
-    wins where.  The run's own files are never modified; earlier fits are never overwritten.
+    wins where.  The run is only read; the files go to --out DIR, by default
+    RESULTS-derived/RUN beside the results tree, never over earlier fits.
     """
-    from ccbench.analysis.runs import fit_run
     from ccbench.present.model_tables import print_fit
+    from ccbench.workflow.fit import fit as fit_and_write
 
-    print_fit(fit_run(run_path, results_dir), new_console())
+    res = fit_and_write(run_path, results_dir, out)
+    print_fit(res.doc, new_console(), res.files)
 
 
 @click.command("predict")

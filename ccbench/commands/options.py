@@ -4,7 +4,7 @@ import click
 
 from ccbench.measure.config import BINDINGS
 
-__all__ = ["BIND_HELP", "network_options", "run_options"]
+__all__ = ["BIND_HELP", "OUT_OPTION", "network_options", "run_options"]
 
 _NETWORK_OPTIONS = [
     click.option("--from", "from_run", metavar="RUN", help="Take alpha, beta, gamma from a run's ping-pong "
@@ -21,6 +21,12 @@ def network_options(fn):
     for opt in reversed(_NETWORK_OPTIONS):
         fn = opt(fn)
     return fn
+
+
+#: Where a command that reads runs writes what it derives (``ccbench.store.derived``).
+OUT_OPTION = click.option("--out", type=click.Path(file_okay=False), metavar="DIR",
+                          help="Folder for the files written (default: RESULTS-derived/RUN beside the results tree; "
+                               "the run itself is never written).")
 
 
 THREAD_LEVELS = ["auto", "single", "funneled", "serialized", "multiple"]

@@ -7,6 +7,7 @@ derived from them (ratios, tests, fits).  Nothing heavy is imported at module le
 
 import click
 
+from ccbench.commands.options import OUT_OPTION
 from ccbench.core.errors import UsageError
 
 __all__ = ["COMMANDS"]
@@ -17,27 +18,31 @@ KINDS = ("latency", "busbw", "predicted")
 @click.command()
 @click.argument("run_path", metavar="RUN")
 @click.option("--results-dir", default="results", help="Where to look for RUN by name or 'latest'.")
-def report(run_path, results_dir):
-    """Write a report of a stored run beside it: Markdown + HTML page, PNG figures, the fits used.
+@OUT_OPTION
+def report(run_path, results_dir, out):
+    """Write a report of a stored run: Markdown + HTML page, PNG figures, the fits used.
 
     Per collective: latency (median with 95% CI) and bus-bandwidth tables per algorithm and
     size, the fastest algorithm per size, fitted alpha-beta parameters, and figures
     (latency with CI bands and fitted lines, bus bandwidth, predicted vs measured).  Goes
-    into RUN/report (report-2, ... when one exists; never overwritten).  A training-workload
-    run gets its step times, per-call rows, overlap or straggler tables, the fastest
-    algorithm per variant, and bar figures.
+    into a new folder report (report-2, ...) of --out DIR, by default RESULTS-derived/RUN
+    beside the results tree; the run is only read.  A training-workload run gets its step
+    times, per-call rows, overlap or straggler tables, the fastest algorithm per variant,
+    and bar figures.
     """
     from ccbench.commands.common import new_console
-    from ccbench.present.kinds import build_report, print_report
+    from ccbench.present.kinds import print_report
+    from ccbench.workflow.report import report as write_report
 
-    print_report(build_report(run_path, results_dir), new_console())
+    print_report(write_report(run_path, results_dir, out), new_console())
 
 
 @click.command()
 @click.argument("runs", nargs=-1, required=True, metavar="RUN_A RUN_B [RUN ...]")
 @click.option("--results-dir", default="results", help="Where to look for runs given by name or 'latest'.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False),
-              help="Folder for compare.csv / compare.md / compare.png (default: RUN_A's directory).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Folder for compare.csv / compare.md / compare.png (default: RESULTS-derived/RUN_A beside the "
+                   "results tree; the runs are never written).")
 @click.option("--level", type=float, default=0.05, show_default=True,
               help="Significance level of the adjusted launch-level tests (and 1 - confidence of the intervals).")
 @click.option("--min-effect", metavar="FRACTION",
@@ -66,7 +71,8 @@ def compare(runs, results_dir, out_dir, level, min_effect, launch_cv, no_plot, f
     """
     from ccbench.analysis.compare import compare_runs, parse_fraction
     from ccbench.commands.common import new_console
-    from ccbench.present.compare import print_comparison, write_comparison
+    from ccbench.present.compare import print_comparison
+    from ccbench.workflow.compare import write_comparison
 
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs: RUN_A RUN_B [RUN ...]")
@@ -102,63 +108,17 @@ def compare(runs, results_dir, out_dir, level, min_effect, launch_cv, no_plot, f
 @click.option("--kind", type=click.Choice(KINDS), default="latency", show_default=True,
               help="latency (with CI bands and fitted lines), busbw, or predicted (measured vs model).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="PNG file to write (one collective only); default RUN/plot-COLLECTIVE-KIND.png, numbered.")
-def plot(run_path, results_dir, collectives, kind, output):
+              help="PNG file to write (one collective only); default plot-COLLECTIVE-KIND.png, numbered, in --out.")
+@OUT_OPTION
+def plot(run_path, results_dir, collectives, kind, output, out):
     """Write single PNG figures of a stored run, one per collective (never overwriting a file)."""
     from pathlib import Path
 
     from ccbench.commands.common import new_console
-    from ccbench.present.plots import require_matplotlib
-    from ccbench.store.run import SWEEP, open_run
+    from ccbench.workflow.plot import plot_run
 
-    require_matplotlib()
-    run = open_run(run_path, results_dir, kinds=(SWEEP,), need_rows=True, what="ccbench plot")
-    path, rows = run.path, run.rows
-    written = _plot_run(path, rows, collectives, kind, Path(output) if output else None)
+    written = plot_run(run_path, results_dir, collectives, kind, Path(output) if output else None, out)
     new_console().print("wrote " + ", ".join(str(p) for p in written))
-
-
-def _plot_run(path, rows, collectives, kind, output) -> list:
-    from ccbench.analysis.fastest import group_rows
-    from ccbench.present.plots import save_png
-    from ccbench.present.report import group_figure, group_slug
-    from ccbench.store.results import free_path
-
-    groups = group_rows(rows)
-    present = list(dict.fromkeys(g.collective for g in groups))
-    if collectives:
-        wanted = [c.strip() for c in collectives.split(",") if c.strip()]
-        missing = [c for c in wanted if c not in present]
-        if missing:
-            raise UsageError(f"collective {missing[0]!r} is not in run {path.name} (it has {', '.join(present)})")
-        groups = [g for g in groups if g.collective in wanted]
-    groups = [g for g in groups if len([n for n in g.sizes if n > 0]) > 1]
-    if not groups:
-        raise UsageError(f"nothing to plot in run {path.name}: a figure needs at least two sizes above 0 B")
-    if output is not None and len(groups) > 1:
-        raise UsageError(f"-o names one file but {len(groups)} figures would be drawn; pick one collective "
-                         "with -C (and one variant)")
-    if output is not None and output.exists():
-        raise UsageError(f"{str(output)!r} exists; it is never overwritten (choose another name)")
-    doc = None
-    if kind in ("latency", "predicted"):
-        from ccbench.analysis.runs import fit_run
-
-        doc = fit_run(path, write=False)
-    per_coll: dict[str, int] = {}
-    for g in groups:
-        per_coll[g.collective] = per_coll.get(g.collective, 0) + 1
-    figs = [(g, group_figure(g, doc, kind)) for g in groups]
-    figs = [(g, f) for g, f in figs if f is not None]
-    if not figs:
-        raise UsageError(f"no {kind} figure to draw for {', '.join(dict.fromkeys(g.collective for g in groups))} "
-                         f"in run {path.name}" + (": no algorithm with a cost model, or no network parameters"
-                                                  if kind == "predicted" else ""))
-    written = []
-    for g, fig in figs:
-        target = output or free_path(path, f"plot-{group_slug(g, per_coll[g.collective] > 1)}-{kind}", ".png")
-        written.append(save_png(fig, target))
-    return written
 
 
 COMMANDS = [report, compare, plot]

@@ -9,22 +9,20 @@ comparisons could resolve (``launch_lines``).  The numbers come from
 """
 
 import csv
+import io
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from ccbench.analysis.compare import CSV_COLUMNS, VERDICTS, WORKLOAD_CSV_COLUMNS, Comparison, WorkloadPair
-from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.core.units import format_size, human_time
 from ccbench.present.report import render_markdown
 from ccbench.present.table import Column, Styled, Table, fmt_p, render, to_rich
 from ccbench.present.workload_report import short_algorithm
-from ccbench.store.results import free_stem
 from ccbench.store.run import SWEEP, WORKLOAD
 
-__all__ = ["VERDICT_COLOUR", "figure_panels", "launch_lines", "legend", "markdown_blocks", "print_comparison",
-           "print_warnings_and_legend", "write_comparison"]
+__all__ = ["VERDICT_COLOUR", "comparison_files", "figure_panels", "launch_lines", "legend", "markdown_blocks",
+           "print_comparison", "print_warnings_and_legend"]
 
 
 #: How the terminal shows each verdict.
@@ -188,40 +186,27 @@ def _sweep_figure(cmp: Comparison):
     return compare_figure(panels, title)
 
 
-def write_comparison(cmp: Comparison, out_dir: str | Path | None = None, *, plot: bool = True) -> dict[str, Path]:
-    """Write compare.csv, compare.md (and compare.png) into `out_dir` (default: the first run's directory).
-
-    An existing set is never replaced: the next free ``compare-2``, ``compare-3`` ... is used.
-    """
+def comparison_files(cmp: Comparison, stem: str = "compare", *, plot: bool = True) -> dict[str, str | bytes]:
+    """The files of a comparison, by suffix: ``.csv`` (one row per pair), ``.md`` (the page) and, with `plot`
+    and something to draw, ``.png``, which the page names as `stem` + ``.png``."""
     view = _VIEWS[cmp.kind]
-    columns, blocks_of, comparison_figure = view.columns, view.markdown_blocks, view.figure
-    folder = Path(out_dir) if out_dir is not None else cmp.runs[0][1]
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create {str(folder)!r}: {exc.strerror}") from None
-    stem = free_stem(folder, "compare", (".csv", ".md", ".png"))
-    files = {"csv": folder / f"{stem}.csv", "md": folder / f"{stem}.md"}
+    files: dict[str, str | bytes] = {}
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=view.columns)
+    w.writeheader()
+    for p in cmp.pairs:
+        w.writerow(asdict(p))
+    files[".csv"] = buf.getvalue()
     figure = None
     if plot:
-        from ccbench.present.plots import save_png
+        from ccbench.present.plots import png_bytes
 
-        fig = comparison_figure(cmp)
+        fig = view.figure(cmp)
         if fig is not None:
-            files["png"] = save_png(fig, folder / f"{stem}.png")
-            figure = files["png"].name
-    try:
-        with open(files["csv"], "x", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=columns)
-            w.writeheader()
-            for p in cmp.pairs:
-                w.writerow(asdict(p))
-        with open(files["md"], "x", encoding="utf-8") as f:
-            f.write(render_markdown(blocks_of(cmp, figure)))
-    except FileExistsError as exc:
-        raise CCBenchError(f"{exc.filename!r} appeared while writing; nothing is overwritten") from None
+            files[".png"] = png_bytes(fig)
+            figure = f"{stem}.png"
+    files[".md"] = render_markdown(view.markdown_blocks(cmp, figure))
     return files
-
 
 
 def _verdict(v: str) -> Styled:

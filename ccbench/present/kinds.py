@@ -14,7 +14,7 @@ from ccbench.present.workload_report import build_workload_report
 from ccbench.present.workload_views import show_workload, workload_tables
 from ccbench.store.run import SWEEP, WORKLOAD, open_run
 
-__all__ = ["VIEWS", "KindView", "build_report", "fastest_table", "print_report", "show_run"]
+__all__ = ["VIEWS", "KindView", "fastest_table", "print_report", "show_run"]
 
 
 def _sweep_summary(res: dict, console) -> None:
@@ -47,8 +47,8 @@ def _workload_summary(res: dict, console) -> None:
 
 @dataclass(frozen=True)
 class KindView:
-    """How a kind of run is shown: ``show(run, console, show_table)``, ``report(run) -> dict`` and
-    ``summary(report dict, console)`` (what ``ccbench report`` prints)."""
+    """How a kind of run is shown: ``show(run, console, show_table)``, ``report(run) -> dict`` (the page's
+    files, unwritten) and ``summary(report dict, console)`` (what ``ccbench report`` prints once written)."""
 
     show: Callable
     report: Callable
@@ -62,7 +62,7 @@ VIEWS = {
 
 
 def print_report(res: dict, console) -> None:
-    """What ``ccbench report`` prints about the report it wrote (`build_report`'s result)."""
+    """What ``ccbench report`` prints about the report it wrote (``ccbench.workflow.report.report``'s result)."""
     console.print(run_header(res["meta"], res["path"], res.get("rows") or ()))
     VIEWS[res["kind"]].summary(res, console)
 
@@ -71,13 +71,3 @@ def show_run(run, console, show_table: bool = True, results_dir="results") -> No
     """Print a stored run of any kind (a path, a name under `results_dir`, or ``latest``)."""
     r = open_run(run, results_dir)
     VIEWS[r.kind].show(r, console, show_table)
-
-
-def build_report(run, results_dir="results", *, n_boot: int | None = None) -> dict:
-    """Write the report of a stored run of any kind into a new ``report[-k]`` directory beside it.
-
-    The returned dict has ``"kind"`` (the run's kind) and what that kind's report builder returns.
-    """
-    r = open_run(run, results_dir, need_rows=True)
-    kw = {"n_boot": n_boot} if n_boot is not None and r.kind == SWEEP else {}
-    return {"kind": r.kind, **VIEWS[r.kind].report(r, **kw)}

@@ -277,10 +277,8 @@ def prediction_tables(rows: list[dict]) -> list[Table]:
     return tables
 
 
-def print_fit(doc: dict, console) -> None:
-    """`ccbench fit`'s view of a fit document (``ccbench.analysis.runs.fit_run``)."""
-    from pathlib import Path
-
+def print_fit(doc: dict, console, files=()) -> None:
+    """`ccbench fit`'s view of a fit document (``ccbench.analysis.runs.fit_run``), ending with the `files` written."""
     src = doc["source_provenance"]
     console.print(f"[bold]fits of {doc['source_path']}[/] ({src.get('mpi_library', '?')}, "
                   f"{src.get('nranks', '?')} ranks{', oversubscribed' if src.get('oversubscribed') else ''})")
@@ -323,8 +321,8 @@ def print_fit(doc: dict, console) -> None:
         console.print(to_rich(checks_table(doc["checks_by_params"], used)))
     if doc["model_checks"]:
         console.print(to_rich(off_table(doc["model_checks"], doc["provenance"]["tolerance"])))
-    run_dir = Path(doc["source_path"])
-    console.print(f"wrote {run_dir / doc['files']['json']} and {run_dir / doc['files']['csv']}")
+    if files:
+        console.print("wrote " + " and ".join(str(f) for f in files))
 
 
 def prediction_grid_table(tab: dict) -> Table:

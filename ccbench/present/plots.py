@@ -12,7 +12,6 @@ file is never replaced.
 import io
 import math
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from ccbench.analysis.fastest import algorithm_order
 from ccbench.core.errors import CCBenchError
@@ -26,7 +25,7 @@ __all__ = [
     "latency_figure",
     "predicted_figure",
     "require_matplotlib",
-    "save_png",
+    "png_bytes",
     "size_label",
 ]
 
@@ -56,19 +55,11 @@ def _new_figure(width: float, height: float):
     return fig
 
 
-def save_png(fig, path: str | Path) -> Path:
-    """Write `fig` as PNG to `path`, refusing to replace an existing file."""
-    path = Path(path)
+def png_bytes(fig) -> bytes:
+    """`fig` as a PNG file's bytes."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
-    try:
-        with open(path, "xb") as f:
-            f.write(buf.getvalue())
-    except FileExistsError:
-        raise CCBenchError(f"{str(path)!r} exists; it is never overwritten (choose another name)") from None
-    except OSError as exc:
-        raise CCBenchError(f"cannot write {str(path)!r}: {exc.strerror}") from None
-    return path
+    return buf.getvalue()
 
 
 # --------------------------------------------------------------------------- axes

@@ -13,7 +13,6 @@ import base64
 import html
 import json
 import math
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from statistics import NormalDist
@@ -21,14 +20,13 @@ from statistics import NormalDist
 from ccbench.analysis.fastest import ONE_LAUNCH, SIGNIFICANCE, Curves, algorithm_order, fastest_per_size, group_rows
 from ccbench.analysis.limits import MemoryLimit, best_shares, memory_limit, share_of_limit
 from ccbench.core.collectives import COLLECTIVES
-from ccbench.core.errors import UsageError
+from ccbench.core.hardware import summary as hardware_summary
 from ccbench.core.replication import DEFAULT_PRIOR_BETWEEN_CV, log_sd_from_cv
 from ccbench.core.units import format_size, human_time
-from ccbench.measure.hardware import summary as hardware_summary
 from ccbench.present.table import DECIDED, Column, Table, fmt_cv, to_block
 from ccbench.present.views import LAUNCH_COLUMNS, launch_cells, launch_count, launch_line
 from ccbench.store.launches import LAUNCH_SPREAD
-from ccbench.store.results import Row, new_numbered_dir
+from ccbench.store.results import Row
 from ccbench.store.run import Run, lab_block
 
 __all__ = [
@@ -42,10 +40,9 @@ __all__ = [
     "group_slug",
     "limit_blocks",
     "provenance_blocks",
-    "save_figure",
+    "add_figure",
+    "page_files",
     "variant_label",
-    "writable_run_dir",
-    "write_page",
 ]
 
 # --------------------------------------------------------------------------- grouping
@@ -607,39 +604,26 @@ def _strict_json(x):
     return x
 
 
-def _write_new(path: Path, text: str) -> None:
-    with open(path, "x", encoding="utf-8") as f:
-        f.write(text)
+def page_files(blocks: Sequence, title: str, images: Mapping[str, bytes]) -> dict[str, str | bytes]:
+    """The files of a report page: ``report.md``, the self-contained ``report.html`` and the PNG `images`."""
+    return {"report.md": render_markdown(blocks), "report.html": render_html(blocks, title, images), **images}
 
 
-def write_page(out_dir: Path, blocks: Sequence, title: str, images: Mapping[str, bytes]) -> None:
-    """Write ``report.md`` and the self-contained ``report.html`` of `blocks` into `out_dir` (new files only)."""
-    _write_new(out_dir / "report.md", render_markdown(blocks))
-    _write_new(out_dir / "report.html", render_html(blocks, title, images))
+def add_figure(fig, name: str, images: dict[str, bytes]) -> str:
+    """Keep `fig` as the PNG `name` of the page (`images`: name -> bytes); return `name`."""
+    from ccbench.present.plots import png_bytes
 
-
-def save_figure(fig, out_dir: Path, name: str, images: dict[str, bytes]) -> str:
-    """Save `fig` as the new PNG `out_dir/name`, keep its bytes in `images` (for the HTML); return `name`."""
-    from ccbench.present.plots import save_png
-
-    save_png(fig, out_dir / name)
-    images[name] = (out_dir / name).read_bytes()
+    images[name] = png_bytes(fig)
     return name
-
-
-def writable_run_dir(path: Path) -> None:
-    """Refuse a run directory the report cannot be written beside."""
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise UsageError(f"{str(path)!r} is not writable: the report goes beside the run")
 
 
 # --------------------------------------------------------------------------- the report
 
 
 def build_sweep_report(run: Run, *, n_boot: int | None = None) -> dict:
-    """Write the report of a stored collective sweep into a new ``report[-k]`` directory beside its files.
+    """The report of a stored collective sweep, as files to write (``ccbench.workflow.report`` writes them).
 
-    Returns {"dir": Path, "files": [names], "groups": [Curves], "fastest": {label: ``fastest_per_size``
+    Returns {"files": {name: text or PNG bytes}, "groups": [Curves], "fastest": {label: ``fastest_per_size``
     entries}, "doc": the fit document, "meta", "path", "rows"}.  Needs matplotlib (the ``report`` extra).
     """
     from ccbench.analysis.runs import fit_run
@@ -647,16 +631,14 @@ def build_sweep_report(run: Run, *, n_boot: int | None = None) -> dict:
 
     require_matplotlib()
     path, meta, rows, warnings = run.path, run.meta, run.rows, run.warnings
-    writable_run_dir(path)
     kw = {} if n_boot is None else {"n_boot": n_boot}
-    doc = fit_run(path, write=False, **kw)
+    doc = fit_run(run, **kw)
     tolerance = doc["provenance"]["tolerance"]
     groups = group_rows(rows)
     per_coll: dict[str, int] = {}
     for g in groups:
         per_coll[g.collective] = per_coll.get(g.collective, 0) + 1
 
-    out_dir = new_numbered_dir(path, "report", "a report")
     images: dict[str, bytes] = {}
     blocks: list = [("h", 1, f"ccbench report: {path.name}"),
                     ("p", f"{meta.get('mpi_library', '?')}; {meta.get('nranks', '?')} ranks on "
@@ -677,13 +659,10 @@ def build_sweep_report(run: Run, *, n_boot: int | None = None) -> dict:
                           ("predicted", "predicted vs measured")):
             fig = group_figure(g, doc, kind)
             if fig is not None:
-                figures[save_figure(fig, out_dir, f"{slug}-{kind}.png", images)] = f"{label}: {alt}"
+                figures[add_figure(fig, f"{slug}-{kind}.png", images)] = f"{label}: {alt}"
         blocks += _collective_blocks(g, doc, figures, tolerance, limit)
         fastest[label] = fastest_per_size(g)
-    title = f"ccbench report: {path.name}"
-    with open(out_dir / "fits.json", "x") as f:
-        json.dump(_strict_json(doc), f, indent=2, allow_nan=False)
-        f.write("\n")
-    write_page(out_dir, blocks, title, images)
-    return {"dir": out_dir, "files": ["report.md", "report.html", "fits.json", *images], "groups": groups,
-            "fastest": fastest, "doc": doc, "meta": meta, "path": path, "rows": rows}
+    files = page_files(blocks, f"ccbench report: {path.name}", images)
+    files["fits.json"] = json.dumps(_strict_json(doc), indent=2, allow_nan=False) + "\n"
+    return {"files": files, "groups": groups, "fastest": fastest, "doc": doc, "meta": meta, "path": path,
+            "rows": rows}

@@ -19,16 +19,14 @@ from collections.abc import Mapping, Sequence
 from ccbench.analysis.fastest import fastest_per_variant, step_rows
 from ccbench.core.units import format_size, human_time
 from ccbench.present.report import (
+    add_figure,
     fastest_blocks,
     launch_blocks,
     launch_sentence,
+    page_files,
     provenance_blocks,
-    save_figure,
-    writable_run_dir,
-    write_page,
 )
 from ccbench.present.table import Column
-from ccbench.store.results import new_numbered_dir
 from ccbench.store.run import Run
 from ccbench.store.workload_rows import KIND, WorkloadRow
 
@@ -282,17 +280,15 @@ def workload_figures(rows: Sequence[WorkloadRow]) -> list[tuple[str, object, str
 
 
 def build_workload_report(run: Run) -> dict:
-    """Write the report of a stored workload run into a new ``report[-k]`` directory beside its files.
+    """The report of a stored workload run, as files to write (``ccbench.workflow.report`` writes them).
 
-    Returns {"kind": "workload", "dir", "files", "fastest": {workload: entries of
+    Returns {"kind": "workload", "files": {name: text or PNG bytes}, "fastest": {workload: entries of
     ``fastest_per_variant``}, "meta", "path", "rows"}.
     """
     from ccbench.present.plots import require_matplotlib
 
     require_matplotlib()
     path, meta, rows, warnings = run.path, run.meta, run.rows, run.warnings
-    writable_run_dir(path)
-    out_dir = new_numbered_dir(path, "report", "a report")
     images: dict[str, bytes] = {}
     cfg = meta.get("config") or {}
     m = meta.get("model")
@@ -322,9 +318,8 @@ def build_workload_report(run: Run) -> dict:
         rs = [r for r in rows if r.workload == w]
         figures = {}
         for name, fig, alt in workload_figures(rs):
-            figures[save_figure(fig, out_dir, name, images)] = alt
+            figures[add_figure(fig, name, images)] = alt
         blocks += workload_blocks(meta, rs, figures)
         fastest[w] = fastest_per_variant(rs)
-    write_page(out_dir, blocks, f"ccbench report: {path.name}", images)
-    return {"kind": KIND, "dir": out_dir, "files": ["report.md", "report.html", *images], "fastest": fastest,
+    return {"kind": KIND, "files": page_files(blocks, f"ccbench report: {path.name}", images), "fastest": fastest,
             "meta": meta, "path": path, "rows": rows}

@@ -68,6 +68,7 @@ def lab(tmp_path_factory):
 def test_fits_recover_injected_delay_and_rate(lab, delay, rate, delay_s, rate_bps):
     from ccbench.analysis.runs import fit_run
     from ccbench.measure.lab import SWEEP_ARGS
+    from ccbench.store.run import open_run
 
     ccb("lab", "set", "--delay", delay, "--rate", rate, "--results-dir", str(lab))
     status = ccb("lab", "status").stdout
@@ -85,7 +86,7 @@ def test_fits_recover_injected_delay_and_rate(lab, delay, rate, delay_s, rate_bp
     for ns in ("ccb-h0", "ccb-h1"):  # every message went through the emulated link, both ways
         assert traffic["links"][ns]["rx_bytes"] >= one_way
         assert traffic["links"][ns]["emulated_bytes"] >= one_way
-    doc = fit_run(run, write=False)
+    doc = fit_run(open_run(run))
     lab_fit = doc["lab"]
     print(f"\n{delay} {rate}: alpha {lab_fit['fitted']['alpha_s'] * 1e6:.1f} us, baseline "
           f"{lab_fit['baseline']['alpha_s'] * 1e6:.1f} us, fitted delay {lab_fit['fitted_delay_s'] * 1e6:.1f} us "

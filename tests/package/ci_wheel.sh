@@ -36,5 +36,7 @@ run=$(ls -d runs/*_np2)
 expect "all correct" "$(ccbench show "$run")"
 expect "wrote" "$(ccbench fit "$run")"
 expect "report.md" "$(ccbench report "$run")"
-test -s "$run/report/report.md" && test -s "$run/report/report.html"
+# reading a run writes beside the results tree, never into the run
+test -s "runs-derived/${run#runs/}/report/report.md" && test -s "runs-derived/${run#runs/}/report/report.html"
+test ! -e "$run/report" && test ! -e "$run/fits.json"
 echo "wheel: $(basename "$wheel") installed outside the checkout; version, configs, launch -c quick, show, fit, report passed; recipes take the sdist's checksum"

@@ -1,0 +1,149 @@
+"""``ccbench tune`` as a workflow: the tuning file chosen from stored runs, written, and verified by launches.
+
+The choice is pure (`ccbench.analysis.tune`); here the MPI library's default selection tree is
+read, the file written where the user points or into the derived tree, and ``--verify`` launches
+the jobs that measure the library without and with it.
+"""
+
+import json
+import secrets
+import sys
+from pathlib import Path
+
+from ccbench.analysis.tune import (
+    CARRIED,
+    DEFAULT,
+    DEFAULT_VERIFY_LAUNCHES,
+    LEVEL,
+    check_verify_launches,
+    file_env,
+    pool_side,
+    tuning_file,
+    verification_rows,
+)
+from ccbench.core.errors import CCBenchError, UsageError
+from ccbench.measure.launcher import prepare_launcher, run_job
+from ccbench.measure.library import mpich_default_tree
+from ccbench.store.derived import output_dir, write_new_set
+from ccbench.store.results import new_run_dir
+from ccbench.store.run import open_run
+
+__all__ = ["tune_runs", "verify"]
+
+
+def _write(out: Path, text: str) -> None:
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:     # a parent that is a file, not a directory
+        raise UsageError(f"cannot write {out}: {out.parent} is not a directory") from None
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc.strerror}") from None
+    try:
+        with open(out, "x") as f:
+            f.write(text)
+    except FileExistsError:
+        raise UsageError(f"{out} exists; tuning files are never overwritten: give another -o FILE") from None
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc.strerror}") from None
+
+
+def tune_runs(runs, fmt: str, output: str | None = None, results_dir="results", out=None) -> dict:
+    """Choose from the runs' variants and write the tuning file: to `output`, else as ``tuning.EXT`` (numbered,
+    never over an existing one) into `out`, by default the derived tree of the first run.  The runs are only read.
+
+    Returns `ccbench.analysis.tune.tuning_file`'s dict with ``path``, the file written.
+    """
+    opened = [open_run(r, results_dir) for r in runs]
+    default = mpich_default_tree() if fmt == "mpich-json" else None
+    doc = tuning_file(opened, fmt, default)
+    if output:
+        target = Path(output)
+        side = target.with_name(target.name + ".source.json") if doc["source_text"] else None
+        for p in (target, side):
+            if p is not None and p.exists():
+                raise UsageError(f"{p} exists; tuning files are never overwritten: give another -o FILE")
+        _write(target, doc["text"])
+    else:
+        suffix = "." + doc["ext"]
+        target = write_new_set(output_dir(opened[0].path, out), "tuning", {suffix: doc["text"]})[suffix]
+        side = target.with_name(target.name + ".source.json") if doc["source_text"] else None
+    if side is not None:
+        _write(side, json.dumps({"tuning_file": target.name, "format": fmt, "sources": doc["sources"]}, indent=2)
+               + "\n")
+    return dict(doc, path=str(target))
+
+
+def verify(doc: dict, results_dir: str | Path | None = None, say=print, launches: int = DEFAULT_VERIFY_LAUNCHES,
+           seed: int | None = None, job_runner=None) -> dict:
+    """Measure the library's default selection without and with the tuning file in alternating launches.
+
+    Per source run: `launches` pairs of `ccbench run` jobs of `native` at the same rank
+    count, sizes, dtype, op and timing settings, A (without the file) and B (with it, set the
+    way the library reads it: MPICH's MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE; Open MPI's
+    coll_tuned_use_dynamic_rules + coll_tuned_dynamic_rules_filename) in the order
+    A B A B ..., each through `ccbench.measure.launcher.run_job` (`job_runner` replaces it in
+    tests) with ``--launches K --launch-index k --seed S``: each launch records its number
+    and takes 1/K of the source's budget and sample cap, and launch k of both sides runs the
+    cases in the same shuffled order.  Every launch is stored as a run in one verification
+    directory under the results directory (``<stamp>_npP_verify-FORMAT/``, runs tagged
+    ``Lkk-without`` / ``Lkk-with``); each side's launches are pooled per case
+    (`ccbench.analysis.tune.pool_side`), pair k is the two launches adjacent in time, and
+    `ccbench.analysis.tune.decide_sizes` compares them (paired t on per-launch log-ratios,
+    Benjamini-Hochberg over the sizes).  Launches differ by 15-75%, so fewer than 3 pairs are
+    refused.  The record (the runs, the order, the seed and every size's comparison) is written
+    to ``verification.json`` in that directory and returned, with ``records`` their paths.
+    """
+    check_verify_launches(True, launches)
+    env = file_env(doc)
+    seed = secrets.randbelow(2**32) if seed is None else int(seed)
+    runner = job_runner or run_job
+    runs, items, where_of = [], [], []   # items: (selection, choice, row without, row with)
+    for src in doc["sources"]:
+        sels = [s for s in doc["selections"] if s.run == src["run"]]
+        cfg = open_run(src["path"]).meta.get("config", {})
+        # the ranks bound as the source run's were (ccbench.measure.launcher.choose_binding)
+        exe, _, launch_env, extra = prepare_launcher(None, src["nranks"], cfg.get("bind", "auto"))
+        plain_env = {k: v for k, v in launch_env.items() if k not in env}  # A: no file, even if the caller set one
+        root = Path(results_dir) if results_dir else Path(src["path"]).parent
+        sizes = sorted({c.nbytes for s in sels for c in s.choices})
+        cmd = [exe, "-n", str(src["nranks"]), *extra, sys.executable, "-m", "mpi4py", "-m", "ccbench", "run",
+               "-C", ",".join(dict.fromkeys(s.collective for s in sels)), "-a", DEFAULT,
+               "-s", ",".join(map(str, sizes)), "-t", ",".join(dict.fromkeys(s.dtype for s in sels)),
+               "--op", ",".join(dict.fromkeys(s.op for s in sels if s.op != "none")) or "sum",
+               "--in-place", "no", "--root", "0"]
+        for key, flag in CARRIED:
+            if key in cfg:
+                cmd += [flag, str(cfg[key])]
+        cmd += ["--launches", str(launches), "--seed", str(seed), "--order", str(cfg.get("order", "shuffled")),
+                "--no-show"]
+        where = new_run_dir(root, src["nranks"], f"verify-{doc['format']}")
+        entry = {"source": src["run"], "dir": str(where), "without": [], "with": []}
+        runs.append(entry)
+        shown = " ".join(f"{k}={v}" for k, v in env.items())
+        done: dict[str, list[tuple[int, list]]] = {"without": [], "with": []}
+        for k in range(1, launches + 1):
+            for side, side_env in (("without", plain_env), ("with", {**plain_env, **env})):  # pair k adjacent in time
+                job_cmd = [*cmd, "--launch-index", str(k), "--results-dir", str(where), "--tag", f"L{k:02d}-{side}"]
+                say(f"verify: launch {k}/{launches} {side} the file: "
+                    + (f"{shown} " if side == "with" else "") + " ".join(job_cmd))
+                job = runner(job_cmd, side_env)  # signals forwarded, a dead job's run marked failed
+                entry[side].append({"launch": k, "run": str(job.run_dir) if job.run_dir else None,
+                                    "exit_code": job.code})
+                if job.code or job.run_dir is None:
+                    raise CCBenchError(f"verification launch {k} {side} the file failed ({job.why}); its runs are "
+                                       f"in {where}")
+                done[side].append((k, open_run(job.run_dir).rows))
+        without, with_file = pool_side(done["without"]), pool_side(done["with"])
+        for s in sels:
+            for c in s.choices:
+                key = (s.collective, c.nbytes, s.dtype, s.op)
+                items.append((s, c, without.get(key), with_file.get(key)))
+                where_of.append(entry["dir"])
+    out = {"tuning_file": str(Path(doc["path"])), "format": doc["format"], "launches": launches, "seed": seed,
+           "order": [f"L{k:02d}-{side}" for k in range(1, launches + 1) for side in ("without", "with")],
+           "level": LEVEL, "runs": runs, "rows": verification_rows(items, where_of)}
+    records = []
+    text = json.dumps(out, indent=2) + "\n"
+    for entry in runs:  # the whole record in each source's verification directory
+        records.append(str(write_new_set(Path(entry["dir"]), "verification", {".json": text})[".json"]))
+    return dict(out, records=records)
