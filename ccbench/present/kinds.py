@@ -29,8 +29,8 @@ def _sweep_summary(res: dict, console) -> None:
     for note in res["doc"].get("notes", []):
         console.print(f"[yellow]note: {note}[/]")
     pngs = [f for f in res["files"] if f.endswith(".png")]
-    console.print(f"wrote {res['dir'] / 'report.md'}, {res['dir'] / 'report.html'} (figures embedded), "
-                  f"{len(pngs)} PNG figures and fits.json in {res['dir']}")
+    console.print(f"wrote report.md, report.html (figures embedded), {len(pngs)} PNG figures and fits.json "
+                  f"in {res['dir']}")
 
 
 def _workload_summary(res: dict, console) -> None:
@@ -41,8 +41,7 @@ def _workload_summary(res: dict, console) -> None:
             console.print(to_rich(fastest_table(f"fastest: {w} (runner-up compared at the launch level)",
                                                 entries, Column("among"), lambda e: e["what"])))
     pngs = [f for f in res["files"] if f.endswith(".png")]
-    console.print(f"wrote {res['dir'] / 'report.md'}, {res['dir'] / 'report.html'} (figures embedded) and "
-                  f"{len(pngs)} PNG figures in {res['dir']}")
+    console.print(f"wrote report.md, report.html (figures embedded) and {len(pngs)} PNG figures in {res['dir']}")
 
 
 @dataclass(frozen=True)
