@@ -77,7 +77,7 @@ def main() -> int:
         return 0
 
     from ccbench.core.units import format_size
-    from ccbench.store.run import load_run
+    from ccbench.store.run import open_run
 
     root = Path(args.results_dir)
     root.mkdir(parents=True, exist_ok=True)
@@ -89,7 +89,8 @@ def main() -> int:
                "--min-reps", "30", "--results-dir", str(root), "--tag", "vs-native", "--no-show"]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         run = max(set(root.iterdir()) - before, key=lambda d: d.stat().st_mtime)
-        meta, rows, _ = load_run(run)
+        run_ = open_run(run)
+        meta, rows = run_.meta, run_.rows
         native = {(r.collective, r.nbytes): r.median_s for r in rows if r.algorithm == "native"}
         report.append(f"\n## {n} ranks ({meta['mpi_library']}, thread level {meta['thread_level']}"
                       f"{', oversubscribed' if meta['oversubscribed'] else ''}) - run {run}")

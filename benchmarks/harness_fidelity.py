@@ -211,7 +211,7 @@ class Bench:
 
     def ccbench(self, nranks: int, level: str, timing: str, loop: str) -> dict:
         """One ccbench launch: {(collective, nbytes): median_s} (the median of maxima over ranks)."""
-        from ccbench.store.run import load_run
+        from ccbench.store.run import open_run
 
         tag = f"np{nranks}-{timing.replace(':', '')}-{loop}"
         before = set(self.runs.iterdir())
@@ -222,7 +222,7 @@ class Bench:
                    "--results-dir", str(self.runs), "--tag", tag, "--no-show"],
                   f"ccbench {timing} --loop {loop}, {nranks} ranks")
         (run,) = [d for d in set(self.runs.iterdir()) - before if d.is_dir()]
-        _, rows, _ = load_run(run)
+        rows = open_run(run).rows
         if any(r.loop != loop for r in rows):
             sys.exit(f"harness_fidelity: {run} has rows not timed by the {loop} loop")
         return {(r.collective, r.nbytes): r.median_s for r in rows}

@@ -148,12 +148,12 @@ class Launches:
 def _pooled_verdicts(cmp, a: Path, b: Path) -> list[tuple[float | None, str]]:
     """Per pair of `cmp`: (adjusted p, verdict) of the pooled-sample rule (module docstring), in order."""
     from ccbench.core.stats import benjamini_hochberg, mann_whitney_u
-    from ccbench.store.run import load_run
+    from ccbench.store.run import open_run
 
     def key(x) -> tuple:
         return (x.collective, x.algorithm, x.nbytes, x.dtype, x.op, bool(x.in_place), x.root)
 
-    rows_a, rows_b = ({key(r): r for r in reversed(load_run(path)[1])} for path in (a, b))
+    rows_a, rows_b = ({key(r): r for r in reversed(open_run(path).rows)} for path in (a, b))
     ps = []
     for p in cmp.pairs:
         ra, rb = rows_a[key(p)], rows_b[key(p)]
@@ -172,7 +172,7 @@ def _case_lines(experiment: str, k: int, pair: int, a: Path, b: Path, select=Non
                 pooled_rule: bool = True) -> tuple[list[dict], list[str]]:
     """compare_runs([a, b]): one line per matched case (`select`ed), every Pair field and the pooled rule's verdict
     (left out when not `pooled_rule`: workload runs)."""
-    from ccbench.analysis.compare import compare_runs
+    from ccbench.api import compare as compare_runs  # opens the runs, then compares them
 
     cmp = compare_runs([a, b])
     lines = []
@@ -202,12 +202,12 @@ def _paired_lines(unslowed: Path | list[Path], slowed: Path | list[Path], k: int
     single-launch runs made alternately, see ``Launches.alternate``).
     """
     from ccbench.core.replication import compare_launches
-    from ccbench.store.run import load_run
+    from ccbench.store.run import open_run
 
     def ratios(paths: Path | list[Path]) -> dict[int, list[float]]:
         out: dict[int, list[float]] = {}
         for path in [paths] if isinstance(paths, Path) else paths:
-            rows = load_run(path)[1]
+            rows = open_run(path).rows
             by = {(r.algorithm, r.nbytes): _per_launch_medians(r) for r in rows if r.collective == collective}
             for (alg, n), mine in by.items():
                 other = by.get((other_alg, n))
@@ -240,10 +240,10 @@ def _twin_lines(path: Path, k: int, slowed: bool) -> list[dict]:
     in the control run any call (either way) is a false verdict.
     """
     from ccbench.analysis.fastest import fastest_per_size, group_rows
-    from ccbench.store.run import load_run
+    from ccbench.store.run import open_run
 
     lines = []
-    for g in group_rows(load_run(path)[1]):
+    for g in group_rows(open_run(path).rows):
         for f in fastest_per_size(g):
             called = f["verdict"] == "faster"
             found = called and f["fastest"] == "binomial"
@@ -262,10 +262,10 @@ def _launch_cvs(path: Path, k: int) -> list[dict]:
     import numpy as np
 
     from ccbench.core.replication import cv_from_log_sd, variance_components
-    from ccbench.store.run import load_run
+    from ccbench.store.run import open_run
 
     out = []
-    for r in load_run(path)[1]:
+    for r in open_run(path).rows:
         blocks = [np.asarray(s, dtype=np.float64) for _, s in r.launch_blocks() if len(s)]
         if len(blocks) < 2 or any(np.any(b <= 0) for b in blocks):
             continue
@@ -283,9 +283,9 @@ def _paired_cvs(path: Path, k: int) -> list[dict]:
     import numpy as np
 
     from ccbench.core.replication import cv_from_log_sd
-    from ccbench.store.run import load_run
+    from ccbench.store.run import open_run
 
-    rows = load_run(path)[1]
+    rows = open_run(path).rows
     by = {(r.algorithm, r.nbytes): _per_launch_medians(r) for r in rows}
     out = []
     for (alg, n), ring in by.items():

@@ -8,9 +8,8 @@ raise `UsageError` (a `CCBenchError`) with the one line the command would print.
 """
 
 from collections.abc import Iterable
-from pathlib import Path
 
-from ccbench.analysis.compare import Comparison, compare_runs
+from ccbench.analysis.compare import Comparison
 from ccbench.analysis.fastest import fastest_per_size, fastest_per_variant, group_rows
 from ccbench.analysis.fit import NetworkParams
 from ccbench.analysis.predict import TOLERANCE, TwoLevelParams
@@ -19,19 +18,18 @@ from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.core.units import parse_inverse_rate, parse_ranks, parse_sizes, parse_time
 from ccbench.store.run import WORKLOAD, Run
 from ccbench.store.run import open_run as _open_run
+from ccbench.workflow.compare import compare as compare_and_open
 
 __all__ = ["CCBenchError", "Comparison", "NetworkParams", "Run", "TwoLevelParams", "UsageError", "compare",
            "fastest", "fit", "network_params", "open_run", "predict"]
 
 
-def _where(run) -> str | Path:
-    """A run given as a `Run`, a path or a name: what the functions below resolve."""
-    return run.path if isinstance(run, Run) else run
-
-
 def open_run(run, results_dir="results") -> Run:
-    """A stored run (a path, a name under `results_dir`, or ``"latest"``): ``meta`` (run.json), ``rows``, ``kind``."""
-    return _open_run(_where(run), results_dir)
+    """A stored run (a path, a name under `results_dir`, or ``"latest"``): ``meta`` (run.json), ``rows``, ``kind``.
+
+    A `Run` stands for itself: it is returned as it is, not read again.
+    """
+    return run if isinstance(run, Run) else _open_run(run, results_dir)
 
 
 def fit(run, results_dir="results", *, write: bool = False, out=None, tolerance: float = TOLERANCE) -> dict:
@@ -48,7 +46,7 @@ def fit(run, results_dir="results", *, write: bool = False, out=None, tolerance:
         from ccbench.workflow.fit import fit as fit_and_write
 
         return fit_and_write(run, results_dir, out, tolerance=tolerance).doc
-    return fit_run(run if isinstance(run, Run) else _open_run(run, results_dir), tolerance=tolerance)
+    return fit_run(open_run(run, results_dir), tolerance=tolerance)
 
 
 def _seconds(value, what: str, parse) -> float:
@@ -67,7 +65,7 @@ def network_params(run=None, *, alpha=None, beta=None, gamma=None, results_dir="
     if run is not None:
         if alpha is not None or beta is not None or gamma is not None:
             raise UsageError("give either a run or alpha/beta/gamma, not both")
-        return params_from_run(_where(run), results_dir)[0]
+        return params_from_run(open_run(run, results_dir))
     if alpha is None or beta is None:
         raise UsageError("network parameters need a run, or both alpha and beta")
     return NetworkParams(_seconds(alpha, "alpha", parse_time), _seconds(beta, "beta", parse_inverse_rate),
@@ -110,8 +108,7 @@ def compare(runs: Iterable, results_dir="results", *, level: float = 0.05, min_e
     ``.summary()`` the geometric means and verdict counts, ``.warnings`` the provenance that differs.
     `min_effect` and `launch_cv` are fractions (0.05, 0.2), as ``--min-effect`` and ``--launch-cv``.
     """
-    return compare_runs([_where(r) for r in runs], results_dir, level=level, min_effect=min_effect,
-                        launch_cv=launch_cv)
+    return compare_and_open(runs, results_dir, level=level, min_effect=min_effect, launch_cv=launch_cv)
 
 
 def fastest(run, results_dir="results") -> list[dict]:

@@ -100,7 +100,7 @@ def test_fit_is_the_commands_fit_and_writes_only_when_asked(tmp_path):
 
 
 def test_network_params_from_a_run_or_given():
-    assert ccbench.network_params(DATA / "run-np2") == params_from_run(DATA / "run-np2")[0]
+    assert ccbench.network_params(DATA / "run-np2") == params_from_run(open_run(DATA / "run-np2"))
     p = ccbench.network_params(alpha="2us", beta="10GB/s", gamma="1GB/s")
     assert math.isclose(p.alpha_s, 2e-6) and math.isclose(p.beta_s_per_byte, 1e-10)
     assert math.isclose(p.gamma_s_per_byte, 1e-9)
@@ -126,7 +126,7 @@ def test_predict_is_the_commands_table():
     assert got == predict_table(params, [64, 256], [8, 1 << 20], ["allreduce", "bcast"])
     assert ccbench.predict(params, 64, [8, 1 << 20], ["allreduce"]) == got[:1]
     from_run = ccbench.predict(DATA / "run-np2", [4096], "8:64M:64", "allreduce", ranks_per_node=64)
-    assert from_run == predict_table(params_from_run(DATA / "run-np2")[0], [4096], [8, 512, 32768, 2097152],
+    assert from_run == predict_table(params_from_run(open_run(DATA / "run-np2")), [4096], [8, 512, 32768, 2097152],
                                      ["allreduce"], ranks_per_node=64)
     assert from_run[0]["sizes"] == [8, 512, 32768, 2097152]
 
@@ -145,7 +145,7 @@ def test_predict_refuses_a_bad_size():
 
 def test_compare_is_the_commands_comparison():
     runs = [DATA / "run-np4", DATA / "run-np4-single"]
-    got, ref = ccbench.compare(runs), compare_runs(runs)
+    got, ref = ccbench.compare(runs), compare_runs([open_run(r) for r in runs])
     assert [(p.collective, p.algorithm, p.nbytes, p.ratio, p.verdict) for p in got.pairs] == \
            [(p.collective, p.algorithm, p.nbytes, p.ratio, p.verdict) for p in ref.pairs]
     assert got.summary() == ref.summary() and got.warnings == ref.warnings

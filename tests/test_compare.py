@@ -19,12 +19,13 @@ import numpy as np
 import pytest
 from runfiles import derived, tree_state
 
-from ccbench.analysis.compare import CSV_COLUMNS, compare_runs, provenance_differences
+from ccbench.analysis.compare import CSV_COLUMNS, provenance_differences
+from ccbench.api import compare as compare_runs  # opens the runs it is given, then compares them
 from ccbench.cli import main
 from ccbench.core.replication import DEFAULT_PRIOR_BETWEEN_CV, compare_launches
 from ccbench.core.stats import benjamini_hochberg, geometric_mean, summarize
 from ccbench.store.results import SCHEMA, Row
-from ccbench.store.run import load_run
+from ccbench.store.run import open_run
 from ccbench.workflow.compare import write_comparison
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -293,7 +294,8 @@ def test_bad_level_is_refused(runs, capsys):
 
 def test_stored_runs_are_complete():
     for name in ("run-np4", "run-np4-single"):
-        meta, rows, warnings = load_run(DATA / name)
+        opened = open_run(DATA / name)
+        meta, rows, warnings = opened.meta, opened.rows, opened.warnings
         assert meta["status"] == "complete" and len(rows) == 95 and not warnings
         assert all(r.ok and len(r.samples_s) == r.samples for r in rows)
 
@@ -410,7 +412,7 @@ def test_corrupt_workload_runs_are_one_line(wl_runs, capsys, how, message):
 
 
 def test_workload_straggler_pairs_carry_the_slowdowns(tmp_path):
-    from ccbench.analysis.compare import compare_runs as compare_workload_runs
+    from ccbench.api import compare as compare_workload_runs
 
     a = tmp_path / "a"
     shutil.copytree(DATA / "wl-straggler-np2", a)
@@ -577,7 +579,7 @@ def test_parse_fraction_reads_fractions_and_percentages():
 
 
 def test_settings_are_checked_at_their_bounds_with_exact_messages(tmp_path):
-    from ccbench.analysis.compare import _check_settings
+    from ccbench.analysis.compare import check_settings as _check_settings
     from ccbench.core.errors import UsageError
 
     for level, me, cv in ((1e-9, 0.0, None), (1 - 1e-9, 0.999, 1.0), (0.05, 0.0, 1e-9)):

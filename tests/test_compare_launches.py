@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ccbench.analysis.compare import compare_runs, measured_launch_cv, parse_fraction
+from ccbench.analysis.compare import measured_launch_cv, parse_fraction
+from ccbench.api import compare as compare_runs  # opens the runs it is given, then compares them
 from ccbench.cli import main
 from ccbench.core.errors import UsageError
 from ccbench.core.replication import DEFAULT_PRIOR_BETWEEN_CV, log_sd_from_cv

@@ -29,9 +29,9 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from ccbench.algorithms import REGISTRY
-from ccbench.analysis.compare import compare_runs
 from ccbench.analysis.fastest import fastest_per_size, fastest_per_variant, group_rows
 from ccbench.analysis.runs import fit_run, given_params, predict_table
+from ccbench.api import compare as compare_runs  # opens the runs it is given, then compares them
 from ccbench.cli import cli
 from ccbench.core.units import fmt_time, format_size
 from ccbench.measure.config import load_config, plan
@@ -436,7 +436,7 @@ def test_gpt2_prediction_at_1024_ranks():
                   _norm(_section("Training workloads")))
     assert m, "the page names the command of its GPT-2 prediction"
     P = int(m.group(1))
-    params, _ = given_params(None, "results", m.group(2), m.group(3), None)
+    params, _ = given_params(None, m.group(2), m.group(3), None)
     gpt2 = load_model("gpt2")
     t = {}
     for mode in ("bucketed", "per_tensor"):
@@ -847,7 +847,7 @@ def test_cross_validation_figures_from_the_reference_runs():
     from ccbench.analysis.crossval import cross_validate
 
     small, large = _reference_runs("crossval")
-    doc = cross_validate([small], large)
+    doc = cross_validate([open_run(small)], open_run(large))
     assert doc["params"] == "effective" and any("oversubscribes" in n for n in doc["notes"])
     every = {s["collective"]: s for s in doc["summary"] if s["kind"] == "all"}
     listed = ", ".join(f"{c} {_ratio(every[c]['median_ratio'])} (worst {_ratio(every[c]['worst_ratio'])})"
@@ -1002,7 +1002,7 @@ def test_lab_allreduce_table_from_the_reference_run(lab_runs):
     assert m
     fitted = fit_run(open_run(lab_runs["pingpong"][1]))["lab"]["fitted"]
     assert m.group(1) == fmt_time(fitted["alpha_s"]).replace(" ", ""), "the model's alpha is the 2 ms cycle's fit"
-    params, _ = given_params(None, "results", m.group(1), m.group(2), None)
+    params, _ = given_params(None, m.group(1), m.group(2), None)
     sizes = [8, 64 * 1024, 4 << 20]
     (tab,) = predict_table(params, [int(m.group(3))], sizes, ["allreduce"])
     run = open_run(lab_runs["allreduce"])

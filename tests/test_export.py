@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ccbench.present.export import export_csv, export_nccl_tests, export_osu
-from ccbench.store.run import load_run
+from ccbench.store.run import open_run
 
 REPO = Path(__file__).resolve().parents[1]
 NP4 = REPO / "tests" / "data" / "run-np4"
@@ -19,7 +19,8 @@ NP4 = REPO / "tests" / "data" / "run-np4"
 def _runs(*paths):
     out = []
     for p in paths:
-        meta, rows, _ = load_run(p)
+        run_ = open_run(p)
+        meta, rows = run_.meta, run_.rows
         out.append((p.name, meta, rows))
     return out
 

@@ -11,7 +11,7 @@ import pytest
 
 from ccbench.analysis.gate import check_references, gate_failures, parse_fail_on, read_references
 from ccbench.core.errors import UsageError
-from ccbench.store.run import load_run
+from ccbench.store.run import open_run
 
 REPO = Path(__file__).resolve().parents[1]
 NP4, NP4_SINGLE = REPO / "tests" / "data" / "run-np4", REPO / "tests" / "data" / "run-np4-single"
@@ -73,7 +73,7 @@ def _refs(tmp_path, rows, scale=1.0, extra=()):
 
 
 def test_check_passes_within_the_bounds_and_names_what_does_not(tmp_path):
-    _, rows, _ = load_run(NP4)
+    rows = open_run(NP4).rows
     some = [r for r in rows if r.collective == "allreduce" and r.algorithm == "native"][:3]
     r = _ccbench("check", str(NP4), "--reference", str(_refs(tmp_path, some)))
     assert r.returncode == 0 and "3 of 3 references hold" in r.stdout

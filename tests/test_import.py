@@ -20,7 +20,7 @@ from ccbench.store.imports import (
     sniff,
     with_model_terms,
 )
-from ccbench.store.run import load_run
+from ccbench.store.run import open_run
 
 REPO = Path(__file__).resolve().parents[1]
 FOREIGN = REPO / "tests" / "data" / "foreign"
@@ -79,7 +79,8 @@ def test_import_then_show_export_and_compare(tmp_path):
                  "--nranks", "4", "--library", "MPICH 5.0.2", "--results-dir", str(tmp_path / "imp"))
     assert r.returncode == 0, r.stderr
     (run,) = (tmp_path / "imp").iterdir()
-    meta, rows, _ = load_run(run)
+    opened = open_run(run)
+    meta, rows = opened.meta, opened.rows
     assert [d["rows"] for d in meta["imported"]] == [5, 3] and len(meta["imported"][0]["sha256"]) == 64
     shown = _ccbench("show", str(run), "--osu", "--size-per-rank").stdout
     assert "905 us" in shown and "61 us" in shown and "imported from OSU MPI Allreduce Latency Test v7.4" in shown
@@ -241,7 +242,7 @@ def test_an_imported_csv_fits_back_its_alpha_beta_gamma(tmp_path):
     _synthetic_csv(tmp_path / "t.csv", 3e-6, 2e-10, 4e-10)
     run, (parsed,) = import_files([tmp_path / "t.csv"], results_dir=tmp_path / "res", cost=_cost)
     assert {r.nranks for r in parsed.rows} == {2, 4, 8, 16} and len(parsed.rows) == 40
-    _, rows, _ = load_run(run)
+    rows = open_run(run).rows
     joint = fit_joint([r.to_dict() for r in rows], n_boot=0)
     assert joint.n_points == 36  # every allreduce row, none of the ping-pong rows
     assert (joint.alpha_s, joint.beta_s_per_byte, joint.gamma_s_per_byte) == pytest.approx((3e-6, 2e-10, 4e-10),
@@ -254,7 +255,7 @@ def test_fit_and_predict_run_on_an_imported_csv(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "40 rows (36 modelled) from 1 file(s) (CSV)" in r.stdout
     (run,) = (tmp_path / "res").iterdir()
-    meta, _, _ = load_run(run)
+    meta = open_run(run).meta
     assert meta["nranks"] == 16 and meta["imported"][0]["modelled_rows"] == 36
     fit = _ccbench("fit", str(run))
     assert fit.returncode == 0, fit.stderr[-2000:]
@@ -269,7 +270,8 @@ def test_import_of_nccl_tests_files_records_provenance(tmp_path):
     r = _ccbench("import", *map(str, files), "--results-dir", str(tmp_path))
     assert r.returncode == 0, r.stderr
     (run,) = tmp_path.iterdir()
-    meta, rows, _ = load_run(run)
+    opened = open_run(run)
+    meta, rows = opened.meta, opened.rows
     assert [d["tool"] for d in meta["imported"]] == ["nccl-tests", "nccl-tests"]
     assert meta["imported"][1]["options"]["args"].endswith("-J rs.json")
     assert len(rows) == 18 + 6 and meta["hosts"] == ["gpu-n017", "gpu-n018", "h100-a12"]

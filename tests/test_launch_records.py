@@ -100,7 +100,7 @@ def test_a_merged_run_pools_the_records_of_every_launch(tmp_path):
 
     from ccbench.measure.multilaunch import Part, Replication, merge_parts, replicated
     from ccbench.store.results import RunWriter
-    from ccbench.store.run import load_run
+    from ccbench.store.run import open_run
     from ccbench.store.workload_rows import KIND, WORKLOAD_COLUMNS, WorkloadRow
 
     dest = tmp_path / "run"
@@ -125,13 +125,13 @@ def test_a_merged_run_pools_the_records_of_every_launch(tmp_path):
     rep = Replication({"launches": 3}, 3, "shuffled", None, str(tmp_path), replicated(3), [], lambda part: {},
                       lambda r: r.algorithm, WorkloadRow, WORKLOAD_COLUMNS, lambda r: r.algorithm)
     merge_parts(dest, results, rep, ["ccbench"], 1)
-    meta, _, _ = load_run(dest, row_cls=WorkloadRow)
+    meta = open_run(dest, kinds=("workload",)).meta
     assert meta["memory_bandwidth"]["one_core"]["seconds"] == [0.001, 0.002, 0.003]
     assert meta["memory_bandwidth"]["launches"] == [1, 2, 3]
     assert meta["harness_floor"]["empty_s"] == pytest.approx(2e-7)
     assert meta["harness_floor"]["zero_count_s"] == pytest.approx({"bcast": 2e-6})
     assert [(r["launch"], r["seconds"]) for r in meta["reduce_local"]] == [(1, 1e-6), (2, 2e-6), (3, 3e-6)]
-    part1, _, _ = load_run(dest / "parts" / "L1", row_cls=WorkloadRow)
+    part1 = open_run(dest / "parts" / "L1", kinds=("workload",)).meta
     assert part1["memory_bandwidth"]["one_core"]["seconds"] == [0.001]
 
 

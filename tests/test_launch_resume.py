@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ccbench.store.run import load_run
+from ccbench.store.run import open_run
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,13 +25,14 @@ def test_resume_continues_every_unfinished_launch_and_keeps_finished_ones(tmp_pa
     meta = json.loads((run / "run.json").read_text())
     assert meta["status"] == "failed" and meta["order_seed"] == 11 and meta["launches"] == 2
     assert [p["launch"] for p in meta["parts"]] == [1, 2] and all(p["status"] == "failed" for p in meta["parts"])
-    _, before, _ = load_run(run)
+    before = open_run(run).rows
     assert 64 not in {x.nbytes for x in before}
 
     r = _launch("--resume", str(run))
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.count("continuing") == 2
-    meta, rows, _ = load_run(run)
+    opened = open_run(run)
+    meta, rows = opened.meta, opened.rows
     assert meta["status"] == "complete" and len(meta["parts"]) == 2
     assert sorted(x.nbytes for x in rows) == [8, 16, 32, 64, 128, 256]
     assert all(x.launches == (1, 2) and sum(x.launch_samples) == x.samples for x in rows)
@@ -41,7 +42,7 @@ def test_resume_continues_every_unfinished_launch_and_keeps_finished_ones(tmp_pa
     # a finished run resumed again: every launch is kept, the rows do not change
     r = _launch("--resume", str(run))
     assert r.returncode == 0 and r.stdout.count("finished earlier, kept") == 2
-    assert load_run(run)[1] == rows
+    assert open_run(run).rows == rows
 
 
 def test_run_refuses_launches_without_launch(tmp_path):
@@ -59,10 +60,10 @@ def test_a_run_stored_before_the_replication_keys_still_resumes(tmp_path):
     shutil.copytree(REPO / "tests" / "data" / "run-np2", run)
     meta = json.loads((run / "run.json").read_text())
     assert not {"launches", "order", "seed", "bind"} & set(meta["config"])
-    _, before, _ = load_run(run)
+    before = open_run(run).rows
     r = _launch("--resume", str(run))
     assert r.returncode == 0, r.stderr[-2000:]
-    assert load_run(run)[1] == before  # every case was finished: nothing added, nothing lost
+    assert open_run(run).rows == before  # every case was finished: nothing added, nothing lost
 
 
 def test_rounds_reach_every_launch_and_an_interrupted_launch_measures_its_unfinished_cases_again(tmp_path):
@@ -77,10 +78,11 @@ def test_rounds_reach_every_launch_and_an_interrupted_launch_measures_its_unfini
     (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
     meta = json.loads((run / "run.json").read_text())
     assert meta["status"] == "failed" and meta["config"]["rounds"] == 2
-    assert load_run(run)[1] == []  # nothing finished both rounds before 64 B's first visit
+    assert open_run(run).rows == []  # nothing finished both rounds before 64 B's first visit
     r = _launch("--resume", str(run))
     assert r.returncode == 0, r.stderr[-2000:]
-    meta, rows, _ = load_run(run)
+    opened = open_run(run)
+    meta, rows = opened.meta, opened.rows
     assert meta["status"] == "complete" and len(rows) == 4
     assert all(x.launches == (1, 2) and x.launch_samples == (6, 6) and x.ok for x in rows)  # 3 + 3 per launch
     for p in meta["parts"]:

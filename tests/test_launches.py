@@ -10,7 +10,7 @@ import pytest
 from ccbench.measure.config import load_config
 from ccbench.store.launches import LAUNCH_SPREAD, launch_spread, pool_launches, pool_rows
 from ccbench.store.results import Row, RunWriter, new_run_dir
-from ccbench.store.run import load_run
+from ccbench.store.run import open_run
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -99,12 +99,13 @@ def test_launch_fields_round_trip_and_old_rows_load_as_one_launch(tmp_path):
     w.append(pooled)
     w.update(status="complete")
     w.close()
-    _, rows, warnings = load_run(d)
+    opened = open_run(d)
+    rows, warnings = opened.rows, opened.warnings
     assert rows == [pooled] and not warnings
     header, line = (d / "cases.csv").read_text().splitlines()
     cols = dict(zip(header.split(","), line.split(","), strict=True))
     assert cols["launches"] == "1;2" and cols["launch_samples"] == "2;1"
-    _, old, _ = load_run(REPO / "tests" / "data" / "run-np2")
+    old = open_run(REPO / "tests" / "data" / "run-np2").rows
     assert old and all(r.launches == () and r.n_launches == 1 and r.launch_blocks() == [(1, r.samples_s)]
                        for r in old)
 
@@ -221,7 +222,8 @@ def test_merge_parts_pools_rows_of_any_kind_in_the_order_asked(tmp_path):
                       lambda part: {}, lambda r: r.algorithm, WorkloadRow, WORKLOAD_COLUMNS,
                       lambda r: r.algorithm)
     assert merge_parts(dest, results, rep, ["ccbench", "workload"], 41) == (2, 0)
-    meta, rows, _ = load_run(dest, row_cls=WorkloadRow)
+    opened = open_run(dest, kinds=("workload",))
+    meta, rows = opened.meta, opened.rows
     assert [r.algorithm for r in rows] == ["a", "b"] and all(r.launches == (1, 2) for r in rows)
     assert rows[0].launch_blocks() == [(1, (1e-5, 1.1e-5)), (2, (2e-5, 2.2e-5))]
     assert meta["kind"] == KIND and meta["host_note"] == "from launch 1" and meta["order_seed"] == 41

@@ -56,7 +56,7 @@ def test_a_sweep_stores_the_memory_bandwidth_record(tmp_path):
 
     from ccbench.measure.config import load_config
     from ccbench.measure.sweep import run_sweep
-    from ccbench.store.run import load_run
+    from ccbench.store.run import open_run
 
     comm = MPI.COMM_WORLD
     root_dir = comm.bcast(str(tmp_path), root=0)  # rank 0 owns the run directory
@@ -65,5 +65,5 @@ def test_a_sweep_stores_the_memory_bandwidth_record(tmp_path):
     code, path = run_sweep(cfg, thread=("multiple", "test"), argv=["test"], console=None)
     assert code == 0
     if comm.Get_rank() == 0:
-        meta, rows, _ = load_run(path)
+        meta = open_run(path).meta
         _sane(meta["memory_bandwidth"], comm.Get_size(), meta["memory_bandwidth"]["repetitions"])

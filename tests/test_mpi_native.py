@@ -52,7 +52,7 @@ def test_native_every_dtype_op_place_root(coll):
 
 def test_sweep_writes_a_complete_run(tmp_path):
     from ccbench.measure.sweep import run_sweep
-    from ccbench.store.run import load_run
+    from ccbench.store.run import open_run
 
     comm = _comm()
     root_dir = comm.bcast(str(tmp_path), root=0)  # rank 0 owns the run directory
@@ -62,7 +62,8 @@ def test_sweep_writes_a_complete_run(tmp_path):
     code, path = run_sweep(cfg, thread=("multiple", "test"), argv=["test"], console=None)
     assert code == 0
     if comm.Get_rank() == 0:
-        meta, rows, warnings = load_run(path)
+        opened = open_run(path)
+        meta, rows, warnings = opened.meta, opened.rows, opened.warnings
         assert meta["status"] == "complete" and not warnings
         assert meta["nranks"] == comm.Get_size() and meta["finished_cases"] == len(rows)
         assert meta["planned_cases"] == len(rows)

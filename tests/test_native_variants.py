@@ -21,7 +21,7 @@ from ccbench.algorithms.native_variants import (
 from ccbench.core.errors import UsageError
 from ccbench.measure.config import load_config, plan
 from ccbench.measure.multilaunch import plan_parts
-from ccbench.store.run import load_run
+from ccbench.store.run import open_run
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -122,7 +122,8 @@ def test_launch_runs_one_launch_per_variant_and_records_refusals(tmp_path):
         pytest.skip("the refusal checked here is MPICH's")
     assert r.returncode == 0, r.stderr[-2000:]
     (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
-    meta, rows, _ = load_run(run)
+    opened = open_run(run)
+    meta, rows = opened.meta, opened.rows
     assert meta["status"] == "complete" and len(meta["parts"]) == 6
     assert [(p["launch"], p["settings"]) for p in meta["parts"]] == [
         (k, s) for k in (1, 2) for s in ({}, {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "reduce_scatter_allgather"},
@@ -149,5 +150,5 @@ def test_launch_runs_one_launch_per_variant_and_records_refusals(tmp_path):
 
 
 def test_old_rows_without_settings_still_load():
-    _, rows, _ = load_run(REPO / "tests" / "data" / "run-np2")
+    rows = open_run(REPO / "tests" / "data" / "run-np2").rows
     assert rows and all(r.settings == {} for r in rows)

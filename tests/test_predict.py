@@ -770,10 +770,11 @@ def test_intra_from_takes_ping_pong_and_the_memory_share_of_a_one_node_run(tmp_p
 
     from ccbench.analysis.runs import intra_node_params, params_from_run
     from ccbench.cli import main
+    from ccbench.store.run import open_run
 
     src = Path(__file__).resolve().parent / "data" / "run-np2"
-    pp, _ = params_from_run(src)
-    a, b, text = intra_node_params(src, "results", 8)
+    pp = params_from_run(open_run(src))
+    a, b, text = intra_node_params(open_run(src), 8)
     assert (a, b) == (pp.alpha_s, pp.beta_s_per_byte) and "no memory bandwidth record" in text
 
     run = tmp_path / "with-memory"
@@ -786,7 +787,7 @@ def test_intra_from_takes_ping_pong_and_the_memory_share_of_a_one_node_run(tmp_p
         "all_ranks": [{"host": "h", "ranks": 2, "nbytes": 40_000_000, "counted_bytes": 80_000_000,
                        "seconds": [0.01]}]}
     (run / "run.json").write_text(json.dumps(meta))
-    a, b, text = intra_node_params(run, "results", 8)
+    a, b, text = intra_node_params(open_run(run), 8)
     assert a == pp.alpha_s and b == pytest.approx(max(2 * 8 / 16e9, pp.beta_s_per_byte))
     assert b == pytest.approx(1e-9) and "memory bandwidth shared by 8 ranks per node" in text
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from ccbench.algorithms import REGISTRY
 from ccbench.analysis.runs import fit_run
 from ccbench.store.imports import import_files
-from ccbench.store.run import load_run, open_run
+from ccbench.store.run import open_run
 
 REPO = Path(__file__).resolve().parents[1]
 CSV = REPO / "tests" / "data" / "public" / "fugaku_allreduce_p64.csv"
@@ -38,7 +38,7 @@ def test_every_converted_sample_is_kept(tmp_path):
         {("ring", n) for n in SIZES} | {("recursive_doubling", n) for n in SIZES} | {("native", 268435456)})
     assert {(r["nranks"], r["dtype"], r["op"]) for r in src} == {("64", "int32", "sum")}
     run, parsed = _import(tmp_path)
-    _, rows, _ = load_run(run)
+    rows = open_run(run).rows
     assert {(r.algorithm, r.nbytes) for r in rows} == {(r["algorithm"], int(r["nbytes"])) for r in src}
     assert sum(r.samples for r in rows) == len(src)
     for r in rows:  # the registry's algorithms carry model terms, native does not

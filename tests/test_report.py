@@ -41,7 +41,6 @@ def load_collective_run(run):
 from ccbench.analysis.fastest import ONE_LAUNCH, fastest_per_size, group_rows  # noqa: E402
 from ccbench.present.report import fastest_table  # noqa: E402
 from ccbench.present.table import DECIDED, Column, fmt_p  # noqa: E402
-from ccbench.store.run import load_run  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 RUN = DATA / "run-np4"
@@ -371,7 +370,7 @@ def test_load_refuses_runs_without_rows(run_copy):
     (run_copy / "cases.jsonl").write_text("")
     with pytest.raises(UsageError, match="no finished cases"):
         load_collective_run(run_copy)
-    assert load_run(RUN)[1]  # the stored run itself has rows
+    assert open_run(RUN).rows  # the stored run itself has rows
 
 
 def test_figures_label_sizes_and_times_in_human_units():

@@ -9,7 +9,7 @@ import pytest
 
 from ccbench.core.errors import UsageError
 from ccbench.store.results import SCHEMA, Row, RunWriter, new_run_dir, resolve_run
-from ccbench.store.run import load_run
+from ccbench.store.run import open_run
 
 
 def make_row(**over) -> Row:
@@ -43,7 +43,8 @@ def test_round_trip_and_never_overwrite(tmp_path):
         w.append(r)
     w.update(status="complete")
     w.close()
-    meta, loaded, warnings = load_run(a)
+    opened = open_run(a)
+    meta, loaded, warnings = opened.meta, opened.rows, opened.warnings
     assert meta["schema"] == SCHEMA and meta["status"] == "complete"
     assert loaded == rows and not warnings
     assert not loaded[1].ok
@@ -64,7 +65,8 @@ def test_torn_last_line_is_dropped_with_a_warning(tmp_path):
     w.close()
     with open(d / "cases.jsonl", "a") as f:
         f.write('{"collective": "allre')
-    _, rows, warnings = load_run(d)
+    opened = open_run(d)
+    rows, warnings = opened.rows, opened.warnings
     assert len(rows) == 1 and "torn" in warnings[0]
 
 
@@ -76,7 +78,7 @@ def test_corrupt_middle_line_is_an_error(tmp_path):
     text = (d / "cases.jsonl").read_text()
     (d / "cases.jsonl").write_text("garbage\n" + text)
     with pytest.raises(UsageError, match="line 1 is corrupt"):
-        load_run(d)
+        open_run(d)
 
 
 def test_unknown_schema_and_foreign_files(tmp_path):
@@ -84,17 +86,17 @@ def test_unknown_schema_and_foreign_files(tmp_path):
     d.mkdir()
     (d / "run.json").write_text(json.dumps({"schema": "ccbench.run/99"}))
     with pytest.raises(UsageError, match="ccbench.run/99.*re-run"):
-        load_run(d)
+        open_run(d)
     (d / "run.json").write_text(json.dumps({"name": "something else"}))
     with pytest.raises(UsageError, match="not a ccbench run file"):
-        load_run(d)
+        open_run(d)
     (d / "run.json").write_text("{not json")
     with pytest.raises(UsageError, match="corrupt"):
-        load_run(d)
+        open_run(d)
     with pytest.raises(UsageError, match="no run at"):
         resolve_run(tmp_path / "missing")
     with pytest.raises(UsageError, match="not a ccbench run"):
-        load_run(tmp_path)
+        open_run(tmp_path)
 
 
 def test_unwritable_results_dir(tmp_path):
@@ -213,9 +215,9 @@ def test_runs_are_found_by_name_under_results_by_default(tmp_path, monkeypatch):
     d = _sweep_run(tmp_path / "results", [make_row()])
     monkeypatch.chdir(tmp_path)
     assert open_run(d.name).path == Path("results") / d.name
-    assert load_run(d.name)[1] == [make_row()]
+    assert open_run(d.name).rows == [make_row()]
     other = _sweep_run(tmp_path / "elsewhere", [make_row(nbytes=128, count=32)])
-    assert load_run(other.name, results_dir="elsewhere")[1] == [make_row(nbytes=128, count=32)]
+    assert open_run(other.name, results_dir="elsewhere").rows == [make_row(nbytes=128, count=32)]
     q = re.escape(repr(str(tmp_path)))
     with pytest.raises(UsageError, match=rf"^{q} is not a ccbench run \(no run.json\)$"):
         open_run(tmp_path)
@@ -243,44 +245,45 @@ def test_blank_lines_between_rows_are_skipped(tmp_path):
     d = _sweep_run(tmp_path, [make_row(), make_row(nbytes=128, count=32)])
     first, second = (d / "cases.jsonl").read_text().splitlines()
     (d / "cases.jsonl").write_text(f"{first}\n\n   \n{second}\n")
-    assert load_run(d)[1] == [make_row(), make_row(nbytes=128, count=32)]
+    assert open_run(d).rows == [make_row(), make_row(nbytes=128, count=32)]
 
 
 def test_only_an_unterminated_last_line_is_torn(tmp_path):
     d = _sweep_run(tmp_path, [make_row()])
     good = (d / "cases.jsonl").read_text()
     (d / "cases.jsonl").write_text(good + '{"collective": "allre')
-    _, rows, warnings = load_run(d)
+    opened = open_run(d)
+    rows, warnings = opened.rows, opened.warnings
     assert len(rows) == 1 and warnings == ["dropped a torn last line of cases.jsonl (line 2)"]
     (d / "cases.jsonl").write_text(good + '{"collective": "allre\n  \n ')   # only blanks after it, no newline
-    assert load_run(d)[2] == ["dropped a torn last line of cases.jsonl (line 2)"]
+    assert open_run(d).warnings == ["dropped a torn last line of cases.jsonl (line 2)"]
     (d / "cases.jsonl").write_text(good + '{"collective": "allre\n')       # a whole line, written and ended
     with pytest.raises(UsageError, match=r"line 2 is corrupt: "):
-        load_run(d)
+        open_run(d)
     (d / "cases.jsonl").write_text('{"collective": "allre\n' + good.rstrip("\n"))   # a bad line before a good one
     with pytest.raises(UsageError, match=r"cases.jsonl' line 1 is corrupt: "):
-        load_run(d)
+        open_run(d)
     (d / "cases.jsonl").write_text(good + json.dumps({"collective": "allreduce"}) + "\n")
     with pytest.raises(UsageError, match=r"line 2 is corrupt: missing columns \["):
-        load_run(d)
+        open_run(d)
 
 
-def test_load_run_refuses_the_other_kind_and_says_what_reads_it(tmp_path):
-    from ccbench.store.workload_rows import WORKLOAD_COLUMNS, WorkloadRow
+def test_open_run_reads_either_kind_and_refuses_the_other_when_told(tmp_path):
+    from ccbench.store.workload_rows import WORKLOAD_COLUMNS
 
     d = _sweep_run(tmp_path, [make_row()])
-    with pytest.raises(UsageError, match=rf"^{re.escape(repr(str(d)))} is a sweep run, not a workload run: "
-                                         r"use ccbench show$"):
-        load_run(d, row_cls=WorkloadRow)
+    with pytest.raises(UsageError, match=rf"^{re.escape(repr(str(d)))} is a 'sweep' run; workload --resume reads "
+                                         r"training-workload runs only$"):
+        open_run(d, kinds=("workload",), what="workload --resume")
     w = tmp_path / "wl"
     w.mkdir()
     rw = RunWriter(w, {"kind": "workload"}, columns=WORKLOAD_COLUMNS)
     rw.append(_workload_row())
     rw.close()
-    with pytest.raises(UsageError, match=r"is a workload run, not a sweep run: use ccbench show or ccbench workload$"):
-        load_run(w)
-    meta, rows, warnings = load_run(w, row_cls=WorkloadRow)
-    assert meta["kind"] == "workload" and rows == [_workload_row()] and warnings == []
+    with pytest.raises(UsageError, match=r"is a 'workload' run; fit reads collective sweeps only$"):
+        open_run(w, kinds=("sweep",), what="fit")
+    run = open_run(w)
+    assert (run.kind, run.meta["kind"], run.rows, run.warnings) == ("workload", "workload", [_workload_row()], [])
 
 
 def test_mark_failed_records_why_a_running_run_ended(tmp_path):

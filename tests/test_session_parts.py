@@ -24,7 +24,7 @@ from ccbench.core.errors import UsageError
 from ccbench.measure import session
 from ccbench.measure.session import Fault, Progress, Session, Watchdog, read_fault
 from ccbench.store.results import CSV_COLUMNS, Row, RunWriter
-from ccbench.store.run import load_run
+from ccbench.store.run import open_run
 from ccbench.store.workload_rows import KIND, WORKLOAD_COLUMNS, WorkloadRow
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -292,7 +292,7 @@ def test_a_resumed_workload_run_appends_its_rows_under_its_own_columns(tmp_path,
         table = list(csv.reader(f))
     assert table[0] == WORKLOAD_COLUMNS and len(table) == 4
     assert table[3][:3] == ["ddp", "b", "m"]
-    _, loaded, _ = load_run(tmp_path, row_cls=WorkloadRow)
+    loaded = open_run(tmp_path, kinds=("workload",)).rows
     assert loaded == rows
 
 
@@ -338,7 +338,7 @@ def test_a_resumed_run_without_rows_gets_its_tables_back(tmp_path, stand_in_mpi)
     writer.append(workload_row("a", -1))
     writer.close()
     assert finished == [] and (tmp_path / "cases.csv").read_text().splitlines()[0].split(",") == WORKLOAD_COLUMNS
-    assert load_run(tmp_path, row_cls=WorkloadRow)[1] == [workload_row("a", -1)]
+    assert open_run(tmp_path, kinds=("workload",)).rows == [workload_row("a", -1)]
 
 
 def test_reopening_keeps_blank_lines_between_the_kept_rows_and_cuts_after_the_last(tmp_path):

@@ -25,7 +25,7 @@ from ccbench.measure import compiled, provenance, sweep, timing
 from ccbench.measure.config import Case, plan, resolve
 from ccbench.measure.session import SLOWED
 from ccbench.measure.timing import TimingSettings
-from ccbench.store.run import load_run
+from ccbench.store.run import open_run
 
 TICK = 2.0 ** -20
 BUDGET_TICKS = 1000
@@ -203,7 +203,8 @@ def _key(c):
 
 
 def _run(path):
-    meta, rows, warnings = load_run(path)
+    opened = open_run(path)
+    meta, rows, warnings = opened.meta, opened.rows, opened.warnings
     assert warnings == []
     return meta, rows
 

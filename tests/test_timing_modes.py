@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ccbench.store.run import load_run
+from ccbench.store.run import open_run
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -18,7 +18,8 @@ def test_batched_fixed_count_is_recorded_per_row_and_shown(tmp_path):
                         str(tmp_path), "--no-show"], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
-    meta, rows, _ = load_run(run)
+    run_ = open_run(run)
+    meta, rows = run_.meta, run_.rows
     assert meta["config"]["timing"] == "batched:4" and meta["config"]["iterations"] == 12
     assert meta["config"]["warmup"] == 2
     # 12 samples split over 2 launches: 6 each, stopped by the count, every row batched
@@ -53,7 +54,8 @@ def test_compiled_loop_times_the_native_cases_and_says_so(tmp_path):
                        env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     (run,) = [d for d in (tmp_path / "runs").iterdir() if d.is_dir()]
-    meta, rows, _ = load_run(run)
+    run_ = open_run(run)
+    meta, rows = run_.meta, run_.rows
     assert meta["config"]["loop"] == "compiled" and meta["loop"]["used"] == "compiled"
     # the library's own collective through the C loop, the hand-written ring in Python
     assert sorted((x.algorithm, x.loop) for x in rows) == [("native", "compiled")] * 2 + [("ring", "python")] * 2
@@ -74,6 +76,7 @@ def test_loop_compiled_without_a_compiler_is_one_line_and_auto_falls_back(tmp_pa
         "ccbench: note: --loop auto: timing in Python (the compiled loop needs an MPI compiler wrapper (mpicc): "
         "none found (set MPICC, or put the MPI's bin directory on the PATH))"]
     (run,) = [d for d in (tmp_path / "runs").iterdir() if d.is_dir()]
-    meta, rows, _ = load_run(run)
+    run_ = open_run(run)
+    meta, rows = run_.meta, run_.rows
     assert meta["loop"]["requested"] == "auto" and meta["loop"]["used"] == "python" and "mpicc" in meta["loop"]["why"]
     assert rows and all(x.loop == "python" for x in rows)

@@ -398,7 +398,7 @@ def test_cli_bad_input_is_one_line(tmp_path, capsys):
 def test_show_a_workload_run(tmp_path):
     from ccbench.cli import cli
     from ccbench.store.results import RunWriter
-    from ccbench.store.run import load_run
+    from ccbench.store.run import open_run
     from ccbench.store.workload_rows import KIND, WORKLOAD_COLUMNS
 
     run = tmp_path / "run1"
@@ -413,8 +413,8 @@ def test_show_a_workload_run(tmp_path):
     assert "bucket 0" in res.output and "all correct" in res.output
     header = (run / "cases.csv").read_text().splitlines()[0].split(",")
     assert header == WORKLOAD_COLUMNS
-    with pytest.raises(UsageError, match="is a workload run"):
-        load_run(run)  # a sweep reader refuses it with a message, not a corrupt-line error
+    with pytest.raises(UsageError, match="is a 'workload' run; fit reads collective sweeps only"):
+        open_run(run, kinds=("sweep",), what="fit")  # a sweep reader refuses it with a message, not a corrupt line
 
 
 def test_launch_end_to_end_then_show(tmp_path):
@@ -422,7 +422,7 @@ def test_launch_end_to_end_then_show(tmp_path):
     import subprocess
     import sys
 
-    from ccbench.store.run import load_run
+    from ccbench.store.run import open_run
 
     model = tmp_path / "m.txt"
     model.write_text("300 a\n20 a\n5000 b\n")
@@ -432,7 +432,8 @@ def test_launch_end_to_end_then_show(tmp_path):
                        capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     (run,) = (tmp_path / "res").iterdir()
-    meta, rows, _ = load_run(run, row_cls=WorkloadRow)
+    opened = open_run(run, kinds=("workload",))
+    meta, rows = opened.meta, opened.rows
     assert meta["nranks"] == 2 and meta["kind"] == "workload" and meta["model"]["params"] == 5320
     assert "--launch" not in meta["argv"] and all(r.ok for r in rows)
     assert {r.variant for r in rows} == {"bucketed 0.01 MiB", "per_tensor"}
@@ -526,7 +527,7 @@ def test_cli_resume_refuses_what_it_cannot_continue(capsys):
 
     for argv, why in ((["workload", "ddp", "--resume", str(ROOT / "nosuchrun")], "no run at"),
                       (["workload", "ddp", "--resume", str(ROOT / "tests" / "data" / "run-np2")],
-                       "is a sweep run, not a workload run"),
+                       "is a 'sweep' run; workload --resume reads training-workload runs only"),
                       (["workload", "moe", "--resume", str(ROOT / "tests" / "data" / "wl-ddp-np2")],
                        "it is a ddp workload run, not moe")):
         with pytest.raises(SystemExit) as exc:
@@ -547,9 +548,10 @@ def _workload(tmp_path, *args, env=None, timeout=240):
 
 
 def _stored(run):
-    from ccbench.store.run import load_run
+    from ccbench.store.run import open_run
 
-    meta, rows, _ = load_run(run, row_cls=WorkloadRow)
+    opened = open_run(run, kinds=("workload",))
+    meta, rows = opened.meta, opened.rows
     return meta, rows
 
 

@@ -13,7 +13,7 @@ from ccbench.core.errors import UsageError
 from ccbench.measure.multilaunch import Part
 from ccbench.measure.workload import _plan_items, _row_key, pool_key, workload_replication
 from ccbench.measure.workload_config import resolve_workload
-from ccbench.store.run import load_run
+from ccbench.store.run import open_run
 from ccbench.store.workload_rows import WORKLOAD_COLUMNS, WorkloadRow
 from ccbench.workloads.models import load_model
 
@@ -98,14 +98,16 @@ def test_two_launches_of_a_two_rank_ddp_workload_make_one_run(tmp_path):
     assert r.returncode == 0, r.stderr
     (run,) = (tmp_path / "res").iterdir()
     assert "launch 1/2" in r.stdout and "launch 2/2" in r.stdout and str(run.relative_to(tmp_path)) in r.stdout
-    meta, rows, _ = load_run(run, row_cls=WorkloadRow)
+    opened = open_run(run, kinds=("workload",))
+    meta, rows = opened.meta, opened.rows
     assert meta["kind"] == "workload" and meta["workload"] == "ddp" and meta["status"] == "complete"
     assert meta["launches"] == 2 and meta["order"] == "shuffled" and meta["order_seed"] == 11
     assert meta["config"]["launches"] == 2 and meta["config"]["seed"] == 11
     assert [(p["launch"], p["status"], p["order_seed"]) for p in meta["parts"]] == [(1, "complete", 11),
                                                                                     (2, "complete", 12)]
     for p in meta["parts"]:
-        part_meta, part_rows, _ = load_run(run / p["dir"], row_cls=WorkloadRow)
+        opened = open_run(run / p["dir"], kinds=("workload",))
+        part_meta, part_rows = opened.meta, opened.rows
         assert part_meta["launch"] == p["launch"] and p["cases"] == len(part_rows) == len(rows)
         assert all(x.samples <= 3 for x in part_rows)  # 1/2 of the 6 steps
     # one row per step and call, each with both launches' samples, in the plan's order
@@ -127,7 +129,8 @@ def test_an_interrupted_replicated_workload_resumes_at_its_launch_and_item(tmp_p
     (run,) = (tmp_path / "res").iterdir()
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("ccbench:")]
     assert errors and all(f"continue the whole run with --resume {run.relative_to(tmp_path)}" in ln for ln in errors)
-    meta, rows, _ = load_run(run, row_cls=WorkloadRow)
+    opened = open_run(run, kinds=("workload",))
+    meta, rows = opened.meta, opened.rows
     assert meta["status"] == "failed" and [p["status"] for p in meta["parts"]] == ["failed", "failed"]
     before = {p["launch"]: p["cases"] for p in meta["parts"]}
     assert sum(before.values()) < 2 * 14  # 4 steps of 2 or 3 calls: 14 rows a launch, not all of them there
@@ -135,12 +138,13 @@ def test_an_interrupted_replicated_workload_resumes_at_its_launch_and_item(tmp_p
     assert r.returncode == 2 and "differs in budget_s" in r.stderr  # refused, untouched
     r = _workload(tmp_path, "ddp", "--resume", str(run), "--launch", "2", "--no-show")
     assert r.returncode == 0, r.stderr
-    meta, rows, _ = load_run(run, row_cls=WorkloadRow)
+    opened = open_run(run, kinds=("workload",))
+    meta, rows = opened.meta, opened.rows
     assert meta["status"] == "complete" and "failure" not in meta
     assert [(p["launch"], p["status"], p["cases"]) for p in meta["parts"]] == [(1, "complete", 14),
                                                                                (2, "complete", 14)]
     for p in meta["parts"]:
-        part_meta = load_run(run / p["dir"], row_cls=WorkloadRow)[0]
+        part_meta = open_run(run / p["dir"], kinds=("workload",)).meta
         assert part_meta["resumed"][0]["finished_before"] == before[p["launch"]]
     assert len(rows) == 14 and all(x.launches == (1, 2) and x.ok for x in rows)
 

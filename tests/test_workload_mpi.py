@@ -48,15 +48,15 @@ def _run(kind, results, **values):
     from mpi4py import MPI
 
     from ccbench.measure.workload import run_workload
-    from ccbench.store.run import load_run
-    from ccbench.store.workload_rows import WorkloadRow
+    from ccbench.store.run import open_run
 
     cfg = resolve_workload(kind, dict(FAST, results_dir=results, **values))
     code, path = run_workload(cfg, thread=("multiple", "test"), argv=["test"], quiet=True)
     comm = MPI.COMM_WORLD
     rows = None
     if comm.Get_rank() == 0:
-        meta, rows, _ = load_run(path, row_cls=WorkloadRow)
+        opened = open_run(path, kinds=("workload",))
+        meta, rows = opened.meta, opened.rows
         assert meta["kind"] == "workload" and meta["workload"] == kind and meta["status"] == "complete"
         assert meta["nranks"] == comm.Get_size() and meta["mpi_library"]
     return code, comm.bcast(rows, root=0)
@@ -205,15 +205,15 @@ def _attempt(kind, results, resume=None, **values):
     from mpi4py import MPI
 
     from ccbench.measure.workload import run_workload
-    from ccbench.store.run import load_run
-    from ccbench.store.workload_rows import WorkloadRow
+    from ccbench.store.run import open_run
 
     cfg = resolve_workload(kind, dict(FAST, results_dir=results, **values))
     code, path = run_workload(cfg, thread=("multiple", "test"), argv=["test"], quiet=True, resume=resume)
     comm = MPI.COMM_WORLD
     got = None
     if comm.Get_rank() == 0:
-        meta, rows, _ = load_run(path, row_cls=WorkloadRow)
+        opened = open_run(path, kinds=("workload",))
+        meta, rows = opened.meta, opened.rows
         got = (path, meta, rows)
     path, meta, rows = comm.bcast(got, root=0)
     return code, path, meta, rows

@@ -72,12 +72,12 @@ from ccbench.core.hardware import differences as hardware_differences
 from ccbench.core.replication import DEFAULT_PRIOR_BETWEEN_CV, compare_launches, cv_from_log_sd
 from ccbench.core.stats import benjamini_hochberg, geometric_mean
 from ccbench.store.results import Row
-from ccbench.store.run import SWEEP, WORKLOAD, lab_block, open_run
+from ccbench.store.run import SWEEP, WORKLOAD, Run, lab_block
 from ccbench.store.workload_rows import WorkloadRow
 
 __all__ = ["CSV_COLUMNS", "KEY_FIELDS", "TEST_FIELDS", "VERDICTS", "WORKLOAD_CSV_COLUMNS", "Comparison", "LaunchTest",
-           "Pair", "WorkloadPair", "compare_runs", "index_rows", "match_key", "measured_launch_cv", "parse_fraction",
-           "provenance_differences", "test_pairs", "workload_match_key"]
+           "Pair", "WorkloadPair", "check_settings", "compare_runs", "index_rows", "match_key", "measured_launch_cv",
+           "parse_fraction", "provenance_differences", "test_pairs", "workload_match_key"]
 
 #: Fewer raw samples than this on either side: the case is shown but not tested.
 MIN_SAMPLES = 2
@@ -511,7 +511,8 @@ _KINDS = {
 MAX_LAUNCH_CV = 1.0
 
 
-def _check_settings(level: float, min_effect: float, launch_cv: float | None) -> None:
+def check_settings(level: float, min_effect: float, launch_cv: float | None) -> None:
+    """Refuse a significance level, minimum effect or between-launch CV out of range (before any run is read)."""
     if not 0 < level < 1:
         raise UsageError(f"the significance level must be in (0, 1), got {level}")
     if not (math.isfinite(min_effect) and 0 <= min_effect < 1):
@@ -521,9 +522,9 @@ def _check_settings(level: float, min_effect: float, launch_cv: float | None) ->
                          f"got {launch_cv:g}")
 
 
-def compare_runs(runs: Sequence, results_dir="results", *, level: float = SIGNIFICANCE, min_effect: float = 0.0,
+def compare_runs(runs: Sequence[Run], *, level: float = SIGNIFICANCE, min_effect: float = 0.0,
                  launch_cv: float | None = None) -> Comparison:
-    """Compare every run after the first with the first (the baseline); see the module docstring.
+    """Compare every open run after the first with the first (the baseline); see the module docstring.
 
     All runs must be of one kind (collective sweeps, or training-workload runs).  `min_effect`:
     the practical threshold (a fraction, 0.05 = 5%); `launch_cv`: the between-launch CV to
@@ -531,9 +532,9 @@ def compare_runs(runs: Sequence, results_dir="results", *, level: float = SIGNIF
     """
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs")
-    _check_settings(level, min_effect, launch_cv)
+    check_settings(level, min_effect, launch_cv)
     prior = DEFAULT_PRIOR_BETWEEN_CV if launch_cv is None else launch_cv
-    opened = [open_run(r, results_dir) for r in runs]
+    opened = list(runs)
     kinds = [r.kind for r in opened]
     if len(set(kinds)) > 1:
         w = next(r for r in opened if r.kind == WORKLOAD)

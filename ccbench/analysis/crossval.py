@@ -13,6 +13,7 @@ are for.  The source runs are only read; the table is written only where ``-o`` 
 """
 
 import csv
+import io
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -24,11 +25,9 @@ from ccbench.analysis.fit import N_BOOT, _jsonable
 from ccbench.analysis.predict import _unmodelled, _unsupported, path_of, predict
 from ccbench.analysis.runs import PARAM_SETS, choose_params, param_sets, run_models
 from ccbench.core.errors import UsageError
-from ccbench.store.results import resolve_run
-from ccbench.store.run import load_run
+from ccbench.store.run import SWEEP, Run
 
-__all__ = ["CROSSVAL_SCHEMA", "CSV_COLUMNS", "cross_validate", "ratio_summary", "winner_agreement",
-           "write_crossval"]
+__all__ = ["CROSSVAL_SCHEMA", "CSV_COLUMNS", "cross_validate", "crossval_text", "ratio_summary", "winner_agreement"]
 
 CROSSVAL_SCHEMA = "ccbench.crossval/1"
 CSV_COLUMNS = ("collective", "algorithm", "kind", "modelled_as", "nranks", "nbytes", "dtype", "op", "measured_s",
@@ -78,15 +77,15 @@ def winner_agreement(cases: Iterable[Mapping]) -> list[dict]:
     return out
 
 
-def _load(run, results_dir) -> tuple[Path, dict, list[dict]]:
-    path = resolve_run(run, results_dir)
-    meta, row_objs, _ = load_run(path)
-    return path, meta, [r.to_dict() for r in row_objs]
+def _load(r: Run) -> tuple[Path, dict, list[dict]]:
+    if r.kind != SWEEP:
+        raise UsageError(f"{str(r.path)!r} is a {r.kind!r} run; predict --against reads collective sweeps only")
+    return r.path, r.meta, [row.to_dict() for row in r.rows]
 
 
-def cross_validate(small_runs: Iterable, large_run, results_dir="results", *, which: str = "auto",
+def cross_validate(small_runs: Iterable[Run], large_run: Run, *, which: str = "auto",
                    collectives: Iterable[str] | None = None, n_boot: int = N_BOOT) -> dict:
-    """Fit on `small_runs`, predict `large_run`'s rank count and sizes, compare (module docstring).
+    """Fit on the open `small_runs`, predict `large_run`'s rank count and sizes, compare (module docstring).
 
     `which`: the parameter set (``pingpong``, ``joint``, ``effective``, or ``auto``: the best
     the small runs support).  `collectives` limits the comparison.  UsageError when a run is
@@ -95,10 +94,10 @@ def cross_validate(small_runs: Iterable, large_run, results_dir="results", *, wh
     """
     if which != "auto" and which not in PARAM_SETS:
         raise UsageError(f"unknown parameter set {which!r}; choose from auto, {', '.join(PARAM_SETS)}")
-    small = [_load(r, results_dir) for r in small_runs]
+    small = [_load(r) for r in small_runs]
     if not small:
         raise UsageError("--against needs at least one --from RUN to fit on")
-    lpath, lmeta, lrows = _load(large_run, results_dir)
+    lpath, lmeta, lrows = _load(large_run)
     small_ranks = sorted({int(r["nranks"]) for _, _, rows in small for r in rows if r["collective"] != "pingpong"}
                          | {int(m["nranks"]) for _, m, _ in small if m.get("nranks")})
     wanted = None if collectives is None else set(collectives)
@@ -170,18 +169,12 @@ def cross_validate(small_runs: Iterable, large_run, results_dir="results", *, wh
     }
 
 
-def write_crossval(doc: Mapping, output) -> Path:
-    """Write `doc` to `output`: its cases as CSV for a ``.csv`` name, else all of it as JSON; never over a file."""
-    out = Path(output)
-    try:
-        with open(out, "x", newline="") as f:
-            if out.suffix.lower() == ".csv":
-                w = csv.DictWriter(f, fieldnames=CSV_COLUMNS, extrasaction="ignore")
-                w.writeheader()
-                w.writerows(doc["cases"])
-            else:
-                json.dump(_jsonable(doc), f, indent=1, allow_nan=False)
-                f.write("\n")
-    except FileExistsError:
-        raise UsageError(f"{out} exists; results are never overwritten: give another -o FILE") from None
-    return out
+def crossval_text(doc: Mapping, csv_table: bool) -> str:
+    """The cross-validation as a file's text: its cases as CSV (`csv_table`), else all of it as JSON."""
+    if csv_table:
+        buf = io.StringIO(newline="")
+        w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(doc["cases"])
+        return buf.getvalue()
+    return json.dumps(_jsonable(doc), indent=1, allow_nan=False) + "\n"

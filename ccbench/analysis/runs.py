@@ -18,7 +18,6 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 
@@ -53,8 +52,7 @@ from ccbench.analysis.predict import (
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.core.units import parse_inverse_rate, parse_time
 from ccbench.core.version import __version__
-from ccbench.store.results import resolve_run
-from ccbench.store.run import SWEEP, Run, load_run
+from ccbench.store.run import SWEEP, Run
 
 __all__ = [
     "FITS_SCHEMA",
@@ -405,24 +403,20 @@ def _fit(run: Run, *, n_boot: int, tolerance: float) -> tuple[dict, list]:
 # --------------------------------------------------------------------------- predict
 
 
-def params_from_run(run_path, results_dir="results", *, n_boot: int = N_BOOT) -> tuple[NetworkParams, Path]:
-    """Network parameters (ping-pong + reduce_local) of a stored run, and the run's path.
+def params_from_run(run: Run, *, n_boot: int = N_BOOT) -> NetworkParams:
+    """Network parameters (ping-pong + reduce_local) of an open stored run.
 
     Deterministic (fixed bootstrap seed): the same values `fit_run` reports as "pingpong".
     """
-    path = resolve_run(run_path, results_dir)
-    meta, row_objs, _ = load_run(path)
-    rows = [r.to_dict() for r in row_objs]
     notes: list[str] = []
-    params = _network(rows, meta, notes, n_boot=n_boot)
+    params = _network([r.to_dict() for r in run.rows], run.meta, notes, n_boot=n_boot)
     if params is None:
-        raise UsageError(f"run {path.name!r} has no ping-pong rows: measure pingpong in it, "
+        raise UsageError(f"run {run.path.name!r} has no ping-pong rows: measure pingpong in it, "
                          "or give --alpha and --beta")
-    return params, path
+    return params
 
 
-def intra_node_params(run_path, results_dir: str, ranks_per_node: int, *,
-                      n_boot: int = N_BOOT) -> tuple[float, float, str]:
+def intra_node_params(run: Run, ranks_per_node: int, *, n_boot: int = N_BOOT) -> tuple[float, float, str]:
     """(alpha, beta, where they come from) of the two-level model's intra-node level, from a one-node run.
 
     alpha is the run's ping-pong alpha; beta the larger of its ping-pong beta (one message alone)
@@ -433,8 +427,7 @@ def intra_node_params(run_path, results_dir: str, ranks_per_node: int, *,
     """
     from ccbench.analysis.limits import memory_limit
 
-    params, path = params_from_run(run_path, results_dir, n_boot=n_boot)
-    meta = load_run(path)[0]
+    params, path, meta = params_from_run(run, n_boot=n_boot), run.path, run.meta
     if (meta.get("nodes") or 1) > 1:
         raise UsageError(f"--intra-from takes a run on one node; {path.name!r} spans several")
     lim = memory_limit(meta.get("memory_bandwidth"))
@@ -467,8 +460,8 @@ def choose_params(sets: Mapping, chosen: str | None, why: str, which: str, notes
     return chosen, why
 
 
-def run_params(run_path, results_dir="results", which: str = "auto", *, n_boot: int = N_BOOT) -> dict:
-    """The parameters of a stored run to predict with: {params, name, why, path, models, notes}.
+def run_params(run: Run, which: str = "auto", *, n_boot: int = N_BOOT) -> dict:
+    """The parameters of an open stored run to predict with: {params, name, why, path, models, notes}.
 
     `which` is one of PARAM_SETS or "auto" (`param_sets`: effective, else joint, else
     ping-pong).  ``models`` are the algorithms to price with (hand-written, and the library's
@@ -477,9 +470,8 @@ def run_params(run_path, results_dir="results", which: str = "auto", *, n_boot: 
     """
     if which != "auto" and which not in PARAM_SETS:
         raise UsageError(f"unknown parameter set {which!r}; choose from auto, {', '.join(PARAM_SETS)}")
-    path = resolve_run(run_path, results_dir)
-    meta, row_objs, _ = load_run(path)
-    rows = [r.to_dict() for r in row_objs]
+    path, meta = run.path, run.meta
+    rows = [r.to_dict() for r in run.rows]
     notes: list[str] = []
     models, _ = run_models(rows, meta, notes)
     sets, chosen, why = param_sets(rows, meta, notes, models=models, n_boot=n_boot)
@@ -493,37 +485,36 @@ def run_params(run_path, results_dir="results", which: str = "auto", *, n_boot: 
             "notes": notes}
 
 
-def prediction_inputs(from_run, results_dir, alpha, beta, gamma, which: str = "auto") -> tuple:
+def prediction_inputs(run: Run | None, alpha, beta, gamma, which: str = "auto") -> tuple:
     """(parameters, where they come from, algorithms or None) for ``ccbench predict``.
 
-    From a run: the parameter set `which` (`run_params`), and the algorithms to price: the
+    From an open run: the parameter set `which` (`run_params`), and the algorithms to price: the
     hand-written ones and the library's unforced ``native`` where the run's MPI library and its
     selection are known.  Given values: as `given_params`, every hand-written algorithm.
     """
-    if not from_run:
-        params, source = given_params(None, results_dir, alpha, beta, gamma)
+    if run is None:
+        params, source = given_params(None, alpha, beta, gamma)
         return params, source, None
     if alpha or beta or gamma:
         raise UsageError("give either --from RUN or --alpha/--beta/--gamma, not both")
-    got = run_params(from_run, results_dir, which)
+    got = run_params(run, which)
     return got["params"], f"fitted to run {got['path'].name} ({got['path']}): {got['why']}", got["models"]
 
 
-def given_params(from_run, results_dir, alpha, beta, gamma, command: str = "predict") -> tuple[NetworkParams, str]:
-    """(parameters, where they come from) for a prediction: a run's fits, or the values given.
+def given_params(run: Run | None, alpha, beta, gamma, command: str = "predict") -> tuple[NetworkParams, str]:
+    """(parameters, where they come from) for a prediction: an open run's fits, or the values given.
 
-    Either `from_run` (ping-pong alpha and beta, gamma from the run's local reduction
+    Either `run` (ping-pong alpha and beta, gamma from the run's local reduction
     benchmark; see `params_from_run`) or `alpha` and `beta` (and optionally `gamma`) as
     the user typed them (`parse_time`, `parse_inverse_rate`), never both.
     """
-    if from_run and (alpha or beta or gamma):
+    if run is not None and (alpha or beta or gamma):
         raise UsageError("give either --from RUN or --alpha/--beta/--gamma, not both")
-    if not from_run and (alpha is None or beta is None):
+    if run is None and (alpha is None or beta is None):
         raise UsageError(f"{command} needs --from RUN, or both --alpha and --beta")
-    if from_run:
-        params, path = params_from_run(from_run, results_dir)
-        return params, (f"fitted to run {path.name} ({path}): ping-pong alpha and beta, gamma from its "
-                        "local reduction benchmark")
+    if run is not None:
+        return params_from_run(run), (f"fitted to run {run.path.name} ({run.path}): ping-pong alpha and beta, "
+                                      "gamma from its local reduction benchmark")
     params = NetworkParams(parse_time(alpha, "--alpha"), parse_inverse_rate(beta, "--beta"),
                            parse_inverse_rate(gamma, "--gamma") if gamma is not None else None)
     return params, "given on the command line"

@@ -116,10 +116,10 @@ def resolve_with_resume(kw: dict):
 
     from ccbench.measure.config import resolve
     from ccbench.store.results import resolve_run
-    from ccbench.store.run import load_run
+    from ccbench.store.run import SWEEP, open_run
 
     path = resolve_run(kw["resume"], kw.get("results_dir") or "results")
-    meta, _, _ = load_run(path)
+    meta = open_run(path, kinds=(SWEEP,), what="--resume of a sweep").meta
     stored = resolve(meta.get("config", {}))
     flags = {k: kw.get(k) for k in CONFIG_KEYS if k != "results_dir" and kw.get(k) is not None}
     if kw.get("config_file") or flags:

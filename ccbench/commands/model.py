@@ -58,14 +58,15 @@ def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gam
     """
     colls = [c.strip() for c in collectives.split(",") if c.strip()] if collectives else None
     if against:
-        from ccbench.analysis.crossval import cross_validate, write_crossval
         from ccbench.present.crossval import print_crossval
+        from ccbench.workflow.predict import cross_validation
 
         if ranks or alpha or beta or gamma or intra_alpha or intra_beta or intra_from or ppn:
             raise UsageError("--against takes the rank count and sizes from its run: leave out -n and the "
                              "parameter options")
-        doc = cross_validate(from_runs, against, results_dir, which=which, collectives=colls)
-        print_crossval(doc, new_console(), write_crossval(doc, output) if output else None)
+        doc, written = cross_validation(from_runs, against, results_dir, which=which, collectives=colls,
+                                        output=output)
+        print_crossval(doc, new_console(), written)
         return
     from ccbench.analysis.predict import TwoLevelParams
     from ccbench.analysis.runs import predict_table, prediction_inputs
@@ -78,8 +79,10 @@ def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gam
         raise UsageError("-o FILE writes the cross-validation table: add --against RUN")
     if not ranks:
         raise UsageError("predict needs -n RANKS (or --against RUN)")
-    params, source, algorithms = prediction_inputs(from_runs[0] if from_runs else None, results_dir, alpha, beta,
-                                                   gamma, which)
+    from ccbench.store.run import SWEEP, open_run
+
+    run = open_run(from_runs[0], results_dir, kinds=(SWEEP,), what="predict --from") if from_runs else None
+    params, source, algorithms = prediction_inputs(run, alpha, beta, gamma, which)
     rank_list, size_list = parse_ranks(ranks), parse_sizes(sizes)
     two = None
     if ppn is not None and ppn < 1:
@@ -92,7 +95,8 @@ def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gam
             raise UsageError("give either --intra-from RUN or --intra-alpha/--intra-beta, not both")
         if ppn is None:
             raise UsageError("--intra-from needs --ppn (the ranks that share a node)")
-        ia, ib, intra_text = intra_node_params(intra_from, results_dir, ppn)
+        ia, ib, intra_text = intra_node_params(open_run(intra_from, results_dir, kinds=(SWEEP,),
+                                                        what="predict --intra-from"), ppn)
         two = TwoLevelParams(ia, ib, params.alpha_s, params.beta_s_per_byte, ppn, params.gamma_s_per_byte or 0.0)
     elif intra_alpha is not None or intra_beta is not None:
         if intra_alpha is None or intra_beta is None or ppn is None:

@@ -16,19 +16,14 @@ def plan(run_path, results_dir):
     Uses the run's own launch-to-launch and call-to-call spread and its costs (Kalibera &
     Jones, ISMM 2013); the run needs --launches 2 or more.
     """
-    import json
 
     from ccbench.analysis.design import launch_design
     from ccbench.present.plan import design_tables
     from ccbench.present.table import render
-    from ccbench.store.run import open_run
+    from ccbench.store.run import open_run, part_provenance
 
     run = open_run(run_path, results_dir, kinds=("sweep",), need_rows=True, what="plan")
-    parts = []
-    for doc in run.meta.get("parts") or []:
-        p = run.path / doc["dir"] / "run.json" if doc.get("dir") else None
-        parts.append(json.loads(p.read_text()) if p is not None and p.is_file() else {})
-    render(design_tables(launch_design(run.rows, run.meta, parts), run.path.name), new_console())
+    render(design_tables(launch_design(run.rows, run.meta, part_provenance(run)), run.path.name), new_console())
 
 
 COMMANDS = [plan]

@@ -69,9 +69,10 @@ def compare(runs, results_dir, out_dir, level, min_effect, launch_cv, no_plot, f
     level, ...) is warned about.  Training-workload runs match on workload, variant, model,
     algorithm, call, size and delay; a workload run and a sweep are refused.
     """
-    from ccbench.analysis.compare import compare_runs, parse_fraction
+    from ccbench.analysis.compare import parse_fraction
     from ccbench.commands.common import new_console
     from ccbench.present.compare import print_comparison
+    from ccbench.workflow.compare import compare as compare_runs
     from ccbench.workflow.compare import write_comparison
 
     if len(runs) < 2:

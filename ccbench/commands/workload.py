@@ -70,11 +70,10 @@ def _resolve(kind: str, kw: dict):
     if not kw.get("resume"):
         return load_workload_config(kind, kw.get("config_file"), _overrides(kw)), None
     from ccbench.store.results import resolve_run
-    from ccbench.store.run import load_run
-    from ccbench.store.workload_rows import WorkloadRow
+    from ccbench.store.run import WORKLOAD, open_run
 
     path = resolve_run(kw["resume"], kw.get("results_dir") or "results")
-    meta, _, _ = load_run(path, row_cls=WorkloadRow)
+    meta = open_run(path, kinds=(WORKLOAD,), what="workload --resume").meta
     return resume_workload(kind, meta, path, kw.get("config_file"), _overrides(kw)), path
 
 
@@ -245,8 +244,10 @@ def predict_cmd(kind, model, ranks, from_run, results_dir, alpha, beta, gamma, d
     from ccbench.core.units import parse_ranks
     from ccbench.present.model_tables import params_line, prediction_tables
     from ccbench.present.table import render
+    from ccbench.store.run import SWEEP, open_run
 
-    params, source = given_params(from_run, results_dir, alpha, beta, gamma, "workload predict")
+    run = open_run(from_run, results_dir, kinds=(SWEEP,), what="workload predict --from") if from_run else None
+    params, source = given_params(run, alpha, beta, gamma, "workload predict")
     itemsize = dtype_of(dtype).itemsize
     rank_list = parse_ranks(ranks)
     eps = None

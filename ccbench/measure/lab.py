@@ -192,7 +192,7 @@ def measure_baseline(fit, results_dir: str = "results") -> dict:
     "rate_bps", "statistic"}; the caller passes ``ccbench.analysis.lab_check.baseline_fit``)
     is stored in the lab's state as its baseline.
     """
-    from ccbench.store.run import load_run
+    from ccbench.store.run import open_run
 
     state = core.load_state()
     if state is None or state.get("status") != "up":
@@ -209,7 +209,7 @@ def measure_baseline(fit, results_dir: str = "results") -> dict:
         raise CCBenchError(f"the zero-delay baseline run failed (exit code {code})")
     if not traffic["crossed_links"]:
         raise CCBenchError(f"the baseline run's traffic did not cross the emulated links: {traffic['links']}")
-    _, rows, _ = load_run(run_dir)
+    rows = open_run(run_dir, kinds=("sweep",), what="the lab's baseline").rows
     fitted = fit([r.to_dict() for r in rows])
     state["baseline"] = {"alpha_s": fitted["alpha_s"], "alpha_ci_s": fitted["alpha_ci_s"], "rate_bps": rate,
                          "fitted_rate_bps": fitted["rate_bps"], "statistic": fitted["statistic"],

@@ -176,12 +176,13 @@ def merge_parts(dest: Path, results: list[tuple[int, Part, int, Path | None]], r
 
     from ccbench.store.launches import pool_harness_floor, pool_memory_bandwidth, pool_reduce_local, pool_rows
     from ccbench.store.results import RunWriter
-    from ccbench.store.run import load_run
+    from ccbench.store.run import open_run
 
+    kinds = (getattr(rep.row_cls, "KIND", "sweep"),)
     loaded = []
     for launch, part, code, path in results:
-        meta, rows, _ = load_run(path, row_cls=rep.row_cls) if path is not None else ({}, [], [])
-        loaded.append((launch, part, code, path, meta, rows))
+        run = open_run(path, kinds=kinds) if path is not None else None
+        loaded.append((launch, part, code, path, run.meta if run else {}, run.rows if run else []))
     first = next((m for *_, m, _ in loaded if m), {})
     keep = {k: v for k, v in first.items() if k not in _PER_PART}
     # what every launch measures before its first case, pooled over the launches (not the first one's)
@@ -256,15 +257,16 @@ def launch_parts(rep: Replication, kw: dict, command_for, env: dict, run_launche
     import secrets
 
     from ccbench.store.results import new_run_dir
-    from ccbench.store.run import load_run
+    from ccbench.store.run import open_run
 
+    kinds = (getattr(rep.row_cls, "KIND", "sweep"),)
     plan = rep.plan
     if not plan:
         why = "; ".join(f"{w}: {y}" for w, y in rep.skips[:3])
         raise UsageError(f"nothing to run ({why})")
     if resume is not None:
         dest = Path(resume)
-        old = load_run(dest, row_cls=rep.row_cls)[0]
+        old = open_run(dest, kinds=kinds, what="--resume").meta
         if not isinstance(old.get("parts"), list):
             raise UsageError(f"cannot resume {dest} as a run of several launches: it has no parts/")
         seed = old.get("order_seed")
@@ -278,7 +280,7 @@ def launch_parts(rep: Replication, kw: dict, command_for, env: dict, run_launche
     for i, (launch, part) in enumerate(plan):
         tag = _tag(launch, i % per_round + 1, part)
         there = _part_dir(parts_dir, tag)
-        done = there is not None and load_run(there, row_cls=rep.row_cls)[0].get("status") == "complete"
+        done = there is not None and open_run(there, kinds=kinds).meta.get("status") == "complete"
         shown = " ".join(f"{k}={v}" for k, v in part.env.items()) or "no forcing"
         head = f"launch {launch}/{rep.launches}" + (f", part {i % per_round + 1}/{per_round}" if per_round > 1 else "")
         if done:

@@ -424,7 +424,7 @@ def _columns(row_cls) -> list[str]:
 def _reopen_tables(path: Path, rows: list, row_cls) -> None:
     """Make a loaded run's tables ready to append to: keep the lines of `rows` only, rebuild cases.csv.
 
-    `rows` are the first rows of cases.jsonl as `load_run` returned them: what follows
+    `rows` are the first rows of cases.jsonl as `ccbench.store.run.open_run` read them: what follows
     them (a line torn by a crash, rows of an item left unfinished) is cut off.  The JSON
     Lines file is the record (it has the raw samples); the CSV is rebuilt from it
     atomically, so a CSV line torn by the same crash disappears too.
@@ -460,9 +460,10 @@ def _reopen_tables(path: Path, rows: list, row_cls) -> None:
 def _reopen(path: Path, *, prov: dict, argv: list[str], same_config: Callable[[dict], bool], row_cls,
             keep: Callable[[list], list] | None) -> tuple[RunWriter, list]:
     """Rank 0: check that `path` may be continued here, then reopen it for appending."""
-    from ccbench.store.run import load_run
+    from ccbench.store.run import open_run
 
-    meta, rows, _ = load_run(path, row_cls=row_cls)  # check before touching anything
+    run = open_run(path, kinds=(getattr(row_cls, "KIND", "sweep"),), what="--resume")  # check first
+    meta, rows = run.meta, run.rows
     for what, old, new in (("rank count", meta.get("nranks"), prov["nranks"]),
                            ("MPI library", meta.get("mpi_library"), prov["mpi_library"])):
         if old != new:

@@ -272,9 +272,9 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     timer_res = comm.allreduce(timer_resolution_s(), MPI.MAX)
     loop, loop_record = compiled.choose(comm, cfg.loop)  # before the run directory: --loop compiled may fail
 
-    from ccbench.store.run import load_run
+    from ccbench.store.run import open_run
 
-    stored_order = agree(comm, lambda: load_run(resume)[0] if resume is not None and rank == 0 else None)
+    stored_order = agree(comm, lambda: open_run(resume).meta if resume is not None and rank == 0 else None)
     # the algorithms of one size run back to back (in a random order), sizes in a random order
     block = lambda c: (c.collective, c.nbytes, c.dtype, c.op, c.in_place, c.root)  # noqa: E731
     cases, order = launch_order(comm, cases, cfg.order, cfg.seed, launch, comm.bcast(stored_order, root=0),

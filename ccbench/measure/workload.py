@@ -471,12 +471,12 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
     order: dict = {}
     plan = list(enumerate(items, 1))  # numbered in the plan's order: what CCBENCH_FAULT names
     if cfg.launches > 1:
-        from ccbench.store.run import load_run
+        from ccbench.store.run import open_run
 
         def stored_order():
             if resume is None or comm.Get_rank() != 0:
                 return None
-            meta = load_run(resume, row_cls=WorkloadRow)[0]
+            meta = open_run(resume).meta
             return {k: meta[k] for k in ("order", "order_seed") if k in meta}
 
         stored = comm.bcast(agree(comm, stored_order), root=0)

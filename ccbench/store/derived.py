@@ -14,7 +14,7 @@ from pathlib import Path
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.store.results import free_stem, new_numbered_dir
 
-__all__ = ["DERIVED_SUFFIX", "derived_root", "output_dir", "write_new_dir", "write_new_set"]
+__all__ = ["DERIVED_SUFFIX", "derived_root", "output_dir", "write_new_dir", "write_new_file", "write_new_set"]
 
 #: The derived tree of ``results/`` is ``results-derived/``.
 DERIVED_SUFFIX = "-derived"
@@ -78,3 +78,16 @@ def write_new_dir(folder: Path, stem: str, files: Mapping[str, str | bytes]) -> 
     for name, content in files.items():
         _create(where / name, content)
     return where
+
+
+def write_new_file(path: str | Path, content: str | bytes) -> Path:
+    """Write a file the user named (``-o FILE``), never over an existing one: one clear error instead."""
+    path = Path(path)
+    try:
+        with open(path, "xb") as f:
+            f.write(content.encode("utf-8") if isinstance(content, str) else content)
+    except FileExistsError:
+        raise UsageError(f"{path} exists; results are never overwritten: give another -o FILE") from None
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    return path

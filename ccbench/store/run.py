@@ -1,8 +1,9 @@
 """One way to open a stored run: run.json read once, the run's kind known, rows of that kind's type.
 
-Every reader of a run directory goes through `open_run` (``load_run`` is its
-``(meta, rows, warnings)`` form for the measuring code).  What differs between the kinds
-of run is one small table, `KINDS`: the row type and the column that marks its rows.
+Every reader of a run directory goes through `open_run`, which returns a `Run`: provenance,
+rows and load warnings, with the kind it read; ``kinds=`` makes it refuse a run of another
+kind.  What differs between the kinds of run is one small table, `KINDS`: the row type and
+the column that marks its rows.
 Code downstream asks ``run.kind`` and looks things up by it, never re-reading run.json.
 """
 
@@ -17,7 +18,7 @@ from ccbench.store.results import SCHEMA, Row, resolve_run, write_json_atomic
 from ccbench.store.workload_rows import KIND as WORKLOAD
 from ccbench.store.workload_rows import WorkloadRow
 
-__all__ = ["KINDS", "SWEEP", "WORKLOAD", "Run", "RunKind", "lab_block", "load_run", "mark_failed", "open_run"]
+__all__ = ["KINDS", "SWEEP", "WORKLOAD", "Run", "RunKind", "lab_block", "mark_failed", "open_run", "part_provenance"]
 
 SWEEP = "sweep"
 
@@ -124,14 +125,16 @@ def open_run(run, results_dir="results", *, kinds=None, need_rows: bool = False,
     return Run(path, meta, rows, warnings, kind)
 
 
-def load_run(run, results_dir="results", row_cls=Row) -> tuple[dict, list, list[str]]:
-    """(meta, rows, warnings) of a run of `row_cls`'s kind (`open_run`); a run of another kind is refused."""
-    r = open_run(run, results_dir)
-    want = getattr(row_cls, "KIND", SWEEP)
-    if r.kind != want:
-        raise UsageError(f"{str(r.path)!r} is a {r.kind} run, not a {want} run: use ccbench show"
-                         + (" or ccbench workload" if r.kind == WORKLOAD else ""))
-    return r.meta, r.rows, r.warnings
+def part_provenance(run: Run) -> list[dict]:
+    """The run.json of each launch a merged run was made of (its ``parts``, in order); {} for one that is gone."""
+    out = []
+    for doc in run.meta.get("parts") or []:
+        where = run.path / doc["dir"] if isinstance(doc, Mapping) and doc.get("dir") else None
+        try:
+            out.append(_read_meta(where) if where is not None else {})
+        except UsageError:
+            out.append({})
+    return out
 
 
 def mark_failed(path: str | Path, reason: str) -> bool:

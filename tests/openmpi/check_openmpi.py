@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ccbench.algorithms.native_variants import OPENMPI
 from ccbench.analysis.tune import Range, Selection, openmpi_rules
-from ccbench.store.run import load_run
+from ccbench.store.run import open_run
 
 WORK = Path(sys.argv[1])
 RES = WORK / "results"
@@ -43,7 +43,8 @@ sh("ccbench", "launch", "-n", "2", "-C", "allreduce,bcast", "-a",
    "native,native:ring,native:recursive_doubling,native:binomial,native:basic_linear", "-s", "8:64K:16",
    "--min-reps", "5", "--max-reps", "30", "--budget", "0.05", "--results-dir", str(RES), "--no-show")
 (run,) = [d for d in RES.iterdir() if d.is_dir()]
-meta, rows, _ = load_run(run)
+run_ = open_run(run)
+meta, rows = run_.meta, run_.rows
 check(meta["status"] == "complete" and len(meta["parts"]) == 6, "one launch per variant, merged into one run")
 ring = [r for r in rows if r.algorithm == "native:ring"]
 check(ring and all(r.settings == {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
