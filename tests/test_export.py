@@ -71,7 +71,7 @@ def test_export_command_writes_a_new_file_and_never_replaces_one(tmp_path):
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=60)
     assert r.returncode == 0 and out.read_text() == export_osu(_runs(NP4))
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=60)
-    assert r.returncode == 2 and "never replaces" in r.stderr and r.stderr.strip().count("\n") == 0
+    assert r.returncode == 2 and "exists; files are never overwritten" in r.stderr and r.stderr.strip().count("\n") == 0
     r = subprocess.run([sys.executable, "-m", "ccbench", "export", str(REPO / "tests" / "data" / "wl-ddp-np2"),
                         "--format", "osu"], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0

@@ -2,8 +2,6 @@
 
 import click
 
-from ccbench.core.errors import UsageError
-
 __all__ = ["COMMANDS"]
 
 
@@ -16,7 +14,6 @@ __all__ = ["COMMANDS"]
 @click.option("--results-dir", default="results", help="Where to look for runs given by name or 'latest'.")
 def export(runs, fmt, output, results_dir):
     """Write stored sweeps in another tool's format, for parsers and dashboards written for it."""
-    from pathlib import Path
 
     from ccbench.present.export import export_csv, export_nccl_tests, export_osu
     from ccbench.store.run import open_run
@@ -27,15 +24,9 @@ def export(runs, fmt, output, results_dir):
     if output is None:
         click.echo(text, nl=False)
         return
-    path = Path(output)
-    try:
-        with open(path, "x") as f:
-            f.write(text)
-    except FileExistsError:
-        raise UsageError(f"{output!r} exists; ccbench never replaces a file: give another -o") from None
-    except OSError as exc:
-        raise UsageError(f"cannot write {output!r}: {exc.strerror}") from None
-    click.echo(f"wrote {path}")
+    from ccbench.store.derived import write_new_file
+
+    click.echo(f"wrote {write_new_file(output, text, what='files')}")
 
 
 COMMANDS = [export]

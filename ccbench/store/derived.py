@@ -80,14 +80,23 @@ def write_new_dir(folder: Path, stem: str, files: Mapping[str, str | bytes]) -> 
     return where
 
 
-def write_new_file(path: str | Path, content: str | bytes) -> Path:
-    """Write a file the user named (``-o FILE``), never over an existing one: one clear error instead."""
+def write_new_file(path: str | Path, content: str | bytes, *, what: str = "results",
+                   make_parents: bool = False) -> Path:
+    """Write a file the user named (``-o FILE``), never over an existing one (a dangling link included): one clear
+    error instead, saying that `what` are never overwritten.  `make_parents` creates the folders above it."""
     path = Path(path)
+    if make_parents:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:     # a parent that is a file, not a directory
+            raise UsageError(f"cannot write {path}: {path.parent} is not a directory") from None
+        except OSError as exc:
+            raise UsageError(f"cannot write {path}: {exc.strerror}") from None
     try:
         with open(path, "xb") as f:
             f.write(content.encode("utf-8") if isinstance(content, str) else content)
     except FileExistsError:
-        raise UsageError(f"{path} exists; results are never overwritten: give another -o FILE") from None
+        raise UsageError(f"{path} exists; {what} are never overwritten: give another -o FILE") from None
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
     return path

@@ -24,7 +24,7 @@ from ccbench.analysis.tune import (
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.measure.launcher import prepare_launcher, run_job
 from ccbench.measure.library import mpich_default_tree
-from ccbench.store.derived import output_dir, write_new_set
+from ccbench.store.derived import output_dir, write_new_file, write_new_set
 from ccbench.store.results import new_run_dir
 from ccbench.store.run import open_run
 
@@ -32,19 +32,7 @@ __all__ = ["tune_runs", "verify"]
 
 
 def _write(out: Path, text: str) -> None:
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:     # a parent that is a file, not a directory
-        raise UsageError(f"cannot write {out}: {out.parent} is not a directory") from None
-    except OSError as exc:
-        raise UsageError(f"cannot write {out}: {exc.strerror}") from None
-    try:
-        with open(out, "x") as f:
-            f.write(text)
-    except FileExistsError:
-        raise UsageError(f"{out} exists; tuning files are never overwritten: give another -o FILE") from None
-    except OSError as exc:
-        raise UsageError(f"cannot write {out}: {exc.strerror}") from None
+    write_new_file(out, text, what="tuning files", make_parents=True)
 
 
 def tune_runs(runs, fmt: str, output: str | None = None, results_dir="results", out=None) -> dict:
