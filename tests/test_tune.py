@@ -1169,3 +1169,21 @@ def test_a_variant_whose_adjusted_p_is_exactly_the_level_is_not_named(monkeypatc
     (sel,) = select([_row("native", 8, 1e-5, launches=3), _row("native:ring", 8, 0.5e-5, launches=3)], "mpich")
     (c,) = sel.choices
     assert (c.winner, c.kept_default, c.default_q, c.challenger) == ("native", True, 0.05, "native:ring")
+
+
+def test_a_run_of_another_library_is_refused_before_the_mpi_library_is_loaded(tmp_path, monkeypatch):
+    """Under Open MPI there is no MPICH tree to read: the run's library decides first, with a usage error."""
+    import ccbench.workflow.tune as workflow
+
+    def no_mpich():
+        raise CCBenchError("mpich-json needs the MPICH library the run used")
+
+    monkeypatch.setattr(workflow, "mpich_default_tree", no_mpich)
+    rows = [_row("native", 64, 2e-6), _row("native:ring", 64, 1e-6)]
+    run = _write_run(tmp_path / "r", rows, vendor="Open MPI 5.0.11", library="Open MPI v5.0.11")
+    with pytest.raises(UsageError, match="is for MPICH"):
+        tune_runs([run], "mpich-json", str(tmp_path / "x.json"))
+    assert not (tmp_path / "x.json").exists()
+    mpich = _write_run(tmp_path / "m", rows)
+    with pytest.raises(CCBenchError, match="needs the MPICH library"):
+        tune_runs([mpich], "mpich-json", str(tmp_path / "y.json"))

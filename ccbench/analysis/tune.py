@@ -85,7 +85,7 @@ __all__ = ["DEFAULT", "DEFAULT_VERIFY_LAUNCHES", "EXTENSIONS", "FORMATS", "LEVEL
            "SizeChoice",
            "check_verify_launches", "crossover_nbytes", "decide_sizes", "launch_arrays", "model_crossover_nbytes",
            "file_env", "mpich_json", "openmpi_json", "openmpi_rules", "pool_side", "read_json_with_comment",
-           "select", "size_ranges", "tuning_file", "verdict", "verification_rows"]
+           "select", "size_ranges", "tuning_choice", "tuning_file", "verdict", "verification_rows"]
 
 FORMATS = {"mpich-json": "mpich", "openmpi-rules": "openmpi", "openmpi-json": "openmpi"}
 #: The tuning file's name ends with this, by format: tuning.mpich.json, ...
@@ -551,18 +551,16 @@ def _not_applicable(meta: dict) -> list[tuple[str, str, int, int]]:
             for s in meta.get("skipped", []) if s.get("not_applicable")]
 
 
-def tuning_file(runs: list[Run], fmt: str, default: tuple[dict, str] | None = None) -> dict:
-    """Choose from the open runs' native:<alg> variants and write the tuning file's text (nothing is written).
+def tuning_choice(runs: list[Run], fmt: str) -> dict:
+    """Choose from the open runs' native:<alg> variants what a tuning file of `fmt` names (nothing is written).
 
-    `default` is MPICH's default selection tree and its library's version (for ``mpich-json``:
-    collectives not tuned keep it, since MPICH reads the file as its whole tree).  Returns
-    {"format", "library", "ext", "selections", "sources", "notes", "text", "source_text"} where
-    ``source_text`` is the JSON record of the sources that Open MPI's JSON rules cannot hold (or None).
+    Returns {"format", "library", "ext", "selections", "sources", "notes"}; refuses a run of
+    another kind or library, a run without variants, and two runs of one rank count.
     """
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
     want = FORMATS[fmt]
-    selections, sources, notes = [], [], []
+    selections, sources = [], []
     for run in runs:
         path, meta = run.path, run.meta
         if run.kind != "sweep":
@@ -583,8 +581,19 @@ def tuning_file(runs: list[Run], fmt: str, default: tuple[dict, str] | None = No
     dup = [k for k, v in seen.items() if v > 1]
     if dup:
         raise UsageError(f"two runs measure {dup[0][0]} at {dup[0][1]} ranks; give one run per rank count")
+    return {"format": fmt, "library": want, "ext": EXTENSIONS[fmt], "selections": selections, "sources": sources,
+            "notes": []}
+
+
+def tuning_file(choice: dict, default: tuple[dict, str] | None = None) -> dict:
+    """`tuning_choice`'s dict with the file's ``text`` and ``side`` (nothing is written).
+
+    `default` is MPICH's default selection tree and its library's version (for ``mpich-json``:
+    collectives not tuned keep it, since MPICH reads the file as its whole tree).
+    ``side``: whether the sources go into ``FILE.source.json`` (Open MPI's JSON rules cannot hold them).
+    """
+    fmt, selections, sources, notes = choice["format"], choice["selections"], choice["sources"], list(choice["notes"])
     src = ", ".join(f"run {s['run']} ({s['mpi_library']}, {s['nranks']} ranks, {s['start_time']})" for s in sources)
-    source_text = None
     if fmt == "mpich-json":
         if default is None:
             raise CCBenchError("an MPICH tuning file needs MPICH's default selection tree")
@@ -598,11 +607,9 @@ def tuning_file(runs: list[Run], fmt: str, default: tuple[dict, str] | None = No
         text = openmpi_rules(selections, src)
     else:
         text = json.dumps(openmpi_json(selections), indent=2) + "\n"
-        source_text = json.dumps({"tuning_file": None, "format": fmt, "sources": sources}, indent=2) + "\n"
         notes.append("Open MPI reads JSON rules from 6.0 on; the 5.0.x series reads only the classic "
                      "format (--format openmpi-rules)")
-    return {"format": fmt, "library": want, "ext": EXTENSIONS[fmt], "selections": selections, "sources": sources,
-            "notes": notes, "text": text, "source_text": source_text}
+    return dict(choice, notes=notes, text=text, side=fmt == "openmpi-json")
 
 
 def verdict(comparison: LaunchComparison | None, q: float | None, changed: bool, level: float = LEVEL) -> str:

@@ -18,6 +18,7 @@ from ccbench.analysis.tune import (
     check_verify_launches,
     file_env,
     pool_side,
+    tuning_choice,
     tuning_file,
     verification_rows,
 )
@@ -42,11 +43,11 @@ def tune_runs(runs, fmt: str, output: str | None = None, results_dir="results", 
     Returns `ccbench.analysis.tune.tuning_file`'s dict with ``path``, the file written.
     """
     opened = [open_run(r, results_dir) for r in runs]
-    default = mpich_default_tree() if fmt == "mpich-json" else None
-    doc = tuning_file(opened, fmt, default)
+    choice = tuning_choice(opened, fmt)  # bad runs are refused before the MPI library is loaded
+    doc = tuning_file(choice, mpich_default_tree() if fmt == "mpich-json" else None)
     if output:
         target = Path(output)
-        side = target.with_name(target.name + ".source.json") if doc["source_text"] else None
+        side = target.with_name(target.name + ".source.json") if doc["side"] else None
         for p in (target, side):
             if p is not None and p.exists():
                 raise UsageError(f"{p} exists; tuning files are never overwritten: give another -o FILE")
@@ -54,7 +55,7 @@ def tune_runs(runs, fmt: str, output: str | None = None, results_dir="results", 
     else:
         suffix = "." + doc["ext"]
         target = write_new_set(output_dir(opened[0].path, out), "tuning", {suffix: doc["text"]})[suffix]
-        side = target.with_name(target.name + ".source.json") if doc["source_text"] else None
+        side = target.with_name(target.name + ".source.json") if doc["side"] else None
     if side is not None:
         _write(side, json.dumps({"tuning_file": target.name, "format": fmt, "sources": doc["sources"]}, indent=2)
                + "\n")
