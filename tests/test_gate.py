@@ -1,6 +1,7 @@
 """Regression gates: compare --fail-on and check --reference (analysis.gate), on synthetic pairs and stored runs."""
 
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -17,9 +18,10 @@ REPO = Path(__file__).resolve().parents[1]
 NP4, NP4_SINGLE = REPO / "tests" / "data" / "run-np4", REPO / "tests" / "data" / "run-np4-single"
 
 
-def _pair(verdict, ratio, lo, hi, nbytes=8):
+def _pair(verdict, ratio, lo, hi, nbytes=8, a=1e-6, b=None):
     return SimpleNamespace(other="B", collective="allreduce", algorithm="ring", nbytes=nbytes, dtype="float32",
-                           op="sum", verdict=verdict, ratio=ratio, ratio_low=lo, ratio_high=hi)
+                           op="sum", verdict=verdict, ratio=ratio, ratio_low=lo, ratio_high=hi, median_a_s=a,
+                           median_b_s=a * ratio if b is None else b)
 
 
 def test_fail_on_needs_a_decided_verdict_beyond_the_margin():
@@ -33,6 +35,22 @@ def test_fail_on_needs_a_decided_verdict_beyond_the_margin():
     assert [f.ratio for f in gate_failures(pairs, "faster", 0.5)] == [0.5]   # 0.6 <= 1 / 1.5
     assert [f.ratio for f in gate_failures(pairs, "faster", 0.7)] == []      # 0.6 > 1 / 1.7
     assert [f.verdict for f in gate_failures(pairs, "different", 0.1)] == ["slower", "faster"]
+
+
+@pytest.mark.parametrize("a, b", [(math.nan, 1e-6), (1e-6, math.nan), (1e-6, math.inf), (0.0, 1e-6), (1e-6, -1e-6)])
+def test_a_gate_fails_on_what_it_could_not_compare(a, b):
+    """A NaN compares false with everything, so it would pass any margin: it fails the gate instead."""
+    pairs = [_pair("noise", 1.0, 0.9, 1.1), _pair("undetermined", 1.0, None, None, 64, a=a, b=b)]
+    for what in ("slower", "faster", "different"):
+        (f,) = gate_failures(pairs, what, 0.5)
+        assert (f.case, f.verdict, f.ratio) == ("allreduce/ring 64 B float32 sum", "not a time", None)
+
+
+def test_a_gate_fails_when_another_run_lacks_cases_of_run_a():
+    ok = [_pair("noise", 1.0, 0.9, 1.1)]
+    assert gate_failures(ok, "slower", 0.0, unmatched={"B": (0, 3)}) == []  # cases only in B: nothing lost
+    (f,) = gate_failures(ok, "slower", 0.0, unmatched={"B": (2, 0), "C": (0, 0)})
+    assert (f.other, f.case, f.verdict) == ("B", "2 case(s) of run A", "missing")
 
 
 @pytest.mark.parametrize("text, want", [("slower", ("slower", 0.0)), ("slower:5%", ("slower", 0.05)),
@@ -70,6 +88,18 @@ def _refs(tmp_path, rows, scale=1.0, extra=()):
     lines += [f"{r.collective},{r.algorithm},{r.nbytes},{r.median_s * scale!r},-0.1,0.1" for r in rows]
     path.write_text("\n".join([*lines, *extra]) + "\n")
     return path
+
+
+def test_check_fails_on_an_imported_nan_instead_of_holding_it(tmp_path):
+    """An OSU file with nan latencies: a reference of that case must not hold (it held at e066e41)."""
+    from ccbench.analysis.gate import Reference, check_references
+
+    rows = [SimpleNamespace(collective="allreduce", algorithm="native", nbytes=8, dtype="float32", op="sum", ok=True,
+                            median_s=m, ci_low_s=None, ci_high_s=None) for m in (math.nan,)]
+    (res,) = check_references(rows, [Reference("allreduce", "native", 8, 1e-6, -0.5, 0.5)])
+    assert res.status == "not a time" and res.measured_s is None
+    (res,) = check_references(rows, [Reference("allreduce", "native", 8, 1e-6, None, None)])  # no bounds at all
+    assert res.status == "not a time"
 
 
 def test_check_passes_within_the_bounds_and_names_what_does_not(tmp_path):

@@ -197,7 +197,7 @@ def test_csv_summaries_and_samples_without_launches():
     ("collective,algorithm,nranks,nbytes\n", "missing columns time_s"),
     ("collective,algorithm,nranks,nbytes,time_s,hosts\n", "unknown columns hosts"),
     ("collective,algorithm,nranks,nbytes,time_s\nallreduc,ring,4,8,1e-6\n", "line 2: unknown collective 'allreduc'"),
-    ("collective,algorithm,nranks,nbytes,time_s\nallreduce,ring,4,8,-1\n", "time_s must be a positive number"),
+    ("collective,algorithm,nranks,nbytes,time_s\nallreduce,ring,4,8,-1\n", "time_s '-1' is not a time"),
     ("collective,algorithm,nranks,nbytes,time_s\nallreduce,ring,four,8,1e-6\n", "nranks must be a whole number"),
     ("# comment\ncollective,algorithm,nranks,nbytes,time_s\nallreduce,ring,4,8,1e-6\nallreduce,ring,4,8,2e-6\n",
      "line 4: the case allreduce/ring/4/8 B appears twice: add a 'sample' column"),
@@ -279,7 +279,7 @@ def test_import_of_nccl_tests_files_records_provenance(tmp_path):
 
 @pytest.mark.parametrize(("name", "message"), [
     ("notes.txt", "not an OSU, IMB-MPI1 or nccl-tests output nor a ccbench CSV"),
-    ("bad.csv", "bad.csv, line 2: time_s must be a positive number"),
+    ("bad.csv", "bad.csv, line 2: time_s 'x' is not a time"),
     ("all_reduce_perf_g4.txt", "lists no '#  Rank' lines: give --nranks"),
 ])
 def test_bad_files_exit_2_with_one_line_and_write_nothing(tmp_path, name, message):

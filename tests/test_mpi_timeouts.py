@@ -46,7 +46,8 @@ def test_a_deadlocked_mpi_test_fails_with_its_stack_instead_of_hanging(tmp_path)
     mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
     start = time.monotonic()
     r = subprocess.run(["timeout", "120", mpiexec, "-n", "2", sys.executable, "-m", "mpi4py", "-m", "pytest", "-q",
-                        "-p", "no:cacheprovider", "--with-mpi", "--timeout", "5", "--timeout-method", "thread", str(test)],
+                        "-p", "no:cacheprovider", "--with-mpi", "--timeout", "5", "--timeout-method", "thread",
+                        str(test)],
                        capture_output=True, text=True, cwd=tmp_path, timeout=150)
     took = time.monotonic() - start
     out = r.stdout + r.stderr

@@ -28,10 +28,16 @@ from pathlib import Path
 from ccbench.core.errors import UsageError
 from ccbench.core.units import parse_size, parse_time
 
-__all__ = ["FAIL_ON", "Failure", "Reference", "RefResult", "check_references", "gate_failures", "parse_fail_on",
-           "read_references"]
+__all__ = ["FAIL_ON", "NOT_A_TIME", "Failure", "Reference", "RefResult", "check_references", "gate_failures",
+           "parse_fail_on", "read_references"]
 
 FAIL_ON = ("slower", "faster", "different")
+#: The verdict of a pair or reference without a usable time (NaN, infinite, zero or negative): it fails the gate.
+NOT_A_TIME = "not a time"
+
+
+def _is_time(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
 def parse_fail_on(text: str) -> tuple[str, float]:
@@ -49,12 +55,13 @@ def parse_fail_on(text: str) -> tuple[str, float]:
 
 @dataclass(frozen=True)
 class Failure:
-    """A pair that trips the gate: its other run, case label, verdict and ratio interval."""
+    """What trips the gate: a pair decided beyond the margin, a pair that could not be compared ("not a time":
+    a median that is not a finite positive time) or cases of run A that another run lacks ("missing")."""
 
     other: str
     case: str
     verdict: str
-    ratio: float
+    ratio: float | None
     ratio_low: float | None
     ratio_high: float | None
 
@@ -65,10 +72,15 @@ def _label(p) -> str:
     return f"{p.workload} {p.variant} {p.algorithm} {p.label}"
 
 
-def gate_failures(pairs: Iterable, what: str, margin: float) -> list[Failure]:
-    """The pairs whose launch-level verdict is `what` beyond `margin` (module docstring), in order."""
+def gate_failures(pairs: Iterable, what: str, margin: float, unmatched=None) -> list[Failure]:
+    """The pairs whose launch-level verdict is `what` beyond `margin` (module docstring), in order; then every
+    pair it could not compare and, from `unmatched` ({run: (cases only in A, only in the run)}), each run that
+    lacks cases of A.  A gate never passes what it could not compare."""
     out = []
     for p in pairs:
+        if not (_is_time(p.median_a_s) and _is_time(p.median_b_s)):
+            out.append(Failure(p.other, _label(p), NOT_A_TIME, None, None, None))
+            continue
         if p.verdict not in ("slower", "faster") or p.ratio_low is None or p.ratio_high is None:
             continue
         slower = p.verdict == "slower" and p.ratio_low >= 1.0 + margin
@@ -76,6 +88,9 @@ def gate_failures(pairs: Iterable, what: str, margin: float) -> list[Failure]:
         if (what == "slower" and slower) or (what == "faster" and faster) or (what == "different" and
                                                                                (slower or faster)):
             out.append(Failure(p.other, _label(p), p.verdict, p.ratio, p.ratio_low, p.ratio_high))
+    for other, (only_a, _) in (unmatched or {}).items():
+        if only_a:
+            out.append(Failure(other, f"{only_a} case(s) of run A", "missing", None, None, None))
     return out
 
 
@@ -106,7 +121,7 @@ class RefResult:
     ci_high_s: float | None
     low_s: float | None
     high_s: float | None
-    status: str   # "ok", "slower" (above the upper bound), "faster" (below the lower), "missing"
+    status: str   # "ok", "slower" (above the upper bound), "faster" (below the lower), "missing", "not a time"
 
 
 def _bound(value, what: str, where: str) -> float | None:
@@ -164,7 +179,11 @@ def read_references(path: str | Path) -> list[Reference]:
 
 
 def check_references(rows: Sequence, refs: Sequence[Reference]) -> list[RefResult]:
-    """Each reference against the run's matching row (the first of a dtype/op, when the reference names none)."""
+    """Each reference against the run's matching row (the first of a dtype/op, when the reference names none).
+
+    Only "ok" holds: a case that is missing, or whose median is not a finite positive time, fails
+    (every comparison with NaN is false, so a NaN would otherwise lie within any bounds).
+    """
     out = []
     for ref in refs:
         match = next((r for r in rows if r.collective == ref.collective and r.algorithm == ref.algorithm
@@ -176,6 +195,9 @@ def check_references(rows: Sequence, refs: Sequence[Reference]) -> list[RefResul
             out.append(RefResult(ref, None, None, None, lo, hi, "missing"))
             continue
         m = match.median_s
+        if not _is_time(m):  # NaN, infinite, zero or negative: nothing to hold against the bounds
+            out.append(RefResult(ref, None, None, None, lo, hi, NOT_A_TIME))
+            continue
         status = "slower" if hi is not None and m > hi else "faster" if lo is not None and m < lo else "ok"
         out.append(RefResult(ref, m, match.ci_low_s, match.ci_high_s, lo, hi, status))
     return out

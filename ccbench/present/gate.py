@@ -13,7 +13,8 @@ def _interval(lo, hi, fmt) -> str:
 def failures_table(failures, what: str, margin: float) -> Table:
     """The pairs ``gate_failures`` returned."""
     beyond = f" by more than {margin:.0%}" if margin else ""
-    t = Table(f"--fail-on {what}: cases decided {what} at the launch level{beyond} (ratio run / A, 95% interval)",
+    t = Table(f"--fail-on {what}: cases decided {what} at the launch level{beyond}, or not compared (ratio run / A, "
+              "95% interval)",
               [Column("run"), Column("case"), Column("verdict"), Column("ratio", "ratio"),
                Column("interval", fmt=lambda v: v)])
     for f in failures:

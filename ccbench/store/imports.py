@@ -53,16 +53,20 @@ work on imported runs.  The cost comes in as a function: this stage sits below t
 Formats as the tools print them (OMB 7.x ``print_preamble``/``print_stats``; IMB 2021
 ``IMB_output``; nccl-tests ``src/common.cu`` and ``src/util.cu``); parsers are tolerant of
 extra columns and comment lines, and refuse a file that is none of these with one line.
-`import_files` parses every file before it writes anything.  Pure: no MPI.
+`import_files` parses and checks every file before it writes anything (`check_rows`), then writes
+the run aside and renames it into place when complete.  Pure: no MPI.
 """
 
+import contextlib
 import csv
 import dataclasses
 import hashlib
 import io
 import json
 import math
+import os
 import re
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -71,9 +75,10 @@ from pathlib import Path
 import numpy as np
 
 from ccbench.core.collectives import COLLECTIVES
-from ccbench.core.dtypes import DTYPES
+from ccbench.core.dtypes import DTYPES, OPS
 from ccbench.core.errors import UsageError
 from ccbench.core.stats import summarize
+from ccbench.core.units import MAX_SIZE, format_size
 from ccbench.core.version import __version__
 from ccbench.store.launches import pool_launches
 from ccbench.store.results import Row, RunWriter, new_run_dir
@@ -129,6 +134,29 @@ def _size(collective: str, size: int, nranks: int) -> int:
     return size * nranks if collective in PER_RANK else size
 
 
+#: The range an imported time may take, in seconds: below a picosecond or above a day it is no call's time.
+MIN_TIME_S, MAX_TIME_S = 1e-12, 86400.0
+
+
+def _is_time(t) -> bool:
+    """A finite time within [MIN_TIME_S, MAX_TIME_S] seconds."""
+    return isinstance(t, (int, float)) and math.isfinite(t) and MIN_TIME_S <= t <= MAX_TIME_S
+
+
+_NOT_A_TIME = f"is not a time (a finite number of seconds from {MIN_TIME_S:g} to {MAX_TIME_S:g})"
+
+
+def _time_us(text: str, at: str, column: str) -> float:
+    """A time in microseconds as another tool printed it, in seconds: finite and positive, else one clear error."""
+    try:
+        t = float(text) * 1e-6
+    except ValueError:
+        raise UsageError(f"{at}: {column} {text!r} is not a number") from None
+    if not _is_time(t):
+        raise UsageError(f"{at}: {column} {text!r} us {_NOT_A_TIME}")
+    return t
+
+
 def parse_osu(text: str, nranks: int, where: str = "file") -> Parsed:
     """An OSU Micro-Benchmarks output (module docstring)."""
     head = re.search(r"^#\s*OSU MPI(?:-\w+)?\s+(.+?)\s+(?:Latency\s+)?Test(?:\s+v?([\d.]+))?", text, re.M)
@@ -143,7 +171,7 @@ def parse_osu(text: str, nranks: int, where: str = "file") -> Parsed:
                               re.M))
     columns = None
     rows = []
-    for line in text.splitlines():
+    for n, line in enumerate(text.splitlines(), start=1):
         s = line.strip()
         if s.startswith("#"):
             if "Size" in s and "Latency" in s:
@@ -154,14 +182,19 @@ def parse_osu(text: str, nranks: int, where: str = "file") -> Parsed:
         parts = s.split()
         if not parts[0].isdigit():
             continue
+        at = f"{where}, line {n}"
+        if len(parts) < len(columns):  # a line cut short (a killed job, a full disk): never a shorter row
+            raise UsageError(f"{at}: {len(parts)} values under {len(columns)} columns (a line cut short?)")
         values = dict(zip(columns, parts, strict=False))
         try:
             size = int(parts[0])
-            avg = float(values.get("avg latency(us)", values.get("latency (us)", parts[1]))) * 1e-6
-            lo = float(values["min latency(us)"]) * 1e-6 if "min latency(us)" in values else None
-            hi = float(values["max latency(us)"]) * 1e-6 if "max latency(us)" in values else None
-        except (ValueError, IndexError):
-            raise UsageError(f"{where}: cannot read the line {s!r}") from None
+            avg_col = "avg latency(us)" if "avg latency(us)" in values else (
+                "latency (us)" if "latency (us)" in values else columns[1])
+            avg = _time_us(values[avg_col], at, avg_col)
+            lo = _time_us(values["min latency(us)"], at, "min latency(us)") if "min latency(us)" in values else None
+            hi = _time_us(values["max latency(us)"], at, "max latency(us)") if "max latency(us)" in values else None
+        except (ValueError, IndexError, KeyError):
+            raise UsageError(f"{at}: cannot read the line {s!r}") from None
         p = 2 if collective == "pingpong" else nranks
         rows.append(_row(collective, _size(collective, size, p), size, p, avg, lo, hi,
                          _DTYPES.get(options.get("Datatype", "MPI_CHAR"), "uint8")))
@@ -177,7 +210,10 @@ def parse_imb(text: str, where: str = "file") -> Parsed:
     if version is None or len(blocks) < 2:
         raise UsageError(f"{where}: not an IMB-MPI1 output (no '# Benchmarking NAME' blocks)")
     rows = []
+    pos = 0
     for block in blocks[1:]:
+        start = text.index(block, pos)  # where this block begins in the file, for line numbers
+        pos = start + len(block)
         name = block.split()[0]
         collective = _IMB_NAMES.get(name.lower())
         if collective is None:
@@ -189,22 +225,24 @@ def parse_imb(text: str, where: str = "file") -> Parsed:
         if header is None:
             continue
         cols = header.group(1).split()
-        for line in block[header.end():].splitlines():
+        first = text.count("\n", 0, start) + block.count("\n", 0, header.end()) + 1
+        lead = 1 if collective == "barrier" else 2   # #repetitions, or #bytes and #repetitions
+        for k, line in enumerate(block[header.end():].splitlines()):
             parts = line.split()
             if not parts or not parts[0].isdigit():
                 if parts and parts[0].startswith("#"):
                     break
                 continue
-            nums = [float(x) for x in parts]
-            if collective == "barrier":
-                size, values = 0, dict(zip(cols, nums[1:], strict=False))
-            else:
-                size, values = int(nums[0]), dict(zip(cols, nums[2:], strict=False))
+            at = f"{where}, line {first + k}"
+            if len(parts) < lead + len(cols):  # a row cut mid-line: refused, never dropped or shortened
+                raise UsageError(f"{at}: {len(parts)} values under {lead + len(cols)} columns (a line cut short?)")
+            size = 0 if collective == "barrier" else int(parts[0])
+            values = {c: _time_us(v, at, c) if c.startswith("t") else v
+                      for c, v in zip(cols, parts[lead:], strict=False)}
             if "t[usec]" in values:
-                avg, lo, hi = values["t[usec]"] * 1e-6, None, None
+                avg, lo, hi = values["t[usec]"], None, None
             elif "t_avg[usec]" in values:
-                avg, lo, hi = (values["t_avg[usec]"] * 1e-6, values.get("t_min[usec]", 0) * 1e-6,
-                               values.get("t_max[usec]", 0) * 1e-6)
+                avg, lo, hi = values["t_avg[usec]"], values.get("t_min[usec]"), values.get("t_max[usec]")
             else:
                 continue
             # IMB reduces MPI_FLOAT and moves MPI_BYTE (its default datatypes)
@@ -259,6 +297,8 @@ def _nccl_row(collective: str, nranks: int, size: int, count: int, type_name: st
               time_us: float, nwrong: float | None, in_place: bool, timing: str) -> Row:
     """One row of nccl-tests: its size is ccbench's nbytes and its count ccbench's count (module docstring)."""
     coll = COLLECTIVES[collective]
+    if not _is_time(time_us * 1e-6):
+        raise ValueError(f"time {time_us!r} us {_NOT_A_TIME}")
     r = int(root) if str(root).strip().lstrip("-").isdigit() else -1
     op = redop if coll.reduction and redop not in ("none", "") else ("sum" if coll.reduction else "none")
     return _row(collective, size, count, nranks, time_us * 1e-6, None, None, _NCCL_DTYPES.get(type_name, type_name),
@@ -295,9 +335,9 @@ def _parse_nccl_json(doc: dict, nranks: int | None, where: str) -> Parsed:
                 rows.append(_nccl_row(collective, P, int(res["size"]), int(res["count"]), str(res.get("type", "")),
                                       str(res.get("redop", "none")), str(res.get("root", "-1")), float(t),
                                       float(nwrong) if nwrong is not None else None, in_place, timing))
-        except (KeyError, TypeError, ValueError):
-            raise UsageError(f"{where}: a result of the nccl-tests JSON lacks size, count or time: "
-                             f"{json.dumps(res)[:120]}") from None
+        except (KeyError, TypeError, ValueError) as exc:
+            why = str(exc) if isinstance(exc, ValueError) and "not a time" in str(exc) else "lacks size, count or time"
+            raise UsageError(f"{where}: a result of the nccl-tests JSON {why}: {json.dumps(res)[:120]}") from None
     if not rows:
         raise UsageError(f"{where}: an nccl-tests JSON file without results")
     options = {"test": f"{name}_perf", "args": " ".join(str(a) for a in args),
@@ -371,8 +411,9 @@ def parse_nccl_tests(text: str, nranks: int | None = None, where: str = "file") 
                                       head_cols["type"], head_cols.get("redop", head_cols.get("op", "none")),
                                       head_cols.get("root", "-1"), float(t),
                                       None if wrong == "N/A" else float(wrong), in_place, timing))
-        except ValueError:
-            raise UsageError(f"{where}: cannot read the line {line.strip()!r}") from None
+        except ValueError as exc:
+            why = f": {exc}" if "not a time" in str(exc) else ""
+            raise UsageError(f"{where}: cannot read the line {line.strip()!r}{why}") from None
     if not rows:
         raise UsageError(f"{where}: an nccl-tests header but no result lines")
     version = re.search(r"^#\s*(nccl-tests version .+?)\s*$", text, re.M)
@@ -452,8 +493,8 @@ def parse_csv(text: str, where: str = "file") -> Parsed:
             t = float(rec["time_s"])
         except ValueError:
             t = math.nan
-        if not (math.isfinite(t) and t > 0):
-            raise UsageError(f"{where}, line {i}: time_s must be a positive number of seconds, got {rec['time_s']!r}")
+        if not _is_time(t):
+            raise UsageError(f"{where}, line {i}: time_s {rec['time_s']!r} {_NOT_A_TIME}")
         key = (collective, rec["algorithm"], nranks, nbytes, rec.get("dtype") or "unknown",
                rec.get("op") or ("sum" if reduction else "none"))
         launch = _csv_int(rec["launch"], "launch", where, i) if has_launch else 1
@@ -551,8 +592,50 @@ def sniff(path: Path) -> str:
     raise UsageError(f"{str(path)!r} is not an OSU, IMB-MPI1 or nccl-tests output nor a ccbench CSV; give --format")
 
 
+#: The most ranks an imported row may have (16 Mi: beyond any machine; a larger count is a typo or garbage).
+MAX_RANKS = 1 << 24
+#: The element types and operations an imported row may name: ccbench's own, those nccl-tests prints (GPU
+#: types, NCCL's avg) and "unknown" (a CSV without a dtype column).
+KNOWN_DTYPES = frozenset({*DTYPES, *_NCCL_DTYPES.values(), "unknown"})
+KNOWN_OPS = frozenset({*OPS, "none", "avg"})
+_TIMES = ("median_s", "min_s", "max_s", "mean_s", "rank_mean_min_s", "rank_mean_avg_s", "rank_mean_max_s")
+
+
+def check_rows(rows: Sequence[Row], where: str) -> None:
+    """Every number an imported file brings, checked at the door: times within `MIN_TIME_S` .. `MAX_TIME_S`, sizes up to
+    ``MAX_SIZE``, rank counts from 1 to `MAX_RANKS`, element types and operations ccbench knows, and no case
+    twice in one file.  One clear error naming the file and the case; nothing has been written yet."""
+    seen: dict[tuple, int] = {}
+    for i, r in enumerate(rows, start=1):
+        case = f"{r.collective}/{r.algorithm} {r.nbytes} B at {r.nranks} ranks"
+        for name in _TIMES:
+            t = getattr(r, name, None)
+            if t is not None and not _is_time(t):
+                raise UsageError(f"{where}: {case}: {name} {t!r} {_NOT_A_TIME}")
+        if not 0 <= r.nbytes <= MAX_SIZE:
+            raise UsageError(f"{where}: {case}: the size is outside 0 B .. {format_size(MAX_SIZE)}")
+        if not 1 <= r.nranks <= MAX_RANKS:
+            raise UsageError(f"{where}: {case}: the rank count is outside 1 .. {MAX_RANKS}")
+        if r.dtype not in KNOWN_DTYPES:
+            raise UsageError(f"{where}: {case}: unknown dtype {r.dtype!r}; ccbench knows "
+                             f"{', '.join(sorted(KNOWN_DTYPES))}")
+        if r.op not in KNOWN_OPS:
+            raise UsageError(f"{where}: {case}: unknown op {r.op!r}; ccbench knows {', '.join(sorted(KNOWN_OPS))}")
+        key = (r.collective, r.algorithm, r.nbytes, r.dtype, r.op, r.in_place, r.root, r.nranks)
+        if key in seen:
+            raise UsageError(f"{where}: {case} ({r.dtype}, {r.op}{', in place' if r.in_place else ''}) appears "
+                             f"twice (results {seen[key]} and {i}): one file holds one result per case")
+        seen[key] = i
+
+
 def _parse_one(path: Path, fmt: str | None, nranks: int | None) -> Parsed:
-    """One file, by its format (given or sniffed)."""
+    """One file, by its format (given or sniffed), every number checked (`check_rows`)."""
+    one = _parse_text(path, fmt, nranks)
+    check_rows(one.rows, str(path))
+    return one
+
+
+def _parse_text(path: Path, fmt: str | None, nranks: int | None) -> Parsed:
     kind = fmt or sniff(path)
     try:
         text = path.read_text(errors="replace")
@@ -614,13 +697,26 @@ def import_files(paths: Sequence[str | Path], fmt: str | None = None, *, nranks:
         meta["ranks_per_node"] = ranks[0] // len(hosts)
     if hosts:
         meta["hosts"] = hosts
-    dest = new_run_dir(results_dir, ranks[-1], tag)
-    writer = RunWriter(dest, meta)
+    # written aside and renamed into place when complete: an interrupted import (Ctrl-C, a full disk) leaves
+    # no run behind, never one that says it is complete with part of its rows
+    dest = new_run_dir(results_dir, ranks[-1], tag)  # the name, reserved by an empty folder
+    aside = dest.with_name(f".{dest.name}.importing")
     try:
-        for r in rows:
-            writer.append(r)
-    finally:
-        writer.update(status="complete", end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"), finished_cases=len(rows),
-                      failed_cases=0)
-        writer.close()
+        aside.mkdir()
+        writer = RunWriter(aside, meta)
+        try:
+            writer.extend(rows)
+            writer.update(status="complete", end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                          finished_cases=len(rows), failed_cases=0)
+        finally:
+            writer.close()
+        os.replace(aside, dest)  # over the empty folder, in one step
+    except BaseException as exc:
+        shutil.rmtree(aside, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            dest.rmdir()
+        if isinstance(exc, OSError):
+            raise UsageError(f"cannot write the imported run into {str(dest.parent)!r}: {exc.strerror}; "
+                             "nothing was kept") from None
+        raise
     return dest, parsed

@@ -271,6 +271,16 @@ class RunWriter:
             os.fsync(f.fileno())
         self.rows += 1
 
+    def extend(self, rows) -> None:
+        """Append many rows and push them to disk once (an import: the rows exist already, nothing is measured)."""
+        for row in rows:
+            self._jsonl.write(json.dumps(row.to_dict()) + "\n")
+            self._csvw.writerow(row.csv_dict())
+            self.rows += 1
+        for f in (self._jsonl, self._csv):
+            f.flush()
+            os.fsync(f.fileno())
+
     def update(self, **fields) -> None:
         """Update run.json atomically with new fields (status, end time, ...)."""
         if "status" in fields and fields["status"] not in STATUSES:

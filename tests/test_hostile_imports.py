@@ -1,0 +1,179 @@
+"""Hostile inputs at the door of `ccbench import` and the gates behind it: a file per case that went wrong at e066e41
+(silently stored nan, inf, negative and zero times, impossible sizes and rank counts, unknown dtypes and ops,
+duplicate sizes, lines cut short, an interrupted import that said it was complete), and generated files: every parse
+either refuses with one line or yields only times within bounds."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ccbench.core.errors import UsageError
+from ccbench.store import imports
+from ccbench.store.imports import MAX_TIME_S, MIN_TIME_S, import_files, parse_csv, parse_imb, parse_osu
+
+REPO = Path(__file__).resolve().parents[1]
+
+OSU_HEAD = ("# OSU MPI Allreduce Latency Test v7.4\n# Datatype: MPI_CHAR.\n"
+            "# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations\n")
+IMB_HEAD = ("#    Intel(R) MPI Benchmarks 2021.7, MPI-1 part\n#----------------------------------------------------"
+            "-------------\n# Benchmarking Allreduce\n# #processes = 2\n#------------------------------------------"
+            "-----------------------\n       #bytes #repetitions  t_min[usec]  t_max[usec]  t_avg[usec]\n")
+CSV_HEAD = "collective,algorithm,nranks,nbytes,time_s,dtype,op\n"
+
+# (file name, content, words of the one-line refusal)
+CASES = [
+    ("nan.osu", OSU_HEAD + "8  nan  3.01  3.28  1000\n", "line 4: avg latency(us) 'nan' us is not a time"),
+    ("inf.osu", OSU_HEAD + "8  3.15  inf  3.28  1000\n", "line 4: min latency(us) 'inf' us is not a time"),
+    ("negative.osu", OSU_HEAD + "8  -3.15  3.01  3.28  1000\n", "'-3.15' us is not a time"),
+    ("zero.osu", OSU_HEAD + "8  0  0  0  1000\n", "'0' us is not a time"),
+    ("huge.osu", OSU_HEAD + "100000000000000000000000000  3.15  3.01  3.28  1000\n", "the size is outside"),
+    ("twice.osu", OSU_HEAD + "8  3.15  3.01  3.28  1000\n8  3.16  3.02  3.29  1000\n", "appears twice"),
+    ("cut.osu", OSU_HEAD + "8  3.15  3.01  3.28  1000\n1048576  90", "line 5: 2 values under 5 columns"),
+    ("word.imb", IMB_HEAD + "            8         1000         1.01         x.20         1.10\n",
+     "t_max[usec] 'x.20' is not a number"),
+    ("cut.imb", IMB_HEAD + "       8    1000    1.01    1.20    1.10\n       1024   1000\n",
+     "line 8: 2 values under 5 columns"),
+    ("nan.imb", IMB_HEAD + "       8    1000    nan    1.20    1.10\n", "'nan' us is not a time"),
+    ("dtype.csv", CSV_HEAD + "allreduce,ring,4,8,1e-6,float128,sum\n", "unknown dtype 'float128'"),
+    ("op.csv", CSV_HEAD + "allreduce,ring,4,8,1e-6,float32,xor\n", "unknown op 'xor'"),
+    ("ranks.csv", CSV_HEAD + "allreduce,ring,3000000000,8,1e-6,float32,sum\n", "the rank count is outside"),
+    ("tiny.csv", CSV_HEAD + "allreduce,ring,4,8,1e-320,float32,sum\n", "time_s '1e-320' is not a time"),
+    ("inf.csv", CSV_HEAD + "allreduce,ring,4,8,inf,float32,sum\n", "time_s 'inf' is not a time"),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "words"), CASES, ids=[c[0] for c in CASES])
+def test_each_hostile_file_is_refused_in_one_line_and_nothing_is_written(tmp_path, name, text, words):
+    f = tmp_path / name
+    f.write_text(text)
+    fmt = {"osu": "osu", "imb": "imb", "csv": "csv"}[name.rsplit(".", 1)[1]]
+    r = subprocess.run([sys.executable, "-m", "ccbench", "import", str(f), "--format", fmt, "--nranks", "4",
+                        "--results-dir", str(tmp_path / "results")], capture_output=True, text=True, cwd=REPO,
+                       timeout=60)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.count("\n") == 1 and words in r.stderr and str(f) in r.stderr, r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
+
+
+def _nccl_json(time):
+    return {"version": 2, "nccl_version": 22304, "args": ["all_reduce_perf"],
+            "config": {"nthreads": 1, "ngpus": 1, "devices": [{"rank": 0, "hostname": "h", "device_info": "gpu"}]},
+            "results": [{"size": 8, "count": 2, "type": "float", "redop": "sum", "root": -1,
+                         "out_of_place": {"time": time, "nwrong": 0}}]}
+
+
+@pytest.mark.parametrize("time", [math.nan, math.inf, -1.0, 0.0])
+def test_nccl_tests_json_with_an_impossible_time_is_refused(tmp_path, time):
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(_nccl_json(time)))  # Python writes NaN and Infinity, as a careless tool would
+    with pytest.raises(UsageError, match="is not a time"):
+        import_files([f], "nccl-tests", results_dir=tmp_path / "results")
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
+
+
+def test_an_interrupted_import_leaves_no_run_that_says_it_is_complete(tmp_path, monkeypatch):
+    """Ctrl-C while the rows were written left 1,140 of 5,000 rows under a run.json saying complete at e066e41."""
+    from ccbench.store.results import RunWriter
+
+    f = tmp_path / "t.csv"
+    f.write_text(CSV_HEAD + "".join(f"allreduce,ring,4,{8 << i},{1e-6 * (i + 1)!r},float32,sum\n" for i in range(30)))
+
+    def interrupted(self, rows):
+        for i, row in enumerate(rows):
+            if i == 10:
+                raise KeyboardInterrupt
+            self.append(row)
+
+    monkeypatch.setattr(RunWriter, "extend", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        import_files([f], "csv", results_dir=tmp_path / "results")
+    assert list((tmp_path / "results").iterdir()) == []  # neither the run nor the folder written aside
+    monkeypatch.undo()
+    dest, _ = import_files([f], "csv", results_dir=tmp_path / "results")
+    assert [p.name for p in (tmp_path / "results").iterdir()] == [dest.name]
+    meta = json.loads((dest / "run.json").read_text())
+    assert meta["status"] == "complete" and meta["finished_cases"] == 30
+    assert len((dest / "cases.jsonl").read_text().splitlines()) == 30
+
+
+def test_check_of_an_imported_case_holds_only_a_real_time(tmp_path):
+    """The symptom end to end: at e066e41 an OSU file of nan imported and 'check' said '1 of 1 references hold'."""
+    f = tmp_path / "ok.osu"
+    f.write_text(OSU_HEAD.replace("Datatype: MPI_CHAR", "Number of processes: 4\n# Datatype: MPI_CHAR")
+                 + "8  3.15  3.01  3.28  1000\n")
+    dest, _ = import_files([f], "osu", results_dir=tmp_path / "results")
+    refs = tmp_path / "refs.csv"
+    refs.write_text("collective,algorithm,nbytes,value,lower,upper\nallreduce,native,8,3.15e-6,-0.1,0.1\n")
+    run = [sys.executable, "-m", "ccbench", "check", str(dest), "--reference", str(refs)]
+    r = subprocess.run(run, capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert r.returncode == 0 and "1 of 1 references hold" in r.stdout
+    rows = [json.loads(x) for x in (dest / "cases.jsonl").read_text().splitlines()]
+    rows[0]["median_s"] = float("nan")  # a run corrupted after the door: the gate still fails
+    (dest / "cases.jsonl").write_text("".join(json.dumps(x) + "\n" for x in rows))
+    r = subprocess.run(run, capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert r.returncode == 1 and "0 of 1 references hold; 1 do not" in r.stdout and "not a time" in r.stdout
+
+
+# -- generated files ---------------------------------------------------------------------------
+
+_TOKEN = st.one_of(st.sampled_from(["nan", "inf", "-inf", "-1", "0", "1e-320", "1e400", "x", "", "3.15", "1000",
+                                    "8", "1e26", "-0", "0.00"]),
+                   st.floats(allow_nan=True, allow_infinity=True).map(repr),
+                   st.integers(min_value=-10, max_value=10 ** 30).map(str))
+_LINE = st.lists(_TOKEN, min_size=0, max_size=7).map("  ".join)
+
+
+def _sound(parsed) -> None:
+    for r in parsed.rows:
+        for name in ("median_s", "min_s", "max_s", "rank_mean_min_s", "rank_mean_max_s"):
+            t = getattr(r, name)
+            assert t is None or MIN_TIME_S <= t <= MAX_TIME_S, (name, t)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_LINE, min_size=1, max_size=6))
+def test_generated_osu_files_parse_to_sound_rows_or_one_usage_error(lines):
+    text = OSU_HEAD + "\n".join(lines) + "\n"
+    try:
+        parsed = parse_osu(text, 4, where="gen.osu")
+        imports.check_rows(parsed.rows, "gen.osu")
+    except UsageError as exc:
+        assert "\n" not in str(exc)
+        return
+    _sound(parsed)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_LINE, min_size=1, max_size=6))
+def test_generated_imb_files_parse_to_sound_rows_or_one_usage_error(lines):
+    text = IMB_HEAD + "\n".join("   " + ln for ln in lines) + "\n"
+    try:
+        parsed = parse_imb(text, where="gen.imb")
+        imports.check_rows(parsed.rows, "gen.imb")
+    except UsageError as exc:
+        assert "\n" not in str(exc)
+        return
+    _sound(parsed)
+
+
+_CSV_FIELD = st.one_of(_TOKEN, st.sampled_from(["allreduce", "ring", "float32", "sum", "float128", "xor", "bcast"]))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(_CSV_FIELD, min_size=7, max_size=7).map(",".join), min_size=1, max_size=6))
+def test_generated_csv_files_parse_to_sound_rows_or_one_usage_error(lines):
+    text = CSV_HEAD + "\n".join(lines) + "\n"
+    try:
+        parsed = parse_csv(text, where="gen.csv")
+        imports.check_rows(parsed.rows, "gen.csv")
+    except UsageError as exc:
+        assert "\n" not in str(exc)
+        return
+    _sound(parsed)
