@@ -114,7 +114,7 @@ CASES = [
     (["show", "{corrupt_meta}"], 2, "is corrupt (not JSON)"),
     (["show", "{foreign_meta}"], 2, "is not a ccbench run file"),
     (["show", "{not_json_list}"], 2, "is not a ccbench run file"),
-    (["fit", "{future_schema}"], 2, "has schema ccbench.run/9; this ccbench reads ccbench.run/1"),
+    (["fit", "{future_schema}"], 2, "has schema ccbench.run/9; this ccbench reads ccbench.run/1 and ccbench.run/2"),
     (["fit", "{corrupt_middle}"], 2, "line 2 is corrupt"),
     (["show", "{binary_rows}"], 2, "is corrupt"),
     (["show", "{bad_row_values}"], 2, "line 1 is corrupt"),

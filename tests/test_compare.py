@@ -255,7 +255,7 @@ def test_same_run_twice_is_refused(runs, capsys):
 
 
 @pytest.mark.parametrize("how,message", [
-    ("schema", "has schema ccbench.run/2"),
+    ("schema", "has schema ccbench.run/99"),
     ("foreign", "is not a ccbench run file"),
     ("workload", "is a 'workload' run"),
     ("badline", "line 2 is corrupt"),
@@ -264,7 +264,7 @@ def test_corrupt_or_foreign_runs_are_one_line(runs, capsys, how, message):
     b = runs["run-np4-single"]
     meta = json.loads((b / "run.json").read_text())
     if how == "schema":
-        (b / "run.json").write_text(json.dumps(dict(meta, schema="ccbench.run/2")))
+        (b / "run.json").write_text(json.dumps(dict(meta, schema="ccbench.run/99")))
     elif how == "foreign":
         (b / "run.json").write_text(json.dumps({"schema": "pyperf/1"}))
     elif how == "workload":
@@ -390,7 +390,7 @@ def test_workload_runs_without_common_rows_are_refused(wl_runs, capsys):
 
 @pytest.mark.parametrize("how,message", [
     ("badline", "line 2 is corrupt"),
-    ("schema", "has schema ccbench.run/2"),
+    ("schema", "has schema ccbench.run/99"),
     ("empty", "has no finished cases"),
 ])
 def test_corrupt_workload_runs_are_one_line(wl_runs, capsys, how, message):
@@ -401,7 +401,7 @@ def test_corrupt_workload_runs_are_one_line(wl_runs, capsys, how, message):
         (b / "cases.jsonl").write_text("\n".join(lines) + "\n")
     elif how == "schema":
         meta = json.loads((b / "run.json").read_text())
-        (b / "run.json").write_text(json.dumps(dict(meta, schema="ccbench.run/2")))
+        (b / "run.json").write_text(json.dumps(dict(meta, schema="ccbench.run/99")))
     else:
         (b / "cases.jsonl").write_text("")
     before = sorted(p.name for p in a.iterdir())

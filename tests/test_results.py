@@ -224,8 +224,8 @@ def test_runs_are_found_by_name_under_results_by_default(tmp_path, monkeypatch):
     meta = json.loads((d / "run.json").read_text())
     (d / "run.json").write_text(json.dumps(dict(meta, schema="ccbench.run/0")))
     with pytest.raises(UsageError, match=rf"^{re.escape(repr(str(d)))} has schema ccbench.run/0; this ccbench reads "
-                                         rf"{re.escape(SCHEMA)}: use the ccbench version that wrote it, or re-run "
-                                         r"the sweep$"):
+                                         r"ccbench.run/1 and ccbench.run/2: use the ccbench version that wrote it, or "
+                                         r"re-run the sweep$"):
         open_run(d)
 
 
@@ -585,3 +585,31 @@ def test_resolve_run_by_path_file_name_and_latest(tmp_path, monkeypatch):
         with pytest.raises(UsageError) as exc:
             resolve_run("latest", empty)
         assert str(exc.value) == f"no runs under {str(empty)!r}"
+
+
+def test_rows_and_run_json_are_strict_json_and_older_runs_with_nan_still_load(tmp_path):
+    """One-sample and imported rows hold NaN (stddev, an unknown interval): written as null, so that strict parsers
+    (JavaScript's, Go's, jq) read the file; read back as NaN.  A /1 run holding NaN loads as it did."""
+    import math
+
+    nan_row = make_row(stddev_s=math.nan, ci_low_s=math.nan, ci_high_s=math.inf)
+    d = _sweep_run(tmp_path, [nan_row])
+    RunWriter(d, {"lab": {"rate_bps": math.nan}}).close()  # run.json too
+
+    def refuse(token):
+        raise ValueError(f"not strict JSON: {token}")
+
+    for line in (d / "cases.jsonl").read_text().splitlines():
+        row = json.loads(line, parse_constant=refuse)
+        assert row["stddev_s"] is None and row["ci_high_s"] is None
+    meta = json.loads((d / "run.json").read_text(), parse_constant=refuse)
+    assert meta["schema"] == "ccbench.run/2" and meta["lab"] == {"rate_bps": None}
+    (back,) = open_run(d).rows
+    assert math.isnan(back.stddev_s) and math.isnan(back.ci_low_s) and math.isnan(back.ci_high_s)
+    assert back.median_s == nan_row.median_s and back.rank_mean_min_s is None  # an absent value stays absent
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "run.json").write_text(json.dumps({"schema": "ccbench.run/1", "status": "complete"}))
+    (old / "cases.jsonl").write_text(json.dumps(nan_row.to_dict()) + "\n")  # NaN, as /1 wrote it
+    (loaded,) = open_run(old).rows
+    assert math.isnan(loaded.stddev_s) and loaded.median_s == nan_row.median_s

@@ -11,6 +11,7 @@ files, never into them.
 import csv
 import dataclasses
 import json
+import math
 import os
 import socket
 import time
@@ -20,10 +21,13 @@ from pathlib import Path
 
 from ccbench.core.errors import CCBenchError, UsageError
 
-__all__ = ["SCHEMA", "Row", "RunWriter", "StoredRow", "free_path", "free_stem", "latest_run", "new_numbered_dir",
-           "new_run_dir", "resolve_run", "started_at", "write_json_atomic"]
+__all__ = ["READABLE_SCHEMAS", "SCHEMA", "Row", "RunWriter", "StoredRow", "free_path", "free_stem", "latest_run",
+           "new_numbered_dir", "new_run_dir", "resolve_run", "started_at", "write_json_atomic"]
 
-SCHEMA = "ccbench.run/1"
+#: The schema a run is written with.  /2: cases.jsonl is strict JSON (null where /1 wrote NaN or Infinity).
+SCHEMA = "ccbench.run/2"
+#: The schemas this ccbench reads (a /1 run's NaN is read back as it was).
+READABLE_SCHEMAS = ("ccbench.run/1", SCHEMA)
 STATUSES = ("running", "complete", "interrupted", "failed")
 
 
@@ -67,6 +71,10 @@ class StoredRow:
             del d["samples_s"]
         return d
 
+    def to_json(self) -> str:
+        """The row as one line of strict JSON (RFC 8259): a number that is not finite is null."""
+        return json.dumps({k: _strict(v) for k, v in self.to_dict().items()}, allow_nan=False)
+
     def csv_dict(self) -> dict:
         """The row as one CSV line: flags joined by ';', a dict field (a Row's settings) as 'NAME=value;...'."""
         d = self.to_dict(raw=False)
@@ -90,7 +98,21 @@ class StoredRow:
         kw = {k: v for k, v in d.items() if k in {f.name for f in fields}}
         for name in ("flags", "samples_s", "launches", "launch_samples"):
             kw[name] = tuple(kw.get(name, ()))
+        for f in fields:  # strict JSON writes null for a NaN of a field that is always a number
+            if kw.get(f.name, 0) is None and f.type in (float, "float"):
+                kw[f.name] = math.nan
         return cls(**kw)
+
+
+def _strict(v):
+    """`v` with every float that is not finite as None (JSON has no NaN nor Infinity)."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, (list, tuple)):
+        return [_strict(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _strict(x) for k, x in v.items()}
+    return v
 
 
 @dataclass(frozen=True)
@@ -177,10 +199,11 @@ CSV_COLUMNS = [f.name for f in dataclasses.fields(Row) if f.name != "samples_s"]
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
-    """Replace `path` with `data` as JSON: write a temporary file, fsync, rename."""
+    """Replace `path` with `data` as strict JSON (a number that is not finite is null): write a temporary file,
+    fsync, rename."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     with open(tmp, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=False)
+        json.dump(_strict(data), f, indent=2, sort_keys=False, allow_nan=False)
         f.write("\n")
         f.flush()
         os.fsync(f.fileno())
@@ -264,7 +287,7 @@ class RunWriter:
 
     def append(self, row: Row) -> None:
         """Append one finished case to both tables and push it to disk."""
-        self._jsonl.write(json.dumps(row.to_dict()) + "\n")
+        self._jsonl.write(row.to_json() + "\n")
         self._csvw.writerow(row.csv_dict())
         for f in (self._jsonl, self._csv):
             f.flush()
@@ -274,7 +297,7 @@ class RunWriter:
     def extend(self, rows) -> None:
         """Append many rows and push them to disk once (an import: the rows exist already, nothing is measured)."""
         for row in rows:
-            self._jsonl.write(json.dumps(row.to_dict()) + "\n")
+            self._jsonl.write(row.to_json() + "\n")
             self._csvw.writerow(row.csv_dict())
             self.rows += 1
         for f in (self._jsonl, self._csv):

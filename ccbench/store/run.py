@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ccbench.core.errors import UsageError
-from ccbench.store.results import SCHEMA, Row, resolve_run, write_json_atomic
+from ccbench.store.results import READABLE_SCHEMAS, Row, resolve_run, write_json_atomic
 from ccbench.store.workload_rows import KIND as WORKLOAD
 from ccbench.store.workload_rows import WorkloadRow
 
@@ -67,10 +67,11 @@ def _read_meta(path: Path) -> dict:
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise UsageError(f"{str(meta_path)!r} is corrupt (not JSON)") from None
     schema = meta.get("schema") if isinstance(meta, dict) else None
-    if schema != SCHEMA:
+    if schema not in READABLE_SCHEMAS:
         if isinstance(schema, str) and schema.startswith("ccbench.run/"):
-            raise UsageError(f"{str(path)!r} has schema {schema}; this ccbench reads {SCHEMA}: "
-                             "use the ccbench version that wrote it, or re-run the sweep")
+            raise UsageError(f"{str(path)!r} has schema {schema}; this ccbench reads "
+                             f"{' and '.join(READABLE_SCHEMAS)}: use the ccbench version that wrote it, or re-run "
+                             "the sweep")
         raise UsageError(f"{str(meta_path)!r} is not a ccbench run file (schema {schema!r})")
     return meta
 
@@ -149,7 +150,7 @@ def mark_failed(path: str | Path, reason: str) -> bool:
         meta = json.loads(meta_path.read_text())
     except (OSError, json.JSONDecodeError, UnicodeDecodeError):
         return False
-    if not isinstance(meta, dict) or meta.get("schema") != SCHEMA or meta.get("status") != "running":
+    if not isinstance(meta, dict) or meta.get("schema") not in READABLE_SCHEMAS or meta.get("status") != "running":
         return False
     try:
         rows = open_run(path).rows
