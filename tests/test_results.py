@@ -177,8 +177,9 @@ def test_open_run_needs_finished_cases_only_when_asked(tmp_path):
     assert open_run(d).rows == []
     with pytest.raises(UsageError, match=rf"^{re.escape(repr(str(d)))} has no finished cases$"):
         open_run(d, need_rows=True)
-    (d / "cases.jsonl").unlink()                                          # never written: no rows either
-    assert open_run(d).rows == [] and open_run(d).warnings == []
+    (d / "cases.jsonl").unlink()   # lost: not "0 cases, all correct" (every writer creates it with run.json)
+    with pytest.raises(UsageError, match=r"has no cases.jsonl: the run's rows are missing"):
+        open_run(d)
 
 
 def test_rows_of_another_kind_are_refused(tmp_path):

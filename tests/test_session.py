@@ -44,6 +44,12 @@ def test_read_fault(monkeypatch):
     assert read_fault() == Fault("hang", 1, "allreduce/native:64")
     monkeypatch.setenv("CCBENCH_FAULT", "term:0:ddp:2")
     assert read_fault() == Fault("term", 0, "ddp:2")
+    monkeypatch.setenv("CCBENCH_FAULT", "hang:2:allreduce/native:64")
+    assert read_fault(3).rank == 2  # the last rank of 3
+    with pytest.raises(UsageError, match=r"rank 2 does not exist with 2 ranks, so it would never fire$"):
+        read_fault(2)
+    monkeypatch.setenv("CCBENCH_FAULT", "hang:all:allreduce/native:64")
+    assert read_fault(1).rank is None
     monkeypatch.setenv("CCBENCH_FAULT", "exit:all:ddp:2")
     assert read_fault() == Fault("exit", None, "ddp:2")
     assert read_fault().spec == "exit:all:ddp:2"

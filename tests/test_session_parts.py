@@ -330,15 +330,21 @@ def test_each_resume_is_added_to_the_run_s_record_of_resumes(tmp_path, stand_in_
     assert meta["status"] == "running" and meta["kind"] == KIND and meta["config"] == {"workload": "ddp"}
 
 
-def test_a_resumed_run_without_rows_gets_its_tables_back(tmp_path, stand_in_mpi):
+def test_a_resumed_run_without_rows_gets_its_csv_back(tmp_path, stand_in_mpi):
     _workload_run(tmp_path, [])
-    (tmp_path / "cases.jsonl").unlink()
     (tmp_path / "cases.csv").unlink()
     writer, finished = _resume(_Ranks(), tmp_path, WorkloadRow)
     writer.append(workload_row("a", -1))
     writer.close()
     assert finished == [] and (tmp_path / "cases.csv").read_text().splitlines()[0].split(",") == WORKLOAD_COLUMNS
     assert open_run(tmp_path, kinds=("workload",)).rows == [workload_row("a", -1)]
+
+
+def test_a_run_whose_rows_file_is_lost_is_not_resumed_as_if_it_had_none(tmp_path, stand_in_mpi):
+    _workload_run(tmp_path, [workload_row("a", -1)])
+    (tmp_path / "cases.jsonl").unlink()
+    with pytest.raises(UsageError, match="has no cases.jsonl: the run's rows are missing"):
+        _resume(_Ranks(), tmp_path, WorkloadRow)
 
 
 def test_reopening_keeps_blank_lines_between_the_kept_rows_and_cuts_after_the_last(tmp_path):

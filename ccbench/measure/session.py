@@ -291,8 +291,9 @@ def _slow_fault(spec: str, rank: int | None, item: str) -> Fault:
     return Fault("slow", rank, name if nbytes is None else f"{name}:{nbytes}", delay_s, fraction, spec)
 
 
-def read_fault() -> Fault | None:
-    """The fault CCBENCH_FAULT asks for, None when it is unset; a malformed value is refused."""
+def read_fault(nranks: int | None = None) -> Fault | None:
+    """The fault CCBENCH_FAULT asks for, None when it is unset; a malformed value, or one aimed at a rank the
+    job of `nranks` ranks does not have (it would never fire), is refused."""
     spec = os.environ.get("CCBENCH_FAULT")
     if not spec:
         return None
@@ -301,6 +302,9 @@ def read_fault() -> Fault | None:
     if kind not in FAULT_KINDS or not (rank.isdigit() or rank == "all") or not item:
         raise UsageError(f"CCBENCH_FAULT={spec!r}: {_FAULT_USAGE}")
     which = None if rank == "all" else int(rank)
+    if which is not None and nranks is not None and which >= nranks:
+        raise UsageError(f"CCBENCH_FAULT={spec!r}: rank {which} does not exist with {nranks} ranks, so it would "
+                         "never fire")
     if kind == "slow":
         return _slow_fault(spec, which, item)
     return Fault(kind, which, item, spec=spec)

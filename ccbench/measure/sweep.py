@@ -258,7 +258,7 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     comm = MPI.COMM_WORLD
     rank, P = comm.Get_rank(), comm.Get_size()
     check_launch(comm)
-    fault = agree(comm, read_fault)
+    fault = agree(comm, lambda: read_fault(comm.Get_size()))
     cases, skipped = agree(comm, lambda: plan(cfg, P))
     library = current_library()  # forced variants need their variables set at MPI_Init
     cases, forced_skips = agree(comm, lambda: check_environment(cases, library))

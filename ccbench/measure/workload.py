@@ -449,7 +449,7 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
     comm = MPI.COMM_WORLD
     P = comm.Get_size()
     check_launch(comm)
-    fault = agree(comm, read_fault)
+    fault = agree(comm, lambda: read_fault(comm.Get_size()))
     settings = _settings(cfg.per_launch())
     model = None
     if cfg.workload in ("ddp", "zero"):

@@ -82,8 +82,9 @@ def _read_rows(path: Path, kind: RunKind) -> tuple[list, list[str]]:
     warnings: list[str] = []
     try:
         text = (path / "cases.jsonl").read_text()
-    except FileNotFoundError:
-        text = ""
+    except FileNotFoundError:  # every writer creates it with run.json: its rows are gone, not "0 cases, all correct"
+        raise UsageError(f"{str(path)!r} has no cases.jsonl: the run's rows are missing (a run holds run.json, "
+                         "cases.jsonl and cases.csv)") from None
     except UnicodeDecodeError:
         raise UsageError(f"{str(path / 'cases.jsonl')!r} is corrupt (not text)") from None
     lines = text.split("\n")
