@@ -274,6 +274,15 @@ def launch_parts(rep: Replication, kw: dict, command_for, env: dict, run_launche
         dest = new_run_dir(rep.results_dir, nranks, kw.get("tag") or "")
         (dest / "parts").mkdir()
         seed = rep.seed if rep.seed is not None else secrets.randbelow(2**32)
+    from ccbench.store.lock import RunLock
+
+    with RunLock(dest):  # one launcher of a run of several launches at a time (a second --resume is refused)
+        return _launch_locked(rep, plan, dest, kw, command_for, env, run_launcher, say, seed, argv, kinds)
+
+
+def _launch_locked(rep, plan, dest: Path, kw, command_for, env, run_launcher, say, seed, argv, kinds):
+    from ccbench.store.run import open_run
+
     parts_dir = dest / "parts"
     per_round = len(plan) // rep.launches
     results: list[tuple[int, Part, int, Path | None]] = []

@@ -463,11 +463,25 @@ def _reopen_tables(path: Path, rows: list, row_cls) -> None:
 
 def _reopen(path: Path, *, prov: dict, argv: list[str], same_config: Callable[[dict], bool], row_cls,
             keep: Callable[[list], list] | None) -> tuple[RunWriter, list]:
-    """Rank 0: check that `path` may be continued here, then reopen it for appending."""
+    """Rank 0: take the run's lock, check that `path` may be continued here, then reopen it for appending."""
+    from ccbench.store.lock import RunLock
     from ccbench.store.run import open_run
 
-    run = open_run(path, kinds=(getattr(row_cls, "KIND", "sweep"),), what="--resume")  # check first
-    meta, rows = run.meta, run.rows
+    kinds = (getattr(row_cls, "KIND", "sweep"),)
+    open_run(path, kinds=kinds, what="--resume")  # a run of this kind at all, before anything is written
+    lock = RunLock(path).acquire()  # no other writer: a second --resume, or the job still running it
+    try:
+        run = open_run(path, kinds=kinds, what="--resume")  # read again, as the lock's holder
+        writer, rows = _reopen_locked(path, run.meta, run.rows, lock, prov=prov, argv=argv,
+                                      same_config=same_config, row_cls=row_cls, keep=keep)
+    except BaseException:
+        lock.release()
+        raise
+    return writer, rows
+
+
+def _reopen_locked(path: Path, meta: dict, rows: list, lock, *, prov: dict, argv: list[str],
+                   same_config: Callable[[dict], bool], row_cls, keep) -> tuple[RunWriter, list]:
     for what, old, new in (("rank count", meta.get("nranks"), prov["nranks"]),
                            ("MPI library", meta.get("mpi_library"), prov["mpi_library"])):
         if old != new:
@@ -483,7 +497,7 @@ def _reopen(path: Path, *, prov: dict, argv: list[str], same_config: Callable[[d
                                                   "failure_before": meta.pop("failure", None),
                                                   "signal_before": meta.pop("signal", None)}]
     columns = None if row_cls is Row else _columns(row_cls)
-    return RunWriter(path, meta, rows=len(rows), columns=columns), rows
+    return RunWriter(path, meta, rows=len(rows), columns=columns, lock=lock), rows
 
 
 def open_run_dir(comm, new: Callable[[], RunWriter], resume: Path | None, *, prov: dict, argv: list[str],

@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ccbench.core.errors import CCBenchError, UsageError
+from ccbench.store.lock import RunLock
 
 __all__ = ["READABLE_SCHEMAS", "SCHEMA", "Row", "RunWriter", "StoredRow", "free_path", "free_stem", "latest_run",
            "new_numbered_dir", "new_run_dir", "resolve_run", "started_at", "write_json_atomic"]
@@ -270,8 +271,11 @@ def new_run_dir(root: str | Path, nranks: int, tag: str = "") -> Path:
 class RunWriter:
     """Rank 0's writer of one run directory."""
 
-    def __init__(self, path: Path, meta: dict, rows: int = 0, columns: list[str] | None = None) -> None:
+    def __init__(self, path: Path, meta: dict, rows: int = 0, columns: list[str] | None = None,
+                 lock: RunLock | None = None) -> None:
         self.path = path
+        # one writer of a run at a time (`lock`: taken already, by a resume before it reads the tables)
+        self._lock = lock if lock is not None else RunLock(path).acquire()
         self.meta = dict(meta, schema=SCHEMA, status="running")
         write_json_atomic(path / "run.json", self.meta)
         record = os.environ.get("CCBENCH_RUN_RECORD")
@@ -312,9 +316,10 @@ class RunWriter:
         write_json_atomic(self.path / "run.json", self.meta)
 
     def close(self) -> None:
-        """Close the tables."""
+        """Close the tables and give the run's lock back."""
         self._jsonl.close()
         self._csv.close()
+        self._lock.release()
 
 
 def started_at(run_dir: Path) -> float | None:
