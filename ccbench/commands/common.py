@@ -160,7 +160,8 @@ def to_argv(ctx: click.Context, kw: dict) -> list[str]:
 
 def run_launcher(cmd: list[str], env: dict, merged=None) -> int:
     """Run one launcher command (`ccbench.measure.launcher.run_job`); say how to continue a run it left failed
-    (the `merged` run of several launches it is one launch of, when it is one)."""
+    (the `merged` run of several launches it is one launch of, when it is one).  The exit code is 128 + the
+    signal when this process was told to stop during the job, whatever the launcher's own code was."""
     from ccbench.measure.launcher import run_job
     from ccbench.store.run import open_run
 
@@ -173,5 +174,7 @@ def run_launcher(cmd: list[str], env: dict, merged=None) -> int:
             f"continue the whole run with --resume {merged}"
         print_error(f"the job ended with {job.why} before the {spec.noun} finished; {kept} kept in {job.run_dir}, "
                     f"marked failed; {how}")
+    if job.signal is not None:  # stopped by the user or the batch system: 128 + the signal, as a shell says it
+        return 128 + job.signal
     return job.code
 

@@ -222,10 +222,12 @@ class Job:
     run_dir: Path | None
     marked_failed: bool
     why: str  # "exit code N" or "killed by signal NAME"
+    signal: int | None = None  # the first stop signal (SIGTERM, SIGINT) this process got during the job
 
 
 def run_job(cmd: list[str], env: dict, *, stdout=None) -> Job:
-    """Run one launcher command, forwarding SIGTERM/SIGINT to it (a batch system signals us, not the ranks).
+    """Run one launcher command, forwarding SIGTERM/SIGINT to it (a batch system signals us, not the ranks);
+    the job records the first such signal, whatever exit code the launcher then uses (hydra's is 15, not 143).
 
     A run the job left ``running`` after a non-zero exit is marked ``failed`` with the
     reason (`ccbench.store.run.mark_failed`); a run its ranks closed themselves (complete,
@@ -237,7 +239,10 @@ def run_job(cmd: list[str], env: dict, *, stdout=None) -> Job:
     os.close(fd)
     proc = subprocess.Popen(cmd, env=dict(env, CCBENCH_RUN_RECORD=record), stdout=stdout)
 
+    received: list[int] = []
+
     def forward(signum, frame):  # noqa: ARG001
+        received.append(signum)
         proc.send_signal(signum)
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -253,4 +258,4 @@ def run_job(cmd: list[str], env: dict, *, stdout=None) -> Job:
            else f"exit code {code}")
     marked = bool(code and run_dir is not None and mark_failed(
         run_dir, f"the job ended before the run did ({why}): a rank crashed, was killed or aborted"))
-    return Job(code, run_dir, marked, why)
+    return Job(code, run_dir, marked, why, received[0] if received else None)

@@ -157,11 +157,17 @@ _PER_PART = ("schema", "status", "failure", "signal", "skipped", "planned_cases"
              "end_time", "resumed", "order", "order_seed", "launch")
 
 
+def _signalled(code: int) -> bool:
+    """An exit code that says a signal ended the launch (negative: killed; 128 + N: as a shell reports it)."""
+    return code < 0 or code >= 128
+
+
 def merge_parts(dest: Path, results: list[tuple[int, Part, int, Path | None]], rep: Replication, argv: list[str],
-                order_seed: int | None = None) -> tuple[int, int]:
+                order_seed: int | None = None, planned: int | None = None) -> tuple[int, int]:
     """Write dest's run.json and tables from the launches' runs; return (rows, failed rows).
 
-    `results`: (launch number, part, exit code, its run directory or None).  Rows of one item
+    `results`: (launch number, part, exit code, its run directory or None); fewer than `planned`
+    (a stop signal ended the run early) make the merged run ``interrupted``, never ``complete``.  Rows of one item
     from different launches become one row (``pool_rows`` on ``rep.key``).  Provenance comes
     from the first part that ran (the same machine, library and ranks for all); each part's
     own run.json stays under ``parts/`` with its full provenance; what each launch measures before
@@ -201,7 +207,7 @@ def merge_parts(dest: Path, results: list[tuple[int, Part, int, Path | None]], r
                 skipped.append(entry)
         status = meta.get("status", "failed") if path is not None else "failed"
         if code and status == "complete":
-            status = "failed"
+            status = "interrupted" if _signalled(code) else "failed"
         statuses.append(status)
         if path is None:
             what = f"{','.join(part.collectives)}/{','.join(part.algorithms)}" if part.collectives else part.label
@@ -212,8 +218,9 @@ def merge_parts(dest: Path, results: list[tuple[int, Part, int, Path | None]], r
                           "label": part.label, "collectives": list(part.collectives),
                           "algorithms": list(part.algorithms), "settings": part.env, "exit_code": code,
                           "status": status, "order_seed": meta.get("order_seed"), "cases": len(rows)})
-    status = ("complete" if all(s == "complete" for s in statuses)
-              else "interrupted" if any(s == "interrupted" for s in statuses) else "failed")
+    short = planned is not None and len(results) < planned
+    status = ("complete" if all(s == "complete" for s in statuses) and not short
+              else "interrupted" if any(s == "interrupted" for s in statuses) or short else "failed")
     planned = [m["planned_cases"] for launch, *_, m, _ in loaded if launch == 1 and "planned_cases" in m]
     meta = dict(keep, argv=argv, config=rep.config, launches=rep.launches, order=rep.order,
                 order_seed=order_seed, parts=part_docs, skipped=skipped,
@@ -305,11 +312,11 @@ def _launch_locked(rep, plan, dest: Path, kw, command_for, env, run_launcher, sa
         say(f"{head}: {what}" + (f", continuing {there.name}" if there else ""))
         code = run_launcher(command_for(part_kw), dict(env, **part.env), dest)
         results.append((launch, part, code, _part_dir(parts_dir, tag)))
-        if code < 0 or code >= 128:  # a signal: stop here, keep what ran
+        if _signalled(code):  # a signal: stop here, keep what ran
             break
-    merge_parts(dest, results, rep, argv, seed)
+    merge_parts(dest, results, rep, argv, seed, planned=len(plan))
     codes = [c for *_, c, _ in results]
-    stopped = next((c for c in codes if c < 0 or c >= 128), None)
+    stopped = next((c for c in codes if _signalled(c)), None)
     if stopped is None and len(results) < len(plan):
         stopped = 1
     return (stopped if stopped is not None else (1 if any(codes) else 0)), dest

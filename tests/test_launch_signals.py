@@ -1,0 +1,70 @@
+"""A stop signal is honoured in every launch path (issue 26, item 5): hydra exits 15 when its ranks die of SIGTERM,
+which was not read as a signal, and a SIGTERM during a launch's last case was swallowed -- the next launch ran and
+the run ended complete with exit code 0.  Now the process that got the signal says so, whatever the launcher's exit
+code, and a run of several launches stops there, interrupted."""
+
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from ccbench.commands.common import run_launcher
+from ccbench.measure.launcher import run_job
+from ccbench.measure.multilaunch import Replication, launch_parts, replicated
+from ccbench.store.results import Row, RunWriter
+from ccbench.store.run import open_run
+
+#: A launcher that, told to stop, ends with exit code 15 as hydra does when its ranks die of SIGTERM.
+LIKE_HYDRA = [sys.executable, "-c", "import signal, sys, time\n"
+              "signal.signal(signal.SIGTERM, lambda *a: sys.exit(15))\n"
+              "print('ready', flush=True)\ntime.sleep(60)"]
+
+
+def _term_soon(delay: float = 0.5) -> threading.Timer:
+    t = threading.Timer(delay, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    t.start()
+    return t
+
+
+def test_a_job_remembers_the_stop_signal_whatever_the_launcher_exits_with():
+    t = _term_soon()
+    job = run_job(LIKE_HYDRA, dict(os.environ))
+    t.join()
+    assert (job.code, job.signal) == (15, signal.SIGTERM)  # hydra's 15 alone did not say "signal"
+    t = _term_soon()
+    assert run_launcher(LIKE_HYDRA, dict(os.environ)) == 128 + signal.SIGTERM
+    t.join()
+    assert run_job([sys.executable, "-c", "raise SystemExit(3)"], dict(os.environ)).signal is None
+
+
+def _row(nbytes: int, t: float) -> Row:
+    return Row(collective="allreduce", algorithm="native", nbytes=nbytes, count=nbytes // 4, dtype="float32",
+               op="sum", in_place=False, root=0, nranks=2, samples=2, min_s=t, median_s=t, mean_s=t, p95_s=t,
+               p99_s=t, max_s=t, stddev_s=0.0, ci_low_s=t, ci_high_s=t, algbw_gbs=1.0, busbw_gbs=1.0, msgs_max=None,
+               bytes_max=None, msgs_total=None, bytes_total=None, steps_max=None, step_bytes_max=None,
+               reduced_bytes_max=None, nwrong=0, stop_reason="target_rse", sync="barrier", samples_s=(t, t))
+
+
+def test_a_signal_during_the_last_case_of_a_launch_stops_the_run_interrupted(tmp_path):
+    """Launch 2 finishes its last case although SIGTERM came (its run says complete): launch 3 must not start."""
+    ran = []
+
+    def fake_launcher(cmd, env, merged):
+        kw = dict(cmd)
+        ran.append(kw["launch_index"])
+        d = Path(kw["results_dir"]) / f"20260101-000000_h_np2_{kw['tag']}"
+        d.mkdir(parents=True)
+        w = RunWriter(d, {"nranks": 2, "launch": kw["launch_index"], "order_seed": 1})
+        w.append(_row(8, 1e-6 * kw["launch_index"]))
+        w.update(status="complete")
+        w.close()
+        return 128 + signal.SIGTERM if kw["launch_index"] == 2 else 0  # run_launcher's code for a stopped job
+
+    rep = Replication({"launches": 3}, 3, "shuffled", 1, str(tmp_path), replicated(3), [], lambda part: {},
+                      lambda r: (r.collective, r.algorithm, r.nbytes))
+    code, dest = launch_parts(rep, {}, lambda kw: sorted(kw.items()), {}, fake_launcher, 2, ["ccbench"],
+                              say=lambda line: None)
+    assert ran == [1, 2] and code == 128 + signal.SIGTERM
+    meta = open_run(dest).meta
+    assert meta["status"] == "interrupted" and [p["status"] for p in meta["parts"]] == ["complete", "interrupted"]
