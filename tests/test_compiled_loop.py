@@ -308,3 +308,13 @@ def test_show_says_which_loop_timed_the_native_cases():
     assert fell.startswith("--loop auto: timed in Python, the compiled loop was not available (no mpicc); ")
     assert fell.endswith("timing batched:5: each sample is 5 back-to-back calls between synchronisations, "
                          "their time / 5 (IMB, nccl-tests style)")
+
+
+def test_a_count_the_c_loop_cannot_hold_is_left_to_the_python_loop():
+    """The C loop's count is an int: 2 GiB of uint8 became -2147483648 elements and 4 GiB became 0 (issue 26, item 8).
+    Such a case gets no kernel -- the Python loop times it with mpi4py's large-count calls -- decided at the edge."""
+    assert compiled.fits_c_int(2**31 - 1) and compiled.fits_c_int(0)
+    assert not compiled.fits_c_int(2**31) and not compiled.fits_c_int(2**32) and not compiled.fits_c_int(-1)
+    loop = object.__new__(compiled.CompiledLoop)  # no library needed: the count is refused before it is touched
+    assert loop.kernel(None, "bcast", 2**31, (np.zeros(1, dtype=np.uint8),), {}) is None
+    assert loop.kernel(None, "bcast", 2**32, (np.zeros(1, dtype=np.uint8),), {}) is None

@@ -29,8 +29,8 @@ import numpy as np
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.measure.config import LOOPS
 
-__all__ = ["CODES", "LOOPS", "CompiledLoop", "Kernel", "LoopUnavailableError", "build", "cache_dir", "choose",
-           "find_mpicc", "load", "source"]
+__all__ = ["CODES", "C_INT_MAX", "LOOPS", "CompiledLoop", "Kernel", "LoopUnavailableError", "build", "cache_dir",
+           "choose", "find_mpicc", "fits_c_int", "load", "source"]
 
 #: The collectives of the C loop, numbered as its enum.
 CODES = {name: i for i, name in enumerate(("barrier", "pingpong", "bcast", "scatter", "gather", "allgather",
@@ -38,6 +38,16 @@ CODES = {name: i for i, name in enumerate(("barrier", "pingpong", "bcast", "scat
 
 _ABI = 1  # CCB_ABI of the C file this module speaks to
 _BUF, _IN_PLACE, _NULL = 0, 1, 2
+
+
+#: The largest count the C loop passes to MPI (its ``int``; MPI's classic count argument is an ``int`` too).
+C_INT_MAX = 2**31 - 1
+
+
+def fits_c_int(count: int) -> bool:
+    """Whether `count` elements can go through the C loop: 2^31 elements and more would wrap (2 GiB of uint8 became
+    -2147483648 elements, 4 GiB became 0)."""
+    return 0 <= count <= C_INT_MAX
 
 
 class LoopUnavailableError(CCBenchError):
@@ -219,8 +229,12 @@ class CompiledLoop:
                                        f"runs {mine.splitlines()[0]!r}; set MPICC to that MPI's mpicc")
         self.lib, self.path = lib, path
 
-    def kernel(self, comm, collective: str, count: int, args: tuple, kwargs: dict) -> Kernel:
-        """The kernel of a native call ``fn(comm, *args, **kwargs)`` with `count` elements per buffer or block."""
+    def kernel(self, comm, collective: str, count: int, args: tuple, kwargs: dict) -> Kernel | None:
+        """The kernel of a native call ``fn(comm, *args, **kwargs)`` with `count` elements per buffer or block;
+        None for a count the C loop's ``int`` cannot hold (`fits_c_int`): the Python loop times that case, with
+        mpi4py's MPI-4 large-count calls, and its row says so (``loop``: python)."""
+        if not fits_c_int(count):
+            return None
         from mpi4py import MPI
 
         arrays = [a for a in args if isinstance(a, np.ndarray)]
