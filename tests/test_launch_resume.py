@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from runfiles import tree_state
+
 from ccbench.store.run import open_run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,10 +41,11 @@ def test_resume_continues_every_unfinished_launch_and_keeps_finished_ones(tmp_pa
     # each launch kept its own recorded order (seed + launch - 1), resumed where it stopped
     parts = {p["launch"]: p for p in meta["parts"]}
     assert parts[1]["order_seed"] == 11 and parts[2]["order_seed"] == 12
-    # a finished run resumed again: every launch is kept, the rows do not change
+    # a finished run resumed again: nothing to do, and nothing is written (run.json was rewritten at e066e41)
+    before = tree_state(run)
     r = _launch("--resume", str(run))
-    assert r.returncode == 0 and r.stdout.count("finished earlier, kept") == 2
-    assert open_run(run).rows == rows
+    assert r.returncode == 0 and f"{run} is complete: nothing to resume" in r.stdout
+    assert tree_state(run) == before and open_run(run).rows == rows
 
 
 def test_run_refuses_launches_without_launch(tmp_path):
@@ -60,10 +63,13 @@ def test_a_run_stored_before_the_replication_keys_still_resumes(tmp_path):
     shutil.copytree(REPO / "tests" / "data" / "run-np2", run)
     meta = json.loads((run / "run.json").read_text())
     assert not {"launches", "order", "seed", "bind"} & set(meta["config"])
+    meta["status"] = "interrupted"  # as if stopped after its last case: the old configuration must still resume
+    (run / "run.json").write_text(json.dumps(meta))
     before = open_run(run).rows
     r = _launch("--resume", str(run))
     assert r.returncode == 0, r.stderr[-2000:]
     assert open_run(run).rows == before  # every case was finished: nothing added, nothing lost
+    assert open_run(run).meta["status"] == "complete"
 
 
 def test_rounds_reach_every_launch_and_an_interrupted_launch_measures_its_unfinished_cases_again(tmp_path):

@@ -7,7 +7,7 @@ import click
 from ccbench.commands.options import OUT_OPTION, run_options
 from ccbench.core.errors import UsageError
 
-__all__ = ["CONFIG_KEYS", "OUT_OPTION", "new_console",
+__all__ = ["CONFIG_KEYS", "OUT_OPTION", "new_console", "nothing_to_resume",
            "print_error", "resolve_sweep", "resolve_with_resume", "run_launcher",
            "show_run", "sweep_options", "to_argv"]
 
@@ -130,7 +130,19 @@ def resolve_with_resume(kw: dict):
             diff = [f.name for f in dataclasses.fields(stored) if getattr(mine, f.name) != getattr(stored, f.name)]
             raise UsageError(f"cannot resume {path}: its configuration differs in {', '.join(diff)}; "
                              "resume with the same options, or with none")
+    nothing_to_resume(path, meta)
     return stored, path
+
+
+def nothing_to_resume(path, meta: dict) -> None:
+    """End a ``--resume`` of a complete run at once, exit code 0, its files as they are (rank 0 says so)."""
+    if meta.get("status") != "complete":
+        return
+    from ccbench.measure.provenance import env_rank
+
+    if env_rank() in (None, 0):
+        click.echo(f"{path} is complete: nothing to resume (start a new run to measure again)")
+    raise SystemExit(0)
 
 
 def show_run(path, console, show_table=True) -> None:

@@ -69,12 +69,15 @@ def _resolve(kind: str, kw: dict):
 
     if not kw.get("resume"):
         return load_workload_config(kind, kw.get("config_file"), _overrides(kw)), None
+    from ccbench.commands.common import nothing_to_resume
     from ccbench.store.results import resolve_run
     from ccbench.store.run import WORKLOAD, open_run
 
     path = resolve_run(kw["resume"], kw.get("results_dir") or "results")
     meta = open_run(path, kinds=(WORKLOAD,), what="workload --resume").meta
-    return resume_workload(kind, meta, path, kw.get("config_file"), _overrides(kw)), path
+    cfg = resume_workload(kind, meta, path, kw.get("config_file"), _overrides(kw))  # the same workload and settings
+    nothing_to_resume(path, meta)
+    return cfg, path
 
 
 def _launch_options(cfg) -> dict:

@@ -276,6 +276,8 @@ def launch_parts(rep: Replication, kw: dict, command_for, env: dict, run_launche
         old = open_run(dest, kinds=kinds, what="--resume").meta
         if not isinstance(old.get("parts"), list):
             raise UsageError(f"cannot resume {dest} as a run of several launches: it has no parts/")
+        if old.get("status") == "complete":  # nothing to continue: left exactly as it is
+            raise UsageError(f"{dest} is complete: nothing to resume (start a new run to measure again)")
         seed = old.get("order_seed")
     else:
         dest = new_run_dir(rep.results_dir, nranks, kw.get("tag") or "")

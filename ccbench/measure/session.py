@@ -482,6 +482,8 @@ def _reopen(path: Path, *, prov: dict, argv: list[str], same_config: Callable[[d
 
 def _reopen_locked(path: Path, meta: dict, rows: list, lock, *, prov: dict, argv: list[str],
                    same_config: Callable[[dict], bool], row_cls, keep) -> tuple[RunWriter, list]:
+    if meta.get("status") == "complete":  # nothing to continue: left exactly as it is
+        raise UsageError(f"{path} is complete: nothing to resume (start a new run to measure again)")
     for what, old, new in (("rank count", meta.get("nranks"), prov["nranks"]),
                            ("MPI library", meta.get("mpi_library"), prov["mpi_library"])):
         if old != new:
