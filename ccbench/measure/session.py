@@ -23,7 +23,7 @@ import numpy as np
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.core.units import format_size, parse_size, parse_time
 from ccbench.measure.hardware import memory_available
-from ccbench.store.results import Row, RunWriter
+from ccbench.store.results import Row, RunWriter, WriteError
 
 __all__ = ["FAULT_KINDS", "SLOWED", "Fault", "Progress", "Session", "Watchdog", "agree", "check_launch",
            "launch_order", "local_ranks", "open_run_dir", "read_fault", "require_memory"]
@@ -591,10 +591,16 @@ class Session:
         for s, h in self._handlers.items():
             signal.signal(s, h)
         if self.writer is not None:
-            self.writer.update(status=self.status, end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                               finished_cases=self.writer.rows, **fields,
-                               **({"signal": signal.Signals(self.stopped).name} if self.stopped else {}))
-            self.writer.close()
+            try:  # a full disk may refuse run.json too: it keeps its last state, the lock is given back all the same
+                self.writer.update(status=self.status, end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                   finished_cases=self.writer.rows, **fields,
+                                   **({"signal": signal.Signals(self.stopped).name} if self.stopped else {}))
+            except WriteError:
+                if self.status != "failed":  # the loop ended well: this is the error to report
+                    raise
+                # failed: the error that ended the loop is on its way out and says more than this one
+            finally:
+                self.writer.close()
 
     def exit_code(self, failed: int, what: str = "cases") -> int:
         """128 + the signal when stopped (rank 0 says how many `what` it kept), 1 when `failed` were wrong, else 0."""

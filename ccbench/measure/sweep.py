@@ -350,8 +350,7 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
                 continue
             row = case_row(comm, case, taken.pop(key), visit_settings, timer_res, min_reps=settings.min_reps)
             nwrong_cases += not row.ok
-            if writer is not None:
-                writer.append(row)
+            agree(comm, lambda row=row: writer.append(row) if writer is not None else None)  # a full disk: all stop
             if progress is not None:
                 progress.done(label, _progress_line(case, row), row.ok)
         session.finished()

@@ -513,9 +513,7 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
                 break
             session.start(item.label, item.budget_s, f"{cfg.workload}:{n}")
             rows = item.run(ctx)
-            for r in rows:
-                if writer is not None:
-                    writer.append(r)
+            agree(comm, lambda rows=rows: writer.extend(rows) if writer is not None else None)  # a full disk: all stop
             nwrong += sum(not r.ok for r in rows if _whole(r))
             if progress is not None:
                 for r in rows:

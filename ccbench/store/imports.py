@@ -81,7 +81,7 @@ from ccbench.core.stats import summarize
 from ccbench.core.units import MAX_SIZE, format_size
 from ccbench.core.version import __version__
 from ccbench.store.launches import pool_launches
-from ccbench.store.results import Row, RunWriter, new_run_dir
+from ccbench.store.results import Row, RunWriter, WriteError, new_run_dir
 
 __all__ = ["CSV_OPTIONAL", "CSV_REQUIRED", "FORMATS", "IMPORTED", "Parsed", "import_files", "parse_csv", "parse_imb",
            "parse_nccl_tests", "parse_osu", "sniff", "with_model_terms"]
@@ -715,7 +715,7 @@ def import_files(paths: Sequence[str | Path], fmt: str | None = None, *, nranks:
         shutil.rmtree(aside, ignore_errors=True)
         with contextlib.suppress(OSError):
             dest.rmdir()
-        if isinstance(exc, OSError):
+        if isinstance(exc, (OSError, WriteError)):
             raise UsageError(f"cannot write the imported run into {str(dest.parent)!r}: {exc.strerror}; "
                              "nothing was kept") from None
         raise

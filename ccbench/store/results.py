@@ -8,8 +8,10 @@ atomically (write a temporary file, then rename).  Analyses are written beside t
 files, never into them.
 """
 
+import contextlib
 import csv
 import dataclasses
+import io
 import json
 import math
 import os
@@ -23,7 +25,7 @@ from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.store.lock import RunLock
 
 __all__ = ["READABLE_SCHEMAS", "SCHEMA", "Row", "RunWriter", "StoredRow", "free_path", "free_stem", "latest_run",
-           "new_numbered_dir", "new_run_dir", "resolve_run", "started_at", "write_json_atomic"]
+           "new_numbered_dir", "new_run_dir", "resolve_run", "started_at", "write_json_atomic", "WriteError"]
 
 #: The schema a run is written with.  /2: cases.jsonl is strict JSON (null where /1 wrote NaN or Infinity).
 SCHEMA = "ccbench.run/2"
@@ -199,16 +201,29 @@ def check_launches(row) -> None:
 CSV_COLUMNS = [f.name for f in dataclasses.fields(Row) if f.name != "samples_s"]
 
 
+class WriteError(CCBenchError):
+    """A file of a run could not be written (a full disk, a read-only or vanished folder): one line, no traceback."""
+
+    def __init__(self, message: str, strerror: str | None = None) -> None:
+        super().__init__(message)
+        self.strerror = strerror or message
+
+
 def write_json_atomic(path: Path, data: dict) -> None:
     """Replace `path` with `data` as strict JSON (a number that is not finite is null): write a temporary file,
     fsync, rename."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w") as f:
-        json.dump(_strict(data), f, indent=2, sort_keys=False, allow_nan=False)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(_strict(data), f, indent=2, sort_keys=False, allow_nan=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:  # a full disk, a read-only or vanished folder: the old file stays, no temporary one
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise WriteError(f"cannot write {path}: {exc.strerror}", exc.strerror) from None
 
 
 def free_stem(folder: Path, stem: str, suffixes=("",)) -> str:
@@ -281,32 +296,53 @@ class RunWriter:
         record = os.environ.get("CCBENCH_RUN_RECORD")
         if record:  # the process that started the launcher marks the run failed if the job dies
             Path(record).write_text(str(path))
-        self._jsonl = open(path / "cases.jsonl", "a")
-        self._csv = open(path / "cases.csv", "a", newline="")
-        # another row type (a workload's) brings its own columns
-        self._csvw = csv.DictWriter(self._csv, fieldnames=columns or CSV_COLUMNS)
-        if self._csv.tell() == 0:
-            self._csvw.writeheader()
+        # the tables are written through their descriptors, whole rows at a time, so that a failed write can be
+        # cut back to the last whole row (no buffered remainder left to flush later)
+        self._columns = columns or CSV_COLUMNS  # another row type (a workload's) brings its own columns
+        try:
+            self._fds = [os.open(path / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                         for name in ("cases.jsonl", "cases.csv")]
+            if os.lseek(self._fds[1], 0, os.SEEK_END) == 0:
+                os.write(self._fds[1], self._csv_text([], header=True))
+        except OSError as exc:
+            self._lock.release()
+            raise WriteError(f"cannot write {path}: {exc.strerror}", exc.strerror) from None
         self.rows = rows
 
+    def _csv_text(self, rows, header: bool = False) -> bytes:
+        buf = io.StringIO(newline="")
+        w = csv.DictWriter(buf, fieldnames=self._columns)
+        if header:
+            w.writeheader()
+        for row in rows:
+            w.writerow(row.csv_dict())
+        return buf.getvalue().encode()
+
     def append(self, row: Row) -> None:
-        """Append one finished case to both tables and push it to disk."""
-        self._jsonl.write(row.to_json() + "\n")
-        self._csvw.writerow(row.csv_dict())
-        for f in (self._jsonl, self._csv):
-            f.flush()
-            os.fsync(f.fileno())
-        self.rows += 1
+        """Append one finished case to both tables and push it to disk; on a write error (a full disk) both tables
+        are cut back to their rows so far (no torn line) and one `WriteError` says how many were kept."""
+        self._write([row])
 
     def extend(self, rows) -> None:
         """Append many rows and push them to disk once (an import: the rows exist already, nothing is measured)."""
-        for row in rows:
-            self._jsonl.write(row.to_json() + "\n")
-            self._csvw.writerow(row.csv_dict())
-            self.rows += 1
-        for f in (self._jsonl, self._csv):
-            f.flush()
-            os.fsync(f.fileno())
+        self._write(list(rows))
+
+    def _write(self, rows: list) -> None:
+        texts = ["".join(r.to_json() + "\n" for r in rows).encode(), self._csv_text(rows)]
+        sizes = [os.lseek(fd, 0, os.SEEK_END) for fd in self._fds]
+        try:
+            for fd, data in zip(self._fds, texts, strict=True):
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+        except OSError as exc:
+            for fd, size in zip(self._fds, sizes, strict=True):
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+            raise WriteError(f"cannot write {self.path}: {exc.strerror}; {self.rows} finished rows kept",
+                             exc.strerror) from None
+        self.rows += len(rows)
 
     def update(self, **fields) -> None:
         """Update run.json atomically with new fields (status, end time, ...)."""
@@ -316,9 +352,11 @@ class RunWriter:
         write_json_atomic(self.path / "run.json", self.meta)
 
     def close(self) -> None:
-        """Close the tables and give the run's lock back."""
-        self._jsonl.close()
-        self._csv.close()
+        """Close the tables and give the run's lock back (a second call does nothing)."""
+        fds, self._fds = self._fds, []
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
         self._lock.release()
 
 
