@@ -11,6 +11,7 @@ files, never into them.
 import contextlib
 import csv
 import dataclasses
+import functools
 import io
 import json
 import math
@@ -32,6 +33,11 @@ SCHEMA = "ccbench.run/2"
 #: The schemas this ccbench reads (a /1 run's NaN is read back as it was).
 READABLE_SCHEMAS = ("ccbench.run/1", SCHEMA)
 STATUSES = ("running", "complete", "interrupted", "failed")
+
+
+@functools.cache
+def _field_names(cls) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 class StoredRow:
@@ -65,8 +71,16 @@ class StoredRow:
         return self.nwrong == 0
 
     def to_dict(self, raw: bool = True) -> dict:
-        """The row as a JSON-ready dict (without raw samples if raw is False)."""
-        d = dataclasses.asdict(self)
+        """The row as a JSON-ready dict (without raw samples if raw is False).
+
+        Field by field, not ``dataclasses.asdict`` (a deep copy, 85% of an import's time): the values are
+        numbers, strings, tuples (made lists) and flat dicts (copied)."""
+        d = {name: getattr(self, name) for name in _field_names(type(self))}
+        for k, v in d.items():
+            if isinstance(v, tuple):
+                d[k] = list(v)
+            elif isinstance(v, dict):
+                d[k] = dict(v)
         d["flags"] = list(self.flags)
         if raw:
             d["samples_s"] = list(self.samples_s)
