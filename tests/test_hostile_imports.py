@@ -130,50 +130,40 @@ _TOKEN = st.one_of(st.sampled_from(["nan", "inf", "-inf", "-1", "0", "1e-320", "
 _LINE = st.lists(_TOKEN, min_size=0, max_size=7).map("  ".join)
 
 
-def _sound(parsed) -> None:
+def _parse_or_refuse(parse, text: str, where: str) -> None:
+    """`parse` then the door's check: one line of refusal, or rows whose every time is within bounds."""
+    try:
+        parsed = parse(text, where)
+        imports.check_rows(parsed.rows, where)
+    except UsageError as exc:
+        assert "\n" not in str(exc)
+        return
     for r in parsed.rows:
         for name in ("median_s", "min_s", "max_s", "rank_mean_min_s", "rank_mean_max_s"):
             t = getattr(r, name)
             assert t is None or MIN_TIME_S <= t <= MAX_TIME_S, (name, t)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+GENERATED = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@GENERATED
 @given(st.lists(_LINE, min_size=1, max_size=6))
 def test_generated_osu_files_parse_to_sound_rows_or_one_usage_error(lines):
-    text = OSU_HEAD + "\n".join(lines) + "\n"
-    try:
-        parsed = parse_osu(text, 4, where="gen.osu")
-        imports.check_rows(parsed.rows, "gen.osu")
-    except UsageError as exc:
-        assert "\n" not in str(exc)
-        return
-    _sound(parsed)
+    _parse_or_refuse(lambda t, w: parse_osu(t, 4, where=w), OSU_HEAD + "\n".join(lines) + "\n", "gen.osu")
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@GENERATED
 @given(st.lists(_LINE, min_size=1, max_size=6))
 def test_generated_imb_files_parse_to_sound_rows_or_one_usage_error(lines):
-    text = IMB_HEAD + "\n".join("   " + ln for ln in lines) + "\n"
-    try:
-        parsed = parse_imb(text, where="gen.imb")
-        imports.check_rows(parsed.rows, "gen.imb")
-    except UsageError as exc:
-        assert "\n" not in str(exc)
-        return
-    _sound(parsed)
+    _parse_or_refuse(lambda t, w: parse_imb(t, where=w), IMB_HEAD + "\n".join("   " + ln for ln in lines) + "\n",
+                     "gen.imb")
 
 
 _CSV_FIELD = st.one_of(_TOKEN, st.sampled_from(["allreduce", "ring", "float32", "sum", "float128", "xor", "bcast"]))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@GENERATED
 @given(st.lists(st.lists(_CSV_FIELD, min_size=7, max_size=7).map(",".join), min_size=1, max_size=6))
 def test_generated_csv_files_parse_to_sound_rows_or_one_usage_error(lines):
-    text = CSV_HEAD + "\n".join(lines) + "\n"
-    try:
-        parsed = parse_csv(text, where="gen.csv")
-        imports.check_rows(parsed.rows, "gen.csv")
-    except UsageError as exc:
-        assert "\n" not in str(exc)
-        return
-    _sound(parsed)
+    _parse_or_refuse(lambda t, w: parse_csv(t, where=w), CSV_HEAD + "\n".join(lines) + "\n", "gen.csv")

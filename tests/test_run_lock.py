@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import types
 
 import pytest
 from runfiles import workload_row
@@ -17,16 +16,6 @@ from ccbench.store.lock import LOCK_NAME, RunLock
 from ccbench.store.results import RunWriter
 from ccbench.store.run import open_run
 from ccbench.store.workload_rows import WORKLOAD_COLUMNS, WorkloadRow
-
-
-@pytest.fixture
-def stand_in_mpi(monkeypatch):
-    mpi = types.ModuleType("mpi4py.MPI")
-    mpi.IN_PLACE, mpi.MAX = object(), "MAX"
-    pkg = types.ModuleType("mpi4py")
-    pkg.MPI = mpi
-    monkeypatch.setitem(sys.modules, "mpi4py", pkg)
-    monkeypatch.setitem(sys.modules, "mpi4py.MPI", mpi)
 
 
 class _Rank0:

@@ -11,7 +11,6 @@ import json
 import re
 import signal
 import sys
-import types
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,18 +29,6 @@ from ccbench.store.workload_rows import KIND, WORKLOAD_COLUMNS, WorkloadRow
 DATA = Path(__file__).resolve().parent / "data"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 RED, YELLOW, RESET = "\x1b[31m", "\x1b[33m", "\x1b[0m"
-
-
-@pytest.fixture
-def stand_in_mpi(monkeypatch):
-    """`from mpi4py import MPI` in the session gives a stand-in's constants (no MPI_Init in the plain tier)."""
-    mpi = types.ModuleType("mpi4py.MPI")
-    mpi.IN_PLACE, mpi.MAX = object(), "MAX"
-    pkg = types.ModuleType("mpi4py")
-    pkg.MPI = mpi
-    monkeypatch.setitem(sys.modules, "mpi4py", pkg)
-    monkeypatch.setitem(sys.modules, "mpi4py.MPI", mpi)
-    return mpi
 
 
 class _Ranks:
