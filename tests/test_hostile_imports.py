@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ccbench.core.errors import UsageError
+from ccbench.core.units import MAX_TIME_S, MIN_TIME_S
 from ccbench.store import imports
-from ccbench.store.imports import MAX_TIME_S, MIN_TIME_S, import_files, parse_csv, parse_imb, parse_osu
+from ccbench.store.imports import import_files, parse_csv, parse_imb, parse_osu
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -26,18 +26,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ccbench.core.errors import UsageError
+from ccbench.core.units import is_time as _is_time
 from ccbench.core.units import parse_size, parse_time
 
 __all__ = ["FAIL_ON", "NOT_A_TIME", "Failure", "Reference", "RefResult", "check_references", "gate_failures",
            "parse_fail_on", "read_references"]
 
 FAIL_ON = ("slower", "faster", "different")
-#: The verdict of a pair or reference without a usable time (NaN, infinite, zero or negative): it fails the gate.
+#: The verdict of a pair or reference without a usable time (`ccbench.core.units.is_time`: NaN, infinite, zero,
+#: negative or beyond a day): it fails the gate.
 NOT_A_TIME = "not a time"
 
 
-def _is_time(x) -> bool:
-    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
 def parse_fail_on(text: str) -> tuple[str, float]:

@@ -4,16 +4,29 @@ One parser and one formatter per quantity, used by every stage.  Pure; imports n
 but its errors.
 """
 
+import math
 import re
 
 from ccbench.core.errors import UsageError
 
-__all__ = ["MAX_SIZE", "fmt_time", "format_size", "human_time", "parse_inverse_rate", "parse_ranks", "parse_size",
-           "parse_sizes", "parse_time"]
+__all__ = ["MAX_SIZE", "MAX_TIME_S", "MIN_TIME_S", "fmt_time", "format_size", "human_time", "is_time",
+           "parse_inverse_rate", "parse_ranks", "parse_size", "parse_sizes", "parse_time"]
 
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20,
           "MB": 1 << 20, "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
 MAX_SIZE = 1 << 40  # 1 TiB: anything larger is a typo
+#: The range a time of one call may take, in seconds: below a picosecond or above a day it is no call's time
+#: (NaN, infinite, zero and negative values are outside it too).
+MIN_TIME_S, MAX_TIME_S = 1e-12, 86400.0
+
+
+def is_time(t) -> bool:
+    """Whether `t` is a finite number of seconds within [MIN_TIME_S, MAX_TIME_S]: what any stored or imported
+    time must be (a gate, an import)."""
+    return (isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t)
+            and MIN_TIME_S <= t <= MAX_TIME_S)
+
+
 def parse_size(text) -> int:
     """Bytes in a human size such as ``8``, ``4K``, ``1M``, ``1.5K`` (must be whole bytes)."""
     if isinstance(text, bool):

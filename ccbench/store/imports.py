@@ -78,7 +78,8 @@ from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.dtypes import DTYPES, OPS
 from ccbench.core.errors import UsageError
 from ccbench.core.stats import summarize
-from ccbench.core.units import MAX_SIZE, format_size
+from ccbench.core.units import MAX_SIZE, MAX_TIME_S, MIN_TIME_S, format_size
+from ccbench.core.units import is_time as _is_time
 from ccbench.core.version import __version__
 from ccbench.store.launches import pool_launches
 from ccbench.store.results import Row, RunWriter, WriteError, new_run_dir
@@ -132,15 +133,6 @@ def _row(collective: str, nbytes: int, per_rank_bytes: int, nranks: int, avg_s: 
 
 def _size(collective: str, size: int, nranks: int) -> int:
     return size * nranks if collective in PER_RANK else size
-
-
-#: The range an imported time may take, in seconds: below a picosecond or above a day it is no call's time.
-MIN_TIME_S, MAX_TIME_S = 1e-12, 86400.0
-
-
-def _is_time(t) -> bool:
-    """A finite time within [MIN_TIME_S, MAX_TIME_S] seconds."""
-    return isinstance(t, (int, float)) and math.isfinite(t) and MIN_TIME_S <= t <= MAX_TIME_S
 
 
 _NOT_A_TIME = f"is not a time (a finite number of seconds from {MIN_TIME_S:g} to {MAX_TIME_S:g})"
