@@ -50,15 +50,20 @@ def output_dir(run_path: str | Path, out: str | Path | None = None) -> Path:
     return folder
 
 
-def _create(path: Path, content: str | bytes) -> None:
-    data = content.encode("utf-8") if isinstance(content, str) else content
+def _create(path: Path, content: str | bytes, exists: CCBenchError) -> Path:
+    """Create `path` holding `content`, never over an existing file (`exists` is raised instead)."""
     try:
         with open(path, "xb") as f:
-            f.write(data)
+            f.write(content.encode("utf-8") if isinstance(content, str) else content)
     except FileExistsError:
-        raise CCBenchError(f"{str(path)!r} appeared while writing; nothing is overwritten") from None
+        raise exists from None
     except OSError as exc:
-        raise UsageError(f"cannot write {str(path)!r}: {exc.strerror}") from None
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    return path
+
+
+def _appeared(path: Path) -> CCBenchError:
+    return CCBenchError(f"{str(path)!r} appeared while writing; nothing is overwritten")
 
 
 def write_new_set(folder: Path, stem: str, files: Mapping[str, str | bytes]) -> dict[str, Path]:
@@ -67,8 +72,7 @@ def write_new_set(folder: Path, stem: str, files: Mapping[str, str | bytes]) -> 
     base = free_stem(folder, stem, tuple(files))
     out = {}
     for suffix, content in files.items():
-        out[suffix] = folder / f"{base}{suffix}"
-        _create(out[suffix], content)
+        out[suffix] = _create(folder / f"{base}{suffix}", content, _appeared(folder / f"{base}{suffix}"))
     return out
 
 
@@ -76,7 +80,7 @@ def write_new_dir(folder: Path, stem: str, files: Mapping[str, str | bytes]) -> 
     """Create a new directory ``stem`` (``stem-2``, ...) in `folder` holding `files` ({name: content}); return it."""
     where = new_numbered_dir(folder, stem, f"a {stem} folder")
     for name, content in files.items():
-        _create(where / name, content)
+        _create(where / name, content, _appeared(where / name))
     return where
 
 
@@ -92,11 +96,4 @@ def write_new_file(path: str | Path, content: str | bytes, *, what: str = "resul
             raise UsageError(f"cannot write {path}: {path.parent} is not a directory") from None
         except OSError as exc:
             raise UsageError(f"cannot write {path}: {exc.strerror}") from None
-    try:
-        with open(path, "xb") as f:
-            f.write(content.encode("utf-8") if isinstance(content, str) else content)
-    except FileExistsError:
-        raise UsageError(f"{path} exists; {what} are never overwritten: give another -o FILE") from None
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
-    return path
+    return _create(path, content, UsageError(f"{path} exists; {what} are never overwritten: give another -o FILE"))

@@ -7,7 +7,7 @@ from ccbench.analysis.runs import fit_run
 from ccbench.core.errors import UsageError
 from ccbench.present.plots import png_bytes, require_matplotlib
 from ccbench.present.report import group_figure, group_slug
-from ccbench.store.derived import output_dir, write_new_set
+from ccbench.store.derived import output_dir, write_new_file, write_new_set
 from ccbench.store.run import SWEEP, open_run
 
 __all__ = ["plot_run"]
@@ -50,8 +50,7 @@ def plot_run(run, results_dir="results", collectives: str | None = None, kind: s
                          f"in run {path.name}" + (": no algorithm with a cost model, or no network parameters"
                                                   if kind == "predicted" else ""))
     if output is not None:
-        folder = output_dir(path, output.parent if str(output.parent) else Path("."))
-        return [write_new_set(folder, output.stem, {output.suffix: png_bytes(figs[0][1])})[output.suffix]]
+        return [write_new_file(output, png_bytes(figs[0][1]), what="files", make_parents=True)]
     folder = output_dir(path, out)
     return [write_new_set(folder, f"plot-{group_slug(g, per_coll[g.collective] > 1)}-{kind}", {".png": png_bytes(f)})
             [".png"] for g, f in figs]
