@@ -11,7 +11,6 @@ parameters, predictions and who-wins come from ``ccbench.analysis.fit`` / ``ccbe
 
 import base64
 import html
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -593,17 +592,6 @@ def render_html(blocks: Sequence, title: str, images: Mapping[str, bytes]) -> st
     return "\n".join(out) + "\n"
 
 
-def _strict_json(x):
-    """`x` with every non-finite float replaced by None (strict JSON, RFC 8259 has no NaN)."""
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, Mapping):
-        return {k: _strict_json(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_strict_json(v) for v in x]
-    return x
-
-
 def page_files(blocks: Sequence, title: str, images: Mapping[str, bytes]) -> dict[str, str | bytes]:
     """The files of a report page: ``report.md``, the self-contained ``report.html`` and the PNG `images`."""
     return {"report.md": render_markdown(blocks), "report.html": render_html(blocks, title, images), **images}
@@ -626,13 +614,13 @@ def build_sweep_report(run: Run, *, n_boot: int | None = None) -> dict:
     Returns {"files": {name: text or PNG bytes}, "groups": [Curves], "fastest": {label: ``fastest_per_size``
     entries}, "doc": the fit document, "meta", "path", "rows"}.  Needs matplotlib (the ``report`` extra).
     """
-    from ccbench.analysis.runs import fit_run
+    from ccbench.analysis.runs import fit_files
     from ccbench.present.plots import require_matplotlib
 
     require_matplotlib()
     path, meta, rows, warnings = run.path, run.meta, run.rows, run.warnings
     kw = {} if n_boot is None else {"n_boot": n_boot}
-    doc = fit_run(run, **kw)
+    doc, fit_texts = fit_files(run, **kw)  # fits.json as `ccbench fit` writes it
     tolerance = doc["provenance"]["tolerance"]
     groups = group_rows(rows)
     per_coll: dict[str, int] = {}
@@ -663,6 +651,6 @@ def build_sweep_report(run: Run, *, n_boot: int | None = None) -> dict:
         blocks += _collective_blocks(g, doc, figures, tolerance, limit)
         fastest[label] = fastest_per_size(g)
     files = page_files(blocks, f"ccbench report: {path.name}", images)
-    files["fits.json"] = json.dumps(_strict_json(doc), indent=2, allow_nan=False) + "\n"
+    files["fits.json"] = fit_texts[".json"]
     return {"files": files, "groups": groups, "fastest": fastest, "doc": doc, "meta": meta, "path": path,
             "rows": rows}
