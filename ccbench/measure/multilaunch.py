@@ -276,8 +276,6 @@ def launch_parts(rep: Replication, kw: dict, command_for, env: dict, run_launche
         old = open_run(dest, kinds=kinds, what="--resume").meta
         if not isinstance(old.get("parts"), list):
             raise UsageError(f"cannot resume {dest} as a run of several launches: it has no parts/")
-        if old.get("status") == "complete":  # nothing to continue: left exactly as it is
-            raise UsageError(f"{dest} is complete: nothing to resume (start a new run to measure again)")
         seed = old.get("order_seed")
     else:
         dest = new_run_dir(rep.results_dir, nranks, kw.get("tag") or "")
@@ -286,10 +284,18 @@ def launch_parts(rep: Replication, kw: dict, command_for, env: dict, run_launche
     from ccbench.store.lock import RunLock
 
     with RunLock(dest):  # one launcher of a run of several launches at a time (a second --resume is refused)
-        return _launch_locked(rep, plan, dest, kw, command_for, env, run_launcher, say, seed, argv, kinds)
+        results = _run_launches(rep, plan, dest, kw, command_for, env, run_launcher, say, seed, kinds)
+        merge_parts(dest, results, rep, argv, seed, planned=len(plan))
+    codes = [c for *_, c, _ in results]
+    stopped = next((c for c in codes if _signalled(c)), None)
+    if stopped is None and len(results) < len(plan):
+        stopped = 1
+    return (stopped if stopped is not None else (1 if any(codes) else 0)), dest
 
 
-def _launch_locked(rep, plan, dest: Path, kw, command_for, env, run_launcher, say, seed, argv, kinds):
+def _run_launches(rep, plan, dest: Path, kw, command_for, env, run_launcher, say, seed, kinds) -> list:
+    """Run the launches of `plan` not finished earlier, in order, until a signal stops them; [(launch, part, exit
+    code, its run directory or None)]."""
     from ccbench.store.run import open_run
 
     parts_dir = dest / "parts"
@@ -316,12 +322,7 @@ def _launch_locked(rep, plan, dest: Path, kw, command_for, env, run_launcher, sa
         results.append((launch, part, code, _part_dir(parts_dir, tag)))
         if _signalled(code):  # a signal: stop here, keep what ran
             break
-    merge_parts(dest, results, rep, argv, seed, planned=len(plan))
-    codes = [c for *_, c, _ in results]
-    stopped = next((c for c in codes if _signalled(c)), None)
-    if stopped is None and len(results) < len(plan):
-        stopped = 1
-    return (stopped if stopped is not None else (1 if any(codes) else 0)), dest
+    return results
 
 
 #: Sweep settings every launch is given explicitly (from the resolved configuration, so a

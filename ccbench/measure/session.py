@@ -468,10 +468,11 @@ def _reopen(path: Path, *, prov: dict, argv: list[str], same_config: Callable[[d
     from ccbench.store.run import open_run
 
     kinds = (getattr(row_cls, "KIND", "sweep"),)
-    open_run(path, kinds=kinds, what="--resume")  # a run of this kind at all, before anything is written
+    if not (path / "run.json").is_file():  # not a run: say so before a lock file is made in it
+        open_run(path, kinds=kinds, what="--resume")
     lock = RunLock(path).acquire()  # no other writer: a second --resume, or the job still running it
     try:
-        run = open_run(path, kinds=kinds, what="--resume")  # read again, as the lock's holder
+        run = open_run(path, kinds=kinds, what="--resume")  # read as the lock's holder
         writer, rows = _reopen_locked(path, run.meta, run.rows, lock, prov=prov, argv=argv,
                                       same_config=same_config, row_cls=row_cls, keep=keep)
     except BaseException:

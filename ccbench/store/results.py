@@ -81,10 +81,7 @@ class StoredRow:
                 d[k] = list(v)
             elif isinstance(v, dict):
                 d[k] = dict(v)
-        d["flags"] = list(self.flags)
-        if raw:
-            d["samples_s"] = list(self.samples_s)
-        else:
+        if not raw:
             del d["samples_s"]
         return d
 
