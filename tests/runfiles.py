@@ -1,6 +1,10 @@
 """Finished runs on disk for the tests of the commands that read them (tune, verify), and what reading leaves."""
 import os
+import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from ccbench.store.derived import derived_root
 from ccbench.store.results import RunWriter
@@ -48,3 +52,14 @@ def tree_state(root) -> dict:
 def derived(run) -> Path:
     """Where a command that reads `run` writes by default (``RESULTS-derived/RUN``)."""
     return derived_root(run)
+
+
+def _mount_namespaces() -> bool:
+    if not shutil.which("unshare") or os.geteuid() != 0:
+        return False
+    return subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
+
+
+#: A test that mounts in a namespace of its own (unshare -m): needs root; CI has it, so there it never skips.
+needs_mount_namespace = pytest.mark.skipif(not _mount_namespaces() and os.environ.get("CI") != "true",
+                                           reason="needs root and mount namespaces (unshare -m); CI has both")

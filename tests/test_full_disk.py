@@ -10,19 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from runfiles import needs_mount_namespace
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _can_mount() -> bool:
-    if not shutil.which("unshare") or os.geteuid() != 0:
-        return False
-    return subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
-
-
-needs_mount = pytest.mark.skipif(not _can_mount() and os.environ.get("CI") != "true",
-                                 reason="a tmpfs in a mount namespace needs root (CI has it)")
 
 
 def _on_small_disk(disk: Path, size: str, *argv: str) -> subprocess.CompletedProcess:
@@ -32,7 +22,7 @@ def _on_small_disk(disk: Path, size: str, *argv: str) -> subprocess.CompletedPro
                           env=dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200"))
 
 
-@needs_mount
+@needs_mount_namespace
 def test_a_sweep_that_fills_the_disk_ends_in_one_line_with_whole_rows(tmp_path):
     disk = tmp_path / "disk"
     disk.mkdir()
@@ -59,7 +49,7 @@ def test_a_sweep_that_fills_the_disk_ends_in_one_line_with_whole_rows(tmp_path):
     assert len(files["cases.csv"].splitlines()) == len(rows) + 1  # the header, then the same rows
 
 
-@needs_mount
+@needs_mount_namespace
 def test_an_import_that_fills_the_disk_keeps_nothing_and_says_so(tmp_path):
     disk = tmp_path / "disk"
     disk.mkdir()

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from runfiles import derived, tree_state, write_run
+from runfiles import derived, needs_mount_namespace, tree_state, write_run
 
 from ccbench.cli import main
 from ccbench.store.results import Row
@@ -88,13 +88,6 @@ def test_latest_is_the_run_that_started_last_whatever_was_written_since(results,
     assert "run-np2" in capsys.readouterr().out
 
 
-def _unshare_works() -> bool:
-    if not shutil.which("unshare") or os.geteuid() != 0:
-        return False
-    r = subprocess.run(["unshare", "-m", "true"], capture_output=True)
-    return r.returncode == 0
-
-
 def _ro_command(ro: Path, argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
     """`ccbench ARGV` in a mount namespace where `ro` is bound read-only onto itself."""
     script = 'mount --bind -o ro "$1" "$1" && shift && exec "$@"'
@@ -103,8 +96,7 @@ def _ro_command(ro: Path, argv: list[str], cwd: Path) -> subprocess.CompletedPro
                           env=dict(os.environ, COLUMNS="200", PYTHONPATH=str(REPO)))
 
 
-@pytest.mark.skipif(not _unshare_works() and os.environ.get("CI") != "true",
-                    reason="a read-only bind mount needs root and mount namespaces (CI has both)")
+@needs_mount_namespace
 def test_on_a_read_only_results_tree_readers_work_with_out_and_say_so_without(results, tmp_path,
                                                                                tmp_path_factory):
     pytest.importorskip("matplotlib")
