@@ -727,12 +727,11 @@ def test_a_case_visited_in_two_rounds_is_one_row_of_both_visits(stand_in_ops):
 
 
 def test_the_stop_reason_of_several_visits_is_the_most_common_the_last_on_a_tie():
-    def visits(*stops):
-        return [sweep.Visit(np.zeros(1), s, np.zeros(1), 0, (0,) * 7, False, False, {}) for s in stops]
+    from ccbench.measure.driver import common_stop
 
-    assert sweep._stop_of(visits("budget", "max_reps", "budget")) == "budget"
-    assert sweep._stop_of(visits("budget", "target_rse")) == "target_rse"
-    assert sweep._stop_of(visits("max_reps")) == "max_reps"
+    assert common_stop(["budget", "max_reps", "budget"]) == "budget"
+    assert common_stop(["budget", "target_rse"]) == "target_rse"
+    assert common_stop(["max_reps"]) == "max_reps"
 
 
 # -- a case's row: traffic, bandwidth, validation, the compiled loop -----------------------

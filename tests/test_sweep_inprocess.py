@@ -21,7 +21,7 @@ from ccbench.algorithms import native as native_module
 from ccbench.algorithms.native_variants import NotApplicableError
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.errors import UsageError
-from ccbench.measure import compiled, provenance, sweep, timing
+from ccbench.measure import compiled, driver, provenance, sweep, timing
 from ccbench.measure.config import Case, plan, resolve
 from ccbench.measure.session import SLOWED
 from ccbench.measure.timing import TimingSettings
@@ -164,7 +164,7 @@ class Here:
         monkeypatch.setattr(sweep, "visit_case", visit_case)
         here = self
 
-        class Session(sweep.Session):
+        class Session(driver.Session):
             def __init__(self, *a, **kw):
                 here.sessions.append(kw)
                 super().__init__(*a, **kw)
@@ -173,7 +173,7 @@ class Here:
                 here.starts.append((label, budget_s, fault_name))
                 super().start(label, budget_s, fault_name)
 
-        monkeypatch.setattr(sweep, "Session", Session)
+        monkeypatch.setattr(driver, "Session", Session)
 
     def use(self, comm):
         """Make `comm` MPI.COMM_WORLD, its clock the timing loop's."""
@@ -611,10 +611,10 @@ def test_the_progress_is_told_each_case_s_label_line_and_verdict(here, monkeypat
     row's line after the last; ok is whether the visit or the row was right."""
     done = []
 
-    class Progress(sweep.Progress):
-        def __init__(self, total, console=None):
+    class Progress(driver.Progress):
+        def __init__(self, total, console=None, what="sweep"):
             done.append(("total", total))
-            super().__init__(total, console)
+            super().__init__(total, console, what)
 
         def done(self, label, line, ok):
             done.append((label, line, ok))
@@ -624,7 +624,7 @@ def test_the_progress_is_told_each_case_s_label_line_and_verdict(here, monkeypat
             done.append("stop")
             super().stop()
 
-    monkeypatch.setattr(sweep, "Progress", Progress)
+    monkeypatch.setattr(driver, "Progress", Progress)
     here.use(OneRank(here.mpi, wrong={8}))
     cfg = here.config(rounds=2)
     here.sweep(cfg, console=Console())

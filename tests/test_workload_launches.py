@@ -161,3 +161,40 @@ def test_replicated_launches_need_launch(tmp_path):
     r = _workload(tmp_path, "moe", "-c", str(toml))
     assert r.returncode == 2 and "launches = 2 needs one job per launch" in r.stderr
     assert json.loads(json.dumps(resolve_workload("moe", {"launches": 2}).to_dict()))["launches"] == 2
+
+
+def test_each_round_gets_its_share_of_a_launch_s_steps():
+    """Rounds split what a launch has, after launches split the run's (min_reps rounded up, never above max_reps)."""
+    cfg = resolve_workload("ddp", {"model": str(MLP), "launches": 2, "rounds": 3, "budget_s": 3.0, "max_reps": 20,
+                                   "min_reps": 5})
+    one = cfg.per_launch().per_round()
+    assert one.budget_s == pytest.approx(0.5) and (one.min_reps, one.max_reps) == (2, 4) and one.rounds == 3
+    assert resolve_workload("moe", {"rounds": 4, "min_reps": 10, "max_reps": 10}).per_round().max_reps == 3
+    plain = resolve_workload("moe", {})
+    assert plain.rounds == 1 and plain.per_round() is plain
+    for bad, message in (({"rounds": 0}, "outside 1..100"), ({"rounds": 101}, "outside 1..100")):
+        with pytest.raises(UsageError, match=message):
+            resolve_workload("straggler", bad)
+    assert resolve_workload("ddp", _overrides(_launch_options(cfg))) == cfg  # a launch restates its rounds
+
+
+def test_rounds_of_a_workload_visit_every_item_and_pool_their_steps(tmp_path):
+    """--rounds 2: every item twice, each round in its own seeded order, one row per step and call with the
+    samples of both visits.  A rank that dies in the first round leaves no row (no item had both visits);
+    --resume measures every item again, both rounds."""
+    args = [*_ddp_args(tmp_path), "--rounds", "2", "--seed", "5", "--launch", "2", "--no-show"]
+    r = _workload(tmp_path, *args, env={"CCBENCH_FAULT": "exit:1:ddp:3"})
+    assert r.returncode != 0
+    (run,) = (tmp_path / "res").iterdir()
+    assert open_run(run, kinds=("workload",)).rows == [] and "(round 2/2)" not in r.stdout
+    r = _workload(tmp_path, "ddp", "--resume", str(run), "--launch", "2", "--no-show")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("(round 1/2): done") == 4 and r.stdout.count("step: median") == 4
+    opened = open_run(run, kinds=("workload",))
+    meta, rows = opened.meta, opened.rows
+    assert meta["status"] == "complete" and meta["resumed"][0]["status_before"] == "failed"
+    assert meta["rounds"] == 2 and meta["order"] == "shuffled" and meta["config"]["rounds"] == 2
+    steps = [x for x in rows if x.part == -1]
+    assert len(steps) == 4 and all(x.ok for x in rows)
+    # each visit takes at least ceil(2 / 2) = 1 and at most ceil(6 / 2) = 3 steps; a row has both visits'
+    assert all(2 <= x.samples <= 6 and len(x.samples_s) == x.samples for x in rows)

@@ -38,6 +38,9 @@ _COMMON = [
     click.option("--launches", type=int,
                  help="Separate launches of the whole workload, merged into one run (default 1; needs --launch). "
                       "Each gets 1/K of the budget and steps and its items in a seeded shuffled order."),
+    click.option("--rounds", type=int,
+                 help="Visits of every item within each launch, each with 1/R of the steps and budget (default 1); "
+                      "the samples of its visits make its rows. Averages out drift within a launch."),
     click.option("--seed", type=int, help="Seed of the launches' shuffled item order (default: drawn and recorded)."),
     click.option("--launch-index", "launch_index", type=click.IntRange(1), hidden=True,
                  help="Which of the launches this is (set by --launch)."),

@@ -5,7 +5,6 @@ session layer's (`ccbench.measure.session`), shared with the workload driver.
 """
 
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,6 @@ import numpy as np
 from ccbench.algorithms import REGISTRY
 from ccbench.algorithms.native import call_of
 from ccbench.algorithms.native_variants import (
-    NotApplicableError,
     check_environment,
     current_library,
     probe,
@@ -28,24 +26,20 @@ from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.core.stats import summarize
 from ccbench.measure import compiled
 from ccbench.measure.config import Case, Config, plan
+from ccbench.measure.driver import Item, Plan, common_stop, drive
 from ccbench.measure.gamma import harness_floor, reduction_rates
 from ccbench.measure.membw import memory_bandwidth
 from ccbench.measure.session import (
     SLOWED,
     Fault,
-    Progress,
-    Session,
     agree,
     check_launch,
-    launch_order,
     local_ranks,
-    open_run_dir,
     read_fault,
     require_memory,
-    round_orders,
 )
 from ccbench.measure.timing import TimingSettings, measure, rank_means, timer_resolution_s
-from ccbench.store.results import Row, RunWriter, new_run_dir
+from ccbench.store.results import Row
 
 __all__ = ["Visit", "case_row", "run_case", "run_sweep", "visit_case"]
 
@@ -138,13 +132,6 @@ def visit_case(comm, case: Case, settings: TimingSettings, *, fault: Fault | Non
                  slow, kernel is not None, variant_settings(alg, library))
 
 
-def _stop_of(visits: list[Visit]) -> str:
-    """The stop reason of a case visited several times: the one most of its visits ended on (the last on a tie)."""
-    counts = Counter(v.stop for v in visits)
-    top = max(counts.values())
-    return next(v.stop for v in reversed(visits) if counts[v.stop] == top)
-
-
 def case_row(comm, case: Case, visits: list[Visit], settings: TimingSettings, timer_res_s: float = 1e-9, *,
              min_reps: int | None = None) -> Row:
     """The row of a case from its visits (one, or one per round), on every rank.
@@ -179,7 +166,7 @@ def case_row(comm, case: Case, visits: list[Visit], settings: TimingSettings, ti
         busbw_gbs=algbw * coll.busbw_factor(P),
         msgs_max=msgs_max, bytes_max=bytes_max, msgs_total=msgs_total, bytes_total=bytes_total,
         steps_max=steps_max, step_bytes_max=step_bytes_max, reduced_bytes_max=reduced_max,
-        nwrong=sum(v.nwrong for v in visits), stop_reason=_stop_of(visits), sync=settings.sync,
+        nwrong=sum(v.nwrong for v in visits), stop_reason=common_stop([v.stop for v in visits]), sync=settings.sync,
         flags=tuple(s.flags) + ((SLOWED,) if slow else ()), settings=last.settings,
         samples_s=tuple(float(x) for x in samples),
         timing="per-call" if settings.batch == 1 else f"batched:{settings.batch}",
@@ -248,15 +235,15 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     order (``launch_order``).  With ``cfg.rounds`` R > 1 the launch visits every case R times,
     each round in its own order (``round_orders``) with ``per_round()``'s share of the samples,
     and stores a case's row when its last visit is done: an interrupted launch keeps the cases
-    whose every round finished, and ``--resume`` measures the others again, every round.
+    whose every round finished, and ``--resume`` measures the others again, every round
+    (`ccbench.measure.driver.drive`).
     """
-
     from mpi4py import MPI
 
     from ccbench.measure.provenance import collect
 
     comm = MPI.COMM_WORLD
-    rank, P = comm.Get_rank(), comm.Get_size()
+    P = comm.Get_size()
     check_launch(comm)
     fault = agree(comm, lambda: read_fault(comm.Get_size()))
     cases, skipped = agree(comm, lambda: plan(cfg, P))
@@ -271,27 +258,28 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     visit_settings = TimingSettings.from_config(cfg.per_launch().per_round())
     timer_res = comm.allreduce(timer_resolution_s(), MPI.MAX)
     loop, loop_record = compiled.choose(comm, cfg.loop)  # before the run directory: --loop compiled may fail
-
-    from ccbench.store.run import open_run
-
-    stored_order = agree(comm, lambda: open_run(resume).meta if resume is not None and rank == 0 else None)
-    # the algorithms of one size run back to back (in a random order), sizes in a random order
-    block = lambda c: (c.collective, c.nbytes, c.dtype, c.op, c.in_place, c.root)  # noqa: E731
-    cases, order = launch_order(comm, cases, cfg.order, cfg.seed, launch, comm.bcast(stored_order, root=0),
-                                block=block)
-    rounds = round_orders(cases, order, cfg.rounds, block)
-    if cfg.rounds > 1:
-        order["rounds"] = cfg.rounds
-
     pairs = sorted({(c.dtype, c.op) for c in cases if COLLECTIVES[c.collective].reduction})
 
-    def start():
-        path = new_run_dir(cfg.results_dir, P, tag)
-        meta = dict(prov, **order, size_definitions={c: COLLECTIVES[c].size_definition for c in cfg.collectives},
-                    timer_resolution_s=timer_res, planned_cases=len(cases),
-                    skipped=[{"what": w, "why": y} for w, y in skipped],
-                    reduce_local=[], harness_floor=None, memory_bandwidth=None)
-        return RunWriter(path, meta)
+    def item(case: Case) -> Item:
+        return Item(_case_key(case), case.label(), f"{case.collective}/{case.algorithm}:{case.nbytes}",
+                    visit_settings.budget_s,
+                    lambda: visit_case(comm, case, visit_settings, fault=fault, loop=loop),
+                    lambda visits: [case_row(comm, case, visits, visit_settings, timer_res,
+                                             min_reps=settings.min_reps)],
+                    # the algorithms of one size run back to back (in a random order), sizes in a random order
+                    block=(case.collective, case.nbytes, case.dtype, case.op, case.in_place, case.root))
+
+    def before(writer) -> None:
+        # the local reduction on each path (the library's, numpy's), warm and cold, and the
+        # harness floor, timed on every rank at once before the first case -- with the run
+        # directory already made and SIGTERM already turned into a stop between items (a
+        # resumed run keeps what it stored); then the node's memory copy bandwidth (STREAM copy),
+        # the limit the report holds bus bandwidths against
+        extra = {"reduce_local": reduction_rates(comm, pairs),
+                 "harness_floor": harness_floor(comm, cfg.collectives, settings),
+                 "memory_bandwidth": memory_bandwidth(comm)}
+        if writer is not None:
+            writer.update(**extra, **_selection_record(library))
 
     def same_config(stored) -> bool:
         """The stored configuration, with defaults for keys added since it was written, is this one."""
@@ -305,55 +293,20 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
             return False
         return json.loads(json.dumps(theirs)) == json.loads(json.dumps(cfg.to_dict()))
 
-    writer, finished = open_run_dir(comm, start, resume, prov=prov, argv=argv, same_config=same_config,
-                                    summary=lambda r: (_case_key(r), r.ok))
-    if writer is not None:
-        writer.update(loop=loop_record)
-    done = {tuple(key) for key, _ in finished}
-    visits = [(r, c) for r, cases_r in enumerate(rounds, 1) for c in cases_r if _case_key(c) not in done]
-    progress = Progress(len(visits), console) if rank == 0 and console is not None else None
-    nwrong_cases = sum(not ok for _, ok in finished)
-    session = Session(comm, writer, watchdog_s=cfg.watchdog_s, progress=progress, fault=fault)
-    try:
-        if resume is None:
-            # the local reduction on each path (the library's, numpy's), warm and cold, and the
-            # harness floor, timed on every rank at once before the first case -- with the run
-            # directory already made and SIGTERM already turned into a stop between items (a
-            # resumed run keeps what it stored); then the node's memory copy bandwidth (STREAM copy),
-            # the limit the report holds bus bandwidths against
-            extra = {"reduce_local": reduction_rates(comm, pairs),
-                     "harness_floor": harness_floor(comm, cfg.collectives, settings),
-                     "memory_bandwidth": memory_bandwidth(comm)}
-            if writer is not None:
-                writer.update(**extra, **_selection_record(library))
-        taken: dict[tuple, list[Visit]] = {}  # the visits of each case so far (rounds > 1)
-        refused: set[tuple] = set()
-        for r, case in visits:
-            key = _case_key(case)
-            if key in refused:
-                continue
-            if session.stop_requested():
-                break
-            label = case.label() + (f" (round {r}/{cfg.rounds})" if cfg.rounds > 1 else "")
-            session.start(label, visit_settings.budget_s, f"{case.collective}/{case.algorithm}:{case.nbytes}")
-            try:
-                visit = visit_case(comm, case, visit_settings, fault=fault, loop=loop)
-            except NotApplicableError as exc:  # the library refused a forced algorithm: no timing
-                _not_applicable(writer, progress, case, str(exc), P)
-                refused.add(key)
-                continue
-            taken.setdefault(key, []).append(visit)
-            if r < cfg.rounds:
-                if progress is not None:  # its figures are the row's, printed after the last round
-                    progress.done(label, f"{label}: done" + ("" if visit.nwrong == 0 else ", WRONG"),
-                                  visit.nwrong == 0)
-                continue
-            row = case_row(comm, case, taken.pop(key), visit_settings, timer_res, min_reps=settings.min_reps)
-            nwrong_cases += not row.ok
-            agree(comm, lambda row=row: writer.append(row) if writer is not None else None)  # a full disk: all stop
-            if progress is not None:
-                progress.done(label, _progress_line(case, row), row.ok)
-        session.finished()
-    finally:
-        session.close(failed_cases=nwrong_cases)
-    return session.exit_code(nwrong_cases, "cases"), (writer.path if writer is not None else None)
+    def not_applicable(writer, progress, it: Item, why: str) -> None:
+        _not_applicable(writer, progress, by_key[it.key], why, P)
+
+    by_key = {_case_key(c): c for c in cases}
+    run_plan = Plan(
+        [item(c) for c in cases],
+        meta=dict(size_definitions={c: COLLECTIVES[c].size_definition for c in cfg.collectives},
+                  timer_resolution_s=timer_res, planned_cases=len(cases),
+                  skipped=[{"what": w, "why": y} for w, y in skipped],
+                  reduce_local=[], harness_floor=None, memory_bandwidth=None),
+        same_config=same_config, summary=lambda r: (_case_key(r), not r.ok),
+        progress_line=lambda row: _progress_line(by_key[_case_key(row)], row),
+        visit_ok=lambda v: v.nwrong == 0, row_cls=Row, order=cfg.order, seed=cfg.seed, rounds=cfg.rounds,
+        watchdog_s=cfg.watchdog_s, fault=fault, before=before, opened={"loop": loop_record},
+        not_applicable=not_applicable)
+    return drive(comm, run_plan, prov=prov, argv=argv, results_dir=cfg.results_dir, tag=tag, resume=resume,
+                 launch=launch, console=console, progress=console is not None)

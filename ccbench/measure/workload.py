@@ -29,17 +29,8 @@ from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.errors import UsageError
 from ccbench.core.stats import summarize
 from ccbench.core.units import format_size
-from ccbench.measure.session import (
-    Progress,
-    Session,
-    agree,
-    check_launch,
-    launch_order,
-    local_ranks,
-    open_run_dir,
-    read_fault,
-    require_memory,
-)
+from ccbench.measure.driver import Item, Plan, common_stop, drive
+from ccbench.measure.session import agree, check_launch, local_ranks, read_fault, require_memory
 from ccbench.measure.timing import TimingSettings, measure
 from ccbench.measure.workload_config import WorkloadConfig
 from ccbench.measure.workload_engine import (
@@ -117,6 +108,7 @@ def plan_schedules(cfg: WorkloadConfig, P: int, model: Model | None) -> tuple[li
 
 
 def _settings(cfg: WorkloadConfig) -> TimingSettings:
+    """The timing settings of one visit of an item (``cfg`` already cut to one launch and one round)."""
     return TimingSettings(warmup=cfg.warmup, min_reps=cfg.min_reps, max_reps=cfg.max_reps,
                           target_rse=cfg.target_rse, budget_s=cfg.budget_s, sync="barrier")
 
@@ -125,27 +117,38 @@ def _alg_label(algs: dict) -> str:
     return ",".join(f"{c}={a.name}" for c, a in algs.items())
 
 
-def _stats(samples, timer_res: float, min_reps: int) -> dict:
-    s = summarize(samples, timer_resolution_s=timer_res, min_samples=min_reps)
-    return dict(samples=len(samples), median_s=s.median_s, min_s=s.min_s, mean_s=s.mean_s,
-                ci_low_s=s.ci_low_s, ci_high_s=s.ci_high_s, flags=tuple(s.flags),
-                samples_s=tuple(float(x) for x in samples))
-
-
 def _check_memory(local: int, nbytes_per_rank: int, what: str) -> None:
     """Refuse, before allocating, buffers that would not fit in this node's memory (`local` ranks on it)."""
     # the buffers plus one call's templates
     require_memory(int(1.5 * nbytes_per_rank * local), local, what, "use a smaller model or fewer ranks per node")
 
 
-def _run_schedule(comm, cfg, model_name, schedule, algs, settings, timer_res) -> list[WorkloadRow]:
-    """Measure one schedule with one choice of algorithms; return its step row and part rows."""
+@dataclass
+class _Visit:
+    """One visit of an item: its samples by name, what ended the sampling, the wrong elements its validation found;
+    a schedule's also per call (``wrong_calls``) with the bytes each validating call sent."""
+
+    samples: dict
+    stop: str
+    nwrong: int
+    wrong_calls: np.ndarray | None = None
+    sent: np.ndarray | None = None
+
+
+def _pooled(visits: list[_Visit], name: str) -> np.ndarray:
+    """The samples `name` of every visit, in the order they were taken."""
+    return np.concatenate([v.samples[name] for v in visits])
+
+
+def _visit_schedule(ctx, schedule, algs) -> _Visit:
+    """Time one schedule with one choice of algorithms, then validate it call by call."""
     from mpi4py import MPI
 
+    comm, settings, dtype = ctx.comm, ctx.settings, ctx.cfg.dtype
     P, rank = comm.Get_size(), comm.Get_rank()
     G = schedule.group_ranks or P
     sub = comm if G == P else comm.Split(rank // G, rank)
-    bufs = StepBuffers(schedule, G, sub.Get_rank(), cfg.dtype)
+    bufs = StepBuffers(schedule, G, sub.Get_rank(), dtype)
     calls = step_calls(sub, schedule, algs, bufs)
     timer = StepTimer(calls, settings.warmup + settings.max_reps + 1)
     bufs.fill()
@@ -154,7 +157,6 @@ def _run_schedule(comm, cfg, model_name, schedule, algs, settings, timer_res) ->
     per = timer.times[settings.warmup:settings.warmup + n].copy()
     comm.Allreduce(MPI.IN_PLACE, per, MPI.MAX)
     # validation: fresh inputs, poisoned outputs, the step once more, call by call, counted
-    handwritten = all(not a.native for a in algs.values())
     counts = counted(sub).counts
     bufs.fill()
     comm.Barrier()
@@ -168,22 +170,32 @@ def _run_schedule(comm, cfg, model_name, schedule, algs, settings, timer_res) ->
     comm.Allreduce(MPI.IN_PLACE, sent, MPI.SUM)
     if sub is not comm:
         sub.Free()
+    return _Visit({"step": samples, "calls": per}, stop, int(wrong.sum()), wrong, sent)
+
+
+def _schedule_rows(ctx, visits: list[_Visit], *, model_name, schedule, algs) -> list[WorkloadRow]:
+    """The step row and the call rows of one schedule from its visits."""
+    cfg, P = ctx.cfg, ctx.comm.Get_size()
+    G = schedule.group_ranks or P
+    samples, per, stop = _pooled(visits, "step"), _pooled(visits, "calls"), common_stop([v.stop for v in visits])
+    sent = visits[-1].sent  # every visit validates the same calls
+    handwritten = all(not a.native for a in algs.values())
+    wrong = sum(v.wrong_calls for v in visits)
     common = dict(workload=cfg.workload, variant=schedule.variant, model=model_name, algorithm=_alg_label(algs),
                   nranks=P, group_ranks=G, dtype=cfg.dtype)
     itemsize = cfg.itemsize
-    step = WorkloadRow(**common, part=-1, label="step", collective="step", ncalls=len(calls),
+    step = WorkloadRow(**common, part=-1, label="step", collective="step", ncalls=len(schedule.calls),
                        ntensors=len({i for c in schedule.calls for i in c.tensors}),
                        payload_elems=sum(c.payload for c in schedule.calls),
                        nbytes=schedule.nbytes(itemsize, G), comm_s=float(np.median(samples)),
                        bytes_sent_total=int(sent.sum()) if handwritten else None,
-                       nwrong=int(wrong.sum()), stop_reason=stop, **_stats(samples, timer_res, settings.min_reps))
+                       nwrong=sum(v.nwrong for v in visits), stop_reason=stop, **ctx.stats(samples))
     rows = [step]
     for j, c in enumerate(schedule.calls):
         rows.append(WorkloadRow(**common, part=j, label=c.label, collective=c.collective, ncalls=1,
                                 ntensors=len(c.tensors), payload_elems=c.payload, nbytes=c.nbytes(itemsize, G),
                                 bytes_sent_total=int(sent[j]) if not algs[c.collective].native else None,
-                                nwrong=int(wrong[j]), stop_reason=stop,
-                                **_stats(per[:, j], timer_res, settings.min_reps)))
+                                nwrong=int(wrong[j]), stop_reason=stop, **ctx.stats(per[:, j])))
     return rows
 
 
@@ -214,22 +226,27 @@ def _overlap_sizes(cfg: WorkloadConfig) -> tuple[list[int], str]:
     return sorted({c.count * cfg.itemsize for c in sch.calls}), model.name
 
 
-def _run_overlap(ctx, cfg, coll_name, count, part, model_name) -> list[WorkloadRow]:
-    """Measure one non-blocking collective at one size against the compute kernel; its one row."""
+def _visit_overlap(ctx, coll_name, count) -> _Visit:
+    """Time one non-blocking collective at one size against the compute kernel, then validate it."""
     from mpi4py import MPI
 
-    comm, settings = ctx.comm, ctx.settings
+    comm, settings, cfg = ctx.comm, ctx.settings, ctx.cfg
     P, rank = comm.Get_size(), comm.Get_rank()
-    coll = COLLECTIVES[coll_name]
-    cb = coll.make_buffers(count, P, rank, np.dtype(cfg.dtype), "sum", 0, False, MPI.IN_PLACE)
+    cb = COLLECTIVES[coll_name].make_buffers(count, P, rank, np.dtype(cfg.dtype), "sum", 0, False, MPI.IN_PLACE)
     start = functools.partial(_STARTERS[coll_name], comm, cb, MPI.SUM)
     cb.fill()
-    samples, stops, iters = measure_overlap(comm, start, ctx.kernel, cfg.compute_s, settings, cfg.test_calls)
+    samples, stops, _ = measure_overlap(comm, start, ctx.kernel, cfg.compute_s, settings, cfg.test_calls)
     cb.fill()
     comm.Barrier()
     start().Wait()
-    wrong = comm.allreduce(cb.nwrong(), MPI.SUM)
-    med = {k: float(np.median(v)) for k, v in samples.items()}
+    return _Visit(samples, stops["total"], comm.allreduce(cb.nwrong(), MPI.SUM))
+
+
+def _overlap_rows(ctx, visits: list[_Visit], *, coll_name, count, part, model_name) -> list[WorkloadRow]:
+    """The one row of a non-blocking collective at one size from its visits."""
+    cfg, P = ctx.cfg, ctx.comm.Get_size()
+    coll = COLLECTIVES[coll_name]
+    med = {k: float(np.median(_pooled(visits, k))) for k in ("comm", "compute", "total")}
     nbytes = coll.nbytes_for(count, cfg.itemsize, P)
     return [WorkloadRow(
         workload="overlap", variant=_overlap_variant(cfg, coll_name), model=model_name,
@@ -237,8 +254,8 @@ def _run_overlap(ctx, cfg, coll_name, count, part, model_name) -> list[WorkloadR
         label=format_size(nbytes), collective=coll_name, ncalls=1, ntensors=0,
         payload_elems=count * (P if coll.blocked else 1), nbytes=nbytes, comm_s=med["comm"],
         compute_s=med["compute"], total_s=med["total"],
-        overlap_pct=overlap_pct(med["total"], med["compute"], med["comm"]), nwrong=int(wrong),
-        stop_reason=stops["total"], **_stats(samples["total"], ctx.timer_res, settings.min_reps))]
+        overlap_pct=overlap_pct(med["total"], med["compute"], med["comm"]), nwrong=sum(v.nwrong for v in visits),
+        stop_reason=common_stop([v.stop for v in visits]), **ctx.stats(_pooled(visits, "total")))]
 
 
 def _overlap_variant(cfg: WorkloadConfig, coll_name: str) -> str:
@@ -249,16 +266,15 @@ def _straggler_variant(cfg: WorkloadConfig, late: int) -> str:
     return f"rank {late} late by {cfg.delay_s * 1e3:g} ms"
 
 
-def _run_straggler(ctx, cfg, alg, count, part, late) -> list[WorkloadRow]:
-    """Measure one algorithm at one size, on time and with one rank late; its one row."""
+def _visit_straggler(ctx, alg, count, late) -> _Visit:
+    """Time one algorithm at one size on time, then with one rank late; then validate it."""
     from mpi4py import MPI
 
-    comm, settings = ctx.comm, ctx.settings
+    comm, settings, cfg = ctx.comm, ctx.settings, ctx.cfg
     P, rank = comm.Get_size(), comm.Get_rank()
-    coll_name = cfg.collectives[0]
-    coll = COLLECTIVES[coll_name]
     target = comm if alg.native else counted(comm)
-    cb = coll.make_buffers(count, P, rank, np.dtype(cfg.dtype), "sum", 0, False, MPI.IN_PLACE)
+    cb = COLLECTIVES[cfg.collectives[0]].make_buffers(count, P, rank, np.dtype(cfg.dtype), "sum", 0, False,
+                                                       MPI.IN_PLACE)
     call = functools.partial(alg.fn, target, *cb.args, **cb.kwargs)
     cb.fill()
     base, _ = measure(comm, call, settings)
@@ -266,16 +282,25 @@ def _run_straggler(ctx, cfg, alg, count, part, late) -> list[WorkloadRow]:
     cb.fill()
     comm.Barrier()
     call()
-    wrong = comm.allreduce(cb.nwrong(), MPI.SUM)
+    return _Visit({"base": base, "delayed": delayed}, stop, comm.allreduce(cb.nwrong(), MPI.SUM))
+
+
+def _straggler_rows(ctx, visits: list[_Visit], *, alg, count, part, late) -> list[WorkloadRow]:
+    """The one row of one algorithm at one size, on time and with one rank late, from its visits."""
+    cfg, P = ctx.cfg, ctx.comm.Get_size()
+    coll_name = cfg.collectives[0]
+    coll = COLLECTIVES[coll_name]
     nbytes = coll.nbytes_for(count, cfg.itemsize, P)
-    b, d = float(np.median(base)), float(np.median(delayed))
+    delayed = _pooled(visits, "delayed")
+    b, d = float(np.median(_pooled(visits, "base"))), float(np.median(delayed))
     return [WorkloadRow(
         workload="straggler", variant=_straggler_variant(cfg, late), model="-",
         algorithm=f"{coll_name}={alg.name}", nranks=P, group_ranks=P, dtype=cfg.dtype, part=part,
         label=format_size(nbytes), collective=coll_name, ncalls=1, ntensors=0,
         payload_elems=count * (P if coll.blocked else 1), nbytes=nbytes, delay_s=cfg.delay_s,
         delayed_rank=late, baseline_s=b, slowdown=straggler_slowdown(d, b, cfg.delay_s),
-        nwrong=int(wrong), stop_reason=stop, **_stats(delayed, ctx.timer_res, settings.min_reps))]
+        nwrong=sum(v.nwrong for v in visits), stop_reason=common_stop([v.stop for v in visits]),
+        **ctx.stats(delayed))]
 
 
 @dataclass(frozen=True)
@@ -284,9 +309,10 @@ class _Item:
 
     key: tuple       # what its rows say of it (`_row_key`)
     label: str       # how the watchdog names it
-    budget_s: float  # the time its measurements may take; the watchdog's time comes on top
+    budget_s: float  # the time one visit's measurements may take; the watchdog's time comes on top
     nrows: int       # rows it writes: a step and its calls, or one
-    run: Callable    # run(ctx) -> its rows, on every rank
+    visit: Callable  # visit(ctx) -> a `_Visit`, on every rank
+    rows: Callable   # rows(ctx, visits) -> its rows, on every rank
 
 
 def _row_key(row: WorkloadRow) -> tuple:
@@ -347,10 +373,6 @@ def _straggler_plan(cfg: WorkloadConfig, P: int) -> tuple[list, list]:
     return out, skipped
 
 
-def _run_step(ctx, cfg, model_name, schedule, algs) -> list[WorkloadRow]:
-    return _run_schedule(ctx.comm, cfg, model_name, schedule, algs, ctx.settings, ctx.timer_res)
-
-
 def _plan_items(cfg: WorkloadConfig, P: int, model: Model | None) -> tuple[list[_Item], list, dict]:
     """The items of a run at P ranks, in order; the skips (stored in run.json); extra planning facts."""
     bind = functools.partial
@@ -361,8 +383,9 @@ def _plan_items(cfg: WorkloadConfig, P: int, model: Model | None) -> tuple[list[
         for sch, algs in scheds:
             what = _alg_label(algs)
             items.append(_Item((sch.variant, what), f"{sch.workload} {sch.variant} {what}", 2 * cfg.budget_s,
-                               1 + len(sch.calls), bind(_run_step, cfg=cfg, model_name=model.name if model else "-",
-                                                        schedule=sch, algs=algs)))
+                               1 + len(sch.calls), bind(_visit_schedule, schedule=sch, algs=algs),
+                               bind(_schedule_rows, model_name=model.name if model else "-", schedule=sch,
+                                    algs=algs)))
         return items, skipped, {"big": big}
     if cfg.workload == "overlap":
         sizes, model_name = _overlap_sizes(cfg)
@@ -372,7 +395,8 @@ def _plan_items(cfg: WorkloadConfig, P: int, model: Model | None) -> tuple[list[
                 nbytes = coll.nbytes_for(count, cfg.itemsize, P)
                 items.append(_Item((_overlap_variant(cfg, coll_name), f"{coll_name}=native", nbytes),
                                    f"overlap I{coll_name} {format_size(nbytes)}", 4 * cfg.budget_s, 1,
-                                   bind(_run_overlap, cfg=cfg, coll_name=coll_name, count=count, part=len(items),
+                                   bind(_visit_overlap, coll_name=coll_name, count=count),
+                                   bind(_overlap_rows, coll_name=coll_name, count=count, part=len(items),
                                         model_name=model_name)))
         return items, [], {}
     if cfg.delayed_rank >= P:
@@ -384,7 +408,8 @@ def _plan_items(cfg: WorkloadConfig, P: int, model: Model | None) -> tuple[list[
         nbytes = COLLECTIVES[coll_name].nbytes_for(count, cfg.itemsize, P)
         items.append(_Item((_straggler_variant(cfg, late), f"{coll_name}={alg.name}", nbytes),
                            f"straggler {coll_name}/{alg.name} {format_size(nbytes)}", 3 * cfg.budget_s, 1,
-                           bind(_run_straggler, cfg=cfg, alg=alg, count=count, part=len(items), late=late)))
+                           bind(_visit_straggler, alg=alg, count=count, late=late),
+                           bind(_straggler_rows, alg=alg, count=count, part=len(items), late=late)))
     return items, skipped, {}
 
 
@@ -405,9 +430,18 @@ class _Context:
     """What the items of one run measure with."""
 
     comm: object
-    settings: TimingSettings
+    cfg: WorkloadConfig
+    settings: TimingSettings  # one visit's
+    min_reps: int             # the launch's: what a row's statistics need, whatever its visits took
     timer_res: float
     kernel: ComputeKernel | None
+
+    def stats(self, samples) -> dict:
+        """The statistics columns of a row of these samples."""
+        s = summarize(samples, timer_resolution_s=self.timer_res, min_samples=self.min_reps)
+        return dict(samples=len(samples), median_s=s.median_s, min_s=s.min_s, mean_s=s.mean_s,
+                    ci_low_s=s.ci_low_s, ci_high_s=s.ci_high_s, flags=tuple(s.flags),
+                    samples_s=tuple(float(x) for x in samples))
 
 
 def _complete_items(items: list[_Item]):
@@ -437,20 +471,20 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
     and MPI library.  Progress goes to `console` (rank 0), plain lines without one; none
     when `quiet`.  `launch` is which of ``cfg.launches`` launches this is (``ccbench workload
     --launch`` merges them): it runs ``cfg.per_launch()``'s share of the steps, its items in
-    its own seeded order (``launch_order``).
+    its own seeded order (``launch_order``).  With ``cfg.rounds`` R > 1 every item is visited
+    R times, each round in its own order, each visit with ``per_round()``'s share of the steps
+    (`ccbench.measure.driver.drive`, as sweeps).
     """
     from mpi4py import MPI
 
     from ccbench.measure.provenance import collect
     from ccbench.measure.timing import timer_resolution_s
     from ccbench.measure.workload_config import stored_workload
-    from ccbench.store.results import RunWriter, new_run_dir
 
     comm = MPI.COMM_WORLD
     P = comm.Get_size()
     check_launch(comm)
     fault = agree(comm, lambda: read_fault(comm.Get_size()))
-    settings = _settings(cfg.per_launch())
     model = None
     if cfg.workload in ("ddp", "zero"):
         model = agree(comm, lambda: load_model(cfg.model))
@@ -462,33 +496,16 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
     prov = collect(comm, cfg.to_dict(), thread, argv)
     timer_res = comm.allreduce(timer_resolution_s(), MPI.MAX)
     kernel = None
-    extra: dict = {}
+    meta: dict = dict(kind=KIND, workload=cfg.workload, timer_resolution_s=timer_res, skipped=skipped)
     if cfg.workload == "overlap":
         kernel = ComputeKernel()  # calibrated once per run, every rank at once
-        extra["compute_kernel"] = {"what": "numpy matmul of 64 x 64 float64 matrices",
-                                   "iteration_s_max_over_ranks": comm.allreduce(kernel.iter_s, MPI.MAX)}
-
-    order: dict = {}
-    plan = list(enumerate(items, 1))  # numbered in the plan's order: what CCBENCH_FAULT names
-    if cfg.launches > 1:
-        from ccbench.store.run import open_run
-
-        def stored_order():
-            if resume is None or comm.Get_rank() != 0:
-                return None
-            meta = open_run(resume).meta
-            return {k: meta[k] for k in ("order", "order_seed") if k in meta}
-
-        stored = comm.bcast(agree(comm, stored_order), root=0)
-        plan, order = launch_order(comm, plan, "shuffled", cfg.seed, launch, stored)
-
-    def start():
-        path = new_run_dir(cfg.results_dir, P, tag)
-        meta = dict(prov, kind=KIND, workload=cfg.workload, timer_resolution_s=timer_res, **order, **extra)
-        if model is not None:
-            meta["model"] = {"name": model.name, "source": model.source, "tensors": len(model.tensors),
-                             "params": model.numel, "itemsize": cfg.itemsize}
-        return RunWriter(path, meta, columns=WORKLOAD_COLUMNS)
+        meta["compute_kernel"] = {"what": "numpy matmul of 64 x 64 float64 matrices",
+                                  "iteration_s_max_over_ranks": comm.allreduce(kernel.iter_s, MPI.MAX)}
+    if model is not None:
+        meta["model"] = {"name": model.name, "source": model.source, "tensors": len(model.tensors),
+                         "params": model.numel, "itemsize": cfg.itemsize}
+    launch_cfg = cfg.per_launch()
+    ctx = _Context(comm, cfg, _settings(launch_cfg.per_round()), launch_cfg.min_reps, timer_res, kernel)
 
     def same_config(stored) -> bool:
         try:
@@ -496,30 +513,20 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
         except UsageError:
             return False
 
-    writer, finished = open_run_dir(comm, start, resume, prov=prov, argv=argv, same_config=same_config,
-                                    row_cls=WorkloadRow, keep=_complete_items(items),
-                                    summary=lambda r: (_row_key(r), _whole(r) and not r.ok))
-    done = {tuple(key) for key, _ in finished}
-    nwrong = sum(bad for _, bad in finished)
-    todo = [(n, it) for n, it in plan if it.key not in done]
-    progress = Progress(len(todo), console, "workload") if writer is not None and not quiet else None
-    ctx = _Context(comm, settings, timer_res, kernel)
-    # a hung call (a deadlocked algorithm, a dead peer) ends the job with one line instead of
-    # hanging it: the watchdog, armed per item with room for its timings
-    session = Session(comm, writer, watchdog_s=cfg.watchdog_s, progress=progress, fault=fault)
-    try:
-        for n, item in todo:
-            if session.stop_requested():
-                break
-            session.start(item.label, item.budget_s, f"{cfg.workload}:{n}")
-            rows = item.run(ctx)
-            agree(comm, lambda rows=rows: writer.extend(rows) if writer is not None else None)  # a full disk: all stop
-            nwrong += sum(not r.ok for r in rows if _whole(r))
-            if progress is not None:
-                for r in rows:
-                    if _whole(r):
-                        progress.done(item.label, _progress(r), r.ok)
-        session.finished()
-    finally:
-        session.close(failed_cases=nwrong, skipped=skipped)
-    return session.exit_code(nwrong, "rows"), (writer.path if writer is not None else None)
+    def item(n: int, it: _Item) -> Item:
+        # numbered in the plan's order: what CCBENCH_FAULT names
+        return Item(it.key, it.label, f"{cfg.workload}:{n}", it.budget_s / cfg.rounds,
+                    functools.partial(it.visit, ctx), functools.partial(it.rows, ctx))
+
+    # the items of a replicated run or of rounds run in a seeded shuffled order (each round its own);
+    # one launch of one round keeps the plan's order; a hung call (a deadlocked algorithm, a dead peer) ends the job with
+    # one line instead of hanging it: the watchdog, armed per item with room for its timings
+    run_plan = Plan([item(n, it) for n, it in enumerate(items, 1)], meta=meta, same_config=same_config,
+                    summary=lambda r: (_row_key(r), _whole(r) and not r.ok),
+                    progress_line=lambda r: _progress(r) if _whole(r) else None,
+                    visit_ok=lambda v: v.nwrong == 0, row_cls=WorkloadRow, columns=WORKLOAD_COLUMNS,
+                    order="shuffled" if cfg.launches > 1 or cfg.rounds > 1 else None, seed=cfg.seed, rounds=cfg.rounds,
+                    watchdog_s=cfg.watchdog_s, fault=fault, keep=_complete_items(items), noun="workload",
+                    what="rows")
+    return drive(comm, run_plan, prov=prov, argv=argv, results_dir=cfg.results_dir, tag=tag, resume=resume,
+                 launch=launch, console=console, progress=not quiet)

@@ -15,6 +15,7 @@ from ccbench.core.units import parse_sizes
 from ccbench.measure.config import (
     BINDINGS,
     MAX_LAUNCHES,
+    MAX_ROUNDS,
     THREAD_LEVELS,
     _as_list,
     _check_choices,
@@ -75,6 +76,9 @@ class WorkloadConfig:
     launches: int = 1
     seed: int | None = None
     bind: str = "auto"
+    # rounds within each launch: every item is visited this many times, each round in its own order (a
+    # shuffled one when the run has several launches), each visit with 1/rounds of the steps and budget
+    rounds: int = 1
 
     def to_dict(self) -> dict:
         """The keys of this workload (and `workload`), as stored in run.json."""
@@ -93,13 +97,24 @@ class WorkloadConfig:
         return dataclasses.replace(self, budget_s=self.budget_s / k,
                                    max_reps=max(self.min_reps, -(-self.max_reps // k)))
 
+    def per_round(self) -> "WorkloadConfig":
+        """What one visit of an item runs when a launch visits every item `rounds` times: budget_s / R and
+        ceil(min_reps / R), ceil(max_reps / R) steps, each visit with its own warm-up (as a sweep's rounds,
+        `ccbench.measure.config.Config.per_round`, which gives the reasons)."""
+        r = self.rounds
+        if r == 1:
+            return self
+        lo = -(-self.min_reps // r)
+        return dataclasses.replace(self, budget_s=self.budget_s / r, min_reps=lo,
+                                   max_reps=max(lo, -(-self.max_reps // r)))
+
     @property
     def itemsize(self) -> int:
         return DTYPES[self.dtype].itemsize
 
 
 _TIMING = ("warmup", "min_reps", "max_reps", "target_rse", "budget_s", "watchdog_s", "thread_level", "results_dir",
-           "launches", "seed", "bind")
+           "launches", "seed", "bind", "rounds")
 KEYS: dict[str, tuple[str, ...]] = {
     "ddp": ("model", "dtype", "algorithms", "modes", "bucket_mb", "first_bucket_mb", *_TIMING),
     "zero": ("model", "dtype", "variants", "rs_algorithms", "ag_algorithms", "algorithms", *_TIMING),
@@ -212,6 +227,8 @@ def resolve_workload(workload: str, values: dict) -> WorkloadConfig:
             out[key] = _one_of(key, value, BINDINGS)
         elif key == "launches":
             out[key] = _number(key, value, int, 1, MAX_LAUNCHES)
+        elif key == "rounds":
+            out[key] = _number(key, value, int, 1, MAX_ROUNDS)
         elif key == "seed":
             out[key] = None if value is None else _number(key, value, int, 0, 2**32 - 1)
         elif key == "results_dir":
