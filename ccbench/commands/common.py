@@ -190,3 +190,57 @@ def run_launcher(cmd: list[str], env: dict, merged=None) -> int:
         return 128 + job.signal
     return job.code
 
+
+
+def measure_here(cfg, *, launch_index, start_with: str, add_launcher: str, measure, show: bool) -> None:
+    """The ranks' side of every measuring command (sweeps, workloads): refuse a launch index or a missing
+    launcher, enter MPI, run ``measure(thread=..., console=...) -> (code, run dir)`` on every rank, show the run
+    on rank 0, leave MPI quietly on an error every rank agreed on, exit with the run's code.
+
+    `start_with` says how a replicated run is started (``... --launches K`` follows it); `add_launcher` how
+    to start this one under a launcher.
+    """
+    if cfg.launches > 1 and launch_index is None:
+        raise UsageError(f"launches = {cfg.launches} needs one job per launch: {start_with} --launches "
+                         f"{cfg.launches} (it merges them into one run)")
+    if launch_index is not None and launch_index > cfg.launches:
+        raise UsageError(f"--launch-index {launch_index} is beyond --launches {cfg.launches}")
+    from ccbench.core.errors import CCBenchError
+    from ccbench.measure.launcher import require_launched
+
+    require_launched(cfg.bind, add_launcher)
+    from ccbench.measure.mpi import enter_mpi
+
+    MPI, thread = enter_mpi(cfg.thread_level)
+    rank = MPI.COMM_WORLD.Get_rank()
+    console = new_console() if rank == 0 else None
+    try:
+        code, path = measure(thread=thread, console=console)
+    except CCBenchError as exc:
+        if rank == 0:
+            click.echo(f"ccbench: error: {exc}", err=True)
+        MPI.Finalize()  # every rank got here: leave quietly instead of aborting the job
+        raise SystemExit(exc.exit_code) from None
+    if rank == 0 and path is not None:
+        show_run(path, console, show_table=show)
+    MPI.Finalize()
+    if code:
+        raise SystemExit(code)
+
+
+def start_jobs(head: list[str], argv_of, env: dict, *, replication, kw: dict, nranks: int, resume) -> None:
+    """The launcher's side of every measuring command: one job (``head`` + ``argv_of(kw)``), or, given a
+    `replication` (`ccbench.measure.multilaunch.Replication`, None for one job), one job per launch merged into
+    one run, shown at the end; exits with the job's code."""
+    import sys
+
+    if replication is not None:
+        from ccbench.measure.multilaunch import launch_parts
+
+        code, merged = launch_parts(replication, kw, lambda part_kw: [*head, *argv_of(part_kw)], env, run_launcher,
+                                    nranks, sys.argv, say=new_console().print, resume=resume)
+        show_run(merged, new_console(), show_table=kw.get("show", True))
+        raise SystemExit(code)
+    code = run_launcher([*head, *argv_of(kw)], env)
+    if code:
+        raise SystemExit(code if code > 0 else 128 - code)

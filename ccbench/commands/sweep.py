@@ -5,14 +5,15 @@ import sys
 import click
 
 from ccbench.commands.common import (
+    measure_here,
     new_console,
     resolve_with_resume,
-    run_launcher,
     show_run,
+    start_jobs,
     sweep_options,
     to_argv,
 )
-from ccbench.core.errors import CCBenchError, UsageError
+from ccbench.core.errors import UsageError
 
 __all__ = ["COMMANDS"]
 
@@ -23,35 +24,15 @@ def run(**kw):
     """Run a sweep on every rank of MPI_COMM_WORLD (start it under an MPI launcher)."""
     cfg, resume = resolve_with_resume(kw)
     launch_index = kw.get("launch_index")
-    if cfg.launches > 1 and launch_index is None:
-        raise UsageError(f"launches = {cfg.launches} needs one job per launch: start the sweep with "
-                         f"ccbench launch -n N --launches {cfg.launches} (it merges them into one run)")
-    if launch_index is not None and launch_index > cfg.launches:
-        raise UsageError(f"--launch-index {launch_index} is beyond --launches {cfg.launches}")
-    from ccbench.measure.launcher import require_launched
 
-    require_launched(cfg.bind, "start the sweep with ccbench launch -n N")
-    from ccbench.measure.mpi import enter_mpi
+    def measure(thread, console):
+        from ccbench.measure.sweep import run_sweep
 
-    MPI, thread = enter_mpi(cfg.thread_level)
-    from ccbench.measure.sweep import run_sweep
+        return run_sweep(cfg, thread=thread, argv=sys.argv, console=console, tag=kw["tag"], resume=resume,
+                         launch=launch_index)
 
-    rank = MPI.COMM_WORLD.Get_rank()
-    console = new_console() if rank == 0 else None
-    try:
-        code, path = run_sweep(cfg, thread=thread, argv=sys.argv, console=console, tag=kw["tag"],
-                               resume=resume, launch=launch_index)
-    except CCBenchError as exc:
-        if rank == 0:
-            click.echo(f"ccbench: error: {exc}", err=True)
-        MPI.Finalize()  # every rank got here: leave quietly instead of aborting the job
-        raise SystemExit(exc.exit_code) from None
-    if rank == 0 and path is not None:
-        show_run(path, console, show_table=kw["show"])
-    MPI.Finalize()
-    if code:
-        raise SystemExit(code)
-
+    measure_here(cfg, launch_index=launch_index, start_with="start the sweep with ccbench launch -n N",
+                 add_launcher="start the sweep with ccbench launch -n N", measure=measure, show=kw["show"])
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
@@ -69,26 +50,18 @@ def launch(ctx, n, launcher, launcher_args, **kw):
     if kw.get("launch_index") is not None:
         raise UsageError("--launch-index is set by ccbench launch for each of its launches")
     from ccbench.measure.launcher import prepare_launcher
+    from ccbench.measure.multilaunch import needs_launches, sweep_replication
 
     exe, version, env, extra = prepare_launcher(launcher, n, cfg.bind, launcher_args)  # extra: binding too
     head = [exe, "-n", str(n), *extra, *launcher_args, sys.executable, "-m", "mpi4py", "-m", "ccbench", "run"]
-    cmd = [*head, *to_argv(ctx, kw)]
-    from ccbench.measure.multilaunch import launch_parts, needs_launches, sweep_replication
-
-    merged_before = resume is not None and (resume / "parts").is_dir()
-    if needs_launches(cfg) or merged_before:
+    replication = None
+    if needs_launches(cfg) or (resume is not None and (resume / "parts").is_dir()):
         # replicated launches, forced native:<alg> variants (one launch each): merged into one run
         from ccbench.algorithms.native_variants import library_of_launcher
 
-        code, merged = launch_parts(sweep_replication(cfg, library_of_launcher(version)), kw,
-                                    lambda part_kw: [*head, *to_argv(ctx, part_kw)], env, run_launcher, n,
-                                    sys.argv, say=new_console().print, resume=resume)
-        show_run(merged, new_console(), show_table=kw["show"])
-        raise SystemExit(code)
-    code = run_launcher(cmd, env)
-    if code:
-        raise SystemExit(code if code > 0 else 128 - code)
-
+        replication = sweep_replication(cfg, library_of_launcher(version))
+    start_jobs(head, lambda part_kw: to_argv(ctx, part_kw), env, replication=replication, kw=kw, nranks=n,
+               resume=resume)
 
 
 @click.command("list")

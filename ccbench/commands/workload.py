@@ -5,7 +5,7 @@ import sys
 import click
 
 from ccbench.commands.options import network_options, run_options
-from ccbench.core.errors import CCBenchError, UsageError
+from ccbench.core.errors import UsageError
 
 __all__ = ["COMMANDS"]
 
@@ -99,25 +99,19 @@ def _launch_options(cfg) -> dict:
 def _relaunch(ctx: click.Context, kind: str, kw: dict, cfg, resume) -> None:
     """Start LAUNCHER -n N python -m mpi4py -m ccbench workload KIND ... (ccbench launch's helpers); with
     launches > 1 (or to continue such a run) one job per launch, merged into one run."""
-    from ccbench.commands.common import new_console, run_launcher, show_run, to_argv
+    from ccbench.commands.common import start_jobs, to_argv
     from ccbench.measure.launcher import prepare_launcher
 
     n = kw["launch"]
     exe, _, env, extra = prepare_launcher(kw["launcher"], n, cfg.bind)  # extra: the binding too
     head = [exe, "-n", str(n), *extra, sys.executable, "-m", "mpi4py", "-m", "ccbench", "workload", kind]
+    replication = None
     if cfg.launches > 1 or (resume is not None and (resume / "parts").is_dir()):
-        from ccbench.measure.multilaunch import launch_parts
         from ccbench.measure.workload import workload_replication
 
-        rep = workload_replication(cfg, n, lambda part: _launch_options(cfg))
-        code, merged = launch_parts(rep, kw, lambda part_kw: [*head, *to_argv(ctx, dict(part_kw, launch=None,
-                                                                                          launcher=None))],
-                                    env, run_launcher, n, sys.argv, say=new_console().print, resume=resume)
-        show_run(merged, new_console(), show_table=kw.get("show", True))
-    else:
-        code = run_launcher([*head, *to_argv(ctx, dict(kw, launch=None, launcher=None))], env)
-    if code:
-        raise SystemExit(code if code > 0 else 128 - code)
+        replication = workload_replication(cfg, n, lambda part: _launch_options(cfg))
+    start_jobs(head, lambda part_kw: to_argv(ctx, dict(part_kw, launch=None, launcher=None)), env,
+               replication=replication, kw=kw, nranks=n, resume=resume)
 
 
 def _measure(kind: str, kw: dict) -> None:
@@ -128,36 +122,18 @@ def _measure(kind: str, kw: dict) -> None:
             raise UsageError("--launch-index is set by --launch for each of its launches")
         _relaunch(click.get_current_context(), kind, kw, cfg, resume)
         return
-    if cfg.launches > 1 and launch_index is None:
-        raise UsageError(f"launches = {cfg.launches} needs one job per launch: start it with ccbench workload "
-                         f"{kind} ... --launch N --launches {cfg.launches} (it merges them into one run)")
-    if launch_index is not None and launch_index > cfg.launches:
-        raise UsageError(f"--launch-index {launch_index} is beyond --launches {cfg.launches}")
-    from ccbench.measure.launcher import require_launched
+    from ccbench.commands.common import measure_here
 
-    require_launched(cfg.bind, f"add --launch N to ccbench workload {kind}")
-    from ccbench.measure.mpi import enter_mpi
+    def measure(thread, console):
+        from ccbench.measure.workload import run_workload
 
-    MPI, thread = enter_mpi(cfg.thread_level)
-    from ccbench.commands.common import new_console
-    from ccbench.measure.workload import run_workload
+        return run_workload(cfg, thread=thread, argv=sys.argv, tag=kw.get("tag") or "", resume=resume,
+                            console=console, launch=launch_index)
 
-    rank = MPI.COMM_WORLD.Get_rank()
-    try:
-        code, path = run_workload(cfg, thread=thread, argv=sys.argv, tag=kw.get("tag") or "", resume=resume,
-                                  console=new_console() if rank == 0 else None, launch=launch_index)
-    except CCBenchError as exc:
-        if rank == 0:
-            click.echo(f"ccbench: error: {exc}", err=True)
-        MPI.Finalize()
-        raise SystemExit(exc.exit_code) from None
-    if rank == 0 and path is not None:
-        from ccbench.present.workload_views import show_workload
-
-        show_workload(path, new_console(), show_table=kw.get("show", True))
-    MPI.Finalize()
-    if code:
-        raise SystemExit(code)
+    measure_here(cfg, launch_index=launch_index,
+                 start_with=f"start it with ccbench workload {kind} ... --launch N",
+                 add_launcher=f"add --launch N to ccbench workload {kind}", measure=measure,
+                 show=kw.get("show", True))
 
 
 @workload.command()

@@ -519,8 +519,9 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
                     functools.partial(it.visit, ctx), functools.partial(it.rows, ctx))
 
     # the items of a replicated run or of rounds run in a seeded shuffled order (each round its own);
-    # one launch of one round keeps the plan's order; a hung call (a deadlocked algorithm, a dead peer) ends the job with
-    # one line instead of hanging it: the watchdog, armed per item with room for its timings
+    # one launch of one round keeps the plan's order; a hung call (a deadlocked algorithm, a dead
+    # peer) ends the job with one line instead of hanging it: the watchdog, armed per item with
+    # room for its timings
     run_plan = Plan([item(n, it) for n, it in enumerate(items, 1)], meta=meta, same_config=same_config,
                     summary=lambda r: (_row_key(r), _whole(r) and not r.ok),
                     progress_line=lambda r: _progress(r) if _whole(r) else None,
