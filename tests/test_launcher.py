@@ -2,7 +2,10 @@
 
 import json
 import os
+import subprocess
 import sys
+
+import pytest
 
 from ccbench.measure.launcher import run_job
 
@@ -27,3 +30,31 @@ def test_a_job_that_ends_well_is_left_alone(tmp_path):
 def test_a_job_that_opens_no_run(tmp_path):
     job = run_job([sys.executable, "-c", "raise SystemExit(2)"], dict(os.environ))
     assert job.code == 2 and job.run_dir is None and not job.marked_failed
+
+
+@pytest.mark.parametrize("env, refused", [
+    ({}, True), ({"PMI_RANK": ""}, True), ({"OMPI_COMM_WORLD_RANK": "0"}, True),  # a rank variable alone is not one
+    ({"PMI_RANK": "0"}, False), ({"OMPI_COMM_WORLD_SIZE": "2"}, False), ({"SLURM_PROCID": "0"}, False),
+    ({"PMIX_RANK": "1"}, False), ({"CCBENCH_LAUNCHED": "1"}, False),
+])
+def test_a_measuring_command_needs_a_launcher(env, refused):
+    from ccbench.core.errors import UsageError
+    from ccbench.measure.launcher import require_launcher
+
+    if refused:
+        with pytest.raises(UsageError, match="no MPI launcher started this: start it so"):
+            require_launcher("start it so", env)
+    else:
+        require_launcher("start it so", env)
+
+
+@pytest.mark.parametrize("argv", [["run", "-C", "allreduce", "-s", "8"], ["workload", "straggler", "-s", "1K"]])
+def test_run_without_a_launcher_says_how_to_start_it_and_writes_nothing(tmp_path, argv):
+    from ccbench.measure.launcher import LAUNCHER_VARS
+
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
+    r = subprocess.run([sys.executable, "-m", "ccbench", *argv, "--results-dir", "res"], capture_output=True,
+                       text=True, timeout=60, cwd=tmp_path, env=env)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no MPI launcher started this" in r.stderr
+    assert ("ccbench launch -n N" if argv[0] == "run" else "add --launch N") in r.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -206,8 +206,9 @@ def measure_here(cfg, *, launch_index, start_with: str, add_launcher: str, measu
     if launch_index is not None and launch_index > cfg.launches:
         raise UsageError(f"--launch-index {launch_index} is beyond --launches {cfg.launches}")
     from ccbench.core.errors import CCBenchError
-    from ccbench.measure.launcher import require_launched
+    from ccbench.measure.launcher import require_launched, require_launcher
 
+    require_launcher(add_launcher)
     require_launched(cfg.bind, add_launcher)
     from ccbench.measure.mpi import enter_mpi
 

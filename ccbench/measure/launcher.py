@@ -170,6 +170,25 @@ def choose_binding(requested: str, nranks: int, kind: str, version: str = "", *,
                    per_node, cores)
 
 
+#: What MPI launchers put in each rank's environment (MPICH's hydra and Intel MPI, Open MPI, PMIx, Slurm's srun,
+#: MVAPICH, Cray PALS and ALPS); CCBENCH_LAUNCHED=1 vouches for a launcher that sets none of them.
+LAUNCHER_VARS = ("PMI_RANK", "PMI_FD", "PMI_PORT", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "SLURM_PROCID",
+                 "MV2_COMM_WORLD_RANK", "PALS_RANKID", "ALPS_APP_PE", "CCBENCH_LAUNCHED")
+
+
+def require_launcher(how: str, env=None) -> None:
+    """Refuse, before MPI starts and anything is written, a measuring command that no launcher started.
+
+    Run alone, MPI starts a singleton: one rank that measures nothing worth keeping.  `how`
+    says how to start it instead.
+    """
+    env = os.environ if env is None else env
+    if not any(env.get(v) for v in LAUNCHER_VARS):
+        raise UsageError(f"no MPI launcher started this: {how} (under your own launcher: mpiexec -n N python -m "
+                         "mpi4py -m ccbench ...; a launcher that sets none of PMI_RANK, OMPI_COMM_WORLD_SIZE, "
+                         "PMIX_RANK, SLURM_PROCID: set CCBENCH_LAUNCHED=1)")
+
+
 def require_launched(bind: str, how: str) -> None:
     """Refuse a binding other than auto in a job ccbench did not start: the launcher binds, before ccbench runs.
 
