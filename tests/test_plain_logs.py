@@ -117,6 +117,7 @@ def _sweep_on_a_pty(tmp_path, env: dict) -> str:
     """What a one-rank `ccbench run` writes to a pseudo-terminal (as Open MPI's ranks have) with `env`."""
     master, slave = os.openpty()
     base = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+    base["CCBENCH_LAUNCHED"] = "1"  # one singleton rank, vouched for (ccbench run refuses one no launcher started)
     cmd = [sys.executable, "-m", "ccbench", "run", "-C", "barrier,bcast", "-s", "8", "--warmup", "1",
            "--min-reps", "2", "--max-reps", "3", "--results-dir", str(tmp_path / "results")]
     proc = subprocess.Popen(cmd, stdout=slave, stderr=slave, stdin=subprocess.DEVNULL, env=dict(base, **env),

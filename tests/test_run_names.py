@@ -1,6 +1,7 @@
 """A tag names a run directory: a path separator or a control character gets one clear line, shell
 metacharacters stay plain characters of the name."""
 
+import os
 import subprocess
 import sys
 
@@ -41,7 +42,8 @@ def test_shell_metacharacters_are_plain_characters_of_the_name(tag, tmp_path, mo
 def test_the_command_says_it_in_one_line_and_exits_2(tmp_path):
     res = subprocess.run([sys.executable, "-m", "ccbench", "run", "-C", "barrier", "-s", "8", "--min-reps", "2",
                           "--max-reps", "3", "--results-dir", "res", "--tag", "../../x"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, CCBENCH_LAUNCHED="1"))  # one singleton rank, vouched for
     assert res.returncode == 2
     assert res.stderr == ("ccbench: error: tag '../../x' cannot name a run directory: it holds the path "
                           "separator '/'\n")
