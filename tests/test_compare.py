@@ -66,6 +66,15 @@ def _row(collective: str, algorithm: str, nbytes: int, samples) -> Row:
                flags=s.flags, samples_s=tuple(float(x) for x in samples))
 
 
+def _launch_row(nbytes: int, launches: list[list[float]]) -> Row:
+    """An allreduce/ring row measured in len(launches) launches, the samples of each given."""
+    import dataclasses
+
+    flat = [x for b in launches for x in b]
+    return dataclasses.replace(_row("allreduce", "ring", nbytes, flat), launches=tuple(range(1, len(launches) + 1)),
+                               launch_samples=tuple(len(b) for b in launches))
+
+
 def _write_run(path: Path, rows: list[Row], **meta) -> Path:
     path.mkdir()
     base = {"schema": SCHEMA, "status": "complete", "mpi_library": "MPICH Version: 5.0.2", "nranks": 2,
@@ -103,7 +112,10 @@ def test_single_launch_runs_are_not_decided_by_their_samples(tmp_path):
     ref = compare_launches([lo], [hi], prior_between_cv=DEFAULT_PRIOR_BETWEEN_CV)
     assert by[8].p_value == pytest.approx(ref.p_value) and by[8].p_value > 0.05
     assert by[8].ratio == pytest.approx(np.median(hi) / np.median(lo))
-    assert (by[8].ratio_low, by[8].ratio_high) == pytest.approx((ref.ratio_low, ref.ratio_high))
+    # none of the m = 2 tested cases called: the interval shown is at confidence 1 - 0.05 / 2 (false-coverage)
+    shown = compare_launches([lo], [hi], level=0.05 / 2, prior_between_cv=DEFAULT_PRIOR_BETWEEN_CV)
+    assert (by[8].ratio_low, by[8].ratio_high) == pytest.approx((shown.ratio_low, shown.ratio_high))
+    assert by[8].interval_confidence == pytest.approx(0.975) and by[8].launches_needed is None  # 1.2-2.4: < 10x
     assert by[8].verdict == "undetermined" and by[8].significant is False and by[8].method == "prior"
     assert (by[8].launches_a, by[8].launches_b) == (1, 1)
     assert by[8].resolvable_ratio == pytest.approx(ref.resolvable_ratio) and by[8].resolvable_ratio > by[8].ratio
@@ -957,3 +969,53 @@ def test_workload_settings_differences_are_warned_with_the_run_labels(wl_runs, t
     assert cmp.warnings == ["provenance differs in workload settings: bucket_mb=0.5 (A) vs 1.0 (B)"]
     assert cmp.kind == "workload" and cmp.unmatched == {"B": (0, 0)} and len(cmp.pairs) == 39
     assert all(p.ratio == 1.0 and (p.baseline, p.other) == ("A", "B") for p in cmp.pairs)
+
+
+def test_the_interval_beside_a_verdict_excludes_1_exactly_when_a_difference_is_called(tmp_path):
+    """False-coverage-rate intervals (Benjamini & Yekutieli 2005): across a family whose cases sit on both sides
+    of the Benjamini-Hochberg line, every called case's interval excludes 1 and every other one's holds it --
+    where each case's own 95% interval would exclude 1 for cases BH does not call."""
+    rng = np.random.default_rng(7)
+    rows_a, rows_b = [], []
+    for i, effect in enumerate([1.0, 1.02, 1.05, 1.08, 1.1, 1.12, 1.15, 1.2, 1.3, 1.5, 2.0, 1.0, 0.9, 0.8]):
+        base = [list(1e-5 * np.exp(rng.normal(0, 0.06)) * (1 + 0.01 * rng.random(8))) for _ in range(3)]
+        other = [list(1e-5 * effect * np.exp(rng.normal(0, 0.06)) * (1 + 0.01 * rng.random(8))) for _ in range(3)]
+        rows_a.append(_launch_row(8 << i, base))
+        rows_b.append(_launch_row(8 << i, other))
+    cmp = compare_runs([_write_run(tmp_path / "a", rows_a), _write_run(tmp_path / "b", rows_b)])
+    called = [p for p in cmp.pairs if p.verdict in ("faster", "slower")]
+    assert 0 < len(called) < len(cmp.pairs)  # both sides of the line
+    for p in cmp.pairs:
+        assert (p.ratio_low > 1 or p.ratio_high < 1) == (p.verdict in ("faster", "slower")), p
+        assert p.interval_confidence == pytest.approx(1 - len(called) * 0.05 / len(cmp.pairs))
+    # what the unadjusted 95% intervals would have said: more cases than BH calls (the contradiction shown before)
+    own = [p for p in cmp.pairs if p.p_value < 0.05]
+    assert len(own) > len(called)
+
+
+@pytest.mark.parametrize("low, high, useless", [
+    (0.5, 5.0, False), (0.5, 5.01, True), (1.01, 100.0, False), (0.01, 0.99, False), (0.0, 2.0, True),
+    (0.3, 2.9, False),
+])
+def test_an_interval_is_useless_when_it_holds_1_and_spans_more_than_10x(low, high, useless):
+    from ccbench.analysis.compare import useless as is_useless
+
+    assert is_useless(low, high) is useless
+
+
+def test_launches_needed_to_tell_2x_from_1():
+    """Per-launch log SD 0.5, Welch with K a side: t_{2K-2, 0.975} 0.5 sqrt(2 / K) against ln 2 = 0.693 --
+    K = 5: 2.306 x 0.5 x 0.632 = 0.729 (too wide), K = 6: 2.228 x 0.5 x 0.577 = 0.643 (enough)."""
+    import math
+
+    from ccbench.core.replication import LaunchComparison, launches_needed, student_t_quantile
+
+    s, k = 0.5, 3
+    half = student_t_quantile(0.975, 2 * k - 2) * s * math.sqrt(2 / k)
+    c = LaunchComparison(1.0, math.exp(-half), math.exp(half), 1.0, "noise", k, k, 2 * k - 2, math.exp(half),
+                         "welch")
+    assert launches_needed(c, 0.05) == 6
+    import dataclasses
+
+    assert launches_needed(dataclasses.replace(c, method="untested"), 0.05) is None
+    assert launches_needed(dataclasses.replace(c, resolvable_ratio=1e300), 0.05) is None  # beyond MAX_LAUNCHES

@@ -325,7 +325,7 @@ def test_files_carry_the_launch_level_columns(tmp_path):
         assert (int(r["launches_a"]), int(r["launches_b"])) == (3, 1) and r["method"] == "prior"
         assert float(r["ratio_low"]) == p.ratio_low and float(r["resolvable_ratio"]) == p.resolvable_ratio
     md = " ".join(files["md"].read_text().split())
-    assert "| 95% interval | launches | p | p (adj.) | verdict |" in md
+    assert "| interval | launches | p | p (adj.) | verdict |" in md
     assert "| faster | slower | noise | undetermined | untested |" in md
     assert f"run B vs A: 0 of {len(SIZES)} cases decided at the launch level" in md
     assert "between-launch CV measured (pooled over the cases with 2 or more launches): run A" in md

@@ -38,7 +38,10 @@ when ``min_effect`` > 0 and its whole interval lies within +-min_effect (ln(1 + 
 log scale: [1 / (1 + m), 1 + m]), otherwise "slower" / "faster" when its adjusted p is
 below the level, otherwise "noise" (K >= 2 launches a side) or "undetermined" (a single
 launch on a side); "untested" when a side has fewer than ``MIN_SAMPLES`` samples or
-times <= 0.  The interval shown is each case's own (1 - level) interval, not adjusted.
+times <= 0.  The interval shown is false-coverage-rate adjusted (Benjamini & Yekutieli, JASA
+100, 2005): at confidence 1 - max(R, 1) level / m for R of a pair's m cases called, so it
+excludes 1 exactly when its case is called; an interval wider than ``USELESS_WIDTH`` (10x end
+to end) carries the launches a side that would make it tell 2x from 1 (``launches_needed``).
 Per collective the ratios are summarised by their geometric mean (Fleming & Wallace,
 CACM 1986) with the verdict counts; per pair of runs ``launch_summary`` says how many
 cases were decided at the launch level, how many had a single launch on a side, and
@@ -69,7 +72,13 @@ import numpy as np
 from ccbench.analysis.fastest import SIGNIFICANCE
 from ccbench.core.errors import UsageError
 from ccbench.core.hardware import differences as hardware_differences
-from ccbench.core.replication import DEFAULT_PRIOR_BETWEEN_CV, compare_launches, cv_from_log_sd
+from ccbench.core.replication import (
+    DEFAULT_PRIOR_BETWEEN_CV,
+    USELESS_WIDTH,
+    compare_launches,
+    cv_from_log_sd,
+    launches_needed,
+)
 from ccbench.core.stats import benjamini_hochberg, geometric_mean
 from ccbench.store.results import Row
 from ccbench.store.run import SWEEP, WORKLOAD, Run, lab_block
@@ -88,7 +97,8 @@ PROVENANCE_FIELDS = (("mpi_library", "MPI library"), ("nranks", "ranks"), ("node
                      ("ranks_per_node", "ranks per node"), ("thread_level", "thread level"),
                      ("oversubscribed", "oversubscribed cores"))
 #: The launch-level columns every pair carries after its verdict (``LaunchTest``'s fields after ``verdict``).
-LAUNCH_COLUMNS = ("ratio_low", "ratio_high", "launches_a", "launches_b", "method", "resolvable_ratio")
+LAUNCH_COLUMNS = ("ratio_low", "ratio_high", "launches_a", "launches_b", "method", "resolvable_ratio",
+                  "interval_confidence", "launches_needed")
 CSV_COLUMNS = ("baseline", "other", "collective", "algorithm", "nbytes", "dtype", "op", "in_place", "root",
                "settings_a", "settings_b", "nranks_a", "nranks_b", "samples_a", "samples_b", "median_a_s",
                "median_b_s",
@@ -142,6 +152,14 @@ class LaunchTest:
     launches_b: int
     method: str  # "welch", "prior" or "untested"
     resolvable_ratio: float | None
+    interval_confidence: float | None = None  # the confidence of ratio_low..ratio_high (false-coverage adjusted)
+    launches_needed: int | None = None  # launches a side that would make a useless interval tell 2x from 1
+
+    @property
+    def useless_interval(self) -> bool:
+        """The interval holds 1 and is wider than ``USELESS_WIDTH`` end to end: it cannot tell a speed-up from a
+        slow-down (`useless`)."""
+        return self.ratio_low is not None and useless(self.ratio_low, self.ratio_high)
 
     def test_fields(self) -> dict:
         """This test's fields by name: a pair (a subclass) is built from its rows' fields and these."""
@@ -303,6 +321,12 @@ def _launches(row) -> list[np.ndarray] | None:
     return blocks
 
 
+def useless(low: float, high: float) -> bool:
+    """An interval of a ratio that holds 1 and is wider than ``USELESS_WIDTH`` end to end (or not above 0): it
+    can tell neither the direction nor the size of a difference."""
+    return not (low > 0 and (high / low <= USELESS_WIDTH or low > 1 or high < 1))
+
+
 def _decide(ratio: float, low: float, high: float, method: str, significant: bool, min_effect: float) -> str:
     """A case's verdict (module docstring): the practical band first, then the adjusted test."""
     if min_effect > 0 and 1.0 / (1.0 + min_effect) <= low and high <= 1.0 + min_effect:
@@ -328,11 +352,18 @@ def test_pairs(matched: Sequence[tuple], level: float, *, min_effect: float = 0.
         lc = None
         if xa is not None and xb is not None:
             lc = compare_launches(xa, xb, level=level, prior_between_cv=launch_cv)
-        tested.append((a, b, lc))
-    ps = [lc.p_value for _, _, lc in tested if lc is not None]
-    adj = iter(benjamini_hochberg(ps).tolist()) if ps else iter(())
+        tested.append((a, b, xa, xb, lc))
+    ps = [lc.p_value for *_, lc in tested if lc is not None]
+    qs = benjamini_hochberg(ps).tolist() if ps else []
+    # the intervals shown are false-coverage-rate adjusted (Benjamini & Yekutieli, "False discovery
+    # rate-adjusted multiple confidence intervals for selected parameters", JASA 100, 2005): with R of
+    # m cases called at FDR `level`, each interval is at confidence 1 - max(R, 1) level / m.  A case
+    # Benjamini-Hochberg calls has p <= R level / m, so its interval excludes 1 exactly when it is
+    # called: the interval beside a verdict never contradicts it.
+    ci_level = max(sum(q < level for q in qs), 1) * level / len(qs) if qs else level
+    adj = iter(qs)
     out = []
-    for a, b, lc in tested:
+    for a, b, xa, xb, lc in tested:
         ratio = b.median_s / a.median_s if a.median_s > 0 else math.inf
         if lc is None:
             test = LaunchTest(ratio=ratio, p_value=None, p_adjusted=None, significant=None, verdict="untested",
@@ -341,10 +372,14 @@ def test_pairs(matched: Sequence[tuple], level: float, *, min_effect: float = 0.
         else:
             q = next(adj)
             sig = q < level
+            shown = lc if ci_level == level else compare_launches(xa, xb, level=ci_level, prior_between_cv=launch_cv)
             test = LaunchTest(ratio=ratio, p_value=lc.p_value, p_adjusted=q, significant=sig,
-                              verdict=_decide(lc.ratio, lc.ratio_low, lc.ratio_high, lc.method, sig, min_effect),
-                              ratio_low=lc.ratio_low, ratio_high=lc.ratio_high, launches_a=lc.n_launches_a,
-                              launches_b=lc.n_launches_b, method=lc.method, resolvable_ratio=lc.resolvable_ratio)
+                              verdict=_decide(lc.ratio, shown.ratio_low, shown.ratio_high, lc.method, sig, min_effect),
+                              ratio_low=shown.ratio_low, ratio_high=shown.ratio_high, launches_a=lc.n_launches_a,
+                              launches_b=lc.n_launches_b, method=lc.method, resolvable_ratio=lc.resolvable_ratio,
+                              interval_confidence=1 - ci_level,
+                              launches_needed=(launches_needed(shown, ci_level)
+                                               if useless(shown.ratio_low, shown.ratio_high) else None))
         out.append((a, b, test))
     return out
 

@@ -32,6 +32,8 @@ from ccbench.core.stats import median_ci
 __all__ = [
     "DEFAULT_PRIOR_BETWEEN_CV",
     "MAX_LAUNCHES",
+    "RESOLVE_RATIO",
+    "USELESS_WIDTH",
     "LaunchComparison",
     "TypicalTimeCI",
     "VarianceComponents",
@@ -39,6 +41,7 @@ __all__ = [
     "cv_from_log_sd",
     "hierarchical_bootstrap_ci",
     "launches_for_budget",
+    "launches_needed",
     "log_sd_from_cv",
     "min_detectable_ratio",
     "optimal_split",
@@ -485,6 +488,40 @@ def compare_launches(a, b, level: float = 0.05, min_effect: float = 0.0, *, stat
     verdict = _verdict(d, half, half, abs(d) > half, min_effect, "undetermined")
     return LaunchComparison(math.exp(d), math.exp(d - half), math.exp(d + half), p, verdict, ka, kb, math.inf,
                             math.exp(half), "prior")
+
+
+#: An interval of a ratio wider than this factor end to end (high / low) says nothing a reader can use: it
+#: cannot tell a 3x speed-up from a 3x slow-down.  Such intervals are shown as the launches they need.
+USELESS_WIDTH = 10.0
+
+#: What `launches_needed` aims at: an interval that tells a 2x difference from none (half-width ln 2).
+RESOLVE_RATIO = 2.0
+
+
+def launches_needed(c: LaunchComparison, level: float, *, ratio: float = RESOLVE_RATIO) -> int | None:
+    """Launches a side that would make `c`'s interval (at confidence 1 - `level`) tell `ratio` from 1.
+
+    The per-launch log spread is read back from `c` (its half-width at the test's level,
+    ``resolvable_ratio``, over the critical value, over sqrt(1/K_a + 1/K_b)); with K launches a
+    side the half-width is crit_K s sqrt(2 / K), crit_K Student's t with 2K - 2 degrees of
+    freedom (Welch's with equal spreads and sizes) or the normal quantile (a single launch a
+    side, the prior's spread).  None when `c` is not tested or K would pass ``MAX_LAUNCHES``.
+    A sample-size rule for a two-sample t interval (Cochran, Sampling Techniques, 1977, sec. 4.4).
+    """
+    if c.method not in ("welch", "prior") or not math.isfinite(c.resolvable_ratio) or c.resolvable_ratio <= 1:
+        return None
+    ka, kb = c.n_launches_a, c.n_launches_b
+    crit_now = (student_t_quantile(1 - level / 2, c.df) if math.isfinite(c.df)
+                else NormalDist().inv_cdf(1 - level / 2))
+    # resolvable_ratio is at the level the comparison was made at; read its half-width at that level
+    s = math.log(c.resolvable_ratio) / crit_now / math.sqrt(1 / ka + 1 / kb)
+    target = math.log(ratio)
+    for k in range(2, MAX_LAUNCHES + 1):
+        crit = student_t_quantile(1 - level / 2, 2 * k - 2) if c.method == "welch" else NormalDist().inv_cdf(
+            1 - level / 2)
+        if crit * s * math.sqrt(2 / k) <= target:
+            return k
+    return None
 
 
 def signed_rank_p(d) -> float:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from ccbench.analysis.compare import CSV_COLUMNS, VERDICTS, WORKLOAD_CSV_COLUMNS, Comparison, WorkloadPair
+from ccbench.core.replication import USELESS_WIDTH
 from ccbench.core.units import format_size, human_time
 from ccbench.present.report import render_markdown
 from ccbench.present.table import Column, Styled, Table, fmt_p, render, to_rich
@@ -38,8 +39,13 @@ def _r(x: float) -> str:
 
 
 def _interval(p) -> str:
-    """A pair's launch-level interval of the ratio as "low-high" ("-" when untested)."""
-    return "-" if p.ratio_low is None else f"{_r(p.ratio_low)}-{_r(p.ratio_high)}"
+    """A pair's launch-level interval of the ratio as "low-high" ("-" when untested); one too wide to mean
+    anything as the launches a side it needs."""
+    if p.ratio_low is None:
+        return "-"
+    if p.useless_interval:
+        return "too few launches" + (f": {p.launches_needed} needed" if p.launches_needed else "")
+    return f"{_r(p.ratio_low)}-{_r(p.ratio_high)}"
 
 
 def _launches(p) -> str:
@@ -61,9 +67,12 @@ def legend(cmp: Comparison, what: str = "cases") -> str:
     base = cmp.runs[0][0]
     band = (f"; noise also when the whole interval lies within +-{_pct(cmp.min_effect)} (--min-effect)"
             if cmp.min_effect > 0 else "")
-    return (f"ratio = run's median / {base}'s (> 1: slower) with its {_confidence(cmp)} interval at the launch "
-            f"level; launches: {base}'s:run's. p: Welch's t test of the per-launch log-medians (2 or more launches "
-            "a side) or, with a single launch on a side, a normal test assuming a between-launch CV of "
+    return (f"ratio = run's median / {base}'s (> 1: slower); interval: its interval at the launch level, "
+            "false-coverage adjusted (Benjamini-Yekutieli) so that it excludes 1 exactly where a difference is "
+            f"called, or the launches a side it needs where it is wider than {USELESS_WIDTH:g}x end to end "
+            f"(to tell a 2x difference from none); launches: {base}'s:run's. p: Welch's t test of the per-launch "
+            "log-medians (2 or more launches a side) or, with a single launch on a side, a normal test assuming a "
+            "between-launch CV of "
             f"{_pct(cmp.launch_cv)} ({'--launch-cv' if cmp.launch_cv_given else 'default prior'}); p adj.: "
             f"Benjamini-Hochberg over all {what} of a pair of runs; below {cmp.level} faster or slower, otherwise "
             "noise (2 or more launches a side) or undetermined (a single launch: within what launch-to-launch "
@@ -146,7 +155,7 @@ def markdown_blocks(cmp: Comparison, figure: str | None) -> list:
         ps = _in_size_order([p for p in cmp.pairs if p.collective == coll])
         blocks += [("h", 2, coll),
                    ("table", ["run", "algorithm", "size", "dtype", "op", f"{base} median", "other median", "ratio",
-                              f"{_confidence(cmp)} interval", "launches", "p", "p (adj.)", "verdict"],
+                              "interval", "launches", "p", "p (adj.)", "verdict"],
                     [[p.other, p.algorithm, format_size(p.nbytes),
                       p.dtype, p.op, human_time(p.median_a_s), human_time(p.median_b_s), f"{p.ratio:.3g}",
                       _interval(p), _launches(p), fmt_p(p.p_value), fmt_p(p.p_adjusted), p.verdict] for p in ps],
@@ -250,8 +259,8 @@ def sweep_tables(cmp: Comparison) -> list[Table]:
                 Column(f"{base} median", "time")]
         for lab in others:
             cols += [Column(f"{lab} median", "time"), Column(f"{lab}/{base}", "ratio"),
-                     Column(f"{_confidence(cmp)} interval", align="right"), Column("launches", align="right"),
-                     Column("p", "p"), Column("p adj.", "p"), Column("")]
+                     Column("interval", align="right"), Column("launches", align="right"),
+                     Column("p", "p"), Column("p adj.", "p"), Column("verdict")]
         t = Table(f"{coll}: medians, ratio run / {base} with its launch-level interval, p and adjusted p", cols)
         keys = list(dict.fromkeys((p.algorithm, p.nbytes, p.dtype, p.op, p.in_place, p.root)
                                   for p in _in_size_order(ps)))
@@ -309,7 +318,7 @@ def workload_markdown_blocks(cmp: Comparison, figure: str | None) -> list:
         extra = {"overlap": ["overlap A", "overlap other"], "straggler": ["slowdown A", "slowdown other"]}.get(w, [])
         blocks += [("h", 2, w),
                    ("table", ["run", "variant", "algorithm", "size", f"{base} median", "other median", "ratio",
-                              f"{_confidence(cmp)} interval", "launches", "p", "p (adj.)", "verdict", *extra],
+                              "interval", "launches", "p", "p (adj.)", "verdict", *extra],
                     [[p.other, p.variant, p.algorithm, format_size(p.nbytes), human_time(p.median_a_s),
                       human_time(p.median_b_s), f"{p.ratio:.3g}", _interval(p), _launches(p), fmt_p(p.p_value),
                       fmt_p(p.p_adjusted), p.verdict, *_extra(p)]
@@ -318,7 +327,7 @@ def workload_markdown_blocks(cmp: Comparison, figure: str | None) -> list:
         if calls:
             blocks += [("h", 3, f"{w}: each call of the step"),
                        ("table", ["run", "variant", "algorithm", "#", "call", "size", f"{base} median",
-                                  "other median", "ratio", f"{_confidence(cmp)} interval", "launches", "p",
+                                  "other median", "ratio", "interval", "launches", "p",
                                   "p (adj.)", "verdict"],
                         [[p.other, p.variant, p.algorithm, str(p.part), p.label, format_size(p.nbytes),
                           human_time(p.median_a_s), human_time(p.median_b_s), f"{p.ratio:.3g}", _interval(p),
@@ -370,8 +379,8 @@ def workload_comparison_tables(cmp: Comparison) -> list[Table]:
                       [Column("run"), Column("variant"), Column("algorithm"), *(() if whole else (Column("call"),)),
                        Column("size", "size"), Column(f"{base} median", fmt=human_time),
                        Column("median", fmt=human_time), Column("ratio", "ratio"),
-                       Column(f"{_confidence(cmp)} interval", align="right"), Column("launches", align="right"),
-                       Column("p", "p"), Column("p adj.", "p"), Column("")])
+                       Column("interval", align="right"), Column("launches", align="right"),
+                       Column("p", "p"), Column("p adj.", "p"), Column("verdict")])
             for p in ps:
                 t.add_row(p.other, p.variant, p.algorithm, *(() if whole else (p.label,)), p.nbytes, p.median_a_s,
                           p.median_b_s, p.ratio, _interval(p), _launches(p), p.p_value, p.p_adjusted,
