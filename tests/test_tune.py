@@ -268,8 +268,8 @@ def test_mpich_loads_the_generated_file_and_obeys_it(tmp_path):
         r = subprocess.run([sys.executable, "-m", "ccbench", "tune", str(run), "--format", "mpich-json", "-o",
                             str(out)], capture_output=True, text=True, cwd=REPO)
         assert r.returncode == 0, r.stderr
-        doc = read_json_with_comment(out.read_text())
-        assert out.read_text().startswith("/* MPICH collective selection") and f"run-{alg}" in out.read_text()
+        doc = json.loads(out.read_text())  # plain JSON: where it came from is beside it
+        assert f"run-{alg}" in Path(f"{out}.source.json").read_text()
         _check_csel_level(doc)
         fn = dict(MPICH["allreduce"][1])[alg]
         assert f"algorithm={fn}" in json.dumps(doc["collective=allreduce"])
@@ -731,10 +731,11 @@ def test_tune_runs_mpich_json_keeps_the_library_s_defaults(tmp_path, monkeypatch
     assert doc["path"] == str(derived(run) / "tuning.mpich.json")
     assert doc["notes"] == ["the default subtrees come from 'MPICH Version:      4.9', the run used "
                             "'MPICH Version:      5.0.2'"]
-    assert doc["text"] == ("/* MPICH collective selection (MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE) written by "
-                           "ccbench tune from run m (MPICH Version:      5.0.2, 4 ranks, 2026-01-01T00:00:00); "
-                           "collectives not tuned keep MPICH Version:      4.9's defaults */\n"
-                           + json.dumps(mpich_json(doc["selections"], FAKE_DEFAULT), indent=1) + "\n")
+    assert doc["text"] == json.dumps(mpich_json(doc["selections"], FAKE_DEFAULT), indent=1) + "\n"
+    side = json.loads(Path(doc["path"] + ".source.json").read_text())
+    assert side == {"tuning_file": "tuning.mpich.json", "format": "mpich-json", "defaults_from": "MPICH Version: 4.9",
+                    "sources": [{"run": "m", "path": str(run), "mpi_library": "MPICH Version:      5.0.2",
+                                 "nranks": 4, "start_time": "2026-01-01T00:00:00"}]}
     monkeypatch.setattr(tune, "mpich_default_tree", lambda: (FAKE_DEFAULT, "MPICH Version:      5.0.2"))
     doc = tune_runs([run], "mpich-json", str(tmp_path / "same.json"))
     assert doc["notes"] == [] and read_json_with_comment(doc["text"]) == mpich_json(doc["selections"], FAKE_DEFAULT)
@@ -1187,3 +1188,29 @@ def test_a_run_of_another_library_is_refused_before_the_mpi_library_is_loaded(tm
     mpich = _write_run(tmp_path / "m", rows)
     with pytest.raises(CCBenchError, match="needs the MPICH library"):
         tune_runs([mpich], "mpich-json", str(tmp_path / "y.json"))
+
+
+def test_tune_ends_with_what_the_file_changes_why_defaults_stay_and_how_to_use_it(tmp_path, monkeypatch):
+    """The answer lines: a variant decidedly faster (named, with its sizes); one faster by 5% in three launches
+    (the default stays, with the launches a side that would decide it); native fastest everywhere; the export line."""
+    import ccbench.workflow.tune as tune
+    from ccbench.present.tune import answer_lines
+
+    monkeypatch.setattr(tune, "mpich_default_tree", lambda: (FAKE_DEFAULT, "MPICH Version:      5.0.2"))
+    rows = [_row("native", 64, 2e-6, launches=3), _row("native:ring", 64, 1e-6, launches=3),
+            _row("native", 64, 2e-6, coll="bcast", launches=3),
+            _row("native:binomial", 64, 1.9e-6, coll="bcast", launches=3),
+            _row("native", 64, 1e-6, coll="alltoall", launches=3),
+            _row("native:pairwise", 64, 3e-6, coll="alltoall", launches=3)]
+    doc = tune_runs([_write_run(tmp_path / "m", rows)], "mpich-json")
+    lines = answer_lines(doc)
+    by = {ln.split(":")[0]: ln for ln in lines}
+    assert by["allreduce at 4 ranks"] == "allreduce at 4 ranks: the file names native:ring for 64 B-up"
+    bcast = by["bcast at 4 ranks"]
+    assert bcast.startswith("bcast at 4 ranks: the default stays at 64 B (closest: native:binomial 1.05x faster at "
+                            "64 B, not decided: q ")
+    k = int(re.search(r"about (\d+) launches a side would decide it \(this run has 3\)$", bcast).group(1))
+    assert 3 < k < 1000
+    assert by["alltoall at 4 ranks"] == ("alltoall at 4 ranks: the default stays at every size (it was the fastest "
+                                         "measured)")
+    assert lines[-1] == f"use it: export MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE={Path(doc['path']).resolve()}"

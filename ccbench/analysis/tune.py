@@ -30,8 +30,9 @@ turn the ranges into the files the libraries read:
   measured, rank counts not measured, non-commutative or user-defined
   operations, counts below the power of two of the ranks and (for the smp algorithms)
   communicators without a node hierarchy keep MPICH's default.  The
-  file starts with a ``/* ... */`` comment naming the run (json-c, MPICH's parser,
-  accepts comments; read it back with `read_json_with_comment`).
+  file is plain JSON, as every JSON tool reads it; the runs it came from are written
+  beside it in ``FILE.source.json`` (files of earlier versions began with a ``/* ... */``
+  comment, which json-c, MPICH's parser, accepts: `read_json_with_comment` reads both).
 * Open MPI's classic dynamic-rules file (``coll_tuned_dynamic_rules_filename`` with
   ``coll_tuned_use_dynamic_rules=1``; ``coll_tuned_dynamic_file.c``,
   ``docs/tuning-apps/coll-tuned.rst``): number of collectives; per collective its id,
@@ -75,7 +76,13 @@ from ccbench.algorithms.native_variants import (
     library_of_vendor,
 )
 from ccbench.core.errors import CCBenchError, UsageError
-from ccbench.core.replication import MAX_LAUNCHES, LaunchComparison, compare_launches, paired_compare
+from ccbench.core.replication import (
+    MAX_LAUNCHES,
+    LaunchComparison,
+    compare_launches,
+    launches_needed,
+    paired_compare,
+)
 from ccbench.core.stats import benjamini_hochberg
 from ccbench.core.units import format_size
 from ccbench.store.launches import pool_rows
@@ -136,6 +143,16 @@ class SizeChoice:
     def fastest(self) -> str:
         """The fastest candidate by typical time (the winner unless the default was kept)."""
         return min(self.times_s, key=self.times_s.get) if self.times_s else self.winner
+
+    @property
+    def launches_to_decide(self) -> int | None:
+        """Where the default stays though a variant was faster: the launches a side that would decide the
+        variant's ratio against the default, were it real (``launches_needed`` of that comparison; None when
+        not compared, or beyond ``MAX_LAUNCHES``)."""
+        c = self.vs_default
+        if not self.kept_default or c is None or not c.ratio > 0 or c.ratio == 1:
+            return None
+        return launches_needed(c, LEVEL, ratio=max(c.ratio, 1 / c.ratio))
 
     @property
     def undetermined(self) -> bool:
@@ -593,6 +610,7 @@ def tuning_file(choice: dict, default: tuple[dict, str] | None = None) -> dict:
     ``side``: whether the sources go into ``FILE.source.json`` (Open MPI's JSON rules cannot hold them).
     """
     fmt, selections, sources, notes = choice["format"], choice["selections"], choice["sources"], list(choice["notes"])
+    extra: dict = {}
     src = ", ".join(f"run {s['run']} ({s['mpi_library']}, {s['nranks']} ranks, {s['start_time']})" for s in sources)
     if fmt == "mpich-json":
         if default is None:
@@ -600,16 +618,16 @@ def tuning_file(choice: dict, default: tuple[dict, str] | None = None) -> dict:
         tree, version = default
         if version != sources[0]["mpi_library"]:
             notes.append(f"the default subtrees come from {version!r}, the run used {sources[0]['mpi_library']!r}")
-        text = (f"/* MPICH collective selection (MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE) written by ccbench "
-                f"tune from {src}; collectives not tuned keep {version}'s defaults */\n"
-                + json.dumps(mpich_json(selections, tree), indent=1) + "\n")
+        # plain JSON (no comment: every JSON tool reads it as it is); where it came from goes beside it
+        text = json.dumps(mpich_json(selections, tree), indent=1) + "\n"
+        extra = {"defaults_from": " ".join(version.split())}  # what the collectives not tuned keep
     elif fmt == "openmpi-rules":
         text = openmpi_rules(selections, src)
     else:
         text = json.dumps(openmpi_json(selections), indent=2) + "\n"
         notes.append("Open MPI reads JSON rules from 6.0 on; the 5.0.x series reads only the classic "
                      "format (--format openmpi-rules)")
-    return dict(choice, notes=notes, text=text, side=fmt == "openmpi-json")
+    return dict(choice, notes=notes, text=text, side=fmt in ("openmpi-json", "mpich-json"), **extra)
 
 
 def verdict(comparison: LaunchComparison | None, q: float | None, changed: bool, level: float = LEVEL) -> str:

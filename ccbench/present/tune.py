@@ -67,7 +67,46 @@ def print_selections(doc: dict, console) -> None:
             console.print(f"  note: {n}", style="yellow", markup=False, highlight=False)
     for n in doc["notes"]:
         console.print(f"note: {n}", style="yellow", markup=False, highlight=False)
-    console.print(f"wrote {doc['path']}", markup=False, highlight=False)
+    for line in answer_lines(doc):
+        console.print(line, markup=False, highlight=False)
+    side = f" (where it came from: {doc['path']}.source.json)" if doc.get("side") else ""
+    console.print(f"wrote {doc['path']}{side}", markup=False, highlight=False)
+
+
+def answer_lines(doc: dict) -> list[str]:
+    """What the file changes, per collective and rank count, why each default stayed and what would decide it,
+    and the line that makes the library read the file: the answer ``ccbench tune`` ends with."""
+    from ccbench.analysis.tune import file_env
+    from ccbench.core.errors import UsageError
+
+    out = []
+    for s in doc["selections"]:
+        head = f"{s.collective} at {s.nranks} ranks:"
+        changed = [r for r in s.ranges if r.algorithm != "native"]
+        if changed:
+            out.append(f"{head} the file names " + "; ".join(
+                f"{r.algorithm} for {format_size(r.lo)}-{format_size(r.hi) if r.hi is not None else 'up'}"
+                for r in changed))
+        kept = [c for c in s.choices if c.kept_default and c.vs_default is not None]
+        if not kept:
+            if not changed:
+                out.append(f"{head} the default stays at every size (it was the fastest measured)")
+            continue
+        best = min(kept, key=lambda c: c.vs_default.ratio)
+        k = best.launches_to_decide
+        launches = max(best.launches.values(), default=1)
+        decide = (f"about {k} launches a side would decide it (this run has {launches})" if k is not None
+                  else "no number of launches would decide so small a difference")
+        out.append(f"{head} the default stays at {', '.join(format_size(c.nbytes) for c in kept)} "
+                   f"(closest: {best.challenger} {1 / best.vs_default.ratio:.3g}x faster at {format_size(best.nbytes)},"
+                   f" not decided: q {best.default_q:.2g}); {decide}")
+    try:
+        env = file_env(doc)
+    except UsageError:  # a file this library cannot read (Open MPI's JSON rules before 6.0): its note says so
+        env = {}
+    if env:
+        out.append("use it: export " + " ".join(f"{k}={v}" for k, v in env.items()))
+    return out
 
 
 _BAD = ("worse", "wrong results")

@@ -57,8 +57,9 @@ def tune_runs(runs, fmt: str, output: str | None = None, results_dir="results", 
         target = write_new_set(output_dir(opened[0].path, out), "tuning", {suffix: doc["text"]})[suffix]
         side = target.with_name(target.name + ".source.json") if doc["side"] else None
     if side is not None:
-        _write(side, json.dumps({"tuning_file": target.name, "format": fmt, "sources": doc["sources"]}, indent=2)
-               + "\n")
+        _write(side, json.dumps({"tuning_file": target.name, "format": fmt, "sources": doc["sources"],
+                                 **({"defaults_from": doc["defaults_from"]} if "defaults_from" in doc else {})},
+                                indent=2) + "\n")
     return dict(doc, path=str(target))
 
 
