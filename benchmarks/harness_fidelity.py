@@ -215,7 +215,8 @@ class Bench:
 
         tag = f"np{nranks}-{timing.replace(':', '')}-{loop}"
         before = set(self.runs.iterdir())
-        self._run([sys.executable, "-m", "ccbench", "launch", "-n", str(nranks), "-C", ",".join(COLLS),
+        self._run([sys.executable, "-m", "ccbench", "launch", "-n", str(nranks), "--oversubscribe",
+                   "-C", ",".join(COLLS),
                    "-s", ",".join(str(s) for s in SIZES), "-t", "float32", "--op", "sum", "-i", str(self.iters),
                    "-x", str(self.warmup), "--timing", timing, "--loop", loop, "--thread-level", level,
                    "--bind", "core" if _fits(nranks) else "none", "--order", "planned",

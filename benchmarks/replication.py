@@ -103,6 +103,7 @@ class Launches:
         workload ARGS`` (which has no rounds).
         """
         head = ["workload", *args] if workload else ["launch", *args, "--rounds", str(self.rounds)]
+        head.append("--oversubscribe")  # its thread-level difference is measured at more ranks than cores
         cmd = [sys.executable, "-m", "ccbench", *head, "--launches", str(k),
                "--results-dir", str(self.runs_dir), "--tag", tag, "--no-show"]
         env = {k_: v for k_, v in os.environ.items() if k_ != "CCBENCH_FAULT"}

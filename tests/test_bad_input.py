@@ -171,8 +171,9 @@ MPI_CASES = [
      "allreduce/ring 64 GiB float32 sum needs about"),
     (["-m", "mpi4py", "-m", "ccbench", "run", "-C", "pingpong"],
      "nothing to run (pingpong/native: pingpong needs at least 2 ranks)"),
-    (["-m", "ccbench", "launch", "-n", "3", "-C", "bcast", "--root", "3"], "root 3 does not exist with 3 ranks"),
-    (["-m", "ccbench", "launch", "-n", "3", "-C", "barrier", "--sync", "window"],
+    (["-m", "ccbench", "launch", "-n", "3", "--oversubscribe",
+      "-C", "bcast", "--root", "3"], "root 3 does not exist with 3 ranks"),
+    (["-m", "ccbench", "launch", "-n", "3", "--oversubscribe", "-C", "barrier", "--sync", "window"],
      "--sync window needs a core per rank"),
 ]
 

@@ -88,9 +88,10 @@ def test_sigterm_keeps_finished_rows(tmp_path):
                         "--budget", "0.3"], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert r.returncode == 2 and "differs in" in r.stderr and "budget_s" in r.stderr  # refused, untouched
     assert jsonl.read_text().endswith('"allre')
-    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "3", "--resume", str(jsonl.parent)],
+    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "3", "--oversubscribe",
+                        "--resume", str(jsonl.parent)],
                        capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert r.returncode == 2 and "rank count was 2, now 3" in r.stderr
+    assert r.returncode == 2 and "the run has 2 ranks, -n asks for 3: give -n 2 to resume it" in r.stderr
     r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "2", "--resume", str(jsonl.parent),
                         "--no-show"], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode == 0, r.stderr
@@ -104,7 +105,7 @@ def test_sigterm_keeps_finished_rows(tmp_path):
 
 def test_every_algorithm_at_5_ranks_is_exact(tmp_path):
     """configs/algorithms.toml runs every algorithm of every collective; at 5 ranks nothing is wrong."""
-    r = _launch(tmp_path, "-n", "5", "-c", "configs/algorithms.toml", "--budget", "0.05",
+    r = _launch(tmp_path, "-n", "5", "--oversubscribe", "-c", "configs/algorithms.toml", "--budget", "0.05",
                 "--max-reps", "20", "--no-show", timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
@@ -121,7 +122,8 @@ def test_every_algorithm_at_5_ranks_is_exact(tmp_path):
 def test_watchdog_ends_a_hung_case_then_resume_finishes(tmp_path):
     """A rank stuck in one case: the job ends in seconds naming the case; earlier rows stay."""
     env = dict(os.environ, CCBENCH_FAULT="hang:1:allreduce/native:64")
-    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "3", "-C", "allreduce", "-s", "8:1K",
+    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "3", "--oversubscribe",
+                        "-C", "allreduce", "-s", "8:1K",
                         "--watchdog", "2", "--budget", "0.1", "--results-dir", str(tmp_path), "--no-show"],
                        capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
     assert r.returncode != 0
@@ -135,7 +137,8 @@ def test_watchdog_ends_a_hung_case_then_resume_finishes(tmp_path):
     before = [json.loads(x)["nbytes"] for x in rows]  # the cases that ran before 64 B, in the shuffled order
     # 64 B may come anywhere in the shuffled order, last included (then every other case ran before it)
     assert 64 not in before and set(before) <= {8, 16, 32, 128, 256, 512, 1024}
-    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "3", "--resume", str(run), "--no-show"],
+    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "3", "--oversubscribe",
+                        "--resume", str(run), "--no-show"],
                        capture_output=True, text=True, cwd=REPO, timeout=120)
     assert r.returncode == 0, r.stderr
     after = [json.loads(x)["nbytes"] for x in (run / "cases.jsonl").read_text().splitlines()]
@@ -155,7 +158,8 @@ def test_a_rank_that_dies_ends_the_job_and_the_run_says_failed(tmp_path):
 
     env = dict(os.environ, CCBENCH_FAULT="exit:1:allreduce/native:64")
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "3", "-C", "allreduce", "-s", "8:1K",
+    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "3", "--oversubscribe",
+                        "-C", "allreduce", "-s", "8:1K",
                         "--order", "planned", "--budget", "0.1", "--results-dir", str(tmp_path), "--no-show"],
                        capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
     assert r.returncode != 0 and time.monotonic() - t0 < 60
@@ -171,7 +175,8 @@ def test_a_rank_that_dies_ends_the_job_and_the_run_says_failed(tmp_path):
     shown = CliRunner().invoke(cli, ["show", str(run)], env={"COLUMNS": "200"})
     assert "failed: the job ended before the run did" in shown.output
 
-    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "3", "--resume", str(run), "--no-show"],
+    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "3", "--oversubscribe",
+                        "--resume", str(run), "--no-show"],
                        capture_output=True, text=True, cwd=REPO, timeout=120)
     assert r.returncode == 0, r.stderr
     meta = json.loads((run / "run.json").read_text())

@@ -58,3 +58,53 @@ def test_run_without_a_launcher_says_how_to_start_it_and_writes_nothing(tmp_path
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no MPI launcher started this" in r.stderr
     assert ("ccbench launch -n N" if argv[0] == "run" else "add --launch N") in r.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("requested, kw, env, expected", [
+    (None, {}, {}, (2, "one rank per usable core here (2)")),
+    (2, {}, {}, (2, "-n")),
+    (1, {}, {}, (1, "-n")),
+    (None, {"stored": 2}, {}, (2, "the run's own rank count")),
+    (None, {}, {"SLURM_NTASKS": "3", "SLURM_JOB_ID": "7"}, (3, "the Slurm allocation's tasks")),
+    (3, {"oversubscribe": True}, {}, (3, "-n")),
+    (8, {}, {"SLURM_JOB_NUM_NODES": "4"}, (8, "-n")),                 # 2 a node on 4 nodes
+    (8, {"launcher_args": ["-f", "hosts"]}, {}, (8, "-n")),           # placed by the user's host file
+    (8, {"launcher_args": ["--hostfile=hosts"]}, {}, (8, "-n")),
+    (3, {}, {}, "3 ranks on the 2 usable cores of this node would measure the scheduler"),
+    (3, {"launcher_args": ["-v"]}, {}, "3 ranks on the 2 usable cores"),  # an option that places nothing
+    (None, {"stored": 4}, {}, "use -n 2 or fewer (or leave -n out), or add --oversubscribe"),
+    (3, {"stored": 4}, {}, "the run has 4 ranks, -n asks for 3: give -n 4 to resume it"),
+    (3, {"option": "--launch"}, {}, "use --launch 2 or fewer, or add --oversubscribe"),
+])
+def test_the_rank_count_of_a_job_ccbench_starts(requested, kw, env, expected):
+    from ccbench.core.errors import UsageError
+    from ccbench.measure.launcher import rank_count
+
+    if isinstance(expected, str):
+        with pytest.raises(UsageError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+            rank_count(requested, env=env, cores=2, **kw)
+    else:
+        assert rank_count(requested, env=env, cores=2, **kw) == expected
+
+
+def test_launch_without_n_starts_a_rank_per_core_and_resume_takes_the_run_s_count(tmp_path):
+    from ccbench.measure.provenance import own_cores
+
+    args = [sys.executable, "-m", "ccbench", "launch", "-C", "barrier", "-s", "8", "--min-reps", "2", "--max-reps",
+            "3", "--results-dir", "res", "--no-show"]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    cores = own_cores()
+    assert r.stdout.startswith(f"starting {cores} ranks: one rank per usable core here ({cores})\n")
+    (run,) = (tmp_path / "res").iterdir()
+    assert json.loads((run / "run.json").read_text())["nranks"] == cores
+    meta = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps(dict(meta, status="interrupted")))  # as a stopped run would be
+    r = subprocess.run(args[:4] + ["--resume", str(run), "-n", str(cores + 1), "--oversubscribe"],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 2 and f"the run has {cores} ranks, -n asks for {cores + 1}" in r.stderr
+    r = subprocess.run(args[:4] + ["--resume", str(run), "--no-show"], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"starting {cores} ranks: the run's own rank count\n")
+    assert json.loads((run / "run.json").read_text())["status"] == "complete"

@@ -111,7 +111,8 @@ def test_launch_runs_one_launch_per_variant_and_records_refusals(tmp_path):
     """At 4 ranks MPICH refuses reduce_scatter_allgather for 2 elements (8 B of float32): that case is
     recorded as not applicable with the library's reason, the sweep goes on, the rows carry their settings.
     With two launches the parts run round-robin (A B C A B C) and every row holds both launches' samples."""
-    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "4", "-C", "allreduce", "-a",
+    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "4", "--oversubscribe",
+                        "-C", "allreduce", "-a",
                         "native,native:reduce_scatter_allgather,native:ring,native:rabenseifner", "-s", "8,4K",
                         "--launches", "2", "--min-reps", "3", "--max-reps", "10", "--budget", "0.05",
                         "--results-dir", str(tmp_path),

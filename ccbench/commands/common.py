@@ -156,7 +156,7 @@ def to_argv(ctx: click.Context, kw: dict) -> list[str]:
     """Turn parsed sweep options back into `ccbench run` arguments."""
     out: list[str] = []
     for param in ctx.command.params:
-        if not isinstance(param, click.Option) or param.name in ("n", "launcher"):
+        if not isinstance(param, click.Option) or param.name in ("n", "launcher", "oversubscribe"):
             continue
         value = kw.get(param.name)
         if value is None or param.name in ("help",):
@@ -190,6 +190,29 @@ def run_launcher(cmd: list[str], env: dict, merged=None) -> int:
         return 128 + job.signal
     return job.code
 
+
+
+OVERSUBSCRIBE = click.option("--oversubscribe", is_flag=True,
+                             help="Start more ranks than this node has usable cores (refused without it: the "
+                                  "timings would measure the scheduler, not the network).")
+
+
+def ranks_to_start(n, resume, oversubscribe: bool, launcher_args=(), option: str = "-n") -> int:
+    """The rank count of a job ccbench starts (``ccbench.measure.launcher.rank_count``): -n, else a resumed run's
+    own, else one per usable core; said on stdout when it was not given."""
+    from ccbench.measure.launcher import rank_count
+
+    stored = None
+    if resume is not None:
+        from ccbench.store.run import open_run
+
+        stored = open_run(resume).meta.get("nranks")
+        stored = stored if isinstance(stored, int) and stored > 0 else None
+    count, why = rank_count(n, stored=stored, oversubscribe=oversubscribe, launcher_args=launcher_args,
+                            option=option)
+    if n is None:
+        click.echo(f"starting {count} ranks: {why}")
+    return count
 
 
 def measure_here(cfg, *, launch_index, start_with: str, add_launcher: str, measure, show: bool) -> None:

@@ -5,8 +5,10 @@ import sys
 import click
 
 from ccbench.commands.common import (
+    OVERSUBSCRIBE,
     measure_here,
     new_console,
+    ranks_to_start,
     resolve_with_resume,
     show_run,
     start_jobs,
@@ -36,12 +38,14 @@ def run(**kw):
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
-@click.option("-n", "n", type=click.IntRange(1), required=True, help="Number of ranks.")
+@click.option("-n", "n", type=click.IntRange(1),
+              help="Number of ranks (default: one per usable core of this node; a resumed run's own).")
+@OVERSUBSCRIBE
 @click.option("--launcher", help="Launcher to use (default: mpiexec beside this Python, then PATH).")
 @sweep_options
 @click.argument("launcher_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def launch(ctx, n, launcher, launcher_args, **kw):
+def launch(ctx, n, oversubscribe, launcher, launcher_args, **kw):
     """Start the MPI launcher for you: LAUNCHER -n N python -m mpi4py -m ccbench run ...
 
     Options after `--` go to the launcher itself.
@@ -49,6 +53,7 @@ def launch(ctx, n, launcher, launcher_args, **kw):
     cfg, resume = resolve_with_resume(kw)  # refuse bad input before starting anything
     if kw.get("launch_index") is not None:
         raise UsageError("--launch-index is set by ccbench launch for each of its launches")
+    n = ranks_to_start(n, resume, oversubscribe, launcher_args)
     from ccbench.measure.launcher import prepare_launcher
     from ccbench.measure.multilaunch import needs_launches, sweep_replication
 

@@ -35,6 +35,9 @@ _COMMON = [
     click.option("--launch", "launch", type=click.IntRange(1), metavar="N",
                  help="Start the MPI launcher with N ranks for you (as ccbench launch does)."),
     click.option("--launcher", help="Launcher for --launch (default: mpiexec beside this Python, then PATH)."),
+    click.option("--oversubscribe", is_flag=True,
+                 help="With --launch: more ranks than this node has usable cores (refused without it: the timings "
+                      "would measure the scheduler, not the network)."),
     click.option("--launches", type=int,
                  help="Separate launches of the whole workload, merged into one run (default 1; needs --launch). "
                       "Each gets 1/K of the budget and steps and its items in a seeded shuffled order."),
@@ -46,7 +49,7 @@ _COMMON = [
                  help="Which of the launches this is (set by --launch)."),
     click.option("--show/--no-show", default=True, help="Print the results tables at the end."),
 ]
-_NOT_KEYS = ("config_file", "tag", "resume", "launch", "launcher", "show", "launch_index")
+_NOT_KEYS = ("config_file", "tag", "resume", "launch", "launcher", "show", "launch_index", "oversubscribe")
 _RENAME = {"algorithm": "algorithms", "mode": "modes", "variant": "variants", "rs": "rs_algorithms",
            "ag": "ag_algorithms", "collective": "collectives", "compute": "compute_s", "delay": "delay_s"}
 
@@ -99,10 +102,10 @@ def _launch_options(cfg) -> dict:
 def _relaunch(ctx: click.Context, kind: str, kw: dict, cfg, resume) -> None:
     """Start LAUNCHER -n N python -m mpi4py -m ccbench workload KIND ... (ccbench launch's helpers); with
     launches > 1 (or to continue such a run) one job per launch, merged into one run."""
-    from ccbench.commands.common import start_jobs, to_argv
+    from ccbench.commands.common import ranks_to_start, start_jobs, to_argv
     from ccbench.measure.launcher import prepare_launcher
 
-    n = kw["launch"]
+    n = ranks_to_start(kw["launch"], resume, kw.get("oversubscribe", False), option="--launch")
     exe, _, env, extra = prepare_launcher(kw["launcher"], n, cfg.bind)  # extra: the binding too
     head = [exe, "-n", str(n), *extra, sys.executable, "-m", "mpi4py", "-m", "ccbench", "workload", kind]
     replication = None

@@ -189,6 +189,47 @@ def require_launcher(how: str, env=None) -> None:
                          "PMIX_RANK, SLURM_PROCID: set CCBENCH_LAUNCHED=1)")
 
 
+#: Launcher options that place ranks on other hosts: with one of them ccbench cannot count the cores the ranks get.
+_HOST_OPTION = re.compile(r"^--?(f|hostfile|machinefile|hosts?|host-?list|ppn|npernode|map-by|rankfile|H)(=|$)")
+
+
+def rank_count(requested: int | None, *, stored: int | None = None, oversubscribe: bool = False,
+               launcher_args: Sequence[str] = (), env=None, cores: int | None = None,
+               option: str = "-n") -> tuple[int, str]:
+    """(ranks to start, how that number was chosen) for a job ccbench starts.
+
+    No number asked: a resumed run's own (`stored`), else one rank per usable core of this
+    node (its CPU affinity and cgroup quota, `own_cores`), or every task of the Slurm
+    allocation it runs in.  More ranks on one node than its usable cores measure the
+    scheduler, not the network (each rank waits for a time slice; identical runs differ by
+    up to 28x here), so that needs `oversubscribe`; a Slurm allocation of several nodes,
+    or launcher options that place the ranks on hosts, are left to the user, as is a job
+    inside a Slurm allocation (its tasks are what the scheduler granted).
+    """
+    env = os.environ if env is None else env
+    cores = own_cores() if cores is None else cores
+    nodes = _nodes_of_allocation(env)
+    if requested is None:
+        tasks = env.get("SLURM_NTASKS", "")
+        if stored is not None:
+            n, why = stored, "the run's own rank count"
+        elif tasks.isdigit() and int(tasks) > 0:
+            n, why = int(tasks), "the Slurm allocation's tasks"
+        else:
+            n, why = cores, f"one rank per usable core here ({cores})"
+    else:
+        n, why = requested, option
+        if stored is not None and stored != requested:
+            raise UsageError(f"the run has {stored} ranks, {option} asks for {requested}: give {option} {stored} "
+                             "to resume it")
+    elsewhere = nodes > 1 or bool(env.get("SLURM_JOB_ID")) or any(_HOST_OPTION.match(a) for a in launcher_args)
+    if n > cores and not elsewhere and not oversubscribe:
+        raise UsageError(f"{n} ranks on the {cores} usable cores of this node would measure the scheduler, not the "
+                         f"network: use {option} {cores} or fewer" + (" (or leave -n out)" if option == "-n" else "")
+                         + ", or add --oversubscribe to measure that anyway")
+    return n, why
+
+
 def require_launched(bind: str, how: str) -> None:
     """Refuse a binding other than auto in a job ccbench did not start: the launcher binds, before ccbench runs.
 
