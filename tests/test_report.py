@@ -612,3 +612,30 @@ def test_show_header_states_the_memory_copy_bandwidth():
     assert memory_line(None) == "" and memory_line({}) == ""
     meta = {"memory_bandwidth": MEMORY_RECORD}
     assert line in run_header(meta, "run") and "memory copy" not in run_header({}, "run")
+
+
+def test_report_and_compare_without_matplotlib_give_their_tables_and_say_how_to_add_figures(tmp_path):
+    """An install without the report extra: no figure, every table, one line saying how to add them."""
+    import os
+    import subprocess
+    import sys
+
+    fake = tmp_path / "site" / "matplotlib"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('No module named matplotlib')\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"), COLUMNS="200")
+    data = Path(__file__).resolve().parent / "data"
+    for argv, out in ((["report", str(data / "run-np2"), "--out", str(tmp_path / "r")], tmp_path / "r"),
+                      (["report", str(data / "wl-ddp-np2"), "--out", str(tmp_path / "w")], tmp_path / "w"),
+                      (["compare", str(data / "run-np4"), str(data / "run-np4-single"), "--out", str(tmp_path / "c")],
+                       tmp_path / "c")):
+        r = subprocess.run([sys.executable, "-m", "ccbench", *argv], capture_output=True, text=True, timeout=300,
+                           env=env)
+        assert r.returncode == 0, r.stderr
+        assert "(matplotlib is not installed): pip install 'ccbench[report]'" in r.stdout
+        assert "wrote " in r.stdout.splitlines()[-1]
+        assert not list(out.rglob("*.png")), argv
+        md = next(out.rglob("*.md")).read_text()
+        if argv[0] == "report":
+            assert "No figures: matplotlib is not installed; pip install 'ccbench[report]'" in md
+        assert "| " in md  # its tables are there

@@ -28,9 +28,20 @@ def _sweep_summary(res: dict, console) -> None:
                 Column("size", "size"), lambda e: e["nbytes"])))
     for note in res["doc"].get("notes", []):
         console.print(f"[yellow]note: {note}[/]")
+    _no_figures(res, console)
     pngs = [f for f in res["files"] if f.endswith(".png")]
     console.print(f"wrote report.md, report.html (figures embedded), {len(pngs)} PNG figures and fits.json "
                   f"in {res['dir']}")
+
+
+def _no_figures(res: dict, console) -> None:
+    """Say, before the last line, that a report has no figures and how to add them."""
+    if res.get("figures", True):
+        return
+    from ccbench.present.plots import ADD_FIGURES
+
+    console.print(f"note: no figures (matplotlib is not installed): {ADD_FIGURES}", style="yellow", markup=False,
+                  highlight=False)
 
 
 def _workload_summary(res: dict, console) -> None:
@@ -40,6 +51,7 @@ def _workload_summary(res: dict, console) -> None:
         if entries and any(e["runner_up"] is not None for e in entries):
             console.print(to_rich(fastest_table(f"fastest: {w} (runner-up compared at the launch level)",
                                                 entries, Column("among"), lambda e: e["what"])))
+    _no_figures(res, console)
     pngs = [f for f in res["files"] if f.endswith(".png")]
     console.print(f"wrote report.md, report.html (figures embedded) and {len(pngs)} PNG figures in {res['dir']}")
 

@@ -24,6 +24,8 @@ __all__ = [
     "compare_figure",
     "latency_figure",
     "predicted_figure",
+    "ADD_FIGURES",
+    "have_matplotlib",
     "require_matplotlib",
     "png_bytes",
     "size_label",
@@ -34,12 +36,25 @@ DPI = 110
 MAX_SIZE_TICKS = 9
 
 
+#: How to add figures to an install without them (matplotlib is the ``report`` extra).
+ADD_FIGURES = "pip install 'ccbench[report]' (in a clone: pip install -e '.[report]') adds them"
+
+
+def have_matplotlib() -> bool:
+    """Whether figures can be drawn here (matplotlib importable)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def require_matplotlib():
     """The matplotlib module, or a one-line error saying how to install it."""
     try:
         import matplotlib
     except ImportError:
-        raise CCBenchError("plots need matplotlib: pip install 'ccbench[report]'") from None
+        raise CCBenchError(f"plots need matplotlib, which is not installed: {ADD_FIGURES}") from None
     return matplotlib
 
 

@@ -612,12 +612,13 @@ def build_sweep_report(run: Run, *, n_boot: int | None = None) -> dict:
     """The report of a stored collective sweep, as files to write (``ccbench.workflow.report`` writes them).
 
     Returns {"files": {name: text or PNG bytes}, "groups": [Curves], "fastest": {label: ``fastest_per_size``
-    entries}, "doc": the fit document, "meta", "path", "rows"}.  Needs matplotlib (the ``report`` extra).
+    entries}, "doc": the fit document, "meta", "path", "rows", "figures": whether it has them}.  Figures need
+    matplotlib (the ``report`` extra); without it the page says how to add them and holds every table.
     """
     from ccbench.analysis.runs import fit_files
-    from ccbench.present.plots import require_matplotlib
+    from ccbench.present.plots import have_matplotlib
 
-    require_matplotlib()
+    plots = have_matplotlib()
     path, meta, rows, warnings = run.path, run.meta, run.rows, run.warnings
     kw = {} if n_boot is None else {"n_boot": n_boot}
     doc, fit_texts = fit_files(run, **kw)  # fits.json as `ccbench fit` writes it
@@ -635,6 +636,7 @@ def build_sweep_report(run: Run, *, n_boot: int | None = None) -> dict:
                           "cases.jsonl; fitted values are in fits.json beside this page. "
                           + launch_sentence(meta, rows))]
     blocks += provenance_blocks(path, meta, rows, warnings, doc.get("notes", []))
+    blocks += no_figures_blocks(plots)
     blocks += _network_blocks(doc, meta)
     limit = memory_limit(meta.get("memory_bandwidth"))
     blocks += limit_blocks(limit, groups)
@@ -644,7 +646,7 @@ def build_sweep_report(run: Run, *, n_boot: int | None = None) -> dict:
         slug = group_slug(g, per_coll[g.collective] > 1)
         figures: dict[str, str] = {}
         for kind, alt in (("latency", "latency vs size"), ("busbw", "bus bandwidth vs size"),
-                          ("predicted", "predicted vs measured")):
+                          ("predicted", "predicted vs measured")) if plots else ():
             fig = group_figure(g, doc, kind)
             if fig is not None:
                 figures[add_figure(fig, f"{slug}-{kind}.png", images)] = f"{label}: {alt}"
@@ -653,4 +655,11 @@ def build_sweep_report(run: Run, *, n_boot: int | None = None) -> dict:
     files = page_files(blocks, f"ccbench report: {path.name}", images)
     files["fits.json"] = fit_texts[".json"]
     return {"files": files, "groups": groups, "fastest": fastest, "doc": doc, "meta": meta, "path": path,
-            "rows": rows}
+            "rows": rows, "figures": plots}
+
+
+def no_figures_blocks(plots: bool) -> list:
+    """The page's line where it has no figures (matplotlib not installed): what is missing and how to add it."""
+    from ccbench.present.plots import ADD_FIGURES
+
+    return [] if plots else [("p", f"No figures: matplotlib is not installed; {ADD_FIGURES}.")]

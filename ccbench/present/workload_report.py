@@ -283,11 +283,13 @@ def build_workload_report(run: Run) -> dict:
     """The report of a stored workload run, as files to write (``ccbench.workflow.report`` writes them).
 
     Returns {"kind": "workload", "files": {name: text or PNG bytes}, "fastest": {workload: entries of
-    ``fastest_per_variant``}, "meta", "path", "rows"}.
+    ``fastest_per_variant``}, "meta", "path", "rows", "figures": whether it has them} (figures need
+    matplotlib; without it the page says how to add them).
     """
-    from ccbench.present.plots import require_matplotlib
+    from ccbench.present.plots import have_matplotlib
+    from ccbench.present.report import no_figures_blocks
 
-    require_matplotlib()
+    plots = have_matplotlib()
     path, meta, rows, warnings = run.path, run.meta, run.rows, run.warnings
     images: dict[str, bytes] = {}
     cfg = meta.get("config") or {}
@@ -313,13 +315,14 @@ def build_workload_report(run: Run) -> dict:
                           "time and interval below is a stored row of cases.jsonl. " + launch_sentence(meta, rows))]
     blocks += provenance_blocks(path, meta, rows, warnings, [], settings=settings, cases=cases,
                                 describe=lambda r: f"{r.variant} {r.algorithm} {r.label}")
+    blocks += no_figures_blocks(plots)
     fastest = {}
     for w in dict.fromkeys(r.workload for r in rows):
         rs = [r for r in rows if r.workload == w]
         figures = {}
-        for name, fig, alt in workload_figures(rs):
+        for name, fig, alt in workload_figures(rs) if plots else ():
             figures[add_figure(fig, name, images)] = alt
         blocks += workload_blocks(meta, rs, figures)
         fastest[w] = fastest_per_variant(rs)
     return {"kind": KIND, "files": page_files(blocks, f"ccbench report: {path.name}", images), "fastest": fastest,
-            "meta": meta, "path": path, "rows": rows}
+            "meta": meta, "path": path, "rows": rows, "figures": plots}
