@@ -77,6 +77,9 @@ def test_sigterm_keeps_finished_rows(tmp_path):
     assert proc.returncode == 128 + signal.SIGTERM
     meta = json.loads((jsonl.parent / "run.json").read_text())
     assert meta["status"] == "interrupted", (meta["status"], err)
+    # the last line says how to go on (the count of rows kept was said before the tables)
+    assert err.splitlines()[-1] == ("ccbench: stopped by SIGTERM; continue it with: ccbench launch --resume "
+                                    f"{jsonl.parent}")
     n = jsonl.read_text().count("\n")
     assert n >= 3 and meta["finished_cases"] == n
     assert all(json.loads(line)["nwrong"] == 0 for line in jsonl.read_text().splitlines())

@@ -46,9 +46,8 @@ def _row(nbytes: int, t: float) -> Row:
                reduced_bytes_max=None, nwrong=0, stop_reason="target_rse", sync="barrier", samples_s=(t, t))
 
 
-def test_a_signal_during_the_last_case_of_a_launch_stops_the_run_interrupted(tmp_path):
-    """Launch 2 finishes its last case although SIGTERM came (its run says complete): launch 3 must not start."""
-    ran = []
+def _stopping_launcher(ran: list):
+    """A stand-in run_launcher: each launch stores one row and completes; launch 2 was told SIGTERM meanwhile."""
 
     def fake_launcher(cmd, env, merged):
         kw = dict(cmd)
@@ -61,6 +60,13 @@ def test_a_signal_during_the_last_case_of_a_launch_stops_the_run_interrupted(tmp
         w.close()
         return 128 + signal.SIGTERM if kw["launch_index"] == 2 else 0  # run_launcher's code for a stopped job
 
+    return fake_launcher
+
+
+def test_a_signal_during_the_last_case_of_a_launch_stops_the_run_interrupted(tmp_path):
+    """Launch 2 finishes its last case although SIGTERM came (its run says complete): launch 3 must not start."""
+    ran: list = []
+    fake_launcher = _stopping_launcher(ran)
     rep = Replication({"launches": 3}, 3, "shuffled", 1, str(tmp_path), replicated(3), [], lambda part: {},
                       lambda r: (r.collective, r.algorithm, r.nbytes))
     code, dest = launch_parts(rep, {}, lambda kw: sorted(kw.items()), {}, fake_launcher, 2, ["ccbench"],
@@ -68,3 +74,21 @@ def test_a_signal_during_the_last_case_of_a_launch_stops_the_run_interrupted(tmp
     assert ran == [1, 2] and code == 128 + signal.SIGTERM
     meta = open_run(dest).meta
     assert meta["status"] == "interrupted" and [p["status"] for p in meta["parts"]] == ["complete", "interrupted"]
+
+
+def test_a_stopped_run_of_several_launches_ends_with_how_to_continue_the_whole_run(tmp_path, monkeypatch, capsys):
+    """The last line of `ccbench launch --launches K` stopped by a signal names the merged run, after its tables."""
+    import pytest
+
+    import ccbench.commands.common as common
+
+    monkeypatch.setattr(common, "run_launcher", _stopping_launcher([]))
+    rep = Replication({"launches": 3}, 3, "shuffled", 1, str(tmp_path), replicated(3), [],
+                      lambda part: {}, lambda r: (r.collective, r.algorithm, r.nbytes))
+    with pytest.raises(SystemExit) as exc:
+        common.start_jobs([], lambda kw: sorted(kw.items()), {}, replication=rep, kw={}, nranks=2, resume=None,
+                          resume_with="ccbench launch")
+    assert exc.value.code == 128 + signal.SIGTERM
+    (merged,) = tmp_path.iterdir()
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == f"ccbench: stopped by SIGTERM; continue it with: ccbench launch --resume {merged}"

@@ -585,6 +585,8 @@ def test_sigterm_stops_a_workload_between_items_then_resume_completes(tmp_path):
     meta, rows = _stored(run)
     assert meta["status"] == "interrupted" and meta["signal"] == "SIGTERM", err
     assert "ccbench: stopped by SIGTERM" in err and meta["finished_cases"] == len(rows)
+    assert err.splitlines()[-1] == ("ccbench: stopped by SIGTERM; continue it with: ccbench workload ddp --launch 2 "
+                                    f"--resume {run.relative_to(tmp_path)}")
     steps = [r for r in rows if r.part == -1]
     assert 1 <= len(steps) < 2 * len(algs) and all(r.ok for r in rows)
     assert len(rows) == sum(1 + r.ncalls for r in steps)  # whole items only

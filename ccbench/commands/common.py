@@ -215,13 +215,24 @@ def ranks_to_start(n, resume, oversubscribe: bool, launcher_args=(), option: str
     return count
 
 
-def measure_here(cfg, *, launch_index, start_with: str, add_launcher: str, measure, show: bool) -> None:
+def _continue_line(path, code: int, how: str) -> str:
+    """The last line of a job stopped by a signal: how to continue its run."""
+    import signal
+
+    name = signal.Signals(code - 128).name if code - 128 in signal.valid_signals() else f"signal {code - 128}"
+    return f"ccbench: stopped by {name}; continue it with: {how} --resume {path}"
+
+
+def measure_here(cfg, *, launch_index, start_with: str, add_launcher: str, measure, show: bool,
+                 resume_with: tuple[str, str] = ("", "")) -> None:
     """The ranks' side of every measuring command (sweeps, workloads): refuse a launch index or a missing
     launcher, enter MPI, run ``measure(thread=..., console=...) -> (code, run dir)`` on every rank, show the run
     on rank 0, leave MPI quietly on an error every rank agreed on, exit with the run's code.
 
     `start_with` says how a replicated run is started (``... --launches K`` follows it); `add_launcher` how
-    to start this one under a launcher.
+    to start this one under a launcher; `resume_with` the command that continues a stopped run (``--resume RUN``
+    follows it) when ccbench started the launcher and when another launcher did ({P}: the rank count): the
+    last line a stopped job prints, after its tables.
     """
     if cfg.launches > 1 and launch_index is None:
         raise UsageError(f"launches = {cfg.launches} needs one job per launch: {start_with} --launches "
@@ -247,15 +258,22 @@ def measure_here(cfg, *, launch_index, start_with: str, add_launcher: str, measu
         raise SystemExit(exc.exit_code) from None
     if rank == 0 and path is not None:
         show_run(path, console, show_table=show)
+        if code > 128 and launch_index is None:  # a launch of several says it for the whole run (start_jobs)
+            from ccbench.measure.provenance import launch_binding
+
+            how = resume_with[0 if launch_binding() is not None else 1].format(P=MPI.COMM_WORLD.Get_size())
+            click.echo(_continue_line(path, code, how), err=True)
     MPI.Finalize()
     if code:
         raise SystemExit(code)
 
 
-def start_jobs(head: list[str], argv_of, env: dict, *, replication, kw: dict, nranks: int, resume) -> None:
+def start_jobs(head: list[str], argv_of, env: dict, *, replication, kw: dict, nranks: int, resume,
+               resume_with: str = "") -> None:
     """The launcher's side of every measuring command: one job (``head`` + ``argv_of(kw)``), or, given a
     `replication` (`ccbench.measure.multilaunch.Replication`, None for one job), one job per launch merged into
-    one run, shown at the end; exits with the job's code."""
+    one run, shown at the end, then -- stopped by a signal -- how to continue it (`resume_with` ``--resume
+    RUN``); exits with the job's code."""
     import sys
 
     if replication is not None:
@@ -264,6 +282,8 @@ def start_jobs(head: list[str], argv_of, env: dict, *, replication, kw: dict, nr
         code, merged = launch_parts(replication, kw, lambda part_kw: [*head, *argv_of(part_kw)], env, run_launcher,
                                     nranks, sys.argv, say=new_console().print, resume=resume)
         show_run(merged, new_console(), show_table=kw.get("show", True))
+        if code > 128:
+            click.echo(_continue_line(merged, code, resume_with), err=True)
         raise SystemExit(code)
     code = run_launcher([*head, *argv_of(kw)], env)
     if code:

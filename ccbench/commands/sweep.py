@@ -34,7 +34,8 @@ def run(**kw):
                          launch=launch_index)
 
     measure_here(cfg, launch_index=launch_index, start_with="start the sweep with ccbench launch -n N",
-                 add_launcher="start the sweep with ccbench launch -n N", measure=measure, show=kw["show"])
+                 add_launcher="start the sweep with ccbench launch -n N", measure=measure, show=kw["show"],
+                 resume_with=("ccbench launch", "mpiexec -n {P} python -m mpi4py -m ccbench run"))
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
@@ -66,7 +67,7 @@ def launch(ctx, n, oversubscribe, launcher, launcher_args, **kw):
 
         replication = sweep_replication(cfg, library_of_launcher(version))
     start_jobs(head, lambda part_kw: to_argv(ctx, part_kw), env, replication=replication, kw=kw, nranks=n,
-               resume=resume)
+               resume=resume, resume_with="ccbench launch")
 
 
 @click.command("list")

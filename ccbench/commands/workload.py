@@ -114,7 +114,8 @@ def _relaunch(ctx: click.Context, kind: str, kw: dict, cfg, resume) -> None:
 
         replication = workload_replication(cfg, n, lambda part: _launch_options(cfg))
     start_jobs(head, lambda part_kw: to_argv(ctx, dict(part_kw, launch=None, launcher=None)), env,
-               replication=replication, kw=kw, nranks=n, resume=resume)
+               replication=replication, kw=kw, nranks=n, resume=resume,
+               resume_with=f"ccbench workload {kind} --launch {n}")
 
 
 def _measure(kind: str, kw: dict) -> None:
@@ -136,7 +137,9 @@ def _measure(kind: str, kw: dict) -> None:
     measure_here(cfg, launch_index=launch_index,
                  start_with=f"start it with ccbench workload {kind} ... --launch N",
                  add_launcher=f"add --launch N to ccbench workload {kind}", measure=measure,
-                 show=kw.get("show", True))
+                 show=kw.get("show", True),
+                 resume_with=(f"ccbench workload {kind} --launch {{P}}",
+                              f"mpiexec -n {{P}} python -m mpi4py -m ccbench workload {kind}"))
 
 
 @workload.command()
