@@ -5,6 +5,7 @@ tests/test_cli.py for sweeps, tests/test_workload.py and tests/test_workload_mpi
 """
 
 import json
+import os
 import signal
 from pathlib import Path
 
@@ -512,3 +513,69 @@ def test_open_run_dir_refuses_a_run_made_otherwise(tmp_path, stand_in_mpi, chang
                              summary=lambda r: r)
     assert str(e.value) == f"cannot resume {run}: {why}"
     assert ((run / "cases.jsonl").read_bytes(), (run / "run.json").read_bytes()) == before  # untouched
+
+
+def test_the_start_up_watch_kills_a_rank_stuck_in_c_holding_the_interpreter_lock(tmp_path):
+    """What MPI_Init does when it hangs: no Python runs (a thread watchdog would wait forever); the forked
+    watcher says so and kills the process after the deadline.  Released in time, it leaves the process alone."""
+    import subprocess
+    import sys
+    import time
+
+    stuck = ("from ccbench.measure.session import StartupWatch; StartupWatch(1.0, 0); "
+             "import ctypes; ctypes.PyDLL(None).sleep(60)")  # PyDLL: the call keeps the interpreter lock
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", stuck], capture_output=True, text=True, timeout=60)
+    assert r.returncode == -signal.SIGKILL and time.monotonic() - t0 < 20
+    assert r.stderr == ("ccbench: error: watchdog: rank 0 did not begin its first item within 1 s of starting "
+                        "(stuck starting MPI or planning); ending the job\n")
+    released = ("from ccbench.measure.session import startup_reached, watch_startup; import time; "
+                "watch_startup(300, 'case'); startup_reached(); time.sleep(1.5); print('alive')")
+    r = subprocess.run([sys.executable, "-c", released], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "alive\n" and r.stderr == ""
+    off = "from ccbench.measure.session import watch_startup; import time; watch_startup(0); time.sleep(0.5)"
+    assert subprocess.run([sys.executable, "-c", off], timeout=60).returncode == 0
+
+
+@pytest.mark.parametrize("watchdog_s, env, seconds", [
+    (300.0, None, 300.0), (1.0, None, 60.0), (0.0, None, 0.0), (1.0, "2.5", 2.5), (300.0, "0", 0.0),
+])
+def test_the_start_up_limit(monkeypatch, watchdog_s, env, seconds):
+    """At least a minute whatever a small --watchdog says, off with it, CCBENCH_STARTUP_WATCHDOG above both."""
+    made = []
+    real = session.StartupWatch
+    monkeypatch.setattr(session, "StartupWatch", lambda s, rank, what: made.append(s) or real(0, rank, what))
+    if env is None:
+        monkeypatch.delenv("CCBENCH_STARTUP_WATCHDOG", raising=False)
+    else:
+        monkeypatch.setenv("CCBENCH_STARTUP_WATCHDOG", env)
+    session.watch_startup(watchdog_s)
+    session.startup_reached()
+    assert made == [seconds]
+
+
+@pytest.mark.parametrize("bad", ["soon", "-1", "nan"])
+def test_a_bad_start_up_limit_is_refused(monkeypatch, bad):
+    monkeypatch.setenv("CCBENCH_STARTUP_WATCHDOG", bad)
+    with pytest.raises(UsageError, match="CCBENCH_STARTUP_WATCHDOG"):
+        session.watch_startup(300.0)
+
+
+def test_a_rank_stuck_before_its_first_case_ends_the_job_in_seconds(tmp_path):
+    """CCBENCH_FAULT hang:1:start -- rank 1 stops after the run is opened, before any case; rank 0 waits in a
+    collective; both watchers end the job after CCBENCH_STARTUP_WATCHDOG seconds; the run is marked failed."""
+    import subprocess
+    import sys
+    import time
+
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "2", "-C", "allreduce", "-s", "8",
+                        "--results-dir", "res", "--no-show"], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path, env={**os.environ, "CCBENCH_FAULT": "hang:1:start",
+                                          "CCBENCH_STARTUP_WATCHDOG": "2"})
+    assert r.returncode != 0 and time.monotonic() - t0 < 60
+    assert ("ccbench: error: watchdog: rank 0 did not begin its first case within 2 s of starting (stuck starting "
+            "MPI or planning); ending the job") in r.stderr.splitlines()
+    (run,) = (tmp_path / "res").iterdir()
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["status"] == "failed" and "a rank crashed, was killed or aborted" in meta["failure"]

@@ -224,7 +224,7 @@ def _continue_line(path, code: int, how: str) -> str:
 
 
 def measure_here(cfg, *, launch_index, start_with: str, add_launcher: str, measure, show: bool,
-                 resume_with: tuple[str, str] = ("", "")) -> None:
+                 resume_with: tuple[str, str] = ("", ""), item: str = "item") -> None:
     """The ranks' side of every measuring command (sweeps, workloads): refuse a launch index or a missing
     launcher, enter MPI, run ``measure(thread=..., console=...) -> (code, run dir)`` on every rank, show the run
     on rank 0, leave MPI quietly on an error every rank agreed on, exit with the run's code.
@@ -232,7 +232,7 @@ def measure_here(cfg, *, launch_index, start_with: str, add_launcher: str, measu
     `start_with` says how a replicated run is started (``... --launches K`` follows it); `add_launcher` how
     to start this one under a launcher; `resume_with` the command that continues a stopped run (``--resume RUN``
     follows it) when ccbench started the launcher and when another launcher did ({P}: the rank count): the
-    last line a stopped job prints, after its tables.
+    last line a stopped job prints, after its tables.  `item`: what one unit of the run is called.
     """
     if cfg.launches > 1 and launch_index is None:
         raise UsageError(f"launches = {cfg.launches} needs one job per launch: {start_with} --launches "
@@ -245,7 +245,10 @@ def measure_here(cfg, *, launch_index, start_with: str, add_launcher: str, measu
     require_launcher(add_launcher)
     require_launched(cfg.bind, add_launcher)
     from ccbench.measure.mpi import enter_mpi
+    from ccbench.measure.session import watch_startup
 
+    # a rank stuck before its first item (starting MPI, planning) ends the job, as a stuck item does
+    watch_startup(cfg.watchdog_s, item)
     MPI, thread = enter_mpi(cfg.thread_level)
     rank = MPI.COMM_WORLD.Get_rank()
     console = new_console() if rank == 0 else None

@@ -35,7 +35,7 @@ def run(**kw):
 
     measure_here(cfg, launch_index=launch_index, start_with="start the sweep with ccbench launch -n N",
                  add_launcher="start the sweep with ccbench launch -n N", measure=measure, show=kw["show"],
-                 resume_with=("ccbench launch", "mpiexec -n {P} python -m mpi4py -m ccbench run"))
+                 resume_with=("ccbench launch", "mpiexec -n {P} python -m mpi4py -m ccbench run"), item="case")
 
 
 @click.command(context_settings={"ignore_unknown_options": False})

@@ -10,6 +10,7 @@ left waiting.
 import dataclasses
 import math
 import os
+import select
 import signal
 import sys
 import threading
@@ -161,8 +162,9 @@ class Fault:
     or a stuck process would), dies at once without finalising MPI (``exit``, as a
     crashed or OOM-killed process would) or sends itself SIGTERM (``term``, as a batch
     system at its time limit would: the run stops after that item).  ITEM is a sweep
-    case as ``COLLECTIVE/ALGORITHM:NBYTES`` (``allreduce/native:64``) or a workload
-    item as ``WORKLOAD:N``, its number in the run's plan from 1 (``ddp:2``).
+    case as ``COLLECTIVE/ALGORITHM:NBYTES`` (``allreduce/native:64``), a workload
+    item as ``WORKLOAD:N``, its number in the run's plan from 1 (``ddp:2``), or ``start``:
+    after the run directory is opened, before the first item (what `StartupWatch` guards).
 
     KIND ``slow`` (sweep cases only): ``slow:RANK:COLLECTIVE/ALGORITHM[:SIZE]:DELAY`` makes
     every timed call of the matching cases (every size without SIZE) longer on rank RANK:
@@ -370,6 +372,92 @@ class Watchdog:
                 os._exit(3)
 
 
+class StartupWatch:
+    """Ends a rank that has not begun its first item within `seconds` of starting (MPI start-up, planning,
+    provenance, calibration), instead of hanging the job before the per-item `Watchdog` is armed.
+
+    A thread cannot do it: MPI_Init runs inside the import of mpi4py.MPI with the interpreter
+    lock held, and a rank stuck there runs no Python.  So a watcher process is forked before
+    MPI starts (one thread, nothing of MPI's yet): it waits on a pipe whose writing end only
+    this rank holds.  The rank closes it when its first item begins (`reached`), or by
+    exiting; the watcher sees end of file and leaves.  If the deadline passes first, the
+    watcher of rank 0 (or of a rank whose number the launcher did not say) prints one line;
+    every watcher, the others 5 s later (rank 0 speaks first), kills its rank with SIGKILL,
+    and the launcher ends the job (its run, if one was opened, is marked failed).
+    0 seconds: no watcher.
+    """
+
+    def __init__(self, seconds: float, rank: int | None, what: str = "item") -> None:
+        self._w: int | None = None
+        if not seconds > 0:
+            return
+        r, w = os.pipe()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the watcher: nothing of the parent's Python state is used, and it leaves by os._exit
+            try:
+                os.close(w)
+                grace = 0.0 if rank in (None, 0) else 5.0
+                ready, _, _ = select.select([r], [], [], seconds + grace)
+                if not ready:
+                    if rank in (None, 0):
+                        who = "rank 0" if rank == 0 else "a rank"
+                        os.write(2, (f"ccbench: error: watchdog: {who} did not begin its first {what} within "
+                                     f"{seconds:g} s of starting (stuck starting MPI or planning); ending the job\n")
+                                 .encode())
+                    os.kill(parent, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        os.close(r)
+        self._w = w
+
+    def reached(self) -> None:
+        """The first item begins: the watcher leaves (a second call does nothing)."""
+        if self._w is not None:
+            w, self._w = self._w, None
+            os.close(w)
+
+
+#: The start-up watch of this process (`watch_startup`), released by the first `Session.start`.
+_STARTUP: list[StartupWatch] = []
+
+
+#: The least time a rank gets to begin its first item (MPI start-up at scale, building the compiled loop and the
+#: calibrations take tens of seconds): a small --watchdog, meant for items, does not cut start-up short.
+STARTUP_MIN_S = 60.0
+
+#: Environment variable that sets the start-up limit in seconds instead (0: no start-up watch).
+STARTUP_ENV = "CCBENCH_STARTUP_WATCHDOG"
+
+
+def watch_startup(watchdog_s: float, what: str = "item") -> StartupWatch:
+    """Start this rank's `StartupWatch` (before MPI starts); the session releases it at its first item.
+
+    Its limit: ``CCBENCH_STARTUP_WATCHDOG`` seconds when set, else the run's watchdog time but at
+    least ``STARTUP_MIN_S``; none when the watchdog is off (0).
+    """
+    from ccbench.measure.provenance import env_rank
+
+    seconds = max(watchdog_s, STARTUP_MIN_S) if watchdog_s > 0 else 0.0
+    given = os.environ.get(STARTUP_ENV)
+    if given:
+        try:
+            seconds = float(given)
+        except ValueError:
+            raise UsageError(f"{STARTUP_ENV}={given!r}: expected seconds, e.g. 600") from None
+        if not (math.isfinite(seconds) and seconds >= 0):
+            raise UsageError(f"{STARTUP_ENV}={given!r}: expected seconds >= 0")
+    watch = StartupWatch(seconds, env_rank(), what)
+    _STARTUP.append(watch)
+    return watch
+
+
+def startup_reached() -> None:
+    """Release this process's start-up watch, if any (the first item begins, or a command needs none)."""
+    while _STARTUP:
+        _STARTUP.pop().reached()
+
+
 # -- progress -----------------------------------------------------------------------------
 
 
@@ -575,7 +663,9 @@ class Session:
         return bool(self.stopped)
 
     def start(self, label: str, budget_s: float, fault_name: str) -> None:
-        """An item begins: arm the watchdog with its budget; inject the fault aimed at it, if any."""
+        """An item begins: release the start-up watch, arm the watchdog with its budget; inject the fault aimed at
+        it, if any."""
+        startup_reached()
         self.watchdog.start(label, budget_s)
         if self.fault is not None:
             self.fault.fire(self.comm, fault_name)
