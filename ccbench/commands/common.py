@@ -239,17 +239,28 @@ def measure_here(cfg, *, launch_index, start_with: str, add_launcher: str, measu
                          f"{cfg.launches} (it merges them into one run)")
     if launch_index is not None and launch_index > cfg.launches:
         raise UsageError(f"--launch-index {launch_index} is beyond --launches {cfg.launches}")
-    from ccbench.core.errors import CCBenchError
     from ccbench.measure.launcher import require_launched, require_launcher
 
     require_launcher(add_launcher)
     require_launched(cfg.bind, add_launcher)
     from ccbench.measure.mpi import enter_mpi
-    from ccbench.measure.session import watch_startup
+    from ccbench.measure.session import startup_reached, watch_startup
 
     # a rank stuck before its first item (starting MPI, planning) ends the job, as a stuck item does
     watch_startup(cfg.watchdog_s, item)
-    MPI, thread = enter_mpi(cfg.thread_level)
+    try:
+        code = _measure_in_mpi(measure, launch_index, show, resume_with, enter_mpi(cfg.thread_level))
+    finally:  # whatever ended it (an error before the first item too): the watcher leaves with the command
+        startup_reached()
+    if code:
+        raise SystemExit(code)
+
+
+def _measure_in_mpi(measure, launch_index, show: bool, resume_with: tuple[str, str], entered) -> int:
+    """`measure_here` once MPI has started (`entered`: the MPI module and the thread level): its exit code."""
+    from ccbench.core.errors import CCBenchError
+
+    MPI, thread = entered
     rank = MPI.COMM_WORLD.Get_rank()
     console = new_console() if rank == 0 else None
     try:
@@ -267,8 +278,7 @@ def measure_here(cfg, *, launch_index, start_with: str, add_launcher: str, measu
             how = resume_with[0 if launch_binding() is not None else 1].format(P=MPI.COMM_WORLD.Get_size())
             click.echo(_continue_line(path, code, how), err=True)
     MPI.Finalize()
-    if code:
-        raise SystemExit(code)
+    return code
 
 
 def start_jobs(head: list[str], argv_of, env: dict, *, replication, kw: dict, nranks: int, resume,
