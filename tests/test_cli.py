@@ -131,11 +131,13 @@ def test_watchdog_ends_a_hung_case_then_resume_finishes(tmp_path):
                        capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
     assert r.returncode != 0
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("ccbench:")]
-    assert lines == ["ccbench: error: watchdog: allreduce/native 64 B float32 sum at 3 ranks did not finish "
-                     "within 2 s past its budget; ending the job"]
     (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
     meta = json.loads((run / "run.json").read_text())
     rows = (run / "cases.jsonl").read_text().splitlines()
+    kept = f"{len(rows)} finished case" + ("" if len(rows) == 1 else "s")
+    assert lines == ["ccbench: error: watchdog: allreduce/native 64 B float32 sum at 3 ranks did not finish "
+                     "within 2 s past its budget; ending the job",
+                     f"ccbench: error: {kept} kept in {run}, marked failed; continue it with --resume {run}"]
     assert meta["status"] == "failed" and "watchdog" in meta["failure"]
     before = [json.loads(x)["nbytes"] for x in rows]  # the cases that ran before 64 B, in the shuffled order
     # 64 B may come anywhere in the shuffled order, last included (then every other case ran before it)

@@ -6,6 +6,7 @@ tests/test_cli.py for sweeps, tests/test_workload.py and tests/test_workload_mpi
 
 import json
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -579,3 +580,42 @@ def test_a_rank_stuck_before_its_first_case_ends_the_job_in_seconds(tmp_path):
     (run,) = (tmp_path / "res").iterdir()
     meta = json.loads((run / "run.json").read_text())
     assert meta["status"] == "failed" and "a rank crashed, was killed or aborted" in meta["failure"]
+
+
+def test_a_peer_that_ends_during_an_item_ends_the_job(tmp_path):
+    """A rank of this node ended (here a zombie its parent has not reaped, as a dead rank is until the launcher
+    looks): seen gone at two checks in a row while an item is in progress, rank 0 says which and leaves with 3.
+    Between items (idle) a peer may leave: nothing happens."""
+    import subprocess
+    import sys
+
+    script = ("import subprocess, sys, time\n"
+              "from ccbench.measure.session import Watchdog\n"
+              "peer = subprocess.Popen([sys.executable, '-c', 'pass'])\n"
+              "w = Watchdog(100.0, 2, 0)\n"
+              "w.watch_peers({1: peer.pid})\n"
+              "w.start('allreduce/ring 8 B', 1.0)\n"
+              "if sys.argv[1] == 'idle':\n"
+              "    w.idle()\n"
+              "time.sleep(3)\n"
+              "print('alive', flush=True)\n")
+    r = subprocess.run([sys.executable, "-c", script, "busy"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3 and r.stdout == ""
+    assert re.fullmatch(r"ccbench: error: rank 1 \(process \d+\) ended during allreduce/ring 8 B, leaving the others "
+                        r"waiting; ending the job\n", r.stderr), r.stderr
+    r = subprocess.run([sys.executable, "-c", script, "idle"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "alive\n" and r.stderr == ""
+
+
+def test_process_gone():
+    import subprocess
+    import sys
+
+    from ccbench.measure.session import process_gone
+
+    assert not process_gone(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    while not process_gone(child.pid):  # a zombie until waited for: gone all the same
+        pass
+    child.wait()
+    assert process_gone(child.pid)  # reaped: no such process

@@ -178,14 +178,17 @@ def run_launcher(cmd: list[str], env: dict, merged=None) -> int:
     from ccbench.store.run import open_run
 
     job = run_job(cmd, env)
-    if job.marked_failed:
-        run = open_run(job.run_dir)
+    run = open_run(job.run_dir) if job.code and job.run_dir is not None else None
+    if run is not None and run.meta.get("status") == "failed":  # whoever marked it: the ranks, or run_job
         n, spec = len(run.rows), run.spec
         kept = f"{n} finished {spec.item}" + ("" if n == 1 and spec.item == "row" else "s")
         how = f"continue it with --resume {job.run_dir}" if merged is None else \
             f"continue the whole run with --resume {merged}"
-        print_error(f"the job ended with {job.why} before the {spec.noun} finished; {kept} kept in {job.run_dir}, "
-                    f"marked failed; {how}")
+        if job.marked_failed:
+            print_error(f"the job ended with {job.why} before the {spec.noun} finished; {kept} kept in "
+                        f"{job.run_dir}, marked failed; {how}")
+        else:  # the ranks said why (the watchdog, a rank gone)
+            print_error(f"{kept} kept in {job.run_dir}, marked failed; {how}")
     if job.signal is not None:  # stopped by the user or the batch system: 128 + the signal, as a shell says it
         return 128 + job.signal
     return job.code

@@ -116,18 +116,21 @@ def drive(comm, plan: Plan, *, prov: dict, argv: list[str], results_dir, tag: st
             try:
                 visit = item.visit()
             except NotApplicableError as exc:  # the library refused a forced algorithm: no timing
+                session.item_done()
                 if plan.not_applicable is not None:
                     plan.not_applicable(writer, bar, item, str(exc))
                 refused.add(item.key)
                 continue
             taken.setdefault(item.key, []).append(visit)
             if r < plan.rounds:
+                session.item_done()
                 if bar is not None:  # its figures are the rows', printed after the last round
                     ok = plan.visit_ok(visit)
                     bar.done(label, f"{label}: done" + ("" if ok else ", WRONG"), ok)
                 continue
             rows = item.rows(taken.pop(item.key))
             agree(comm, lambda rows=rows: writer.extend(rows) if writer is not None else None)  # a full disk: all stop
+            session.item_done()
             for row in rows:
                 nbad += bool(plan.summary(row)[1])
                 line = plan.progress_line(row) if bar is not None else None

@@ -12,6 +12,7 @@ import math
 import os
 import select
 import signal
+import socket
 import sys
 import threading
 import time
@@ -325,13 +326,38 @@ def _on_signal(signum, frame) -> None:  # noqa: ARG001
 # -- the watchdog -------------------------------------------------------------------------
 
 
+def process_gone(pid: int) -> bool:
+    """Whether process `pid` of this host has ended (gone, or a zombie its parent has not reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except FileNotFoundError:
+        return True
+    except OSError:  # no /proc here: ask the kernel whether the process exists
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            return False
+        return False
+    return stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3] in (b"Z", b"X")  # the state follows "(comm) "
+
+
 class Watchdog:
-    """Ends the job when an item outlives its deadline, naming the item, instead of hanging.
+    """Ends the job when an item outlives its deadline, naming the item, instead of hanging -- or when a rank
+    of this node has ended while the others measure.
 
     A daemon thread on every rank.  When the item in progress passes its deadline it
     prints one line, marks the run failed (rank 0, which owns run.json; finished rows
     are already on disk) and leaves the process with exit code 3 without finalising
     MPI, so the launcher tears the whole job down.  0 seconds: no watchdog.
+
+    Peers (`watch_peers`: the other ranks of this node, by process id) are checked twice a
+    second while an item is in progress: a rank that crashed or was killed leaves the others
+    waiting inside a collective for ever where the launcher does not end them (MPICH's
+    hydra did not, now and then, here; srun without --kill-on-bad-exit never does).  Seen
+    gone at two checks in a row, the job is ended the same way, naming the rank.
     """
 
     def __init__(self, seconds: float, nranks: int, rank: int, writer=None) -> None:
@@ -342,34 +368,53 @@ class Watchdog:
         self.rank = rank
         self.label: str | None = None
         self.deadline = float("inf")
+        self.peers: dict[int, int] = {}  # rank -> process id, the other ranks of this node
+        self._busy = False  # an item is in progress (peers are checked only then)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="ccbench-watchdog", daemon=True)
         if seconds > 0:
             self._thread.start()
 
+    def watch_peers(self, peers: dict[int, int]) -> None:
+        """Check these ranks (rank -> process id, on this node) while items are in progress."""
+        self.peers = dict(peers)
+
     def start(self, label: str, budget_s: float) -> None:
         """Arm the deadline for the item `label`: the watchdog time plus the item's own budget."""
-        self.label, self.deadline = label, time.monotonic() + self.seconds + budget_s
+        self.label, self.deadline, self._busy = label, time.monotonic() + self.seconds + budget_s, True
+
+    def idle(self) -> None:
+        """The item is done on this rank (its rows are written): peers may leave from here on."""
+        self._busy = False
 
     def stop(self) -> None:
         """End the watch (the run is over)."""
+        self._busy = False
         self._stop.set()
 
+    def _end(self, why: str) -> None:
+        """Say `why` (rank 0), mark the run failed, leave without finalising MPI."""
+        if self.rank != 0:
+            os._exit(3)
+        print(f"ccbench: error: {why}", file=sys.stderr, flush=True)
+        if self.writer is not None:
+            try:
+                self.writer.update(status="failed", failure=why, end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+            except OSError:
+                pass
+        os._exit(3)
+
     def _watch(self) -> None:
+        seen: set[int] = set()  # peers seen gone at the last check
         while not self._stop.wait(0.5):
             if time.monotonic() > self.deadline + self.grace and self.label is not None:
-                if self.rank != 0:
-                    os._exit(3)
-                why = (f"watchdog: {self.label} at {self.nranks} ranks did not finish within "
-                       f"{self.seconds:g} s past its budget; ending the job")
-                print(f"ccbench: error: {why}", file=sys.stderr, flush=True)
-                if self.writer is not None:
-                    try:
-                        self.writer.update(status="failed", failure=why,
-                                           end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-                    except OSError:
-                        pass
-                os._exit(3)
+                self._end(f"watchdog: {self.label} at {self.nranks} ranks did not finish within "
+                          f"{self.seconds:g} s past its budget; ending the job")
+            gone = {r for r, pid in self.peers.items() if process_gone(pid)} if self._busy else set()
+            for r in sorted(gone & seen):
+                self._end(f"rank {r} (process {self.peers[r]}) ended during {self.label}, leaving the others "
+                          "waiting; ending the job")
+            seen = gone
 
 
 class StartupWatch:
@@ -649,6 +694,9 @@ class Session:
         _SIGNALLED.clear()
         self._handlers = {s: signal.signal(s, _on_signal) for s in _STOP_SIGNALS}
         self.watchdog = Watchdog(watchdog_s, comm.Get_size(), comm.Get_rank(), writer)
+        here = (socket.gethostname(), os.getpid())
+        self.watchdog.watch_peers({r: pid for r, (host, pid) in enumerate(comm.allgather(here))
+                                   if host == here[0] and r != comm.Get_rank()})
         if writer is not None and fault is not None:  # provenance: the run was measured under it
             writer.update(fault=fault.record())
 
@@ -669,6 +717,10 @@ class Session:
         self.watchdog.start(label, budget_s)
         if self.fault is not None:
             self.fault.fire(self.comm, fault_name)
+
+    def item_done(self) -> None:
+        """The item is over on this rank (measured and written, or refused): peers may end from here on."""
+        self.watchdog.idle()
 
     def finished(self) -> None:
         """The loop is over without an error: the run is complete, or interrupted if a stop was requested."""
