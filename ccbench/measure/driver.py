@@ -101,6 +101,7 @@ def drive(comm, plan: Plan, *, prov: dict, argv: list[str], results_dir, tag: st
     visits = [(r, it) for r, round_items in enumerate(rounds, 1) for it in round_items if it.key not in done]
     bar = Progress(len(visits), console, plan.noun) if writer is not None and progress else None
     session = Session(comm, writer, watchdog_s=plan.watchdog_s, progress=bar, fault=plan.fault)
+    session.watch_peers()
     try:
         if resume is None and plan.before is not None:
             plan.before(writer)

@@ -694,11 +694,16 @@ class Session:
         _SIGNALLED.clear()
         self._handlers = {s: signal.signal(s, _on_signal) for s in _STOP_SIGNALS}
         self.watchdog = Watchdog(watchdog_s, comm.Get_size(), comm.Get_rank(), writer)
-        here = (socket.gethostname(), os.getpid())
-        self.watchdog.watch_peers({r: pid for r, (host, pid) in enumerate(comm.allgather(here))
-                                   if host == here[0] and r != comm.Get_rank()})
         if writer is not None and fault is not None:  # provenance: the run was measured under it
             writer.update(fault=fault.record())
+
+    def watch_peers(self) -> None:
+        """Have the watchdog check the other ranks of this node while items run (`Watchdog.watch_peers`); a
+        collective: every rank calls it."""
+        if self.comm.Get_size() > 1:
+            here = (socket.gethostname(), os.getpid())
+            self.watchdog.watch_peers({r: pid for r, (host, pid) in enumerate(self.comm.allgather(here))
+                                       if host == here[0] and r != self.comm.Get_rank()})
 
     def stop_requested(self) -> bool:
         """True on every rank at once when any rank has received SIGINT or SIGTERM."""
