@@ -661,3 +661,40 @@ def test_a_rank_that_dies_mid_workload_leaves_it_failed_then_resume_finishes(tmp
     meta, rows = _stored(run)
     assert meta["status"] == "complete" and meta["resumed"][0]["status_before"] == "failed"
     assert [(x.label, x.part) for x in rows] == [("1 KiB", 0), ("4 KiB", 1)] and all(x.ok for x in rows)
+
+
+class _Param:
+    """What ccbench reads of a torch.nn.Parameter: its shape and whether it needs a gradient."""
+
+    def __init__(self, *shape, requires_grad=True):
+        self.shape, self.requires_grad = shape, requires_grad
+
+
+class _Module:
+    """A stand-in for a torch.nn.Module: named_parameters() in registration order (no torch needed)."""
+
+    def named_parameters(self):
+        return iter([("embed.weight", _Param(1000, 64)), ("blocks.0.attn.weight", _Param(64, 64)),
+                     ("blocks.0.attn.bias", _Param(64)), ("blocks.0.norm.weight", _Param(64, requires_grad=False)),
+                     ("blocks.1.mlp.weight", _Param(256, 64)), ("head.weight", _Param(10, 64))])
+
+
+def test_a_pytorch_module_s_parameters_become_a_model_file_ccbench_reads(tmp_path):
+    from ccbench.workloads.models import from_named_parameters, save_model
+
+    model = from_named_parameters(_Module().named_parameters(), "tiny")
+    assert [(t.name, t.numel, t.layer) for t in model.tensors] == [
+        ("embed.weight", 64000, "embed"), ("blocks.0.attn.weight", 4096, "blocks.0"),
+        ("blocks.0.attn.bias", 64, "blocks.0"), ("blocks.1.mlp.weight", 16384, "blocks.1"),
+        ("head.weight", 640, "head")]  # the frozen norm weight is not reduced by DDP: left out
+    path = save_model(model, tmp_path / "tiny.json")
+    again = load_model(str(path))
+    assert again.tensors == model.tensors and again.name == "tiny"
+    # DDP's buckets of it, in reverse order: head.weight (2,560 B) closes the 1 KiB first bucket, mlp.weight
+    # (65,536 B) reaches the 64 KiB cap alone, the rest (256 + 16,384 + 256,000 B) is the last
+    sch = ddp_schedule(again, 4, "bucketed", 64 / 1024, 1 / 1024)
+    assert [c.tensors for c in sch.calls] == [(4,), (3,), (2, 1, 0)]
+    with pytest.raises(UsageError, match="exists; model files are never overwritten"):
+        save_model(model, path)
+    with pytest.raises(UsageError, match="no parameter needs a gradient"):
+        from_named_parameters([("w", _Param(3, requires_grad=False))], "frozen")

@@ -198,3 +198,36 @@ def test_rounds_of_a_workload_visit_every_item_and_pool_their_steps(tmp_path):
     assert len(steps) == 4 and all(x.ok for x in rows)
     # each visit takes at least ceil(2 / 2) = 1 and at most ceil(6 / 2) = 3 steps; a row has both visits'
     assert all(2 <= x.samples <= 6 and len(x.samples_s) == x.samples for x in rows)
+
+
+@pytest.mark.parametrize("value, caps", [
+    (25, (25.0,)), ("5,25", (5.0, 25.0)), ([100, 5], (100.0, 5.0)), ("25,25", (25.0,)), ("0.5", (0.5,)),
+])
+def test_bucket_caps(value, caps):
+    assert resolve_workload("ddp", {"bucket_mb": value}).bucket_mb == caps
+
+
+@pytest.mark.parametrize("value, message", [
+    (0, "outside"), ("5,x", "expected caps in MiB such as 25 or 5,25"), ([], "empty list"), ("1e7", "outside"),
+])
+def test_bad_bucket_caps_are_refused(value, message):
+    with pytest.raises(UsageError, match=message):
+        resolve_workload("ddp", {"bucket_mb": value})
+
+
+def test_a_run_of_several_bucket_caps_names_the_fastest_bucketing(tmp_path):
+    """--bucket-mb 0.005,0.02: a bucketed variant per cap beside per_tensor, and per algorithm the fastest of them
+    against its runner-up -- the PyTorch user's "which bucket size is best?" in one run."""
+    args = ["ddp", "-m", str(MLP), "-a", "native", "--bucket-mb", "0.005,0.02", "--first-bucket-mb", "0",
+            "--warmup", "1", "--min-reps", "2", "--max-reps", "4", "--budget", "0.1", "--results-dir", "res",
+            "--launch", "2"]
+    r = _workload(tmp_path, *args)
+    assert r.returncode == 0, r.stderr
+    (run,) = (tmp_path / "res").iterdir()
+    rows = open_run(run, kinds=("workload",)).rows
+    assert [x.variant for x in rows if x.part == -1] == ["bucketed 0.005 MiB", "bucketed 0.02 MiB", "per_tensor"]
+    out = r.stdout.splitlines()
+    at = next(i for i, ln in enumerate(out) if ln.startswith("fastest bucketing per algorithm"))
+    line = next(ln for ln in out[at:] if "allreduce=native" in ln)
+    fastest = min((x for x in rows if x.part == -1), key=lambda x: x.median_s).variant
+    assert line.split("│")[2].strip() == fastest  # the step with the smallest stored median, named

@@ -192,7 +192,8 @@ def step_rows(rows: Sequence[WorkloadRow]) -> list[WorkloadRow]:
 
 
 def fastest_per_variant(rows: Sequence[WorkloadRow], alpha: float = SIGNIFICANCE) -> list[dict]:
-    """The fastest algorithm per variant (per size for stragglers) and overall, each against its runner-up.
+    """The fastest algorithm per variant (per size for stragglers), for DDP the fastest bucketing per algorithm (its
+    bucket caps and one call per tensor), and overall, each against its runner-up.
 
     Each entry is ``fastest_of`` of the candidates' stored rows (smallest median among correct
     rows, against the runner-up at the launch level) with ``what``: the variant, the size, or
@@ -209,6 +210,14 @@ def fastest_per_variant(rows: Sequence[WorkloadRow], alpha: float = SIGNIFICANCE
         f = fastest_of(rs, name=lambda r: r.algorithm, alpha=alpha)
         if f is not None:
             out.append({"what": what, **f})
+    if len(by) > 1 and steps[0].workload == "ddp":  # the best bucketing (cap, or one call per tensor) per algorithm
+        per_alg: dict[str, list[WorkloadRow]] = {}
+        for r in steps:
+            per_alg.setdefault(r.algorithm, []).append(r)
+        for alg, rs in per_alg.items():
+            f = fastest_of(rs, name=lambda r: r.variant, alpha=alpha) if len(rs) > 1 else None
+            if f is not None:
+                out.append({"what": f"{alg}: bucketing", **f})
     if len(by) > 1 and steps[0].workload != "straggler":
         f = fastest_of(steps, name=lambda r: f"{r.variant}: {r.algorithm}", alpha=alpha)
         if f is not None:

@@ -146,7 +146,8 @@ def _measure(kind: str, kw: dict) -> None:
 @_model_option
 @click.option("-a", "--algorithm", help="Allreduce algorithms, comma separated (native, ring, ...) or all.")
 @click.option("--mode", help="bucketed, per_tensor or both (default both).")
-@click.option("--bucket-mb", "bucket_mb", type=float, help="DDP bucket cap in MiB (PyTorch's default 25).")
+@click.option("--bucket-mb", "bucket_mb", help="DDP bucket caps in MiB, e.g. 25 (PyTorch's default) or 5,25,100: "
+              "each a bucketed variant; the fastest per algorithm is named.")
 @click.option("--first-bucket-mb", "first_bucket_mb", type=float,
               help="Cap of the first bucket in MiB (PyTorch: 1; 0 = same as the others).")
 @_common
@@ -186,7 +187,7 @@ def moe(**kw):
 @click.option("-C", "--collective", help="Non-blocking collectives: allreduce, reduce_scatter, allgather, "
                                          "alltoall, bcast (default allreduce).")
 @click.option("-s", "--sizes", help="Sizes (8:1M, 64K,1M); default: the model's DDP bucket sizes.")
-@click.option("--bucket-mb", "bucket_mb", type=float, help="Bucket cap in MiB when sizes come from the model.")
+@click.option("--bucket-mb", "bucket_mb", help="Bucket caps in MiB when sizes come from the model (5,25: both).")
 @click.option("--first-bucket-mb", "first_bucket_mb", type=float, help="First bucket's cap in MiB.")
 @click.option("--compute", help="Compute time per call (5ms); default: as long as the collective alone (OSU).")
 @click.option("--test-calls", "test_calls", type=int, help="MPI_Test calls spread over the compute (default 0).")

@@ -82,10 +82,11 @@ def plan_schedules(cfg: WorkloadConfig, P: int, model: Model | None) -> tuple[li
         items.append((schedule, algs))
 
     if cfg.workload == "ddp":
-        for mode in cfg.modes:
-            sch = ddp_schedule(model, cfg.itemsize, mode, cfg.bucket_mb, cfg.first_bucket_mb or None)
-            for a in cfg.algorithms:
-                add(sch, {"allreduce": a})
+        for mode in cfg.modes:  # every bucket cap is a bucketed variant; one call per tensor has none
+            for cap in cfg.bucket_mb if mode == "bucketed" else cfg.bucket_mb[:1]:
+                sch = ddp_schedule(model, cfg.itemsize, mode, cap, cfg.first_bucket_mb or None)
+                for a in cfg.algorithms:
+                    add(sch, {"allreduce": a})
     elif cfg.workload == "zero":
         for v in cfg.variants:
             sch = zero_schedule(model, P, v)
@@ -222,8 +223,9 @@ def _overlap_sizes(cfg: WorkloadConfig) -> tuple[list[int], str]:
     if cfg.sizes:
         return list(cfg.sizes), "-"
     model = load_model(cfg.model)
-    sch = ddp_schedule(model, cfg.itemsize, "bucketed", cfg.bucket_mb, cfg.first_bucket_mb or None)
-    return sorted({c.count * cfg.itemsize for c in sch.calls}), model.name
+    return sorted({c.count * cfg.itemsize for cap in cfg.bucket_mb
+                   for c in ddp_schedule(model, cfg.itemsize, "bucketed", cap, cfg.first_bucket_mb or None).calls}), \
+        model.name
 
 
 def _visit_overlap(ctx, coll_name, count) -> _Visit:

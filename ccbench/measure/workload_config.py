@@ -46,7 +46,7 @@ class WorkloadConfig:
     dtype: str = "float32"
     algorithms: tuple[str, ...] = ("native",)     # allreduce (ddp, zero's ddp_*), alltoall (moe), any (straggler)
     modes: tuple[str, ...] = DDP_MODES
-    bucket_mb: float = DDP_BUCKET_MB
+    bucket_mb: tuple[float, ...] = (DDP_BUCKET_MB,)  # DDP bucket caps, each a bucketed variant of its own
     first_bucket_mb: float = DDP_FIRST_BUCKET_MB  # 0: no smaller first bucket
     variants: tuple[str, ...] = ZERO_VARIANTS
     rs_algorithms: tuple[str, ...] = ("native",)
@@ -157,6 +157,23 @@ def _algorithms(key: str, names: tuple[str, ...], collectives: list[str]) -> tup
     return _choices(key, names, valid)
 
 
+def _bucket_caps(value) -> tuple[float, ...]:
+    """DDP bucket caps in MiB: a number, "5,25" or a list; each above 0 and at most 1e6, each once, in order."""
+    items = value.split(",") if isinstance(value, str) else value if isinstance(value, (list, tuple)) else [value]
+    caps = []
+    for v in items:
+        if isinstance(v, str):
+            try:
+                v = float(v.strip())
+            except ValueError:
+                raise UsageError(f"config key 'bucket_mb': expected caps in MiB such as 25 or 5,25, got {value!r}") \
+                    from None
+        caps.append(_number("bucket_mb", v, float, 1e-6, 1e6))
+    if not caps:
+        raise UsageError("config key 'bucket_mb': empty list")
+    return tuple(dict.fromkeys(caps))
+
+
 def resolve_workload(workload: str, values: dict) -> WorkloadConfig:
     """Validate raw key/values (from TOML and flags) of `workload` into a WorkloadConfig."""
     if workload not in WORKLOADS:
@@ -199,8 +216,10 @@ def resolve_workload(workload: str, values: dict) -> WorkloadConfig:
             if not eps or min(eps) < 1:
                 raise UsageError(f"config key 'ep': degrees must be >= 1, got {value!r}")
             out[key] = eps
-        elif key in ("bucket_mb", "first_bucket_mb"):
-            out[key] = _number(key, value, float, 0.0 if key == "first_bucket_mb" else 1e-6, 1e6)
+        elif key == "bucket_mb":
+            out[key] = _bucket_caps(value)
+        elif key == "first_bucket_mb":
+            out[key] = _number(key, value, float, 0.0, 1e6)
         elif key == "capacity_factor":
             out[key] = _number(key, value, float, 1e-3, 1e3)
         elif key in ("tokens", "hidden", "experts_per_rank", "top_k"):

@@ -161,5 +161,22 @@ def show_workload(run, console, show_table: bool = True) -> None:
         console.print(f"[yellow]warning: {w}[/]")
     for s in meta.get("skipped", []):
         console.print(f"skipped {s['what']}: {s['why']}")
+    _print_bucketing(rows, console)
     bad = [r for r in rows if not r.ok]
     console.print(f"{len(rows)} rows in {path}" + (f", [red bold]{len(bad)} FAILED[/]" if bad else ", all correct"))
+
+
+def _print_bucketing(rows: Sequence[WorkloadRow], console) -> None:
+    """A DDP run of several bucketings (caps, one call per tensor): the fastest per algorithm, the answer to
+    "which bucket size is best?", decided against its runner-up at the launch level."""
+    from ccbench.analysis.fastest import fastest_per_variant
+    from ccbench.present.report import fastest_table
+    from ccbench.present.table import to_rich
+
+    if not rows or rows[0].workload != "ddp":
+        return
+    entries = [e for e in fastest_per_variant(rows) if e["what"].endswith(": bucketing")]
+    if entries:
+        console.print(to_rich(fastest_table("fastest bucketing per algorithm (runner-up compared at the launch "
+                                            "level)", entries, Column("algorithm"),
+                                            lambda e: e["what"].removesuffix(": bucketing"))))

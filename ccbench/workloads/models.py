@@ -31,8 +31,8 @@ from pathlib import Path
 
 from ccbench.core.errors import UsageError
 
-__all__ = ["BUILTIN", "FORMAT", "Model", "Tensor", "bert_base", "gpt2_124m", "load_model", "resnet50",
-           "write_builtin"]
+__all__ = ["BUILTIN", "FORMAT", "Model", "Tensor", "bert_base", "from_named_parameters", "gpt2_124m", "load_model",
+           "resnet50", "save_model", "write_builtin"]
 
 FORMAT = "ccbench.model/1"
 
@@ -268,6 +268,46 @@ def load_model(spec: str) -> Model:
     if not model.tensors:
         raise UsageError(f"model file {spec!r} lists no tensors")
     return model
+
+
+def _layer_of(name: str) -> str:
+    """The wrap unit a parameter belongs to: its module path up to the first numbered module (``layer1.0``,
+    ``encoder.layer.3``, ``h.11``: a residual or transformer block), else its first module (``embeddings``)."""
+    parts = name.split(".")[:-1] or [name]
+    for i, part in enumerate(parts):
+        if part.isdigit():
+            return ".".join(parts[:i + 1])
+    return parts[0]
+
+
+def from_named_parameters(named_parameters, name: str = "model", source: str = "") -> Model:
+    """A model from a PyTorch module's ``named_parameters()``: no GPU, no forward pass, torch not imported here.
+
+    `named_parameters` is any iterable of (name, parameter) whose parameters have ``shape``
+    (a sequence of ints) and ``requires_grad``.  Kept in registration order, which is what
+    DDP's bucketing walks backwards (`ccbench.workloads.schedule.ddp_buckets`); parameters
+    that need no gradient are left out, as DDP leaves them out of its buckets
+    (``torch/nn/parallel/distributed.py``: only ``requires_grad`` parameters are reduced);
+    PyTorch's ``named_parameters`` already lists a shared parameter once.  Each tensor's
+    layer is its wrap unit (`_layer_of`).  Save it with `save_model` and give the file to
+    ``ccbench workload ddp -m FILE``.
+    """
+    tensors = []
+    for pname, param in named_parameters:
+        if not getattr(param, "requires_grad", True):
+            continue
+        shape = tuple(int(d) for d in param.shape)
+        tensors.append(Tensor(str(pname), math.prod(shape), shape, _layer_of(str(pname))))
+    if not tensors:
+        raise UsageError(f"model {name!r}: no parameter needs a gradient, so DDP would reduce nothing")
+    return Model(name, tuple(tensors), source or "named_parameters() of a PyTorch module")
+
+
+def save_model(model: Model, path: str | Path) -> Path:
+    """Write `model` as the JSON `load_model` reads (never over an existing file); return the path."""
+    from ccbench.store.derived import write_new_file
+
+    return write_new_file(path, json.dumps(model.to_dict(), indent=1) + "\n", what="model files")
 
 
 def write_builtin(folder: Path) -> list[Path]:
