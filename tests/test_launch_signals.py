@@ -9,6 +9,8 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from ccbench.commands.common import run_launcher
 from ccbench.measure.launcher import run_job
 from ccbench.measure.multilaunch import Replication, launch_parts, replicated
@@ -78,8 +80,6 @@ def test_a_signal_during_the_last_case_of_a_launch_stops_the_run_interrupted(tmp
 
 def test_a_stopped_run_of_several_launches_ends_with_how_to_continue_the_whole_run(tmp_path, monkeypatch, capsys):
     """The last line of `ccbench launch --launches K` stopped by a signal names the merged run, after its tables."""
-    import pytest
-
     import ccbench.commands.common as common
 
     monkeypatch.setattr(common, "run_launcher", _stopping_launcher([]))
@@ -92,3 +92,77 @@ def test_a_stopped_run_of_several_launches_ends_with_how_to_continue_the_whole_r
     (merged,) = tmp_path.iterdir()
     err = capsys.readouterr().err
     assert err.splitlines()[-1] == f"ccbench: stopped by SIGTERM; continue it with: ccbench launch --resume {merged}"
+
+
+def _processes_with(text: str) -> list[int]:
+    """Processes of this machine whose command line holds `text`."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if text in (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                    out.append(int(d.name))
+            except OSError:
+                continue
+    return out
+
+
+def _start_sweep(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    res = tmp_path / "unique-results-dir"
+    proc = subprocess.Popen([sys.executable, "-m", "ccbench", "launch", "-n", "2", "-C", "allreduce", "-s", "8:8M",
+                             "--budget", "0.3", "--target-rse", "0.00001", "--results-dir", str(res), "--no-show"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:  # until a row is on disk
+        found = list(res.glob("*/cases.jsonl"))
+        if found and found[0].read_text().count("\n") >= 1:
+            return proc, found[0].parent
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("no rows appeared")
+
+
+def test_a_killed_ccbench_launch_takes_its_job_with_it(tmp_path):
+    """SIGKILL cannot be caught: the launcher it started gets SIGTERM from the kernel (PR_SET_PDEATHSIG), passes it
+    to the ranks, which stop between cases: nothing is left running and the run says interrupted."""
+    import time
+
+    if not Path("/proc/self").exists():
+        pytest.skip("needs Linux's /proc")
+    proc, run = _start_sweep(tmp_path)
+    proc.kill()
+    proc.wait()
+    deadline = time.time() + 60
+    while _processes_with("unique-results-dir") and time.time() < deadline:
+        time.sleep(0.1)
+    assert _processes_with("unique-results-dir") == []
+    assert open_run(run).meta["status"] == "interrupted"
+
+
+def test_a_closed_terminal_stops_the_run_as_sigterm_does(tmp_path):
+    proc, run = _start_sweep(tmp_path)
+    proc.send_signal(signal.SIGHUP)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGHUP, err
+    meta = open_run(run).meta
+    assert meta["status"] == "interrupted" and meta["signal"] == "SIGTERM"
+
+
+def test_run_records_of_a_killed_ccbench_are_removed(tmp_path):
+    import subprocess
+    import sys
+
+    from ccbench.measure.launcher import RECORD_PREFIX, _remove_stale_records
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    names = [f"{RECORD_PREFIX}{dead.pid}-abc", f"{RECORD_PREFIX}{os.getpid()}-def", f"{RECORD_PREFIX}{os.getppid()}-g",
+             "ccbench-run-x-y", "other"]
+    for n in names:
+        (tmp_path / n).write_text("")
+    _remove_stale_records(str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:])

@@ -18,6 +18,7 @@ travels to the ranks in ``CCBENCH_BIND`` and is stored with the CPUs each rank c
 use (`ccbench.measure.provenance.gather_hardware`).
 """
 
+import contextlib
 import json
 import math
 import os
@@ -285,9 +286,45 @@ class Job:
     signal: int | None = None  # the first stop signal (SIGTERM, SIGINT) this process got during the job
 
 
+#: The signals `run_job` passes on to the launcher: a batch system's or the user's stop (SIGTERM, SIGINT) and a
+#: closed terminal (SIGHUP, passed on as SIGTERM: the ranks stop between items and keep what they measured).
+FORWARDED = {signal.SIGTERM: signal.SIGTERM, signal.SIGINT: signal.SIGINT, signal.SIGHUP: signal.SIGTERM}
+
+RECORD_PREFIX = "ccbench-run-"
+
+
+def _die_with(parent: int):
+    """For Popen's preexec_fn: the launcher gets SIGTERM when `parent` (this ccbench) dies, even by SIGKILL, so that
+    no job outlives the command that started it (Linux's PR_SET_PDEATHSIG; elsewhere nothing is done)."""
+
+    def arm() -> None:
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            return
+        if os.getppid() != parent:  # the parent died before the request took hold
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arm
+
+
+def _remove_stale_records(folder: str | None = None) -> None:
+    """Remove run records (``RECORD_PREFIX``PID-...) left by a ccbench that was killed before it could."""
+    from ccbench.measure.session import process_gone
+
+    for p in Path(folder or tempfile.gettempdir()).glob(f"{RECORD_PREFIX}*-*"):
+        pid = p.name[len(RECORD_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and process_gone(int(pid)):
+            with contextlib.suppress(OSError):
+                p.unlink()
+
+
 def run_job(cmd: list[str], env: dict, *, stdout=None) -> Job:
-    """Run one launcher command, forwarding SIGTERM/SIGINT to it (a batch system signals us, not the ranks);
-    the job records the first such signal, whatever exit code the launcher then uses (hydra's is 15, not 143).
+    """Run one launcher command, passing on SIGTERM/SIGINT/SIGHUP to it (``FORWARDED``: a batch system signals us,
+    not the ranks); the job records the first such signal, whatever exit code the launcher then uses (hydra's is
+    15, not 143).  Should this process die anyway (SIGKILL), the launcher is sent SIGTERM (`_die_with`).
 
     A run the job left ``running`` after a non-zero exit is marked ``failed`` with the
     reason (`ccbench.store.run.mark_failed`); a run its ranks closed themselves (complete,
@@ -295,17 +332,19 @@ def run_job(cmd: list[str], env: dict, *, stdout=None) -> Job:
     """
     from ccbench.store.run import mark_failed
 
-    fd, record = tempfile.mkstemp(prefix="ccbench-run-")
+    _remove_stale_records()
+    fd, record = tempfile.mkstemp(prefix=f"{RECORD_PREFIX}{os.getpid()}-")
     os.close(fd)
-    proc = subprocess.Popen(cmd, env=dict(env, CCBENCH_RUN_RECORD=record), stdout=stdout)
+    proc = subprocess.Popen(cmd, env=dict(env, CCBENCH_RUN_RECORD=record), stdout=stdout,
+                            preexec_fn=_die_with(os.getpid()))  # noqa: PLW1509 -- this process runs no threads here
 
     received: list[int] = []
 
     def forward(signum, frame):  # noqa: ARG001
         received.append(signum)
-        proc.send_signal(signum)
+        proc.send_signal(FORWARDED[signum])
 
-    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    old = {s: signal.signal(s, forward) for s in FORWARDED}
     try:
         code = proc.wait()
         text = Path(record).read_text().strip()
