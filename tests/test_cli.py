@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from ccbench.cli import cli
@@ -189,3 +190,25 @@ def test_a_rank_that_dies_ends_the_job_and_the_run_says_failed(tmp_path):
     assert meta["resumed"][0]["status_before"] == "failed" and "crashed" in meta["resumed"][0]["failure_before"]
     rows = [json.loads(x) for x in (run / "cases.jsonl").read_text().splitlines()]
     assert [x["nbytes"] for x in rows] == [8, 16, 32, 64, 128, 256, 512, 1024]
+
+
+def test_list_and_show_take_the_collectives_wanted(capsys):
+    from ccbench.cli import main
+
+    env = {"COLUMNS": "200"}
+    out = CliRunner().invoke(cli, ["list", "allreduce", "bcast"], env=env)
+    assert out.exit_code == 0
+    firsts = [ln.split("│")[1].strip() for ln in out.output.splitlines() if ln.startswith("│")]
+    assert [c for c in firsts if c] == ["bcast", "allreduce"]  # the registry's order
+    with pytest.raises(SystemExit) as exc:
+        main(["list", "allreduc"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and "did you mean 'allreduce'?" in err
+    run = str(REPO / "tests" / "data" / "run-np2")
+    shown = CliRunner().invoke(cli, ["show", run, "-C", "bcast"], env=env)
+    assert shown.exit_code == 0 and "bcast" in shown.output and "allreduce" not in shown.output
+    assert "pingpong" not in shown.output
+    with pytest.raises(SystemExit) as exc:
+        main(["show", run, "-C", "scatter"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "has no scatter cases (it has pingpong, allreduce, bcast)" in err

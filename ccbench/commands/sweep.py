@@ -71,12 +71,18 @@ def launch(ctx, n, oversubscribe, launcher, launcher_args, **kw):
 
 
 @click.command("list")
-def list_cmd():
-    """Collectives and their algorithms, with constraints and cost formulas."""
+@click.argument("collectives", nargs=-1, metavar="[COLLECTIVE...]")
+def list_cmd(collectives):
+    """Collectives and their algorithms, with constraints and cost formulas (all, or the COLLECTIVEs named)."""
     from ccbench.present.table import to_rich
     from ccbench.present.views import algorithms_table
 
-    new_console().print(to_rich(algorithms_table()))
+    only = None
+    if collectives:
+        from ccbench.measure.config import collectives_named
+
+        only = collectives_named(",".join(collectives))
+    new_console().print(to_rich(algorithms_table(only)))
 
 
 @click.command()
@@ -86,19 +92,31 @@ def list_cmd():
               help="OSU/IMB statistics: each rank's mean, then avg/min/max over ranks; p50/p90/p99 (sweeps).")
 @click.option("--size-per-rank", "per_rank", is_flag=True,
               help="Sizes as one rank's block for scatter, gather, allgather and alltoall (as OSU counts them).")
-def show(run_path, results_dir, osu, per_rank):
+@click.option("-C", "--collective", "collectives", help="Only these collectives, comma separated (sweeps).")
+def show(run_path, results_dir, osu, per_rank, collectives):
     """Print a stored run as tables (median, CI, bus bandwidth, flags, failures)."""
     from ccbench.store.results import resolve_run
 
     path = resolve_run(run_path, results_dir)
-    if not (osu or per_rank):
+    if not (osu or per_rank or collectives):
         show_run(path, new_console())
         return
+    import dataclasses
+
     from ccbench.present.views import show_sweep
     from ccbench.store.run import open_run
 
-    show_sweep(open_run(path, results_dir, kinds=("sweep",), what="show --osu/--size-per-rank"), new_console(),
-               osu=osu, per_rank=per_rank)
+    run = open_run(path, results_dir, kinds=("sweep",), what="show --osu/--size-per-rank/-C")
+    if collectives:
+        from ccbench.measure.config import collectives_named
+
+        only = collectives_named(collectives)
+        rows = [r for r in run.rows if r.collective in only]
+        if not rows:
+            raise UsageError(f"{path} has no {' or '.join(only)} cases (it has "
+                             f"{', '.join(dict.fromkeys(r.collective for r in run.rows)) or 'none'})")
+        run = dataclasses.replace(run, rows=rows)
+    show_sweep(run, new_console(), osu=osu, per_rank=per_rank)
 
 
 @click.command()

@@ -146,6 +146,12 @@ def _check_choices(key, items, choices, allow_all=True):
     return items
 
 
+def collectives_named(text: str) -> tuple[str, ...]:
+    """Collectives given as "allreduce,bcast" (or "all"): each known, else one line naming the closest."""
+    return _check_choices("collective", tuple(c.strip() for c in text.split(",") if c.strip()) or ("",),
+                          tuple(COLLECTIVES))
+
+
 def _one_of(key, value, choices) -> str:
     """A config value that must be one of `choices` (shared by sweep and workload configs)."""
     if value not in choices:

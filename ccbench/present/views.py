@@ -254,14 +254,17 @@ def show_sweep(run, console, show_table: bool = True, *, osu: bool = False, per_
                   + (f", [red bold]{len(bad)} FAILED[/]" if bad else ", all correct"))
 
 
-def algorithms_table() -> Table:
-    """`ccbench list`: every collective and its algorithms, kind, cost formula and summary (the registry)."""
+def algorithms_table(only: Sequence[str] | None = None) -> Table:
+    """`ccbench list`: every collective (or those in `only`) and its algorithms, kind, cost formula and summary
+    (the registry)."""
     from ccbench.algorithms import REGISTRY
 
     t = Table("collectives and algorithms (a = latency, b = s/byte, g = reduction s/byte; n = size in bytes, "
               "P = ranks)",
               [Column(c, overflow="fold") for c in ("collective", "algorithm", "kind", "cost", "summary")])
     for coll, algs in REGISTRY.items():
+        if only is not None and coll not in only:
+            continue
         for i, (name, alg) in enumerate(algs.items()):
             t.add_row(coll if i == 0 else "", name, "native" if alg.native else "hand-written",
                       alg.formula or ("forced (" + ", ".join(alg.settings) + ")" if alg.settings
