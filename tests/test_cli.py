@@ -212,3 +212,19 @@ def test_list_and_show_take_the_collectives_wanted(capsys):
         main(["show", run, "-C", "scatter"])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "has no scatter cases (it has pingpong, allreduce, bcast)" in err
+
+
+def test_show_defines_every_flag_it_prints():
+    from ccbench.core.stats import FLAG_DESCRIPTIONS
+    from ccbench.store.run import open_run
+
+    run = REPO / "tests" / "data" / "run-np2"
+    shown = {f for r in open_run(run).rows for f in r.flags}
+    out = CliRunner().invoke(cli, ["show", str(run)], env={"COLUMNS": "1000"}).output
+    (legend,) = [ln for ln in out.splitlines() if ln.startswith("flags: ")]
+    assert shown and legend == "flags: " + "; ".join(f"{f} = {FLAG_DESCRIPTIONS[f]}" for f in
+                                                     dict.fromkeys(f for r in open_run(run).rows for f in r.flags))
+    clean = CliRunner().invoke(cli, ["show", str(REPO / "tests" / "data" / "wl-overlap-np2")],
+                               env={"COLUMNS": "1000"}).output
+    flagged = any(r.flags for r in open_run(REPO / "tests" / "data" / "wl-overlap-np2").rows)
+    assert ("flags: " in clean) == flagged

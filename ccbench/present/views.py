@@ -234,6 +234,14 @@ def launch_tables(rows: Sequence[Row]) -> list[Table]:
     return tables
 
 
+def flag_legend(rows: Sequence) -> str | None:
+    """What each flag shown in `rows` means (``FLAG_DESCRIPTIONS``), one line; None when no row is flagged."""
+    shown = dict.fromkeys(f for r in rows for f in (r.flags or ()))
+    if not shown:
+        return None
+    return "flags: " + "; ".join(f"{f} = {FLAG_DESCRIPTIONS.get(f, 'see the manual')}" for f in shown)
+
+
 def show_sweep(run, console, show_table: bool = True, *, osu: bool = False, per_rank: bool = False) -> None:
     """Print a stored collective sweep (a `Run`): provenance, tables per collective, warnings, a summary line.
 
@@ -246,6 +254,9 @@ def show_sweep(run, console, show_table: bool = True, *, osu: bool = False, per_
         render(osu_tables(rows, per_rank) if osu else rows_tables(rows, per_rank=per_rank), console)
         if any(r.n_launches > 1 for r in rows):
             render(launch_notes(rows), console)
+        legend = flag_legend(rows)
+        if legend:
+            console.print(legend, markup=False, highlight=False)
     for w in run.warnings:
         console.print(f"[yellow]warning: {w}[/]")
     bad = [r for r in rows if not r.ok]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from ccbench.core.units import fmt_time
 from ccbench.present.table import Column, Styled, Table, render
-from ccbench.present.views import LAUNCH_COLUMNS, launch_cells, launch_notes, run_header
+from ccbench.present.views import LAUNCH_COLUMNS, flag_legend, launch_cells, launch_notes, run_header
 from ccbench.store.launches import LAUNCH_SPREAD
 from ccbench.store.run import Run, open_run
 from ccbench.store.workload_rows import KIND, WorkloadRow
@@ -157,6 +157,9 @@ def show_workload(run, console, show_table: bool = True) -> None:
             console.print(f"model {m['name']}: {m['tensors']} tensors, {m['params']:,} parameters "
                           f"({m['source']})")
         render(workload_tables(meta, rows), console)
+        legend = flag_legend(rows)
+        if legend:
+            console.print(legend, markup=False, highlight=False)
     for w in warnings:
         console.print(f"[yellow]warning: {w}[/]")
     for s in meta.get("skipped", []):
