@@ -303,12 +303,20 @@ def shipped_configs(kind: str | None = None) -> dict[str, Path]:
 
 
 def config_description(path: str | Path) -> str:
-    """The first comment line of a config file, without its ``#`` ("" when it has none)."""
+    """The first sentence of a config file's opening comment, without the ``#`` (it may run over several
+    lines; "" when the file opens without a comment)."""
     try:
         lines = Path(path).read_text().splitlines()
     except (OSError, UnicodeDecodeError):
         return ""
-    return next((ln.lstrip("#").strip() for ln in lines if ln.startswith("#")), "")
+    words: list[str] = []
+    for ln in lines:
+        if not ln.startswith("#"):
+            break
+        words += ln.lstrip("#").split()
+    text = " ".join(words)
+    end = text.find(". ")
+    return text if end < 0 else text[:end + 1]
 
 
 def copy_shipped(dest: str | Path) -> list[Path]:
