@@ -519,11 +519,13 @@ class Progress:
                 Progress,
                 TextColumn,
                 TimeElapsedColumn,
+                TimeRemainingColumn,
             )
 
+            # elapsed, then the time left at the pace so far (rich's estimate over the recent items)
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                                MofNCompleteColumn(), TimeElapsedColumn(), console=console,
-                                transient=True)
+                                MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("left"),
+                                TimeRemainingColumn(), console=console, transient=True)
             self.task = self.bar.add_task(what, total=total)
             self.bar.start()
 
