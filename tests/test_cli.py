@@ -228,3 +228,25 @@ def test_show_defines_every_flag_it_prints():
                                env={"COLUMNS": "1000"}).output
     flagged = any(r.flags for r in open_run(REPO / "tests" / "data" / "wl-overlap-np2").rows)
     assert ("flags: " in clean) == flagged
+
+
+@pytest.mark.parametrize("fastest, bands", [
+    ([], []),
+    ([(8, "ring")], [(8, 8, "ring")]),
+    ([(8, "native"), (64, "native"), (512, "ring"), (4096, "ring")], [(8, 64, "native"), (512, 4096, "ring")]),
+    ([(8, "a"), (64, "b"), (512, "a")], [(8, 8, "a"), (64, 64, "b"), (512, 512, "a")]),  # a band never jumps
+])
+def test_size_bands(fastest, bands):
+    from ccbench.analysis.fastest import size_bands
+
+    assert size_bands([{"nbytes": n, "fastest": f} for n, f in fastest]) == bands
+
+
+def test_show_ends_with_what_the_sweep_found():
+    out = CliRunner().invoke(cli, ["show", str(REPO / "tests" / "data" / "run-np4")], env={"COLUMNS": "1000"}).output
+    lines = out.splitlines()
+    assert lines[-1].startswith("95 cases in ")
+    assert lines[-2] == ("allreduce (float32 sum): fastest native 8 B, linear 64 B, hierarchical 512 B-4 KiB, "
+                         "recursive_doubling 32 KiB (0 of 5 sizes decided at the launch level); peak bus bandwidth "
+                         "0.806 GB/s (recursive_doubling, 32 KiB)")
+    assert any(ln.startswith("bcast: fastest ") for ln in lines[-6:])

@@ -186,6 +186,18 @@ def fastest_per_size(g: Curves, alpha: float = SIGNIFICANCE) -> list[dict]:
             out.append({"nbytes": n, **f})
     return out
 
+def size_bands(entries: Sequence[dict]) -> list[tuple[int, int, str]]:
+    """``fastest_per_size`` entries (in size order) as bands of consecutive sizes with the same fastest:
+    [(smallest size, largest size, fastest)]."""
+    bands: list[tuple[int, int, str]] = []
+    for e in entries:
+        if bands and bands[-1][2] == e["fastest"]:
+            bands[-1] = (bands[-1][0], e["nbytes"], e["fastest"])
+        else:
+            bands.append((e["nbytes"], e["nbytes"], e["fastest"]))
+    return bands
+
+
 def step_rows(rows: Sequence[WorkloadRow]) -> list[WorkloadRow]:
     """The rows that are whole measurements: steps of ddp/zero/moe (part -1), every overlap/straggler row."""
     return [r for r in rows if r.part == -1 or r.workload in ("overlap", "straggler")]

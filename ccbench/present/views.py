@@ -242,6 +242,38 @@ def flag_legend(rows: Sequence) -> str | None:
     return "flags: " + "; ".join(f"{f} = {FLAG_DESCRIPTIONS.get(f, 'see the manual')}" for f in shown)
 
 
+def answer_lines(rows: Sequence, meta: dict) -> list[str]:
+    """What a sweep found, a line per collective and variant: the fastest algorithm per band of sizes (and how many
+    sizes that was decided at the launch level), the peak bus bandwidth and its share of the node's limit."""
+    from ccbench.analysis.fastest import fastest_per_size, group_rows, size_bands
+    from ccbench.analysis.limits import memory_limit, share_of_limit
+    from ccbench.core.units import format_size
+
+    limit = memory_limit(meta.get("memory_bandwidth"))
+    out = []
+    for g in group_rows(rows):
+        label = g.collective + ("" if not g.op or g.op == "none" else f" ({g.dtype} {g.op})")
+        parts = []
+        if len(g.by_algorithm) > 1:
+            entries = fastest_per_size(g)
+            if entries:
+                decided = sum(1 for e in entries if e["verdict"] == "faster")
+                parts.append("fastest " + ", ".join(
+                    f"{alg} {format_size(lo)}" + ("" if lo == hi else f"-{format_size(hi)}")
+                    for lo, hi, alg in size_bands(entries))
+                    + f" ({decided} of {len(entries)} sizes decided at the launch level)")
+        ok = [r for r in (x for rs in g.by_algorithm.values() for x in rs) if r.ok and r.busbw_gbs > 0]
+        if ok and g.collective not in ("barrier", "pingpong"):
+            top = max(ok, key=lambda r: r.busbw_gbs)
+            share = (f", {share_of_limit(top.busbw_gbs, limit.copy_gbs):.0%} of the node's memory copy limit"
+                     if limit is not None else "")
+            parts.append(f"peak bus bandwidth {top.busbw_gbs:.3g} GB/s ({top.algorithm}, {format_size(top.nbytes)}"
+                         f"{share})")
+        if parts:
+            out.append(f"{label}: " + "; ".join(parts))
+    return out
+
+
 def show_sweep(run, console, show_table: bool = True, *, osu: bool = False, per_rank: bool = False) -> None:
     """Print a stored collective sweep (a `Run`): provenance, tables per collective, warnings, a summary line.
 
@@ -257,6 +289,8 @@ def show_sweep(run, console, show_table: bool = True, *, osu: bool = False, per_
         legend = flag_legend(rows)
         if legend:
             console.print(legend, markup=False, highlight=False)
+    for line in answer_lines(rows, meta):
+        console.print(line, markup=False, highlight=False)
     for w in run.warnings:
         console.print(f"[yellow]warning: {w}[/]")
     bad = [r for r in rows if not r.ok]
