@@ -250,3 +250,17 @@ def test_show_ends_with_what_the_sweep_found():
                          "recursive_doubling 32 KiB (0 of 5 sizes decided at the launch level); peak bus bandwidth "
                          "0.806 GB/s (recursive_doubling, 32 KiB)")
     assert any(ln.startswith("bcast: fastest ") for ln in lines[-6:])
+
+
+def test_a_sweep_ends_with_what_it_found_and_leaves_the_tables_to_show(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "2", "-C", "allreduce,bcast", "-a",
+                        "native,ring,binomial", "-s", "8,64K", "--min-reps", "3", "--max-reps", "5", "--budget",
+                        "0.05", "--results-dir", "res"], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                       env={**os.environ, "COLUMNS": "300"})
+    assert r.returncode == 0, r.stderr
+    (run,) = (tmp_path / "res").iterdir()
+    lines = r.stdout.splitlines()
+    assert lines[-1].endswith(f"all correct; every case as tables: ccbench show {run.relative_to(tmp_path)}")
+    assert any(ln.startswith("allreduce (float32 sum): fastest ") for ln in lines)
+    assert any(ln.startswith("bcast: fastest ") for ln in lines)
+    assert not any("┃ algorithm" in ln for ln in lines)  # no table of every case

@@ -145,11 +145,11 @@ def nothing_to_resume(path, meta: dict) -> None:
     raise SystemExit(0)
 
 
-def show_run(path, console, show_table=True) -> None:
+def show_run(path, console, show_table=True, brief: bool = False) -> None:
     """Print a stored run of any kind (``ccbench.present.kinds.show_run``)."""
     from ccbench.present.kinds import show_run as show
 
-    show(path, console, show_table)
+    show(path, console, show_table, brief=brief)
 
 
 def to_argv(ctx: click.Context, kw: dict) -> list[str]:
@@ -274,7 +274,7 @@ def _measure_in_mpi(measure, launch_index, show: bool, resume_with: tuple[str, s
         MPI.Finalize()  # every rank got here: leave quietly instead of aborting the job
         raise SystemExit(exc.exit_code) from None
     if rank == 0 and path is not None:
-        show_run(path, console, show_table=show)
+        show_run(path, console, show_table=show, brief=True)
         if code > 128 and launch_index is None:  # a launch of several says it for the whole run (start_jobs)
             from ccbench.measure.provenance import launch_binding
 
@@ -297,7 +297,7 @@ def start_jobs(head: list[str], argv_of, env: dict, *, replication, kw: dict, nr
 
         code, merged = launch_parts(replication, kw, lambda part_kw: [*head, *argv_of(part_kw)], env, run_launcher,
                                     nranks, sys.argv, say=new_console().print, resume=resume)
-        show_run(merged, new_console(), show_table=kw.get("show", True))
+        show_run(merged, new_console(), show_table=kw.get("show", True), brief=True)
         if code > 128:
             click.echo(_continue_line(merged, code, resume_with), err=True)
         raise SystemExit(code)

@@ -58,7 +58,7 @@ def _workload_summary(res: dict, console) -> None:
 
 @dataclass(frozen=True)
 class KindView:
-    """How a kind of run is shown: ``show(run, console, show_table)``, ``report(run) -> dict`` (the page's
+    """How a kind of run is shown: ``show(run, console, show_table, brief=...)``, ``report(run) -> dict`` (the page's
     files, unwritten) and ``summary(report dict, console)`` (what ``ccbench report`` prints once written)."""
 
     show: Callable
@@ -78,7 +78,8 @@ def print_report(res: dict, console) -> None:
     VIEWS[res["kind"]].summary(res, console)
 
 
-def show_run(run, console, show_table: bool = True, results_dir="results") -> None:
-    """Print a stored run of any kind (a path, a name under `results_dir`, or ``latest``)."""
+def show_run(run, console, show_table: bool = True, results_dir="results", brief: bool = False) -> None:
+    """Print a stored run of any kind (a path, a name under `results_dir`, or ``latest``); `brief`: what it found,
+    its long tables left to ``ccbench show`` (what a measuring command prints when it ends)."""
     r = open_run(run, results_dir)
-    VIEWS[r.kind].show(r, console, show_table)
+    VIEWS[r.kind].show(r, console, show_table, brief=brief)

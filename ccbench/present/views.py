@@ -274,14 +274,23 @@ def answer_lines(rows: Sequence, meta: dict) -> list[str]:
     return out
 
 
-def show_sweep(run, console, show_table: bool = True, *, osu: bool = False, per_rank: bool = False) -> None:
-    """Print a stored collective sweep (a `Run`): provenance, tables per collective, warnings, a summary line.
+def show_sweep(run, console, show_table: bool = True, *, osu: bool = False, per_rank: bool = False,
+               brief: bool = False) -> None:
+    """Print a stored collective sweep (a `Run`): provenance, tables per collective, what it found, warnings, a
+    summary line.
 
     `osu`: the OSU/IMB statistics (``osu_tables``) instead of ccbench's; `per_rank`: sizes as one
-    rank's block where OSU and IMB count that way.
+    rank's block where OSU and IMB count that way; `brief` (what a sweep prints when it ends): what
+    it found and every wrong case, the tables left to ``ccbench show``.
     """
     path, meta, rows = run.path, run.meta, run.rows
-    if show_table:
+    if brief:
+        console.print(run_header(meta, path, rows))
+        for r in rows:
+            if not r.ok:
+                console.print(f"WRONG: {r.collective}/{r.algorithm} {r.nbytes} B {r.dtype} {r.op}: {r.nwrong} wrong "
+                              "elements", style="red", markup=False, highlight=False)
+    elif show_table:
         console.print(run_header(meta, path, rows))
         render(osu_tables(rows, per_rank) if osu else rows_tables(rows, per_rank=per_rank), console)
         if any(r.n_launches > 1 for r in rows):
@@ -296,7 +305,8 @@ def show_sweep(run, console, show_table: bool = True, *, osu: bool = False, per_
     bad = [r for r in rows if not r.ok]
     skipped = meta.get("skipped", [])
     console.print(f"{len(rows)} cases in {path}" + (f", {len(skipped)} skipped" if skipped else "")
-                  + (f", [red bold]{len(bad)} FAILED[/]" if bad else ", all correct"))
+                  + (f", [red bold]{len(bad)} FAILED[/]" if bad else ", all correct")
+                  + (f"; every case as tables: ccbench show {path}" if brief and show_table else ""))
 
 
 def algorithms_table(only: Sequence[str] | None = None) -> Table:

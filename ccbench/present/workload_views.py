@@ -145,8 +145,9 @@ def workload_tables(meta: dict, rows: list[WorkloadRow]) -> list:
     return out
 
 
-def show_workload(run, console, show_table: bool = True) -> None:
-    """Print a stored workload run (a `Run`, or a path opened here)."""
+def show_workload(run, console, show_table: bool = True, brief: bool = False) -> None:
+    """Print a stored workload run (a `Run`, or a path opened here); `brief` (what a run prints when it ends): the
+    per-call tables left to ``ccbench show``."""
     if not isinstance(run, Run):
         run = open_run(run, kinds=(KIND,))
     path, meta, rows, warnings = run.path, run.meta, run.rows, run.warnings
@@ -156,7 +157,8 @@ def show_workload(run, console, show_table: bool = True) -> None:
         if m:
             console.print(f"model {m['name']}: {m['tensors']} tensors, {m['params']:,} parameters "
                           f"({m['source']})")
-        render(workload_tables(meta, rows), console)
+        render([t for t in workload_tables(meta, rows) if not brief or isinstance(t, str) or "per call" not in t.title],
+               console)
         legend = flag_legend(rows)
         if legend:
             console.print(legend, markup=False, highlight=False)
@@ -166,7 +168,8 @@ def show_workload(run, console, show_table: bool = True) -> None:
         console.print(f"skipped {s['what']}: {s['why']}")
     _print_bucketing(rows, console)
     bad = [r for r in rows if not r.ok]
-    console.print(f"{len(rows)} rows in {path}" + (f", [red bold]{len(bad)} FAILED[/]" if bad else ", all correct"))
+    console.print(f"{len(rows)} rows in {path}" + (f", [red bold]{len(bad)} FAILED[/]" if bad else ", all correct")
+                  + (f"; every call as tables: ccbench show {path}" if brief and show_table else ""))
 
 
 def _print_bucketing(rows: Sequence[WorkloadRow], console) -> None:
