@@ -3,8 +3,8 @@
 import click
 
 from ccbench.commands.options import BIND_HELP
+from ccbench.core.choices import BINDINGS
 from ccbench.core.errors import CCBenchError
-from ccbench.measure.config import BINDINGS
 
 __all__ = ["COMMANDS"]
 

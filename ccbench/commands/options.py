@@ -2,7 +2,7 @@
 
 import click
 
-from ccbench.measure.config import BINDINGS
+from ccbench.core.choices import BINDINGS, THREAD_LEVELS
 
 __all__ = ["BIND_HELP", "OUT_OPTION", "network_options", "run_options"]
 
@@ -27,9 +27,6 @@ def network_options(fn):
 OUT_OPTION = click.option("--out", type=click.Path(file_okay=False), metavar="DIR",
                           help="Folder for the files written (default: RESULTS-derived/RUN beside the results tree; "
                                "the run itself is never written).")
-
-
-THREAD_LEVELS = ["auto", "single", "funneled", "serialized", "multiple"]
 
 
 BIND_HELP = ("How the launcher binds the ranks: core, socket or none (given in its own syntax: hydra -bind-to, "

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from ccbench.core.choices import BINDINGS, LOOPS, ORDERS, SYNC_METHODS, THREAD_LEVELS
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.dtypes import DTYPES, OPS
 from ccbench.core.errors import UsageError
@@ -24,14 +25,6 @@ __all__ = ["BINDINGS", "Case", "Config", "LOOPS", "MAX_LAUNCHES", "ORDERS", "THR
            "config_description", "copy_shipped", "load_config", "plan", "read_toml", "resolve_config_path",
            "shipped_configs", "shipped_dir"]
 
-THREAD_LEVELS = ("auto", "single", "funneled", "serialized", "multiple")
-SYNC_METHODS = ("barrier", "window")
-ORDERS = ("shuffled", "planned")
-#: How the launcher binds the ranks (`ccbench.measure.launcher.choose_binding`): auto = core when they fit the cores
-BINDINGS = ("auto", "core", "socket", "none")
-#: Which loop times the library's own collectives: ccbench's Python loop (default), its C loop
-#: (`ccbench.measure.compiled`; an error where it cannot be built), or the C loop where it can be built
-LOOPS = ("python", "compiled", "auto")
 MAX_ROUNDS = 100
 WORKLOAD_PREFIX = "workload-"  # shipped workload configs are named workload-<kind>.toml
 
