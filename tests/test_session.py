@@ -601,8 +601,8 @@ def test_a_peer_that_ends_during_an_item_ends_the_job(tmp_path):
               "print('alive', flush=True)\n")
     r = subprocess.run([sys.executable, "-c", script, "busy"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 3 and r.stdout == ""
-    assert re.fullmatch(r"ccbench: error: rank 1 \(process \d+\) ended during allreduce/ring 8 B, leaving the others "
-                        r"waiting; ending the job\n", r.stderr), r.stderr
+    assert re.fullmatch(r"ccbench: error: rank 1 \(process \d+\) ended during allreduce/ring 8 B: a rank crashed, "
+                        r"was killed or aborted, leaving the others waiting; ending the job\n", r.stderr), r.stderr
     r = subprocess.run([sys.executable, "-c", script, "idle"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == "alive\n" and r.stderr == ""
 

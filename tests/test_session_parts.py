@@ -196,15 +196,17 @@ def _screens(text):
     return [x for x in re.split(r"[\r\n]", ANSI.sub("", text)) if x.strip()]
 
 
-def test_the_bar_shows_what_runs_how_many_are_done_of_how_many_and_the_time_elapsed():
+def test_the_bar_shows_what_runs_how_many_are_done_of_how_many_the_time_elapsed_and_left():
     out, console = _terminal()
     p = Progress(3, console)  # a sweep's, unless told
     try:
         first = _screens(out.getvalue())  # drawn at once
-        assert re.fullmatch(r"sweep ━{40} 0/3 \d:\d\d:\d\d", first[0]), first
+        # elapsed, then the time left (unknown before the first item)
+        assert re.fullmatch(r"sweep ━{40} 0/3 \d:\d\d:\d\d left -:--:--", first[0]), first
         p.done("allreduce 8 B", "allreduce 8 B: ok", True)
         p.bar.refresh()
-        assert any(re.fullmatch(r"allreduce 8 B [━╸╺]{40} 1/3 \d:\d\d:\d\d", x) for x in _screens(out.getvalue()))
+        assert any(re.fullmatch(r"allreduce 8 B [━╸╺]{40} 1/3 \d:\d\d:\d\d left (\d:\d\d:\d\d|-:--:--)", x)
+                   for x in _screens(out.getvalue()))
     finally:
         p.stop()
 

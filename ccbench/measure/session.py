@@ -399,7 +399,8 @@ class Watchdog:
         print(f"ccbench: error: {why}", file=sys.stderr, flush=True)
         if self.writer is not None:
             try:
-                self.writer.update(status="failed", failure=why, end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+                self.writer.update(status="failed", failure=why, end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                   finished_cases=self.writer.rows)
             except OSError:
                 pass
         os._exit(3)
@@ -412,8 +413,8 @@ class Watchdog:
                           f"{self.seconds:g} s past its budget; ending the job")
             gone = {r for r, pid in self.peers.items() if process_gone(pid)} if self._busy else set()
             for r in sorted(gone & seen):
-                self._end(f"rank {r} (process {self.peers[r]}) ended during {self.label}, leaving the others "
-                          "waiting; ending the job")
+                self._end(f"rank {r} (process {self.peers[r]}) ended during {self.label}: a rank crashed, was "
+                          "killed or aborted, leaving the others waiting; ending the job")
             seen = gone
 
 
