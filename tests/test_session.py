@@ -593,7 +593,7 @@ def test_a_peer_that_ends_during_an_item_ends_the_job(tmp_path):
               "from ccbench.measure.session import Watchdog\n"
               "peer = subprocess.Popen([sys.executable, '-c', 'pass'])\n"
               "w = Watchdog(100.0, 2, 0)\n"
-              "w.watch_peers({1: peer.pid})\n"
+              "w.watch_peers({1: (peer.pid, None)})\n"
               "w.start('allreduce/ring 8 B', 1.0)\n"
               "if sys.argv[1] == 'idle':\n"
               "    w.idle()\n"
@@ -611,11 +611,42 @@ def test_process_gone():
     import subprocess
     import sys
 
-    from ccbench.measure.session import process_gone
+    from ccbench.measure.session import process_gone, process_start
 
-    assert not process_gone(os.getpid())
+    me = process_start(os.getpid())
+    assert me is not None and not process_gone(os.getpid()) and not process_gone(os.getpid(), me)
+    assert process_gone(os.getpid(), str(int(me) + 1))  # the same id, another start: another process
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     while not process_gone(child.pid):  # a zombie until waited for: gone all the same
         pass
     child.wait()
-    assert process_gone(child.pid)  # reaped: no such process
+    assert process_gone(child.pid) and process_start(child.pid) is None  # reaped: no such process
+
+
+def test_only_peers_seen_as_themselves_are_watched():
+    """Same host and the same process behind the id: watched; another host, or an id whose process here started
+    at another time (a rank in a container of its own), or a start nobody could read: left to the launcher."""
+    import socket
+
+    from ccbench.measure.session import Session, process_start
+
+    host, parent = socket.gethostname(), os.getppid()
+
+    class Comm:
+        def Get_size(self):
+            return 5
+
+        def Get_rank(self):
+            return 0
+
+        def allgather(self, mine):
+            assert mine == (host, os.getpid(), process_start(os.getpid()))
+            return [mine, (host, parent, process_start(parent)), ("elsewhere", parent, process_start(parent)),
+                    (host, parent, "1"), (host, parent, None)]
+
+    s = Session(Comm(), None, watchdog_s=0.0)
+    try:
+        s.watch_peers()
+        assert s.watchdog.peers == {1: (parent, process_start(parent))}
+    finally:
+        s.close()

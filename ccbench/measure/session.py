@@ -326,22 +326,28 @@ def _on_signal(signum, frame) -> None:  # noqa: ARG001
 # -- the watchdog -------------------------------------------------------------------------
 
 
-def process_gone(pid: int) -> bool:
-    """Whether process `pid` of this host has ended (gone, or a zombie its parent has not reaped yet)."""
+def process_start(pid: int) -> str | None:
+    """Process `pid`'s start time as this host's /proc gives it (field 22 of /proc/PID/stat, clock ticks after
+    boot): with the id, what tells one process from a later one with the same id, or from a process of another
+    PID namespace (a container) that has that number here.  None where it cannot be read or has ended (a zombie)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
-    except FileNotFoundError:
+    except OSError:
+        return None
+    fields = stat[stat.rindex(b")") + 2:].split()  # after "pid (comm) ": state, ppid, ... starttime is the 20th
+    if len(fields) < 20 or fields[0] in (b"Z", b"X"):
+        return None
+    return fields[19].decode()
+
+
+def process_gone(pid: int, start: str | None = None) -> bool:
+    """Whether process `pid` of this host has ended: gone, a zombie its parent has not reaped yet, or (given its
+    `start`, `process_start`) replaced by another process with the same id."""
+    now = process_start(pid)
+    if now is None:
         return True
-    except OSError:  # no /proc here: ask the kernel whether the process exists
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        except OSError:
-            return False
-        return False
-    return stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3] in (b"Z", b"X")  # the state follows "(comm) "
+    return start is not None and now != start
 
 
 class Watchdog:
@@ -368,15 +374,16 @@ class Watchdog:
         self.rank = rank
         self.label: str | None = None
         self.deadline = float("inf")
-        self.peers: dict[int, int] = {}  # rank -> process id, the other ranks of this node
+        self.peers: dict[int, tuple[int, str | None]] = {}  # rank -> (process id, start), other ranks of this node
         self._busy = False  # an item is in progress (peers are checked only then)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="ccbench-watchdog", daemon=True)
         if seconds > 0:
             self._thread.start()
 
-    def watch_peers(self, peers: dict[int, int]) -> None:
-        """Check these ranks (rank -> process id, on this node) while items are in progress."""
+    def watch_peers(self, peers: dict[int, tuple[int, str | None]]) -> None:
+        """Check these ranks (rank -> (process id, its `process_start`), on this node) while items are in
+        progress."""
         self.peers = dict(peers)
 
     def start(self, label: str, budget_s: float) -> None:
@@ -411,9 +418,9 @@ class Watchdog:
             if time.monotonic() > self.deadline + self.grace and self.label is not None:
                 self._end(f"watchdog: {self.label} at {self.nranks} ranks did not finish within "
                           f"{self.seconds:g} s past its budget; ending the job")
-            gone = {r for r, pid in self.peers.items() if process_gone(pid)} if self._busy else set()
+            gone = {r for r, (pid, start) in self.peers.items() if process_gone(pid, start)} if self._busy else set()
             for r in sorted(gone & seen):
-                self._end(f"rank {r} (process {self.peers[r]}) ended during {self.label}: a rank crashed, was "
+                self._end(f"rank {r} (process {self.peers[r][0]}) ended during {self.label}: a rank crashed, was "
                           "killed or aborted, leaving the others waiting; ending the job")
             seen = gone
 
@@ -702,11 +709,14 @@ class Session:
 
     def watch_peers(self) -> None:
         """Have the watchdog check the other ranks of this node while items run (`Watchdog.watch_peers`); a
-        collective: every rank calls it."""
+        collective: every rank calls it.  Only peers this rank can see as themselves are watched: same host
+        name, and the process of that id here started when the peer says it did (ranks in containers of their
+        own, or without /proc, are left to the launcher)."""
         if self.comm.Get_size() > 1:
-            here = (socket.gethostname(), os.getpid())
-            self.watchdog.watch_peers({r: pid for r, (host, pid) in enumerate(self.comm.allgather(here))
-                                       if host == here[0] and r != self.comm.Get_rank()})
+            here = (socket.gethostname(), os.getpid(), process_start(os.getpid()))
+            self.watchdog.watch_peers({r: (pid, start) for r, (host, pid, start) in enumerate(self.comm.allgather(here))
+                                       if host == here[0] and r != self.comm.Get_rank() and start is not None
+                                       and process_start(pid) == start})
 
     def stop_requested(self) -> bool:
         """True on every rank at once when any rank has received SIGINT or SIGTERM."""
