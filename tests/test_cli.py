@@ -266,3 +266,18 @@ def test_a_sweep_ends_with_what_it_found_and_leaves_the_tables_to_show(tmp_path)
     assert any(ln.startswith("allreduce (float32 sum): fastest ") for ln in lines)
     assert any(ln.startswith("bcast: fastest ") for ln in lines)
     assert not any("┃ algorithm" in ln for ln in lines)  # no table of every case
+
+
+def test_predict_from_an_oversubscribed_run_says_what_that_does_to_it():
+    env = {"COLUMNS": "300"}
+    note = ("note: run-np4 was measured with more ranks than cores (oversubscribed): its times include waits for the "
+            "scheduler, so predictions from it overstate every latency-bound time")
+    for argv in (["predict", "--from", str(REPO / "tests" / "data" / "run-np4"), "-n", "4096", "-s", "8:1K"],
+                 ["workload", "predict", "ddp", "-m", "resnet50", "-n", "64",
+                  "--from", str(REPO / "tests" / "data" / "run-np4")]):
+        out = CliRunner().invoke(cli, argv, env=env)
+        assert out.exit_code == 0, out.output
+        assert out.output.splitlines()[-1] == note
+    fine = CliRunner().invoke(cli, ["predict", "--from", str(REPO / "tests" / "data" / "run-np2"), "-n", "64", "-s",
+                                    "8"], env=env)
+    assert fine.exit_code == 0 and "oversubscribed" not in fine.output

@@ -112,6 +112,11 @@ def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gam
     print_predictions(params, source, two, ppn, tables, console)
     if intra_text:
         console.print(intra_text)
+    from ccbench.present.model_tables import oversubscribed_note
+
+    note = oversubscribed_note(run)
+    if note:
+        console.print(note, style="yellow", markup=False, highlight=False)
 
 
 COMMANDS = [fit, predict_cmd]

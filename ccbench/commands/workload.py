@@ -231,7 +231,7 @@ def predict_cmd(kind, model, ranks, from_run, results_dir, alpha, beta, gamma, d
     from ccbench.commands.common import new_console
     from ccbench.core.dtypes import dtype_of
     from ccbench.core.units import parse_ranks
-    from ccbench.present.model_tables import params_line, prediction_tables
+    from ccbench.present.model_tables import oversubscribed_note, params_line, prediction_tables
     from ccbench.present.table import render
     from ccbench.store.run import SWEEP, open_run
 
@@ -254,6 +254,9 @@ def predict_cmd(kind, model, ranks, from_run, results_dir, alpha, beta, gamma, d
     console = new_console()
     console.print(params_line(params, source))
     render(prediction_tables(result), console)
+    note = oversubscribed_note(run)
+    if note:
+        console.print(note, style="yellow", markup=False, highlight=False)
 
 
 COMMANDS = [workload]

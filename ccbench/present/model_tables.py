@@ -46,6 +46,14 @@ def gamma_line(params) -> str:
                    else "every size warm (no cold timings)")
 
 
+def oversubscribed_note(run) -> str | None:
+    """What a prediction from an oversubscribed run (more ranks than cores) must say; None for any other source."""
+    if run is None or not run.meta.get("oversubscribed"):
+        return None
+    return (f"note: {run.path.name} was measured with more ranks than cores (oversubscribed): its times include "
+            "waits for the scheduler, so predictions from it overstate every latency-bound time")
+
+
 def params_line(params, source: str) -> str:
     """The network parameters a prediction uses, one line, the same for ``predict`` and ``workload predict``."""
     paths = getattr(params, "numpy", None), getattr(params, "mpi", None)
