@@ -45,8 +45,7 @@ def _no_figures(res: dict, console) -> None:
 
 
 def _workload_summary(res: dict, console) -> None:
-    render([t for t in workload_tables(res["meta"], res["rows"])  # the per-call tables are in the report
-            if isinstance(t, str) or "per call" not in t.title], console)
+    render(workload_tables(res["meta"], res["rows"], calls=False), console)  # the per-call tables are in the report
     for w, entries in res["fastest"].items():
         if entries and any(e["runner_up"] is not None for e in entries):
             console.print(to_rich(fastest_table(f"fastest: {w} (runner-up compared at the launch level)",

@@ -116,8 +116,9 @@ def _straggler_table(rows: list[WorkloadRow]) -> Table:
     return t
 
 
-def workload_tables(meta: dict, rows: list[WorkloadRow]) -> list:
-    """The tables (and one-line notes) of a workload run (`Table`s and strings)."""
+def workload_tables(meta: dict, rows: list[WorkloadRow], calls: bool = True) -> list:
+    """The tables (and one-line notes) of a workload run (`Table`s and strings); without `calls`, not those of
+    each step's calls (what a brief view leaves to ``ccbench show``)."""
     if not rows:
         return []
     if rows[0].workload in ("overlap", "straggler"):
@@ -133,7 +134,7 @@ def workload_tables(meta: dict, rows: list[WorkloadRow]) -> list:
     out.append(_steps_table(meta, steps))
     if _several(steps):
         out += [_steps_launch_table(steps), *launch_notes(steps)]
-    for i, step in enumerate(steps):
+    for i, step in enumerate(steps if calls else ()):
         ps = parts[i]
         if len(ps) <= MAX_PART_ROWS:
             out.append(_parts_table(step, ps))
@@ -157,8 +158,7 @@ def show_workload(run, console, show_table: bool = True, brief: bool = False) ->
         if m:
             console.print(f"model {m['name']}: {m['tensors']} tensors, {m['params']:,} parameters "
                           f"({m['source']})")
-        render([t for t in workload_tables(meta, rows) if not brief or isinstance(t, str) or "per call" not in t.title],
-               console)
+        render(workload_tables(meta, rows, calls=not brief), console)
         legend = flag_legend(rows)
         if legend:
             console.print(legend, markup=False, highlight=False)
