@@ -281,3 +281,20 @@ def test_predict_from_an_oversubscribed_run_says_what_that_does_to_it():
     fine = CliRunner().invoke(cli, ["predict", "--from", str(REPO / "tests" / "data" / "run-np2"), "-n", "64", "-s",
                                     "8"], env=env)
     assert fine.exit_code == 0 and "oversubscribed" not in fine.output
+
+
+def test_the_flag_legend_defines_launch_spread_only_where_the_launch_notes_do_not():
+    import dataclasses
+
+    from ccbench.core.stats import FLAG_DESCRIPTIONS
+    from ccbench.present.views import flag_legend, launch_notes
+    from ccbench.store.run import open_run
+
+    row = open_run(REPO / "tests" / "data" / "run-np2").rows[0]
+    one = dataclasses.replace(row, flags=("launch_spread", "outliers"), launches=(), launch_samples=())
+    several = dataclasses.replace(one, launches=(1, 2), launch_samples=(row.samples - 1, 1))
+    assert flag_legend([one]) == ("flags: launch_spread = " + FLAG_DESCRIPTIONS["launch_spread"] + "; outliers = "
+                                  + FLAG_DESCRIPTIONS["outliers"])
+    assert flag_legend([several]) == "flags: outliers = " + FLAG_DESCRIPTIONS["outliers"]
+    assert FLAG_DESCRIPTIONS["launch_spread"] in launch_notes([several])[0]  # defined there, once
+    assert flag_legend([dataclasses.replace(row, flags=())]) is None

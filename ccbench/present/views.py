@@ -235,8 +235,13 @@ def launch_tables(rows: Sequence[Row]) -> list[Table]:
 
 
 def flag_legend(rows: Sequence) -> str | None:
-    """What each flag shown in `rows` means (``FLAG_DESCRIPTIONS``), one line; None when no row is flagged."""
-    shown = dict.fromkeys(f for r in rows for f in (r.flags or ()))
+    """What each flag shown in `rows` means (``FLAG_DESCRIPTIONS``), one line; None when no row is flagged.
+
+    ``launch_spread`` is left to `launch_notes`, which every view of a run of several launches prints (the only
+    runs whose rows carry it), so that no flag is defined twice on one screen.
+    """
+    several = any(r.n_launches > 1 for r in rows)
+    shown = dict.fromkeys(f for r in rows for f in (r.flags or ()) if not (several and f == LAUNCH_SPREAD))
     if not shown:
         return None
     return "flags: " + "; ".join(f"{f} = {FLAG_DESCRIPTIONS.get(f, 'see the manual')}" for f in shown)
