@@ -82,7 +82,7 @@ def compare(runs, results_dir, out_dir, level, min_effect, launch_cv, no_plot, f
 
     gate = None if fail_on is None else parse_fail_on(fail_on)
     cv = None if launch_cv is None else parse_fraction(launch_cv, "--launch-cv")
-    from ccbench.present.plots import ADD_FIGURES, have_matplotlib
+    from ccbench.present.plots import have_matplotlib, print_no_figures
 
     missing = not no_plot and not have_matplotlib()  # the tables all the same, and how to add the figure
     cmp = compare_runs(runs, results_dir, level=level, min_effect=effect, launch_cv=cv)
@@ -90,8 +90,7 @@ def compare(runs, results_dir, out_dir, level, min_effect, launch_cv, no_plot, f
     print_comparison(cmp, console)
     files = write_comparison(cmp, out_dir, plot=not (no_plot or missing))
     if missing:
-        console.print(f"note: no figure (matplotlib is not installed): {ADD_FIGURES}", style="yellow", markup=False,
-                      highlight=False)
+        print_no_figures(console)
     console.print("wrote " + ", ".join(str(p) for p in files.values()))
     if gate is not None:
         from ccbench.present.gate import failures_table

@@ -38,10 +38,9 @@ def _no_figures(res: dict, console) -> None:
     """Say, before the last line, that a report has no figures and how to add them."""
     if res.get("figures", True):
         return
-    from ccbench.present.plots import ADD_FIGURES
+    from ccbench.present.plots import print_no_figures
 
-    console.print(f"note: no figures (matplotlib is not installed): {ADD_FIGURES}", style="yellow", markup=False,
-                  highlight=False)
+    print_no_figures(console)
 
 
 def _workload_summary(res: dict, console) -> None:

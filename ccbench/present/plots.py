@@ -26,6 +26,7 @@ __all__ = [
     "predicted_figure",
     "ADD_FIGURES",
     "have_matplotlib",
+    "print_no_figures",
     "require_matplotlib",
     "png_bytes",
     "size_label",
@@ -38,6 +39,12 @@ MAX_SIZE_TICKS = 9
 
 #: How to add figures to an install without them (matplotlib is the ``report`` extra).
 ADD_FIGURES = "pip install 'ccbench[report]' (in a clone: pip install -e '.[report]') adds them"
+
+
+def print_no_figures(console) -> None:
+    """The line a command that wrote its tables without figures ends with: why, and how to add them."""
+    console.print(f"note: no figures (matplotlib is not installed): {ADD_FIGURES}", style="yellow", markup=False,
+                  highlight=False)
 
 
 def have_matplotlib() -> bool:
