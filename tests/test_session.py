@@ -597,7 +597,7 @@ def test_a_peer_that_ends_during_an_item_ends_the_job(tmp_path):
               "w.start('allreduce/ring 8 B', 1.0)\n"
               "if sys.argv[1] == 'idle':\n"
               "    w.idle()\n"
-              "time.sleep(3)\n"
+              "time.sleep(6)\n"
               "print('alive', flush=True)\n")
     r = subprocess.run([sys.executable, "-c", script, "busy"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 3 and r.stdout == ""

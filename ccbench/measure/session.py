@@ -350,6 +350,13 @@ def process_gone(pid: int, start: str | None = None) -> bool:
     return start is not None and now != start
 
 
+#: How often a rank's watchdog reads /proc for the other ranks of its node: each read takes the interpreter lock
+#: from a timing loop for tens of microseconds per peer, so not at every half-second wake-up (a dead peer is then
+#: found within two checks, 2-4 s).
+PEER_CHECK_S = 2.0
+PEER_CHECK_TICKS = int(PEER_CHECK_S / 0.5)
+
+
 class Watchdog:
     """Ends the job when an item outlives its deadline, naming the item, instead of hanging -- or when a rank
     of this node has ended while the others measure.
@@ -359,8 +366,8 @@ class Watchdog:
     are already on disk) and leaves the process with exit code 3 without finalising
     MPI, so the launcher tears the whole job down.  0 seconds: no watchdog.
 
-    Peers (`watch_peers`: the other ranks of this node, by process id) are checked twice a
-    second while an item is in progress: a rank that crashed or was killed leaves the others
+    Peers (`watch_peers`: the other ranks of this node, by process id) are checked every
+    ``PEER_CHECK_S`` while an item is in progress: a rank that crashed or was killed leaves the others
     waiting inside a collective for ever where the launcher does not end them (MPICH's
     hydra did not, now and then, here; srun without --kill-on-bad-exit never does).  Seen
     gone at two checks in a row, the job is ended the same way, naming the rank.
@@ -414,10 +421,14 @@ class Watchdog:
 
     def _watch(self) -> None:
         seen: set[int] = set()  # peers seen gone at the last check
+        ticks = 0
         while not self._stop.wait(0.5):
             if time.monotonic() > self.deadline + self.grace and self.label is not None:
                 self._end(f"watchdog: {self.label} at {self.nranks} ranks did not finish within "
                           f"{self.seconds:g} s past its budget; ending the job")
+            ticks += 1
+            if ticks % PEER_CHECK_TICKS:
+                continue
             gone = {r for r, (pid, start) in self.peers.items() if process_gone(pid, start)} if self._busy else set()
             for r in sorted(gone & seen):
                 self._end(f"rank {r} (process {self.peers[r][0]}) ended during {self.label}: a rank crashed, was "
