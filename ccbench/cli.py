@@ -13,8 +13,35 @@ from ccbench.core.version import __version__
 __all__ = ["cli", "main"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _Group(click.Group):
+    """The ``ccbench`` group: its commands, and the command of every run kind a plug-in adds (built on first need)."""
+
+    def get_command(self, ctx, cmd_name):
+        found = super().get_command(ctx, cmd_name)
+        if found is None:
+            from ccbench.commands.kinds import kind_command_named
+
+            found = kind_command_named(cmd_name)
+        return found
+
+    def list_commands(self, ctx):
+        from ccbench.commands.kinds import kind_command_names
+
+        return sorted({*super().list_commands(ctx), *kind_command_names()})
+
+
+def _load_plugins(ctx, param, values) -> None:
+    from ccbench.store.kinds import add_plugin
+
+    for value in values:
+        add_plugin(value)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="ccbench")
+@click.option("--plugin", multiple=True, expose_value=False, is_eager=True, callback=_load_plugins,
+              metavar="MODULE", help="Load a plug-in (a module name or a .py file) that adds run kinds; the jobs "
+                                     "ccbench starts load it too (also: CCBENCH_PLUGINS).")
 def cli():
     """ccbench: MPI collectives, native and hand-written, measured, checked and modelled.
 

@@ -391,7 +391,7 @@ def test_mixed_kinds_are_refused(wl_runs, capsys):
     for pair in (("wl-ddp-np2", "run-np4"), ("run-np4", "wl-ddp-np2")):
         code, out, err = _run_main(["compare", *(str(wl_runs[n]) for n in pair)], capsys)
         assert code == 2 and err.count("\n") == 1 and "Traceback" not in out + err
-        assert "is a 'workload' run but" in err and "is a collective sweep" in err
+        assert "is a training-workload run" in err and "is a collective sweep" in err and "one kind" in err
     assert not list(wl_runs["wl-ddp-np2"].glob("compare*")) and not list(wl_runs["run-np4"].glob("compare*"))
 
 
@@ -934,10 +934,10 @@ def test_compare_runs_refusals_are_exact(tmp_path, wl_runs):
     wl = wl_runs["wl-ddp-np2"]
     cases = [
         ([a], "compare needs at least two runs"),
-        ([a, wl], f"{str(wl)!r} is a 'workload' run but {str(a)!r} is a collective sweep: compare takes runs of "
-                  "one kind"),
-        ([wl, a], f"{str(wl)!r} is a 'workload' run but {str(a)!r} is a collective sweep: compare takes runs of "
-                  "one kind"),
+        ([a, wl], f"{str(wl)!r} is a training-workload run but {str(a)!r} is a collective sweep: compare takes "
+                  "runs of one kind"),
+        ([wl, a], f"{str(a)!r} is a collective sweep but {str(wl)!r} is a training-workload run: compare takes "
+                  "runs of one kind"),
         ([a, empty], f"{str(empty)!r} has no finished cases"),
         ([a, b, tmp_path / "b" / ".." / "a"], f"run {str(tmp_path / 'b' / '..' / 'a')!r} is given twice"),
         ([a, b, other], "runs A (a) and C (other) have no case in common (same collective, algorithm, size, dtype, "

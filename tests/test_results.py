@@ -130,14 +130,15 @@ def _workload_row():
 
 
 def test_open_run_knows_the_kind_and_its_spec(tmp_path):
-    from ccbench.store.run import KINDS, SWEEP, WORKLOAD, open_run
+    from ccbench.store.kinds import kind_named
+    from ccbench.store.run import SWEEP, WORKLOAD, open_run
     from ccbench.store.workload_rows import WORKLOAD_COLUMNS, WorkloadRow
 
     d = _sweep_run(tmp_path, [make_row()])
     run = open_run(d)
-    assert run.kind == SWEEP == "sweep" and run.spec is KINDS["sweep"] and run.path == d
+    assert run.kind == SWEEP == "sweep" and run.spec is kind_named("sweep") and run.path == d
     assert run.rows == [make_row()] and run.warnings == [] and run.meta["nranks"] == 4
-    assert (run.spec.row_type, run.spec.marker, run.spec.noun, run.spec.item) == (Row, "collective", "sweep", "case")
+    assert (run.spec.rows, run.spec.marker, run.spec.noun, run.spec.item) == (Row, "collective", "sweep", "case")
     assert open_run(d.name, results_dir=tmp_path).path == d          # a name under the results directory
     w = tmp_path / "wl"
     w.mkdir()
@@ -164,7 +165,9 @@ def test_open_run_refuses_what_the_command_does_not_read(tmp_path):
     with pytest.raises(UsageError, match=r"is a 'workload' run; compare reads collective sweeps only$"):
         open_run(d, kinds=(SWEEP,), what="compare")
     (d / "run.json").write_text(json.dumps(dict(meta, kind="pingpong")))
-    with pytest.raises(UsageError, match=rf"^{q} is a 'pingpong' run, a kind this ccbench does not know$"):
+    with pytest.raises(UsageError, match=rf"^{q} is a 'pingpong' run, a kind this ccbench does not know \(a "
+                                         r"plug-in's kind: load it with ccbench --plugin MODULE, or name it in "
+                                         r"CCBENCH_PLUGINS\)$"):
         open_run(d)
     (d / "run.json").write_text(json.dumps(dict(meta, kind="")))       # an empty kind is a sweep's
     assert open_run(d).kind == SWEEP
@@ -230,15 +233,16 @@ def test_runs_are_found_by_name_under_results_by_default(tmp_path, monkeypatch):
         open_run(d)
 
 
-def test_a_refusal_names_every_kind_the_command_reads(tmp_path, monkeypatch):
-    from ccbench.store.run import KINDS, SWEEP, WORKLOAD, RunKind, open_run
+def test_a_refusal_names_every_kind_the_command_reads(tmp_path):
+    from ccbench.store.kinds import RunKind, registered
+    from ccbench.store.run import SWEEP, WORKLOAD, open_run
 
-    monkeypatch.setitem(KINDS, "lab", RunKind("lab", Row, "collective", "lab run", "lab run", "case"))
     d = _sweep_run(tmp_path, [make_row()])
     meta = json.loads((d / "run.json").read_text())
     (d / "run.json").write_text(json.dumps(dict(meta, kind="lab")))
-    with pytest.raises(UsageError, match=r"is a 'lab' run; show reads collective sweeps or training-workload runs "
-                                         r"only$"):
+    with registered(RunKind("lab", Row, "collective", "lab run", "lab run", "case")), \
+            pytest.raises(UsageError, match=r"is a 'lab' run; show reads collective sweeps or training-workload runs "
+                                            r"only$"):
         open_run(d, kinds=(SWEEP, WORKLOAD), what="show")
 
 

@@ -48,7 +48,8 @@ cases were decided at the launch level, how many had a single launch on a side, 
 which ratios those could resolve.
 
 Training-workload runs are compared the same way (one engine; what differs per run kind is
-the small table ``_KINDS``: row matching, pair type, extra warnings, summary).
+its `Matching`, named by its ``RunKind``: row matching, pair type, extra warnings, summary; a kind
+that names none is matched on its ``key_fields``).
 Rows of the other runs are matched to the baseline A on ``KEY_FIELDS``: every field of
 ``WorkloadRow`` that is neither a measurement (times, overlap, slowdown, counted bytes,
 checks, samples, launches), nor a rank count (``nranks``, ``group_ranks``: provenance,
@@ -62,6 +63,7 @@ the verdicts are ``test_pairs``', as for sweeps; per workload the ratios of whol
 """
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -80,13 +82,15 @@ from ccbench.core.replication import (
     launches_needed,
 )
 from ccbench.core.stats import benjamini_hochberg, geometric_mean
+from ccbench.store.kinds import RunKind, kind_named
 from ccbench.store.results import Row
-from ccbench.store.run import SWEEP, WORKLOAD, Run, lab_block
+from ccbench.store.run import Run, lab_block
 from ccbench.store.workload_rows import WorkloadRow
 
-__all__ = ["CSV_COLUMNS", "KEY_FIELDS", "TEST_FIELDS", "VERDICTS", "WORKLOAD_CSV_COLUMNS", "Comparison", "LaunchTest",
-           "Pair", "WorkloadPair", "check_settings", "compare_runs", "index_rows", "match_key", "measured_launch_cv",
-           "parse_fraction", "provenance_differences", "test_pairs", "workload_match_key"]
+__all__ = ["CSV_COLUMNS", "KEY_FIELDS", "PAIR_FIELDS", "TEST_FIELDS", "VERDICTS", "WORKLOAD_CSV_COLUMNS",
+           "Comparison", "LaunchTest", "Matching", "Pair", "WorkloadPair", "check_settings", "compare_runs",
+           "index_rows", "make_pair", "match_key", "matching", "measured_launch_cv", "pair_type", "parse_fraction",
+           "provenance_differences", "run_summary", "test_pairs", "workload_match_key"]
 
 #: Fewer raw samples than this on either side: the case is shown but not tested.
 MIN_SAMPLES = 2
@@ -170,31 +174,40 @@ class LaunchTest:
 TEST_FIELDS = tuple(f.name for f in dataclasses.fields(LaunchTest))
 
 
-@dataclass(frozen=True)
-class Pair(LaunchTest):
-    """One case measured in the baseline (a) and in another run (b), with its test (``LaunchTest``); ratio = b / a."""
+#: What every pair holds beside its key and its test: both sides' rank counts, samples, medians and intervals.
+PAIR_FIELDS = (("nranks_a", int), ("nranks_b", int), ("samples_a", int), ("samples_b", int), ("median_a_s", float),
+               ("median_b_s", float), ("ci_low_a_s", float), ("ci_high_a_s", float), ("ci_low_b_s", float),
+               ("ci_high_b_s", float))
 
-    baseline: str
-    other: str
-    collective: str
-    algorithm: str
-    nbytes: int
-    dtype: str
-    op: str
-    in_place: bool
-    root: int
-    settings_a: str
-    settings_b: str
-    nranks_a: int
-    nranks_b: int
-    samples_a: int
-    samples_b: int
-    median_a_s: float
-    median_b_s: float
-    ci_low_a_s: float
-    ci_high_a_s: float
-    ci_low_b_s: float
-    ci_high_b_s: float
+
+def pair_type(name: str, key: Sequence[tuple[str, object]], extra: Sequence[tuple[str, object]] = (),
+              doc: str = "", namespace: Mapping | None = None) -> type:
+    """The pair type of one kind of run: ``baseline``, ``other``, the `key` fields (what the two rows share),
+    ``PAIR_FIELDS``, the `extra` fields (per side), then its ``LaunchTest``'s fields; frozen, ratio = b / a."""
+    cls = dataclasses.make_dataclass(name, [("baseline", str), ("other", str), *key, *PAIR_FIELDS, *extra],
+                                     bases=(LaunchTest,), frozen=True, namespace=dict(namespace or {}))
+    cls.__doc__ = doc or f"One {name} row measured in the baseline (a) and in another run (b), with its test."
+    cls.__module__ = __name__
+    return cls
+
+
+def make_pair(cls: type, la: str, lb: str, a, b, test: LaunchTest, **extra):
+    """A pair of `cls` (`pair_type`) from the matched rows `a` (baseline `la`) and `b` (run `lb`): its key from a,
+    ``PAIR_FIELDS`` from both sides, `extra` as given."""
+    key = {f.name: getattr(a, f.name) for f in dataclasses.fields(cls)
+           if f.name not in _NOT_KEY and f.name not in extra}
+    return cls(baseline=la, other=lb, **key, **extra, nranks_a=a.nranks, nranks_b=b.nranks, samples_a=a.samples,
+               samples_b=b.samples, median_a_s=a.median_s, median_b_s=b.median_s, ci_low_a_s=a.ci_low_s,
+               ci_high_a_s=a.ci_high_s, ci_low_b_s=b.ci_low_s, ci_high_b_s=b.ci_high_s, **test.test_fields())
+
+
+_NOT_KEY = frozenset({"baseline", "other", *(n for n, _ in PAIR_FIELDS), *TEST_FIELDS})
+
+#: One case measured in the baseline (a) and in another run (b), with its test (``LaunchTest``); ratio = b / a.
+Pair = pair_type("Pair", (("collective", str), ("algorithm", str), ("nbytes", int), ("dtype", str), ("op", str),
+                          ("in_place", bool), ("root", int)), (("settings_a", str), ("settings_b", str)),
+                 "One case measured in the baseline (a) and in another run (b), with its test (``LaunchTest``); "
+                 "ratio = b / a.")
 
 
 @dataclass
@@ -213,8 +226,8 @@ class Comparison:
     measured_cv: dict[str, tuple[float, int]] = dataclasses.field(default_factory=dict)  # run -> (CV, rows)
 
     def summary(self) -> list[dict]:
-        """Per other run: pairs, geometric mean of the ratios and verdict counts (per kind: `_KINDS`)."""
-        return _KINDS[self.kind].summary(self)
+        """Per other run: pairs, geometric mean of the ratios and verdict counts (per kind: its `Matching`)."""
+        return matching(self.kind).summary(self)
 
     def launch_summary(self) -> list[dict]:
         """Per other run: how its cases were decided (see ``launch_summary``)."""
@@ -265,6 +278,11 @@ def launch_summary(cmp: "Comparison") -> list[dict]:
     return out
 
 
+def _dtypes(rows: Sequence) -> list[str]:
+    """The element types of `rows` (a kind whose rows have none: [])."""
+    return sorted({d for r in rows if (d := getattr(r, "dtype", None)) is not None})
+
+
 def provenance_differences(a: Mapping, b: Mapping, rows_a: Sequence[Row], rows_b: Sequence[Row],
                            la: str = "A", lb: str = "B") -> list[str]:
     """One line per difference in provenance that changes what is measured."""
@@ -272,7 +290,7 @@ def provenance_differences(a: Mapping, b: Mapping, rows_a: Sequence[Row], rows_b
     for key, label in PROVENANCE_FIELDS:
         if a.get(key) != b.get(key):
             out.append(f"provenance differs in {label}: {a.get(key)!r} ({la}) vs {b.get(key)!r} ({lb})")
-    da, db = sorted({r.dtype for r in rows_a}), sorted({r.dtype for r in rows_b})
+    da, db = _dtypes(rows_a), _dtypes(rows_b)
     if da != db:
         out.append(f"provenance differs in dtypes: {', '.join(da)} ({la}) vs {', '.join(db)} ({lb})")
     sa, sb = ((m.get("config") or {}).get("sync") for m in (a, b))      # a null config records none
@@ -441,42 +459,20 @@ def workload_match_key(r: WorkloadRow) -> tuple:
     return tuple(getattr(r, f) for f in KEY_FIELDS)
 
 
-@dataclass(frozen=True)
-class WorkloadPair(LaunchTest):
-    """One workload row measured in the baseline (a) and in another run (b), with its test; ratio = b / a."""
+def _whole(self) -> bool:
+    """A whole measurement (a step, an overlap or straggler row), not one call of a step."""
+    return self.part == -1 or self.workload in ("overlap", "straggler")
 
-    baseline: str
-    other: str
-    workload: str
-    variant: str
-    model: str
-    algorithm: str
-    dtype: str
-    part: int
-    label: str
-    collective: str
-    nbytes: int
-    delay_s: float | None
-    delayed_rank: int | None
-    nranks_a: int
-    nranks_b: int
-    samples_a: int
-    samples_b: int
-    median_a_s: float
-    median_b_s: float
-    ci_low_a_s: float
-    ci_high_a_s: float
-    ci_low_b_s: float
-    ci_high_b_s: float
-    overlap_pct_a: float | None
-    overlap_pct_b: float | None
-    slowdown_a: float | None
-    slowdown_b: float | None
 
-    @property
-    def whole(self) -> bool:
-        """A whole measurement (a step, an overlap or straggler row), not one call of a step."""
-        return self.part == -1 or self.workload in ("overlap", "straggler")
+#: One workload row measured in the baseline (a) and in another run (b), with its test; ratio = b / a.
+WorkloadPair = pair_type(
+    "WorkloadPair", (("workload", str), ("variant", str), ("model", str), ("algorithm", str), ("dtype", str),
+                     ("part", int), ("label", str), ("collective", str), ("nbytes", int), ("delay_s", float | None),
+                     ("delayed_rank", int | None)),
+    (("overlap_pct_a", float | None), ("overlap_pct_b", float | None), ("slowdown_a", float | None),
+     ("slowdown_b", float | None)),
+    "One workload row measured in the baseline (a) and in another run (b), with its test; ratio = b / a.",
+    {"whole": property(_whole)})
 
 
 WORKLOAD_CSV_COLUMNS = (*(f.name for f in dataclasses.fields(WorkloadPair) if f.name not in TEST_FIELDS), *TEST_FIELDS)
@@ -512,35 +508,68 @@ def workload_summary(cmp: Comparison) -> list[dict]:
 
 
 @dataclass(frozen=True)
-class _Kind:
-    """What comparing runs of one kind needs: the match key, the pair, extra warnings, the summary."""
+class Matching:
+    """What comparing runs of one kind needs (its ``RunKind.matching``): the match key, the pair, extra warnings,
+    the summary, what a compared thing is called and what "in common" means (for the error)."""
 
     key: Callable
     pair: Callable  # (label a, label b, row a, row b, LaunchTest) -> pair
     extra_warnings: Callable  # (meta a, meta b, label a, label b) -> [str]
     summary: Callable
     what: str  # "case" or "row"
-    same: str  # what "in common" means, for the error
+    same: str
 
 
 def _sweep_pair(la, lb, a, b, test: LaunchTest) -> Pair:
-    return Pair(la, lb, a.collective, a.algorithm, a.nbytes, a.dtype, a.op, a.in_place, a.root, _settings(a),
-                _settings(b), a.nranks, b.nranks, a.samples, b.samples, a.median_s, b.median_s, a.ci_low_s,
-                a.ci_high_s, b.ci_low_s, b.ci_high_s, **test.test_fields())
+    return make_pair(Pair, la, lb, a, b, test, settings_a=_settings(a), settings_b=_settings(b))
 
 
 def _workload_pair(la, lb, a, b, test: LaunchTest) -> "WorkloadPair":
-    return WorkloadPair(la, lb, *workload_match_key(a), a.nranks, b.nranks, a.samples, b.samples, a.median_s,
-                        b.median_s, a.ci_low_s, a.ci_high_s, b.ci_low_s, b.ci_high_s, a.overlap_pct, b.overlap_pct,
-                        a.slowdown, b.slowdown, **test.test_fields())
+    return make_pair(WorkloadPair, la, lb, a, b, test, overlap_pct_a=a.overlap_pct, overlap_pct_b=b.overlap_pct,
+                     slowdown_a=a.slowdown, slowdown_b=b.slowdown)
 
 
-_KINDS = {
-    SWEEP: _Kind(match_key, _sweep_pair, lambda *_: [], sweep_summary, "case",
-                 "same collective, algorithm, size, dtype, op"),
-    WORKLOAD: _Kind(workload_match_key, _workload_pair, _settings_differences, workload_summary, "row",
-                    "same workload, variant, model, algorithm, call, size, delay"),
-}
+def _no_warnings(*_) -> list[str]:
+    return []
+
+
+SWEEP_MATCHING = Matching(match_key, _sweep_pair, _no_warnings, sweep_summary, "case",
+                          "same collective, algorithm, size, dtype, op")
+WORKLOAD_MATCHING = Matching(workload_match_key, _workload_pair, _settings_differences, workload_summary, "row",
+                             "same workload, variant, model, algorithm, call, size, delay")
+
+
+def run_summary(cmp: Comparison) -> list[dict]:
+    """Per other run: pairs, geometric mean of the ratios, verdict counts (a kind without a summary of its own)."""
+    out = []
+    for label, _, _ in cmp.runs[1:]:
+        ps = [p for p in cmp.pairs if p.other == label]
+        ratios = [p.ratio for p in ps if p.ratio > 0 and math.isfinite(p.ratio)]
+        out.append({"other": label, "pairs": len(ps), "geomean_ratio": geometric_mean(ratios) if ratios else math.nan,
+                    **_counts(ps)})
+    return out
+
+
+_GENERIC: dict[str, Matching] = {}
+
+
+def _generic_matching(kind: RunKind) -> Matching:
+    if kind.name in _GENERIC:
+        return _GENERIC[kind.name]
+    fields = {f.name: f.type for f in dataclasses.fields(kind.rows)}
+    cls = pair_type(f"{kind.name.title()}Pair", [(f, fields.get(f, object)) for f in kind.key_fields])
+    _GENERIC[kind.name] = Matching(kind.key_of, functools.partial(make_pair, cls), _no_warnings, run_summary,
+                                   kind.item, "same " + ", ".join(kind.key_fields))
+    return _GENERIC[kind.name]
+
+
+def matching(kind: str) -> Matching:
+    """How runs of `kind` are compared: its ``RunKind.matching``, else rows matched on its ``key_fields``."""
+    spec = kind_named(kind)
+    if spec is None:
+        raise UsageError(f"runs of kind {kind!r} cannot be compared: no such kind is registered")
+    return spec.get("matching") or _generic_matching(spec)
+
 
 #: Largest between-launch CV --launch-cv accepts (100%: launches twice as slow as others are one sigma away).
 MAX_LAUNCH_CV = 1.0
@@ -572,14 +601,13 @@ def compare_runs(runs: Sequence[Run], *, level: float = SIGNIFICANCE, min_effect
     opened = list(runs)
     kinds = [r.kind for r in opened]
     if len(set(kinds)) > 1:
-        w = next(r for r in opened if r.kind == WORKLOAD)
-        c = next(r for r in opened if r.kind != WORKLOAD)
-        raise UsageError(f"{str(w.path)!r} is a 'workload' run but {str(c.path)!r} is a collective sweep: compare "
+        a, b = opened[0], next(r for r in opened if r.kind != kinds[0])
+        raise UsageError(f"{str(b.path)!r} is a {b.spec.label} but {str(a.path)!r} is a {a.spec.label}: compare "
                          "takes runs of one kind")
     for r in opened:
         if not r.rows:
             raise UsageError(f"{str(r.path)!r} has no finished cases")
-    spec = _KINDS[kinds[0]]
+    spec = matching(kinds[0])
     paths = [r.path.resolve() for r in opened]
     for i, p in enumerate(paths):
         if p in paths[:i]:

@@ -1,7 +1,8 @@
 """How a comparison of runs is shown: terminal tables, Markdown blocks, CSV, the ratio figure.
 
-One module for both run kinds; what differs per kind is the table ``_VIEWS`` (its printer,
-Markdown blocks, figure and CSV columns).  Every case shows the ratio with its launch-level
+One module for every run kind; what differs per kind is its `CompareView` (its printer,
+Markdown blocks, figure and CSV columns), named by its ``RunKind``; a kind that names none gets
+the generic view (every matched row in one table, on the table model).  Every case shows the ratio with its launch-level
 interval, the launches per side, p and adjusted p, and the verdict; every pair of runs gets
 a line that says how many cases were decided at the launch level and what single-launch
 comparisons could resolve (``launch_lines``).  The numbers come from
@@ -9,20 +10,30 @@ comparisons could resolve (``launch_lines``).  The numbers come from
 """
 
 import csv
+import dataclasses
 import io
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from ccbench.analysis.compare import CSV_COLUMNS, VERDICTS, WORKLOAD_CSV_COLUMNS, Comparison, WorkloadPair
+from ccbench.analysis.compare import (
+    CSV_COLUMNS,
+    TEST_FIELDS,
+    VERDICTS,
+    WORKLOAD_CSV_COLUMNS,
+    Comparison,
+    WorkloadPair,
+)
 from ccbench.core.replication import USELESS_WIDTH
 from ccbench.core.units import format_size, human_time
+from ccbench.present.generic import key_columns
 from ccbench.present.report import render_markdown
-from ccbench.present.table import Column, Styled, Table, fmt_p, render, to_rich
+from ccbench.present.table import Column, Styled, Table, fmt_p, render, to_block, to_rich
 from ccbench.present.workload_report import short_algorithm
-from ccbench.store.run import SWEEP, WORKLOAD
+from ccbench.store.kinds import kind_named
 
-__all__ = ["VERDICT_COLOUR", "comparison_files", "figure_panels", "launch_lines", "legend", "markdown_blocks",
+__all__ = ["SWEEP_VIEW", "VERDICT_COLOUR", "WORKLOAD_VIEW", "CompareView", "compare_view", "summary_table",
+           "comparison_files", "figure_panels", "launch_lines", "legend", "markdown_blocks",
            "print_comparison", "print_warnings_and_legend"]
 
 
@@ -198,10 +209,14 @@ def _sweep_figure(cmp: Comparison):
 def comparison_files(cmp: Comparison, stem: str = "compare", *, plot: bool = True) -> dict[str, str | bytes]:
     """The files of a comparison, by suffix: ``.csv`` (one row per pair), ``.md`` (the page) and, with `plot`
     and something to draw, ``.png``, which the page names as `stem` + ``.png``."""
-    view = _VIEWS[cmp.kind]
+    view = compare_view(cmp.kind)
     files: dict[str, str | bytes] = {}
     buf = io.StringIO(newline="")
-    w = csv.DictWriter(buf, fieldnames=view.columns)
+    columns = view.columns
+    if columns is None:  # the pair's fields, its test's last (as the built-in kinds' columns)
+        names = [f.name for f in dataclasses.fields(cmp.pairs[0])] if cmp.pairs else []
+        columns = [*(n for n in names if n not in TEST_FIELDS), *TEST_FIELDS]
+    w = csv.DictWriter(buf, fieldnames=columns)
     w.writeheader()
     for p in cmp.pairs:
         w.writerow(asdict(p))
@@ -222,12 +237,15 @@ def _verdict(v: str) -> Styled:
     return Styled(v, VERDICT_COLOUR.get(v, ""))
 
 
-def _summary_table(cmp: Comparison, per: str, columns: list[Column], fields: list[str]) -> Table:
+def summary_table(cmp: Comparison, view: "CompareView") -> Table:
+    """The summary of a comparison (``Comparison.summary()``) in `view`'s columns, with the geometric mean of the
+    ratios and the verdict counts."""
     base = cmp.runs[0][0]
-    t = Table(f"summary per {per}: geometric mean of the ratios (vs {base})",
-              [*columns, Column("geomean ratio", "ratio"), *[Column(v, "count") for v in VERDICTS]])
+    t = Table(f"summary per {view.summary_per}: geometric mean of the ratios (vs {base})",
+              [*(c for _, _, c in view.summary_columns), Column("geomean ratio", "ratio"),
+               *[Column(v, "count") for v in VERDICTS]])
     for s in cmp.summary():
-        t.add_row(*[s[f] for f in fields], s["geomean_ratio"], *(s[v] for v in VERDICTS))
+        t.add_row(*[s[f] for _, f, _ in view.summary_columns], s["geomean_ratio"], *(s[v] for v in VERDICTS))
     return t
 
 
@@ -390,9 +408,9 @@ def workload_comparison_tables(cmp: Comparison) -> list[Table]:
 
 
 @dataclass(frozen=True)
-class _View:
-    """How one kind of comparison is shown: its tables, what a compared thing is called, its summary
-    columns (from ``Comparison.summary()``), its Markdown blocks, figure and CSV columns."""
+class CompareView:
+    """How one kind of comparison is shown (its ``RunKind.compare_view``): its tables, what a compared thing is
+    called, its summary columns (from ``Comparison.summary()``), its Markdown blocks, figure and CSV columns."""
 
     tables: Callable
     item: str
@@ -403,27 +421,97 @@ class _View:
     columns: tuple
 
 
-_VIEWS = {
-    SWEEP: _View(sweep_tables, "case", "collective",
-                 (("run", "other", Column("run")), ("collective", "collective", Column("collective")),
-                  ("cases", "pairs", Column("cases", "count"))),
-                 markdown_blocks, _sweep_figure, CSV_COLUMNS),
-    WORKLOAD: _View(workload_comparison_tables, "row", "workload",
-                    (("run", "other", Column("run")), ("workload", "workload", Column("workload")),
-                     ("rows", "rows", Column("rows")), ("compared", "pairs", Column("compared", "count"))),
-                    workload_markdown_blocks, workload_figure, WORKLOAD_CSV_COLUMNS),
-}
+SWEEP_VIEW = CompareView(sweep_tables, "case", "collective",
+                         (("run", "other", Column("run")), ("collective", "collective", Column("collective")),
+                          ("cases", "pairs", Column("cases", "count"))),
+                         markdown_blocks, _sweep_figure, CSV_COLUMNS)
+WORKLOAD_VIEW = CompareView(workload_comparison_tables, "row", "workload",
+                            (("run", "other", Column("run")), ("workload", "workload", Column("workload")),
+                             ("rows", "rows", Column("rows")), ("compared", "pairs", Column("compared", "count"))),
+                            workload_markdown_blocks, workload_figure, WORKLOAD_CSV_COLUMNS)
+
+
+# --------------------------------------------------------------------------- kinds without a view of their own
+
+
+def _generic_tables(cmp: Comparison) -> list[Table]:
+    """The runs, then every matched row: its key, medians, ratio, interval, launches, p, adjusted p, verdict."""
+    kind = kind_named(cmp.kind)
+    base = cmp.runs[0][0]
+    t = Table("runs", [Column("run"), Column("directory"), Column("MPI library"), Column("ranks", align="right"),
+                       Column("per node", align="right"), Column("thread level")])
+    for lab, p, m in cmp.runs:
+        t.add_row(lab, str(p), str(m.get("mpi_library", "?")), str(m.get("nranks", "?")),
+                  str(m.get("ranks_per_node", "?")), str(m.get("thread_level", "?")))
+    rows = Table(f"every {kind.item}: medians, ratio run / {base} with its launch-level interval, p and adjusted p",
+                 [Column("run"), *key_columns(kind), Column(f"{base} median", "time"), Column("median", "time"),
+                  Column("ratio", "ratio"), Column("interval", align="right"), Column("launches", align="right"),
+                  Column("p", "p"), Column("p adj.", "p"), Column("verdict")])
+    for p in cmp.pairs:
+        rows.add_row(p.other, *(getattr(p, f) for f in kind.key_fields), p.median_a_s, p.median_b_s, p.ratio,
+                     _interval(p), _launches(p), p.p_value, p.p_adjusted, _verdict(p.verdict))
+    return [t, rows]
+
+
+def _generic_blocks(cmp: Comparison, figure: str | None) -> list:
+    """The page of such a comparison: the runs, warnings, legend, summary, launch lines, figure, every row."""
+    view = compare_view(cmp.kind)
+    runs, pairs = _generic_tables(cmp)
+    blocks: list = [("h", 1, "ccbench comparison: " + " vs ".join(f"{lab} = {p.name}" for lab, p, _ in cmp.runs)),
+                    *to_block(runs)]
+    if cmp.warnings:
+        blocks += [("h", 2, "Warnings"), ("ul", [f"warning: {w}" for w in cmp.warnings])]
+    blocks += [("p", _sentence(legend(cmp, view.item + "s"))), ("h", 2, "Summary"),
+               *to_block(summary_table(cmp, view)), ("ul", launch_lines(cmp, view.item))]
+    if figure:
+        blocks.append(("img", figure, f"time ratio per {view.item}"))
+    return [*blocks, ("h", 2, f"Every {view.item}"), *to_block(pairs)]
+
+
+def _generic_figure(cmp: Comparison):
+    """The ratio of every matched row as a bar, filled where a difference is called; None when none can be drawn."""
+    from ccbench.present.plots import bar_panels_figure
+
+    kind = kind_named(cmp.kind)
+    groups: dict[str, dict] = {}
+    for p in cmp.pairs:
+        if p.ratio > 0 and math.isfinite(p.ratio):
+            groups.setdefault(" ".join(str(getattr(p, f)) for f in kind.key_fields), {})[
+                f"run {p.other} / run {p.baseline}"] = {"value": p.ratio, "hollow": p.verdict not in CALLED}
+    if not groups:
+        return None
+    return bar_panels_figure({f"time ratio per {kind.item}": groups}, "time ratio vs run A = " + cmp.runs[0][1].name,
+                             "time ratio (other run / baseline, log scale; > 1: slower)",
+                             fmt=lambda v: f"{v:.3g}×", log=True, ref=1.0, ref_label="same time",
+                             legend_title="filled: faster or slower", hollow_label="noise or undetermined")
+
+
+_GENERIC: dict[str, CompareView] = {}
+
+
+def compare_view(kind: str) -> CompareView:
+    """How comparisons of runs of `kind` are shown: its ``RunKind.compare_view``, else the generic view (one table
+    of every matched row, keyed on the kind's ``key_fields``)."""
+    spec = kind_named(kind)
+    own = spec.get("compare_view")
+    if own is not None:
+        return own
+    if kind not in _GENERIC:
+        _GENERIC[kind] = CompareView(_generic_tables, spec.item, "run",
+                                     (("run", "other", Column("run")), (spec.item + "s", "pairs",
+                                                                        Column(spec.item + "s", "count"))),
+                                     _generic_blocks, _generic_figure, None)
+    return _GENERIC[kind]
 
 
 def print_comparison(cmp: Comparison, console) -> None:
     """Print a comparison (either kind): the runs, warnings and legend, the tables, the summary."""
-    view = _VIEWS[cmp.kind]
+    view = compare_view(cmp.kind)
     tables = view.tables(cmp)
     console.print(to_rich(tables[0]))
     print_warnings_and_legend(cmp, console, view.item + "s")
     render(tables[1:], console)
-    console.print(to_rich(_summary_table(cmp, view.summary_per, [c for _, _, c in view.summary_columns],
-                                         [f for _, f, _ in view.summary_columns])))
+    console.print(to_rich(summary_table(cmp, view)))
     for line in launch_lines(cmp, view.item):
         console.print(line)
     _print_unmatched(cmp, console, view.item)

@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from ccbench.analysis.fastest import group_rows
 from ccbench.core.collectives import COLLECTIVES
 
-__all__ = ["EXPORT_FORMATS", "OSU_PER_RANK", "export_csv", "export_nccl_tests", "export_osu"]
+__all__ = ["EXPORT_FORMATS", "OSU_PER_RANK", "SWEEP_EXPORTS", "export_csv", "export_nccl_tests", "export_osu",
+           "exporter"]
 
 EXPORT_FORMATS = ("osu", "nccl-tests", "csv")
 #: Collectives whose OSU size is one rank's block (OMB's osu_scatter, osu_gather, osu_allgather, osu_alltoall).
@@ -99,3 +100,13 @@ def export_csv(runs: Sequence[tuple[str, dict, list]]) -> str:
             writer.writerow({"run": name, "mpi_library": meta.get("mpi_library", ""),
                              "run_nranks": meta.get("nranks", ""), "nodes": meta.get("nodes", ""), **d})
     return out.getvalue()
+
+
+#: The formats of a collective sweep beside ``csv`` (its ``RunKind.exports``).
+SWEEP_EXPORTS = {"osu": export_osu, "nccl-tests": export_nccl_tests}
+
+
+def exporter(kind, fmt: str):
+    """The function that writes runs of `kind` (a ``RunKind``) as `fmt`: ``csv`` for every kind, the others as the
+    kind declares them; None when it has no such format."""
+    return export_csv if fmt == "csv" else (kind.get("exports") or {}).get(fmt)

@@ -1,4 +1,4 @@
-"""What each kind of run shows: its terminal view and its report, in one table keyed by run kind.
+"""What each kind of run shows: its terminal view and its report (a `KindView`, named by its ``RunKind``).
 
 The commands open a run once (``ccbench.store.run.open_run``) and hand it here; nothing
 downstream asks run.json again which kind it is.
@@ -7,14 +7,16 @@ downstream asks run.json again which kind it is.
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ccbench.present.generic import generic_report, report_summary, show_generic
 from ccbench.present.report import build_sweep_report, fastest_table
 from ccbench.present.table import Column, render, to_rich
 from ccbench.present.views import launch_notes, launch_tables, run_header, show_sweep
 from ccbench.present.workload_report import build_workload_report
 from ccbench.present.workload_views import show_workload, workload_tables
-from ccbench.store.run import SWEEP, WORKLOAD, open_run
+from ccbench.store.kinds import kind_named
+from ccbench.store.run import open_run
 
-__all__ = ["VIEWS", "KindView", "fastest_table", "print_report", "show_run"]
+__all__ = ["SWEEP_VIEW", "WORKLOAD_VIEW", "KindView", "view_of", "fastest_table", "print_report", "show_run"]
 
 
 def _sweep_summary(res: dict, console) -> None:
@@ -64,20 +66,24 @@ class KindView:
     summary: Callable
 
 
-VIEWS = {
-    SWEEP: KindView(show_sweep, build_sweep_report, _sweep_summary),
-    WORKLOAD: KindView(show_workload, build_workload_report, _workload_summary),
-}
+SWEEP_VIEW = KindView(show_sweep, build_sweep_report, _sweep_summary)
+WORKLOAD_VIEW = KindView(show_workload, build_workload_report, _workload_summary)
+
+
+def view_of(kind: str) -> KindView:
+    """How runs of `kind` are shown and reported: its ``RunKind.view``, else the generic view (its rows as one
+    table, ``ccbench.present.generic``)."""
+    return kind_named(kind).get("view") or KindView(show_generic, generic_report, report_summary)
 
 
 def print_report(res: dict, console) -> None:
     """What ``ccbench report`` prints about the report it wrote (``ccbench.workflow.report.report``'s result)."""
     console.print(run_header(res["meta"], res["path"], res.get("rows") or ()))
-    VIEWS[res["kind"]].summary(res, console)
+    view_of(res["kind"]).summary(res, console)
 
 
 def show_run(run, console, show_table: bool = True, results_dir="results", brief: bool = False) -> None:
     """Print a stored run of any kind (a path, a name under `results_dir`, or ``latest``); `brief`: what it found,
     its long tables left to ``ccbench show`` (what a measuring command prints when it ends)."""
     r = open_run(run, results_dir)
-    VIEWS[r.kind].show(r, console, show_table, brief=brief)
+    view_of(r.kind).show(r, console, show_table, brief=brief)

@@ -2,8 +2,8 @@
 
 Every reader of a run directory goes through `open_run`, which returns a `Run`: provenance,
 rows and load warnings, with the kind it read; ``kinds=`` makes it refuse a run of another
-kind.  What differs between the kinds of run is one small table, `KINDS`: the row type and
-the column that marks its rows.
+kind.  What differs between the kinds of run is their `RunKind` (``ccbench.store.kinds``): the
+row type and the column that marks its rows.
 Code downstream asks ``run.kind`` and looks things up by it, never re-reading run.json.
 """
 
@@ -14,32 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ccbench.core.errors import UsageError
-from ccbench.store.results import READABLE_SCHEMAS, Row, resolve_run, write_json_atomic
+from ccbench.store.kinds import PLUGINS_VAR, RunKind, kind_named
+from ccbench.store.results import READABLE_SCHEMAS, resolve_run, write_json_atomic
 from ccbench.store.workload_rows import KIND as WORKLOAD
-from ccbench.store.workload_rows import WorkloadRow
 
-__all__ = ["KINDS", "SWEEP", "WORKLOAD", "Run", "RunKind", "lab_block", "mark_failed", "open_run", "part_provenance"]
+__all__ = ["SWEEP", "WORKLOAD", "Run", "RunKind", "lab_block", "mark_failed", "open_run", "part_provenance"]
 
 SWEEP = "sweep"
-
-
-@dataclass(frozen=True)
-class RunKind:
-    """What a kind of run stores: its row type and the column every one of its rows has."""
-
-    name: str
-    row_type: type
-    marker: str
-    label: str
-    noun: str  # what the run is called in messages: "sweep", "workload"
-    item: str  # what one of its rows is called: "case", "row"
-
-
-#: The kinds of run, by run.json's ``kind`` (a sweep's run.json may leave it out).
-KINDS = {
-    SWEEP: RunKind(SWEEP, Row, "collective", "collective sweep", "sweep", "case"),
-    WORKLOAD: RunKind(WORKLOAD, WorkloadRow, "workload", "training-workload run", "workload", "row"),
-}
 
 
 @dataclass(frozen=True)
@@ -54,8 +35,8 @@ class Run:
 
     @property
     def spec(self) -> RunKind:
-        """The `RunKind` of this run."""
-        return KINDS[self.kind]
+        """The `RunKind` of this run (``ccbench.store.kinds``)."""
+        return kind_named(self.kind)
 
 
 def _read_meta(path: Path) -> dict:
@@ -96,7 +77,7 @@ def _read_rows(path: Path, kind: RunKind) -> tuple[list, list[str]]:
             if not rows and isinstance(data, dict) and kind.marker not in data:
                 raise UsageError(f"{str(path)!r} is a {kind.name!r} run but its cases.jsonl holds rows of another "
                                  f"kind (no {kind.marker!r} column)")
-            rows.append(kind.row_type.from_dict(data))
+            rows.append(kind.rows.from_dict(data))
         except (json.JSONDecodeError, ValueError, TypeError) as exc:
             last = i == len(lines) - 1 or all(not x.strip() for x in lines[i + 1:])
             if last and not text.endswith("\n"):
@@ -116,12 +97,14 @@ def open_run(run, results_dir="results", *, kinds=None, need_rows: bool = False,
     path = resolve_run(run, results_dir)
     meta = _read_meta(path)
     kind = meta.get("kind") or SWEEP
-    if kind not in KINDS:
-        raise UsageError(f"{str(path)!r} is a {kind!r} run, a kind this ccbench does not know")
+    spec = kind_named(kind) if isinstance(kind, str) else None
+    if spec is None:
+        raise UsageError(f"{str(path)!r} is a {kind!r} run, a kind this ccbench does not know (a plug-in's kind: "
+                         f"load it with ccbench --plugin MODULE, or name it in {PLUGINS_VAR})")
     if kinds is not None and kind not in kinds:
-        wanted = " or ".join(KINDS[k].label + "s" for k in kinds)
+        wanted = " or ".join((kind_named(k).label if kind_named(k) else k) + "s" for k in kinds)
         raise UsageError(f"{str(path)!r} is a {kind!r} run; {what} reads {wanted} only")
-    rows, warnings = _read_rows(path, KINDS[kind])
+    rows, warnings = _read_rows(path, spec)
     if need_rows and not rows:
         raise UsageError(f"{str(path)!r} has no finished cases")
     return Run(path, meta, rows, warnings, kind)

@@ -1,6 +1,6 @@
 """``ccbench report`` as a workflow: open the run, build its kind's page, write it where derived files go."""
 
-from ccbench.present.kinds import VIEWS
+from ccbench.present.kinds import view_of
 from ccbench.store.derived import output_dir, write_new_dir
 from ccbench.store.run import SWEEP, Run, open_run
 
@@ -16,6 +16,6 @@ def report(run, results_dir="results", out=None, *, n_boot: int | None = None) -
     """
     r = run if isinstance(run, Run) else open_run(run, results_dir, need_rows=True)
     kw = {"n_boot": n_boot} if n_boot is not None and r.kind == SWEEP else {}
-    built = VIEWS[r.kind].report(r, **kw)
+    built = view_of(r.kind).report(r, **kw)
     where = write_new_dir(output_dir(r.path, out), "report", built["files"])
     return {**built, "kind": r.kind, "dir": where, "files": list(built["files"])}
