@@ -31,6 +31,10 @@ _COMMON = [
     click.option("--max-reps", "max_reps", type=int, help="Most timed steps (default 200)."),
     click.option("--target-rse", "target_rse", type=float, help="Stop when the RSE of the mean is below this."),
     click.option("--budget", "budget_s", type=float, help="Time budget per measurement in seconds (default 2)."),
+    click.option("--loop", type=click.Choice(["python", "compiled", "auto"]),
+                 help="What times the native blocking calls: python (default), compiled (a C loop built with the "
+                      "MPI's mpicc on first use; an error without one) or auto (compiled where it builds). "
+                      "Hand-written algorithms and overlap's non-blocking calls stay in Python."),
     *_RUN.values(),
     click.option("--launch", "launch", type=click.IntRange(1), metavar="N",
                  help="Start the MPI launcher with N ranks for you (as ccbench launch does)."),

@@ -12,6 +12,11 @@ PATH) into a per-user cache (``$CCBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/ccbe
 one rank per node builds, under a file lock, and renames the result into place, so a build is
 never seen half written nor made twice at once.  A library linked to another MPI than mpi4py's
 is refused.  Hand-written algorithms always run in Python (they are Python).
+
+A training workload's step is a sequence of native calls (``ccbench workload ... --loop``):
+`CompiledLoop.sequence` turns their kernels into one `Sequence`, a sampler that runs them back to
+back per sample in C (``ccb_take_seq``), with each call timed on its own as well, the way the
+Python step timer does (`ccbench.measure.workload_engine.StepTimer`).
 """
 
 import contextlib
@@ -29,14 +34,14 @@ import numpy as np
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.measure.config import LOOPS
 
-__all__ = ["CODES", "C_INT_MAX", "LOOPS", "CompiledLoop", "Kernel", "LoopUnavailableError", "build", "cache_dir",
-           "choose", "find_mpicc", "fits_c_int", "load", "source"]
+__all__ = ["CODES", "C_INT_MAX", "LOOPS", "CompiledLoop", "Kernel", "LoopUnavailableError", "Sequence", "build",
+           "cache_dir", "choose", "find_mpicc", "fits_c_int", "load", "source"]
 
 #: The collectives of the C loop, numbered as its enum.
 CODES = {name: i for i, name in enumerate(("barrier", "pingpong", "bcast", "scatter", "gather", "allgather",
                                            "reduce", "reduce_scatter", "allreduce", "alltoall"))}
 
-_ABI = 1  # CCB_ABI of the C file this module speaks to
+_ABI = 2  # CCB_ABI of the C file this module speaks to
 _BUF, _IN_PLACE, _NULL = 0, 1, 2
 
 
@@ -170,6 +175,14 @@ def build(mpicc: str | None = None, where: Path | None = None) -> Path:
     return target
 
 
+def _check(err: int) -> None:
+    """A CCBenchError for an MPI error code the C loop returned."""
+    if err:
+        from mpi4py import MPI
+
+        raise CCBenchError(f"compiled loop: MPI error {err}: {MPI.Get_error_string(err)}")
+
+
 class Kernel:
     """One case's compiled calls: `take` samples like the Python loop's inner loop, `call` once untimed."""
 
@@ -177,28 +190,55 @@ class Kernel:
         self._lib, self._case, self._keep = lib, case, keep  # keep: the arrays the pointers point into
         self.now = lib.ccb_now
 
-    def _check(self, err: int) -> None:
-        if err:
-            from mpi4py import MPI
-
-            raise CCBenchError(f"compiled loop: MPI error {err}: {MPI.Get_error_string(err)}")
-
     def take(self, local: np.ndarray, start: int, stop: int, batch: int, window: bool, gap_s: float,
              offset_s: float) -> None:
         """Samples start..stop-1 into `local` (this rank's time per call; see `ccbench.measure.timing.measure`)."""
         if stop <= start:
             return
         ptr = ctypes.c_void_p(local.ctypes.data + start * local.itemsize)
-        self._check(self._lib.ccb_take(ctypes.byref(self._case), ptr, stop - start, batch, int(window),
-                                       gap_s, offset_s))
+        _check(self._lib.ccb_take(ctypes.byref(self._case), ptr, stop - start, batch, int(window), gap_s, offset_s))
 
     def call(self) -> None:
         """One call, untimed (what the validation runs)."""
-        self._check(self._lib.ccb_call(ctypes.byref(self._case)))
+        _check(self._lib.ccb_call(ctypes.byref(self._case)))
+
+
+class Sequence:
+    """Kernels run back to back per sample (a training step's calls), synchronised on `sync`: a `Sampler`.
+
+    With `rows` > 0 every call is timed on its own as well, into ``times`` (rows x calls): the
+    r-th run of the sequence (warm-up runs included, counted from the first `take`) writes row
+    r % rows, as `ccbench.measure.workload_engine.StepTimer` does.  `delay_s` > 0: this rank
+    sleeps that long after each barrier, before its timer starts
+    (`ccbench.measure.workload_engine.DelayedSync`, the straggler workload).
+    """
+
+    def __init__(self, lib, sync, kernels: list[Kernel], rows: int = 0, delay_s: float = 0.0) -> None:
+        self._lib = lib
+        self._cases = (_Case * max(1, len(kernels)))(*[k._case for k in kernels])
+        self._n = len(kernels)
+        self._keep = tuple(k._keep for k in kernels)  # the arrays the cases point into
+        self._sync = sync.py2f()
+        self.delay_s = float(delay_s)
+        self.times = np.zeros((rows, self._n)) if rows > 0 else None
+        self.runs = 0  # runs of the sequence so far (the next one's row: runs % rows)
+        self.now = lib.ccb_now
+
+    def take(self, local: np.ndarray, start: int, stop: int, batch: int, window: bool, gap_s: float,
+             offset_s: float) -> None:
+        """Samples start..stop-1 into `local` (this rank's time per run of the sequence)."""
+        if stop <= start:
+            return
+        ptr = ctypes.c_void_p(local.ctypes.data + start * local.itemsize)
+        times = None if self.times is None else ctypes.c_void_p(self.times.ctypes.data)
+        rows = 0 if self.times is None else len(self.times)
+        _check(self._lib.ccb_take_seq(self._cases, self._n, self._sync, ptr, stop - start, batch, int(window),
+                                      gap_s, offset_s, self.delay_s, times, rows, self.runs % max(1, rows)))
+        self.runs += (stop - start) * batch
 
 
 class CompiledLoop:
-    """The loaded C loop: a `Kernel` per case."""
+    """The loaded C loop: a `Kernel` per case, a `Sequence` of them per step."""
 
     def __init__(self, path: Path) -> None:
         before = _mapped_libmpi()
@@ -219,6 +259,9 @@ class CompiledLoop:
         lib.ccb_take.argtypes = [ctypes.POINTER(_Case), ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                  ctypes.c_double, ctypes.c_double]
         lib.ccb_call.argtypes = [ctypes.POINTER(_Case)]
+        lib.ccb_take_seq.argtypes = [ctypes.POINTER(_Case), ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                                     ctypes.c_int, ctypes.c_int, ctypes.c_double, ctypes.c_double, ctypes.c_double,
+                                     ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
         from mpi4py import MPI
 
         buf = ctypes.create_string_buffer(8192)
@@ -254,6 +297,13 @@ class CompiledLoop:
         case = _Case(CODES[collective], comm.py2f(), dtype.py2f(), op.py2f(), int(kwargs.get("root", 0)), count,
                      s, r, sk, rk)
         return Kernel(self.lib, case, tuple(arrays))
+
+    def sequence(self, sync, kernels: list, rows: int = 0, delay_s: float = 0.0) -> Sequence | None:
+        """The `Sequence` of `kernels` synchronised on the communicator `sync`; None where a kernel is None (a
+        count the C loop cannot hold: the Python loop times the whole sequence then)."""
+        if any(k is None for k in kernels):
+            return None
+        return Sequence(self.lib, sync, list(kernels), rows, delay_s)
 
 
 def load(comm) -> CompiledLoop:

@@ -14,6 +14,15 @@ budget and steps (``WorkloadConfig.per_launch``) and its items in a seeded shuff
 and validates on its own); ``ccbench workload KIND --launch N`` starts them and merges them
 into one run (`workload_replication`, ``ccbench.measure.multilaunch``).  A run of one launch
 keeps the plan's order.
+
+``--loop`` (``WorkloadConfig.loop``) says what times the library's own blocking calls, as for
+sweeps: an item whose every call is a native blocking collective (a DDP or ZeRO step with native
+algorithms, a MoE step with native all-to-alls, a straggler row of the native algorithm) is timed
+by the compiled loop (`ccbench.measure.compiled.Sequence`: the step's calls back to back per
+sample in C, the same barrier, timers and per-call times as the Python step timer) when the run
+uses it; hand-written algorithms and overlap's non-blocking calls stay in Python.  run.json's
+``loop`` says which loop timed which item, and why an item stayed in Python.  Validation is the
+same Python pass whatever timed the item.
 """
 
 import functools
@@ -29,6 +38,7 @@ from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.errors import UsageError
 from ccbench.core.stats import summarize
 from ccbench.core.units import format_size
+from ccbench.measure import compiled
 from ccbench.measure.driver import Item, Plan, common_stop, drive
 from ccbench.measure.session import agree, check_launch, local_ranks, read_fault, require_memory
 from ccbench.measure.timing import TimingSettings, measure
@@ -151,7 +161,8 @@ def _visit_schedule(ctx, schedule, algs) -> _Visit:
     sub = comm if G == P else comm.Split(rank // G, rank)
     bufs = StepBuffers(schedule, G, sub.Get_rank(), dtype)
     calls = step_calls(sub, schedule, algs, bufs)
-    timer = StepTimer(calls, settings.warmup + settings.max_reps + 1)
+    rows = settings.warmup + settings.max_reps + 1
+    timer = _step_sequence(ctx.loop, comm, sub, schedule, algs, bufs, rows) or StepTimer(calls, rows)
     bufs.fill()
     samples, stop = measure(comm, timer, settings)
     n = len(samples)
@@ -172,6 +183,34 @@ def _visit_schedule(ctx, schedule, algs) -> _Visit:
     if sub is not comm:
         sub.Free()
     return _Visit({"step": samples, "calls": per}, stop, int(wrong.sum()), wrong, sent)
+
+
+def _schedule_why(schedule: Schedule, algs: dict) -> str | None:
+    """Why the compiled loop cannot time a step of `schedule` with `algs`; None where it can (every call a
+    native blocking collective of the C loop with a count its ``int`` holds)."""
+    for c in schedule.calls:
+        alg = algs[c.collective]
+        if not alg.native:
+            return f"{c.collective}={alg.name} is hand-written (Python)"
+        if c.collective not in compiled.CODES:
+            return f"the compiled loop has no {c.collective}"
+        if not compiled.fits_c_int(c.count):
+            return f"{c.label}: {c.count} elements, more than the compiled loop's int holds"
+    return None
+
+
+def _step_sequence(loop, comm, sub, schedule: Schedule, algs: dict, bufs: StepBuffers, rows: int):
+    """The compiled step (`compiled.Sequence`) of `schedule` on `bufs`, synchronised on `comm`, each call on
+    `sub`, its per-call times in `rows` rows as `StepTimer` keeps them; None where the Python loop times it
+    (no compiled loop in use, or `_schedule_why`)."""
+    if loop is None or _schedule_why(schedule, algs) is not None:
+        return None
+    kernels = []
+    for i, c in enumerate(schedule.calls):
+        send, recv = bufs.views(i)
+        kw = {"op": "sum"} if COLLECTIVES[c.collective].reduction else {}
+        kernels.append(loop.kernel(sub, c.collective, c.count, (send, recv), kw))
+    return loop.sequence(comm, kernels, rows=rows)
 
 
 def _schedule_rows(ctx, visits: list[_Visit], *, model_name, schedule, algs) -> list[WorkloadRow]:
@@ -278,9 +317,16 @@ def _visit_straggler(ctx, alg, count, late) -> _Visit:
     cb = COLLECTIVES[cfg.collectives[0]].make_buffers(count, P, rank, np.dtype(cfg.dtype), "sum", 0, False,
                                                        MPI.IN_PLACE)
     call = functools.partial(alg.fn, target, *cb.args, **cb.kwargs)
+    kernel = (ctx.loop.kernel(comm, cfg.collectives[0], count, cb.args, cb.kwargs)
+              if ctx.loop is not None and alg.native else None)
     cb.fill()
-    base, _ = measure(comm, call, settings)
-    delayed, stop = measure(DelayedSync(comm, cfg.delay_s, rank == late), call, settings)
+    if kernel is None:
+        base, _ = measure(comm, call, settings)
+        delayed, stop = measure(DelayedSync(comm, cfg.delay_s, rank == late), call, settings)
+    else:  # the same samples in C: the late rank sleeps between the barrier and its timer, as DelayedSync does
+        base, _ = measure(comm, ctx.loop.sequence(comm, [kernel]), settings)
+        delayed, stop = measure(comm, ctx.loop.sequence(comm, [kernel], delay_s=cfg.delay_s if rank == late else 0.0),
+                                settings)
     cb.fill()
     comm.Barrier()
     call()
@@ -315,6 +361,7 @@ class _Item:
     nrows: int       # rows it writes: a step and its calls, or one
     visit: Callable  # visit(ctx) -> a `_Visit`, on every rank
     rows: Callable   # rows(ctx, visits) -> its rows, on every rank
+    python_why: str | None = None  # why the compiled loop cannot time it (None: it can, where the run uses it)
 
 
 def _row_key(row: WorkloadRow) -> tuple:
@@ -358,6 +405,15 @@ def _whole(row: WorkloadRow) -> bool:
     return row.part == -1 or row.workload in ("overlap", "straggler")
 
 
+def _straggler_why(coll_name: str, alg, count: int) -> str | None:
+    """Why the compiled loop cannot time a straggler row of `alg` at `count` elements; None where it can."""
+    if not alg.native:
+        return f"{coll_name}={alg.name} is hand-written (Python)"
+    if not compiled.fits_c_int(count):
+        return f"{count} elements, more than the compiled loop's int holds"
+    return None
+
+
 def _straggler_plan(cfg: WorkloadConfig, P: int) -> tuple[list, list]:
     """[(algorithm, count)] of a straggler run at P ranks, and the algorithms skipped with why."""
     coll = COLLECTIVES[cfg.collectives[0]]
@@ -387,7 +443,7 @@ def _plan_items(cfg: WorkloadConfig, P: int, model: Model | None) -> tuple[list[
             items.append(_Item((sch.variant, what), f"{sch.workload} {sch.variant} {what}", 2 * cfg.budget_s,
                                1 + len(sch.calls), bind(_visit_schedule, schedule=sch, algs=algs),
                                bind(_schedule_rows, model_name=model.name if model else "-", schedule=sch,
-                                    algs=algs)))
+                                    algs=algs), _schedule_why(sch, algs)))
         return items, skipped, {"big": big}
     if cfg.workload == "overlap":
         sizes, model_name = _overlap_sizes(cfg)
@@ -399,7 +455,9 @@ def _plan_items(cfg: WorkloadConfig, P: int, model: Model | None) -> tuple[list[
                                    f"overlap I{coll_name} {format_size(nbytes)}", 4 * cfg.budget_s, 1,
                                    bind(_visit_overlap, coll_name=coll_name, count=count),
                                    bind(_overlap_rows, coll_name=coll_name, count=count, part=len(items),
-                                        model_name=model_name)))
+                                        model_name=model_name),
+                                   "non-blocking calls overlapped with compute (the compiled loop times blocking "
+                                   "calls)"))
         return items, [], {}
     if cfg.delayed_rank >= P:
         raise UsageError(f"delayed rank {cfg.delayed_rank} does not exist with {P} ranks")
@@ -411,7 +469,8 @@ def _plan_items(cfg: WorkloadConfig, P: int, model: Model | None) -> tuple[list[
         items.append(_Item((_straggler_variant(cfg, late), f"{coll_name}={alg.name}", nbytes),
                            f"straggler {coll_name}/{alg.name} {format_size(nbytes)}", 3 * cfg.budget_s, 1,
                            bind(_visit_straggler, alg=alg, count=count, late=late),
-                           bind(_straggler_rows, alg=alg, count=count, part=len(items), late=late)))
+                           bind(_straggler_rows, alg=alg, count=count, part=len(items), late=late),
+                           _straggler_why(coll_name, alg, count)))
     return items, skipped, {}
 
 
@@ -437,6 +496,7 @@ class _Context:
     min_reps: int             # the launch's: what a row's statistics need, whatever its visits took
     timer_res: float
     kernel: ComputeKernel | None
+    loop: object = None       # the compiled loop (`compiled.CompiledLoop`) where the run uses it, else None
 
     def stats(self, samples) -> dict:
         """The statistics columns of a row of these samples."""
@@ -462,6 +522,28 @@ def _complete_items(items: list[_Item]):
         return rows[:end]
 
     return keep
+
+
+def _loop_items(items: list[_Item], compiled_in_use: bool) -> list[dict]:
+    """run.json's record of which loop times each item (by its watchdog label), and why one stays in Python."""
+    out = []
+    for it in items:
+        if compiled_in_use and it.python_why is None:
+            out.append({"what": it.label, "loop": "compiled"})
+        else:
+            out.append({"what": it.label, "loop": "python",
+                        **({"why": it.python_why} if compiled_in_use else {})})
+    return out
+
+
+def _note_python_items(items: list[_Item], requested: str) -> None:
+    """One line on stderr where the compiled loop is in use but some items stay in the Python loop."""
+    import sys
+
+    left = [it for it in items if it.python_why is not None]
+    if left:
+        print(f"ccbench: note: --loop {requested}: {len(left)} of {len(items)} items timed in Python, as "
+              f"{left[0].label} ({left[0].python_why}); run.json's loop names each", file=sys.stderr, flush=True)
 
 
 def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str], tag: str = "",
@@ -507,7 +589,11 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
         meta["model"] = {"name": model.name, "source": model.source, "tensors": len(model.tensors),
                          "params": model.numel, "itemsize": cfg.itemsize}
     launch_cfg = cfg.per_launch()
-    ctx = _Context(comm, cfg, _settings(launch_cfg.per_round()), launch_cfg.min_reps, timer_res, kernel)
+    loop, loop_record = compiled.choose(comm, cfg.loop)  # before the run directory: --loop compiled may fail
+    loop_record = dict(loop_record, items=_loop_items(items, loop is not None))
+    if loop is not None and comm.Get_rank() == 0:
+        _note_python_items(items, cfg.loop)
+    ctx = _Context(comm, cfg, _settings(launch_cfg.per_round()), launch_cfg.min_reps, timer_res, kernel, loop)
 
     def same_config(stored) -> bool:
         try:
@@ -530,6 +616,6 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
                     visit_ok=lambda v: v.nwrong == 0, row_cls=WorkloadRow, columns=WORKLOAD_COLUMNS,
                     order="shuffled" if cfg.launches > 1 or cfg.rounds > 1 else None, seed=cfg.seed, rounds=cfg.rounds,
                     watchdog_s=cfg.watchdog_s, fault=fault, keep=_complete_items(items), noun="workload",
-                    what="rows")
+                    what="rows", opened={"loop": loop_record})
     return drive(comm, run_plan, prov=prov, argv=argv, results_dir=cfg.results_dir, tag=tag, resume=resume,
                  launch=launch, console=console, progress=not quiet)

@@ -14,6 +14,7 @@ from ccbench.core.errors import UsageError
 from ccbench.core.units import parse_sizes
 from ccbench.measure.config import (
     BINDINGS,
+    LOOPS,
     MAX_LAUNCHES,
     MAX_ROUNDS,
     THREAD_LEVELS,
@@ -79,6 +80,9 @@ class WorkloadConfig:
     # rounds within each launch: every item is visited this many times, each round in its own order (a
     # shuffled one when the run has several launches), each visit with 1/rounds of the steps and budget
     rounds: int = 1
+    # what times the native blocking calls (LOOPS): python, compiled (the C loop of `ccbench.measure.compiled`,
+    # an error where it cannot be built) or auto; hand-written algorithms and non-blocking calls stay in Python
+    loop: str = "python"
 
     def to_dict(self) -> dict:
         """The keys of this workload (and `workload`), as stored in run.json."""
@@ -114,7 +118,7 @@ class WorkloadConfig:
 
 
 _TIMING = ("warmup", "min_reps", "max_reps", "target_rse", "budget_s", "watchdog_s", "thread_level", "results_dir",
-           "launches", "seed", "bind", "rounds")
+           "launches", "seed", "bind", "rounds", "loop")
 KEYS: dict[str, tuple[str, ...]] = {
     "ddp": ("model", "dtype", "algorithms", "modes", "bucket_mb", "first_bucket_mb", *_TIMING),
     "zero": ("model", "dtype", "variants", "rs_algorithms", "ag_algorithms", "algorithms", *_TIMING),
@@ -244,6 +248,8 @@ def resolve_workload(workload: str, values: dict) -> WorkloadConfig:
             out[key] = _one_of(key, value, THREAD_LEVELS)
         elif key == "bind":
             out[key] = _one_of(key, value, BINDINGS)
+        elif key == "loop":
+            out[key] = _one_of(key, value, LOOPS)
         elif key == "launches":
             out[key] = _number(key, value, int, 1, MAX_LAUNCHES)
         elif key == "rounds":

@@ -125,7 +125,13 @@ def sampling_line(cfg: dict, loop: dict | None = None) -> str:
     """How samples were taken, when not the default (one synchronised call each in Python, adaptive count); else ""."""
     parts = []
     loop = loop or {}
-    if loop.get("used") == "compiled":
+    items = loop.get("items")
+    if loop.get("used") == "compiled" and isinstance(items, list):  # a workload: which items the C loop timed
+        n = sum(isinstance(it, dict) and it.get("loop") == "compiled" for it in items)
+        parts.append(f"{n} of {len(items)} items timed by the compiled loop (C, --loop)"
+                     + ("; the others in Python (hand-written algorithms, non-blocking calls)" if n < len(items)
+                        else ""))
+    elif loop.get("used") == "compiled":
         parts.append("native cases timed by the compiled loop (C, --loop); hand-written algorithms in Python")
     elif loop.get("requested", "python") != "python":
         parts.append(f"--loop {loop['requested']}: timed in Python, the compiled loop was not available"

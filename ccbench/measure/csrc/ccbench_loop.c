@@ -10,6 +10,12 @@
  *   sync "window":  rank 0 picks start = now + gap; MPI_Bcast(start); start += this rank's
  *                   clock offset to rank 0; spin until start; K calls; local[i] = (now - start) / K
  *
+ * `ccb_take_seq` runs, per sample, a sequence of cases back to back (a training step's calls: DDP's
+ * bucket allreduces, ZeRO's reduce-scatters and allgathers, MoE's all-to-alls) under the same
+ * protocol, the synchronisation on its own communicator, with the clock read around each call as
+ * well (ccbench/measure/workload_engine.py, `StepTimer`), and optionally a delay on this rank
+ * between the barrier and its timer (`DelayedSync`, the straggler workload).
+ *
  * Only the loop over the samples of one check runs here; the warm-up estimate, the reduction of
  * the per-rank times to their maximum over ranks, the stop rules and the statistics stay in
  * Python, so both loops give the same kind of sample.  Handles arrive as Fortran handles
@@ -19,10 +25,12 @@
  */
 #define _POSIX_C_SOURCE 199309L
 #include <mpi.h>
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define CCB_ABI 1 /* bump when ccb_case or a signature changes (compiled.py checks it) */
+#define CCB_ABI 2 /* bump when ccb_case or a signature changes (compiled.py checks it) */
 
 /* the collectives, in the order of ccbench.measure.compiled.CODES */
 enum { CCB_BARRIER, CCB_PINGPONG, CCB_BCAST, CCB_SCATTER, CCB_GATHER, CCB_ALLGATHER, CCB_REDUCE,
@@ -160,4 +168,77 @@ int ccb_take(const ccb_case *c, double *local, int n, int batch, int window, dou
         local[i] = (ccb_now() - t0) / batch;
     }
     return MPI_SUCCESS;
+}
+
+/* Sleep `s` seconds (nanosleep, resumed after a signal): what Python's time.sleep does on Linux. */
+static void sleep_for(double s)
+{
+    struct timespec ts, rem;
+    ts.tv_sec = (time_t)s;
+    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+    while (nanosleep(&ts, &rem) == -1 && errno == EINTR)
+        ts = rem;
+}
+
+/* `n` samples of `batch` back-to-back runs of the sequence cases[0..ncases) each, this rank's time per run into
+ * local[0..n).  The protocol of ccb_take with the synchronisation (barrier, or the window's broadcast start) on
+ * `sync`, which may be another communicator than the cases' (MoE's calls run on expert-parallel groups, its
+ * samples are synchronised over every rank).  With `delay_s` > 0 this rank sleeps that long after each barrier,
+ * before its timer starts (the straggler).  With `per_call` (rows x ncases, row-major) each call is timed on its
+ * own too: run r of the sequence (r counted from `row0`, over every sample and batch) writes row r % rows, as
+ * ccbench's Python step timer does.  A sample is OSU Micro-Benchmarks' (MPI_Barrier, timer, the calls, timer) with
+ * a step of calls where OSU has one; the straggler's sleep after the barrier is ccbench's own DelayedSync. */
+int ccb_take_seq(const ccb_case *cases, int ncases, MPI_Fint sync, double *local, int n, int batch, int window,
+                 double gap_s, double offset_s, double delay_s, double *per_call, int rows, int row0)
+{
+    MPI_Comm scomm = MPI_Comm_f2c(sync);
+    resolved *x;
+    int err = MPI_SUCCESS, srank;
+    long run = row0;
+    if (ncases < 0 || (per_call != NULL && rows < 1))
+        return MPI_ERR_ARG;
+    if ((err = MPI_Comm_rank(scomm, &srank)) != MPI_SUCCESS)
+        return err;
+    x = malloc(sizeof(resolved) * (size_t)(ncases > 0 ? ncases : 1));
+    if (x == NULL)
+        return MPI_ERR_NO_MEM;
+    for (int j = 0; j < ncases; ++j)
+        if ((err = resolve(&cases[j], &x[j])) != MPI_SUCCESS)
+            goto done;
+    for (int i = 0; i < n; ++i) {
+        double t0;
+        if (!window) {
+            if ((err = MPI_Barrier(scomm)) != MPI_SUCCESS)
+                goto done;
+            if (delay_s > 0)
+                sleep_for(delay_s);
+            t0 = ccb_now();
+        } else {
+            double start = srank == 0 ? ccb_now() + gap_s : 0.0;
+            if ((err = MPI_Bcast(&start, 1, MPI_DOUBLE, 0, scomm)) != MPI_SUCCESS)
+                goto done;
+            t0 = start + offset_s;
+            while (ccb_now() < t0)
+                ;
+        }
+        for (int k = 0; k < batch; ++k, ++run) {
+            if (per_call == NULL) {
+                for (int j = 0; j < ncases; ++j)
+                    if ((err = one_call(&cases[j], &x[j])) != MPI_SUCCESS)
+                        goto done;
+            } else {
+                double *row = per_call + (size_t)(run % rows) * (size_t)ncases;
+                for (int j = 0; j < ncases; ++j) {
+                    double tj = ccb_now();
+                    if ((err = one_call(&cases[j], &x[j])) != MPI_SUCCESS)
+                        goto done;
+                    row[j] = ccb_now() - tj;
+                }
+            }
+        }
+        local[i] = (ccb_now() - t0) / batch;
+    }
+done:
+    free(x);
+    return err;
 }
