@@ -200,6 +200,30 @@ OVERSUBSCRIBE = click.option("--oversubscribe", is_flag=True,
                                   "timings would measure the scheduler, not the network).")
 
 
+def launching_options(what: str, unit: str) -> list:
+    """The options of a measuring command that can start its own launcher (workloads, plug-in kinds): --launch N,
+    --launcher, --oversubscribe, --launches, --rounds, --seed, the hidden --launch-index and --show; `what` is what
+    one launch runs ("the whole workload"), `unit` what a visit's share is counted in ("steps")."""
+    return [
+        click.option("--launch", "launch", type=click.IntRange(1), metavar="N",
+                     help="Start the MPI launcher with N ranks for you (as ccbench launch does)."),
+        click.option("--launcher", help="Launcher for --launch (default: mpiexec beside this Python, then PATH)."),
+        click.option("--oversubscribe", is_flag=True,
+                     help="With --launch: more ranks than this node has usable cores (refused without it: the "
+                          "timings would measure the scheduler, not the network)."),
+        click.option("--launches", type=int,
+                     help=f"Separate launches of {what}, merged into one run (default 1; needs --launch). Each gets "
+                          f"1/K of the budget and {unit} and its items in a seeded shuffled order."),
+        click.option("--rounds", type=int,
+                     help=f"Visits of every item within each launch, each with 1/R of the {unit} and budget (default "
+                          "1); the samples of its visits make its rows. Averages out drift within a launch."),
+        click.option("--seed", type=int, help="Seed of the shuffled item order (default: drawn and recorded)."),
+        click.option("--launch-index", "launch_index", type=click.IntRange(1), hidden=True,
+                     help="Which of the launches this is (set by --launch)."),
+        click.option("--show/--no-show", default=True, help="Print the results tables at the end."),
+    ]
+
+
 def ranks_to_start(n, resume, oversubscribe: bool, launcher_args=(), option: str = "-n") -> int:
     """The rank count of a job ccbench starts (``ccbench.measure.launcher.rank_count``): -n, else a resumed run's
     own, else one per usable core; said on stdout when it was not given."""
@@ -304,3 +328,32 @@ def start_jobs(head: list[str], argv_of, env: dict, *, replication, kw: dict, nr
     code = run_launcher([*head, *argv_of(kw)], env)
     if code:
         raise SystemExit(code if code > 0 else 128 - code)
+
+
+def measure_or_launch(ctx: click.Context, kw: dict, cfg, resume, *, command: list[str], replication, measure,
+                      item: str = "item") -> None:
+    """The body of a measuring command that takes ``--launch N`` (workloads, plug-in kinds): with it, start
+    LAUNCHER -n N python -m mpi4py -m ccbench COMMAND ... (`start_jobs`; ``replication(n)`` gives the launches
+    of a replicated run, or of the replicated run being resumed); without it, measure here on every rank
+    (`measure_here`, ``measure(thread=, console=)``).  `command`: the words after ``ccbench``."""
+    import sys
+
+    name = " ".join(command)
+    launch_index = kw.get("launch_index")
+    if not kw.get("launch"):
+        measure_here(cfg, launch_index=launch_index, start_with=f"start it with ccbench {name} ... --launch N",
+                     add_launcher=f"add --launch N to ccbench {name}", measure=measure, show=kw.get("show", True),
+                     resume_with=(f"ccbench {name} --launch {{P}}",
+                                  f"mpiexec -n {{P}} python -m mpi4py -m ccbench {name}"), item=item)
+        return
+    if launch_index is not None:
+        raise UsageError("--launch-index is set by --launch for each of its launches")
+    from ccbench.measure.launcher import prepare_launcher
+
+    n = ranks_to_start(kw["launch"], resume, kw.get("oversubscribe", False), option="--launch")
+    exe, _, env, extra = prepare_launcher(kw.get("launcher"), n, cfg.bind)  # extra: the binding too
+    head = [exe, "-n", str(n), *extra, sys.executable, "-m", "mpi4py", "-m", "ccbench", *command]
+    several = cfg.launches > 1 or (resume is not None and (resume / "parts").is_dir())
+    start_jobs(head, lambda part_kw: to_argv(ctx, dict(part_kw, launch=None, launcher=None)), env,
+               replication=replication(n) if several else None, kw=kw, nranks=n, resume=resume,
+               resume_with=f"ccbench {name} --launch {n}")

@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from ccbench.commands.common import OVERSUBSCRIBE
+from ccbench.commands.common import launching_options
 from ccbench.commands.options import run_options
 from ccbench.core.errors import UsageError
 
@@ -33,18 +33,7 @@ _COMMON = [
     click.option("--target-rse", "target_rse", type=float, help="Stop when the RSE of the mean is below this."),
     click.option("--budget", "budget_s", type=float, help="Time budget per item in seconds (default 1)."),
     *_RUN.values(),
-    click.option("--launch", "launch", type=click.IntRange(1), metavar="N",
-                 help="Start the MPI launcher with N ranks for you (as ccbench launch does)."),
-    click.option("--launcher", help="Launcher for --launch (default: mpiexec beside this Python, then PATH)."),
-    OVERSUBSCRIBE,
-    click.option("--launches", type=int, help="Separate launches of the whole plan, merged into one run (default 1; "
-                                              "needs --launch). The launch is the unit of replication."),
-    click.option("--rounds", type=int, help="Visits of every item within each launch, each round in its own "
-                                            "shuffled order with 1/R of the samples (default 1)."),
-    click.option("--seed", type=int, help="Seed of the shuffled item order (default: drawn and recorded)."),
-    click.option("--launch-index", "launch_index", type=click.IntRange(1), hidden=True,
-                 help="Which of the launches this is (set by --launch)."),
-    click.option("--show/--no-show", default=True, help="Print the results table at the end."),
+    *launching_options("the whole plan", "samples"),
 ]
 _SETTING_PARAMS = ("warmup", "min_reps", "max_reps", "target_rse", "budget_s", "watchdog_s", "thread_level",
                    "results_dir", "launches", "rounds", "seed", "bind")
@@ -100,50 +89,27 @@ def _launch_options(cfg) -> dict:
     return {**{k: getattr(cfg, k) for k in _SETTING_PARAMS if k != "results_dir"}, **cfg.params}
 
 
-def _relaunch(ctx: click.Context, kind, kw: dict, cfg, resume) -> None:
-    """Start LAUNCHER -n N python -m mpi4py -m ccbench NAME ...; with launches > 1 (or to continue such a run)
-    one job per launch, merged into one run."""
-    from ccbench.commands.common import ranks_to_start, start_jobs, to_argv
-    from ccbench.measure.launcher import prepare_launcher
-
-    n = ranks_to_start(kw["launch"], resume, kw.get("oversubscribe", False), option="--launch")
-    exe, _, env, extra = prepare_launcher(kw["launcher"], n, cfg.bind)  # the environment names the plug-ins
-    head = [exe, "-n", str(n), *extra, sys.executable, "-m", "mpi4py", "-m", "ccbench", kind.name]
-    replication = None
-    if cfg.launches > 1 or (resume is not None and (resume / "parts").is_dir()):
-        from ccbench.measure.kind_run import kind_replication
-
-        replication = kind_replication(kind, cfg, lambda part: _launch_options(cfg))
-    start_jobs(head, lambda part_kw: to_argv(ctx, dict(part_kw, launch=None, launcher=None)), env,
-               replication=replication, kw=kw, nranks=n, resume=resume,
-               resume_with=f"ccbench {kind.name} --launch {n}")
-
-
 def kind_command(kind) -> click.Command:
     """The command of a plug-in kind (`kind`: a ``RunKind`` with a ``plan``)."""
 
     def run(**kw):
-        ctx = click.get_current_context()
+        from ccbench.commands.common import measure_or_launch
+
         cfg, resume = _resolve(kind, kw)  # refuse bad input first
-        launch_index = kw.get("launch_index")
-        if kw.get("launch"):
-            if launch_index is not None:
-                raise UsageError("--launch-index is set by --launch for each of its launches")
-            _relaunch(ctx, kind, kw, cfg, resume)
-            return
-        from ccbench.commands.common import measure_here
+
+        def replication(n: int):
+            from ccbench.measure.kind_run import kind_replication
+
+            return kind_replication(kind, cfg, lambda part: _launch_options(cfg))
 
         def measure(thread, console):
             from ccbench.measure.kind_run import run_kind
 
             return run_kind(kind, cfg, thread=thread, argv=sys.argv, tag=kw.get("tag") or "", resume=resume,
-                            console=console, launch=launch_index)
+                            console=console, launch=kw.get("launch_index"))
 
-        measure_here(cfg, launch_index=launch_index, start_with=f"start it with ccbench {kind.name} ... --launch N",
-                     add_launcher=f"add --launch N to ccbench {kind.name}", measure=measure,
-                     show=kw.get("show", True),
-                     resume_with=(f"ccbench {kind.name} --launch {{P}}",
-                                  f"mpiexec -n {{P}} python -m mpi4py -m ccbench {kind.name}"), item=kind.item)
+        measure_or_launch(click.get_current_context(), kw, cfg, resume, command=[kind.name],
+                          replication=replication, measure=measure, item=kind.item)
 
     for opt in reversed([*kind.options, *_COMMON]):
         run = opt(run)

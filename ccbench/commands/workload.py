@@ -4,6 +4,7 @@ import sys
 
 import click
 
+from ccbench.commands.common import launching_options
 from ccbench.commands.options import network_options, run_options
 from ccbench.core.errors import UsageError
 
@@ -36,22 +37,7 @@ _COMMON = [
                       "MPI's mpicc on first use; an error without one) or auto (compiled where it builds). "
                       "Hand-written algorithms and overlap's non-blocking calls stay in Python."),
     *_RUN.values(),
-    click.option("--launch", "launch", type=click.IntRange(1), metavar="N",
-                 help="Start the MPI launcher with N ranks for you (as ccbench launch does)."),
-    click.option("--launcher", help="Launcher for --launch (default: mpiexec beside this Python, then PATH)."),
-    click.option("--oversubscribe", is_flag=True,
-                 help="With --launch: more ranks than this node has usable cores (refused without it: the timings "
-                      "would measure the scheduler, not the network)."),
-    click.option("--launches", type=int,
-                 help="Separate launches of the whole workload, merged into one run (default 1; needs --launch). "
-                      "Each gets 1/K of the budget and steps and its items in a seeded shuffled order."),
-    click.option("--rounds", type=int,
-                 help="Visits of every item within each launch, each with 1/R of the steps and budget (default 1); "
-                      "the samples of its visits make its rows. Averages out drift within a launch."),
-    click.option("--seed", type=int, help="Seed of the launches' shuffled item order (default: drawn and recorded)."),
-    click.option("--launch-index", "launch_index", type=click.IntRange(1), hidden=True,
-                 help="Which of the launches this is (set by --launch)."),
-    click.option("--show/--no-show", default=True, help="Print the results tables at the end."),
+    *launching_options("the whole workload", "steps"),
 ]
 _NOT_KEYS = ("config_file", "tag", "resume", "launch", "launcher", "show", "launch_index", "oversubscribe")
 _RENAME = {"algorithm": "algorithms", "mode": "modes", "variant": "variants", "rs": "rs_algorithms",
@@ -103,47 +89,24 @@ def _launch_options(cfg) -> dict:
     return out
 
 
-def _relaunch(ctx: click.Context, kind: str, kw: dict, cfg, resume) -> None:
-    """Start LAUNCHER -n N python -m mpi4py -m ccbench workload KIND ... (ccbench launch's helpers); with
-    launches > 1 (or to continue such a run) one job per launch, merged into one run."""
-    from ccbench.commands.common import ranks_to_start, start_jobs, to_argv
-    from ccbench.measure.launcher import prepare_launcher
+def _measure(kind: str, kw: dict) -> None:
+    from ccbench.commands.common import measure_or_launch
 
-    n = ranks_to_start(kw["launch"], resume, kw.get("oversubscribe", False), option="--launch")
-    exe, _, env, extra = prepare_launcher(kw["launcher"], n, cfg.bind)  # extra: the binding too
-    head = [exe, "-n", str(n), *extra, sys.executable, "-m", "mpi4py", "-m", "ccbench", "workload", kind]
-    replication = None
-    if cfg.launches > 1 or (resume is not None and (resume / "parts").is_dir()):
+    cfg, resume = _resolve(kind, kw)  # refuse bad input first
+
+    def replication(n: int):
         from ccbench.measure.workload import workload_replication
 
-        replication = workload_replication(cfg, n, lambda part: _launch_options(cfg))
-    start_jobs(head, lambda part_kw: to_argv(ctx, dict(part_kw, launch=None, launcher=None)), env,
-               replication=replication, kw=kw, nranks=n, resume=resume,
-               resume_with=f"ccbench workload {kind} --launch {n}")
-
-
-def _measure(kind: str, kw: dict) -> None:
-    cfg, resume = _resolve(kind, kw)  # refuse bad input first
-    launch_index = kw.get("launch_index")
-    if kw.get("launch"):
-        if launch_index is not None:
-            raise UsageError("--launch-index is set by --launch for each of its launches")
-        _relaunch(click.get_current_context(), kind, kw, cfg, resume)
-        return
-    from ccbench.commands.common import measure_here
+        return workload_replication(cfg, n, lambda part: _launch_options(cfg))
 
     def measure(thread, console):
         from ccbench.measure.workload import run_workload
 
         return run_workload(cfg, thread=thread, argv=sys.argv, tag=kw.get("tag") or "", resume=resume,
-                            console=console, launch=launch_index)
+                            console=console, launch=kw.get("launch_index"))
 
-    measure_here(cfg, launch_index=launch_index,
-                 start_with=f"start it with ccbench workload {kind} ... --launch N",
-                 add_launcher=f"add --launch N to ccbench workload {kind}", measure=measure,
-                 show=kw.get("show", True),
-                 resume_with=(f"ccbench workload {kind} --launch {{P}}",
-                              f"mpiexec -n {{P}} python -m mpi4py -m ccbench workload {kind}"))
+    measure_or_launch(click.get_current_context(), kw, cfg, resume, command=["workload", kind],
+                      replication=replication, measure=measure)
 
 
 @workload.command()
