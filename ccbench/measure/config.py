@@ -83,12 +83,7 @@ class Config:
         sigma_w^2 / n here), more launches with fewer samples each is the better use of a
         fixed time (Kalibera & Jones, ISMM 2013; ``ccbench.core.replication.optimal_split``).
         """
-        k = self.launches
-        if k == 1:
-            return self
-        its = None if self.iterations is None else -(-self.iterations // k)
-        return dataclasses.replace(self, budget_s=self.budget_s / k,
-                                   max_reps=max(self.min_reps, -(-self.max_reps // k)), iterations=its)
+        return split_launches(self)
 
     def per_round(self) -> "Config":
         """What one visit of a case runs when a launch visits every case `rounds` times.
@@ -104,13 +99,36 @@ class Config:
         multiple interleaved trials (Abedi & Brecht, "Conducting repeatable experiments in
         highly variable cloud computing environments", ICPE 2017).
         """
-        r = self.rounds
-        if r == 1:
-            return self
-        lo = -(-self.min_reps // r)
-        its = None if self.iterations is None else -(-self.iterations // r)
-        return dataclasses.replace(self, budget_s=self.budget_s / r, min_reps=lo,
-                                   max_reps=max(lo, -(-self.max_reps // r)), iterations=its)
+        return split_rounds(self)
+
+
+def _ceil_div(n: int | None, k: int) -> int | None:
+    return None if n is None else -(-n // k)
+
+
+def split_launches(cfg):
+    """`cfg` (any run's configuration: budget_s, min_reps, max_reps, launches, maybe iterations) as one of its
+    `launches` K launches runs it: budget_s / K, ceil(max_reps / K) samples but never below min_reps, a fixed
+    ``iterations`` count split the same way (``Config.per_launch`` gives the reasons)."""
+    k = cfg.launches
+    if k == 1:
+        return cfg
+    extra = {"iterations": _ceil_div(cfg.iterations, k)} if hasattr(cfg, "iterations") else {}
+    return dataclasses.replace(cfg, budget_s=cfg.budget_s / k, max_reps=max(cfg.min_reps, _ceil_div(cfg.max_reps, k)),
+                               **extra)
+
+
+def split_rounds(cfg):
+    """`cfg` as one visit of an item runs it when a launch visits every item `rounds` R times: budget_s / R,
+    ceil(min_reps / R) and ceil(max_reps / R) samples, ``iterations`` likewise (``Config.per_round`` gives the
+    reasons)."""
+    r = cfg.rounds
+    if r == 1:
+        return cfg
+    lo = _ceil_div(cfg.min_reps, r)
+    extra = {"iterations": _ceil_div(cfg.iterations, r)} if hasattr(cfg, "iterations") else {}
+    return dataclasses.replace(cfg, budget_s=cfg.budget_s / r, min_reps=lo,
+                               max_reps=max(lo, _ceil_div(cfg.max_reps, r)), **extra)
 
 
 _LIST_KEYS = ("collectives", "algorithms", "dtypes", "ops")

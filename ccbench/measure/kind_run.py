@@ -21,7 +21,7 @@ from pathlib import Path
 from ccbench.core.choices import BINDINGS, THREAD_LEVELS
 from ccbench.core.errors import UsageError
 from ccbench.core.replication import MAX_LAUNCHES
-from ccbench.measure.config import MAX_ROUNDS, _number, _one_of, _path
+from ccbench.measure.config import MAX_ROUNDS, _number, _one_of, _path, split_launches, split_rounds
 from ccbench.measure.driver import Item, Plan, common_stop, drive
 from ccbench.store.kinds import RunKind
 
@@ -56,18 +56,11 @@ class KindConfig:
     def per_launch(self) -> "KindConfig":
         """What one of K launches runs: budget_s / K and ceil(max_reps / K) samples, never below min_reps (as a
         sweep's launches share its samples: ``ccbench.measure.config.Config.per_launch``)."""
-        k = self.launches
-        return self if k == 1 else dataclasses.replace(self, budget_s=self.budget_s / k,
-                                                       max_reps=max(self.min_reps, -(-self.max_reps // k)))
+        return split_launches(self)
 
     def per_round(self) -> "KindConfig":
         """What one visit of an item runs when a launch visits it R times (``Config.per_round``)."""
-        r = self.rounds
-        if r == 1:
-            return self
-        lo = -(-self.min_reps // r)
-        return dataclasses.replace(self, budget_s=self.budget_s / r, min_reps=lo,
-                                   max_reps=max(lo, -(-self.max_reps // r)))
+        return split_rounds(self)
 
 
 #: The settings every run of a plug-in kind has, by key, with their bounds.

@@ -25,6 +25,8 @@ from ccbench.measure.config import (
     _path,
     read_toml,
     resolve_config_path,
+    split_launches,
+    split_rounds,
 )
 from ccbench.store.workload_rows import WORKLOADS
 from ccbench.workloads.schedule import DDP_BUCKET_MB, DDP_FIRST_BUCKET_MB
@@ -95,22 +97,13 @@ class WorkloadConfig:
         As a sweep's launches share its samples (`ccbench.measure.config.Config.per_launch`, which
         gives the reasons): K launches cost about what one did.
         """
-        k = self.launches
-        if k == 1:
-            return self
-        return dataclasses.replace(self, budget_s=self.budget_s / k,
-                                   max_reps=max(self.min_reps, -(-self.max_reps // k)))
+        return split_launches(self)
 
     def per_round(self) -> "WorkloadConfig":
         """What one visit of an item runs when a launch visits every item `rounds` times: budget_s / R and
         ceil(min_reps / R), ceil(max_reps / R) steps, each visit with its own warm-up (as a sweep's rounds,
         `ccbench.measure.config.Config.per_round`, which gives the reasons)."""
-        r = self.rounds
-        if r == 1:
-            return self
-        lo = -(-self.min_reps // r)
-        return dataclasses.replace(self, budget_s=self.budget_s / r, min_reps=lo,
-                                   max_reps=max(lo, -(-self.max_reps // r)))
+        return split_rounds(self)
 
     @property
     def itemsize(self) -> int:
