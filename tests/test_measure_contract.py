@@ -920,14 +920,31 @@ def test_a_forced_variant_the_library_refuses_is_not_timed(stand_in_ops, monkeyp
 
 # -- the sweep's helpers ----------------------------------------------------------------------
 
-def test_check_memory_asks_for_five_buffers_of_the_largest_case_per_local_rank(monkeypatch):
+def test_the_memory_a_case_needs_is_what_its_buffers_hold():
+    """Counted from the buffers themselves: a bcast holds its buffer and the data it checks against (2 buffers),
+    an out-of-place allreduce send, receive, input and expected (4), a hand-written one its scratch too (5);
+    generating and checking them adds temporaries of a bounded size, not of the buffer's."""
+    from ccbench.core.collectives import CHUNK
+
+    big = 1 << 31  # 2 GiB of uint8: the buffer sizes scale from a small probe, nothing this large is allocated
+    temps = 24 * CHUNK
+    assert sweep.case_bytes(Case("bcast", "native", big + 8, big + 8, "uint8", "none", False, 0), 2) == \
+        2 * (big + 8) + temps
+    n = 1 << 20
+    assert sweep.case_bytes(Case("allreduce", "native", 4 * n, n, "float32", "sum", False, 0), 4) == 4 * 4 * n + temps
+    assert sweep.case_bytes(Case("allreduce", "ring", 4 * n, n, "float32", "sum", False, 0), 4) == 5 * 4 * n + temps
+    assert sweep.case_bytes(Case("allreduce", "native", 4 * n, n, "float32", "sum", True, 0), 4) == 3 * 4 * n + temps
+    assert sweep.case_bytes(Case("barrier", "native", 0, 0, "uint8", "none", False, 0), 4) == 0
+
+
+def test_check_memory_asks_for_the_largest_case_per_local_rank(monkeypatch):
     asked = []
     monkeypatch.setattr(sweep, "require_memory", lambda *a: asked.append(a))
     small = Case("allreduce", "native", 64, 16, "float32", "sum", False, 0)
     big = Case("bcast", "native", 4096, 512, "float64", "none", False, 0)
-    sweep._check_memory([small, big, small], 3)
-    assert asked == [(5 * 4096 * 3, 3, big.label(), "lower the sizes")]
-    sweep._check_memory([], 3)
+    sweep._check_memory([small, big, small], 3, 4)
+    assert asked == [(sweep.case_bytes(big, 4) * 3, 3, big.label(), "lower the sizes")]
+    sweep._check_memory([], 3, 4)
     assert len(asked) == 1
 
 

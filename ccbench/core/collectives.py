@@ -23,39 +23,57 @@ __all__ = ["COLLECTIVES", "Collective", "CaseBuffers", "pattern"]
 POISON = 0  # never produced by a pattern: outputs are poisoned with it before a check
 
 
+#: Elements compared at a time when a result is checked: no temporary as large as the buffer.
+CHUNK = 1 << 22
+
+
+def _periodic(start: int, n: int, dtype, period: int, values) -> np.ndarray:
+    """An array of `n` elements of `dtype`, element k = ``values(i)`` at the int64 offset i = start + k, for `values`
+    periodic in i with `period`: one period computed (through int64, then cast: unsigned bytes wrap modulo 256 as
+    MPI's sums do), then copied over the rest in doubling blocks -- a 2 GiB buffer costs a few copies of itself,
+    not int64 temporaries 8 times its size."""
+    out = np.empty(n, dtype=dtype)
+    m = min(n, period)
+    out[:m] = np.asarray(values(np.arange(start, start + m, dtype=np.int64))).astype(np.int64).astype(dtype)
+    filled = m
+    while filled < n:  # filled is a multiple of the period
+        k = min(filled, n - filled)
+        out[filled:filled + k] = out[:k]
+        filled += k
+    return out
+
+
 def pattern(rank: int, start: int, n: int, dtype: np.dtype) -> np.ndarray:
     """The data rank `rank` contributes at element offsets [start, start + n): 1..251."""
-    i = np.arange(start, start + n, dtype=np.int64)
-    return ((rank * 37 + i) % 251 + 1).astype(dtype)
+    return _periodic(start, n, dtype, 251, lambda i: (rank * 37 + i) % 251 + 1)
 
 
 def _red_input(op: str, rank: int, nranks: int, start: int, n: int, dtype) -> np.ndarray:
     """The input of rank `rank` to a reduction with `op` at element offsets [start, start+n)."""
-    i = np.arange(start, start + n, dtype=np.int64)
     if op == "sum":
-        v = rank % 5 + i % 97
-    elif op == "prod":
-        v = np.where(i % nranks == rank, 2, 1)  # exactly one rank doubles each element
-    else:  # min, max
-        v = (rank + i) % 7 + 1
-    return v.astype(dtype)
+        return _periodic(start, n, dtype, 97, lambda i: rank % 5 + i % 97)
+    if op == "prod":  # exactly one rank doubles each element
+        return _periodic(start, n, dtype, nranks, lambda i: np.where(i % nranks == rank, 2, 1))
+    return _periodic(start, n, dtype, 7, lambda i: (rank + i) % 7 + 1)  # min, max
 
 
 def _red_expected(op: str, nranks: int, start: int, n: int, dtype) -> np.ndarray:
     """The exact reduction over all ranks of `_red_input`, in closed form."""
-    i = np.arange(start, start + n, dtype=np.int64)
     if op == "sum":
-        v = sum(r % 5 for r in range(nranks)) + nranks * (i % 97)
-    elif op == "prod":
-        v = np.full(n, 2, dtype=np.int64)
-    else:
-        ranks = range(min(nranks, 7))  # (rank + i) % 7 takes every value once P >= 7
-        fn = np.minimum if op == "min" else np.maximum
+        base = sum(r % 5 for r in range(nranks))
+        return _periodic(start, n, dtype, 97, lambda i: base + nranks * (i % 97))
+    if op == "prod":
+        return _periodic(start, n, dtype, 1, lambda i: np.full(i.size, 2, dtype=np.int64))
+    ranks = range(min(nranks, 7))  # (rank + i) % 7 takes every value once P >= 7
+    fn = np.minimum if op == "min" else np.maximum
+
+    def extreme(i):
         v = (i + ranks[0]) % 7 + 1
         for r in ranks[1:]:
             v = fn(v, (r + i) % 7 + 1)
-    # through int64 then cast: unsigned bytes wrap modulo 256 as MPI's sums do
-    return v.astype(np.int64).astype(dtype)
+        return v
+
+    return _periodic(start, n, dtype, 7, extreme)
 
 
 @dataclass
@@ -76,8 +94,17 @@ class CaseBuffers:
             arr[...] = tmpl
 
     def nwrong(self) -> int:
-        """How many output elements on this rank differ from the exact result."""
-        return int(sum(np.count_nonzero(out != exp) for out, exp in self.outputs))
+        """How many output elements on this rank differ from the exact result (compared CHUNK elements at a time:
+        no temporary as large as the buffer)."""
+        return sum(int(np.count_nonzero(out.reshape(-1)[lo:lo + CHUNK] != exp.reshape(-1)[lo:lo + CHUNK]))
+                   for out, exp in self.outputs for lo in range(0, out.size, CHUNK))
+
+    def bytes_held(self) -> int:
+        """The bytes this rank's buffers, templates and expected results hold (each array once)."""
+        arrays = [a for a in (*self.args, *(x for pair in (*self.inputs, *self.outputs) for x in pair))
+                  if isinstance(a, np.ndarray)]
+        bases = {id(a.base if a.base is not None else a): (a.base if a.base is not None else a) for a in arrays}
+        return sum(b.nbytes for b in bases.values())
 
 
 @dataclass(frozen=True)

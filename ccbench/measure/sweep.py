@@ -20,7 +20,7 @@ from ccbench.algorithms.native_variants import (
     variant_settings,
 )
 from ccbench.algorithms.p2p import counted
-from ccbench.core.collectives import COLLECTIVES
+from ccbench.core.collectives import CHUNK, COLLECTIVES
 from ccbench.core.dtypes import DTYPES
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.core.stats import summarize
@@ -41,16 +41,29 @@ from ccbench.measure.session import (
 from ccbench.measure.timing import TimingSettings, measure, rank_means, timer_resolution_s
 from ccbench.store.results import Row
 
-__all__ = ["Visit", "case_row", "run_case", "run_sweep", "visit_case"]
+__all__ = ["Visit", "case_bytes", "case_row", "run_case", "run_sweep", "visit_case"]
 
 
-def _check_memory(cases: list[Case], local_ranks: int) -> None:
+def case_bytes(case: Case, nranks: int) -> int:
+    """The most memory one rank holds for `case`: its buffers, input templates and expected results (measured on
+    the buffers of a small count, scaled to the case's), a hand-written algorithm's scratch (one more buffer),
+    and the temporaries of making and checking them (``ccbench.core.collectives.CHUNK`` elements at a time)."""
+    coll = COLLECTIVES[case.collective]
+    if coll.make_buffers is None or case.count == 0:
+        return 0
+    probe, dtype = 1024, DTYPES[case.dtype]
+    held = max(coll.make_buffers(probe, nranks, r, dtype, case.op, case.root, case.in_place, None).bytes_held()
+               for r in {case.root % nranks, (case.root + 1) % nranks})
+    scratch = 0 if REGISTRY[case.collective][case.algorithm].native else case.nbytes
+    return held * case.count // probe + scratch + 24 * CHUNK
+
+
+def _check_memory(cases: list[Case], local_ranks: int, nranks: int) -> None:
     """Refuse, before allocating, a sweep whose largest case would not fit in memory."""
     if not cases:
         return
-    big = max(cases, key=lambda c: c.nbytes)
-    # send + receive buffers, the input template and the expected result: ~5 x nbytes
-    require_memory(5 * big.nbytes * local_ranks, local_ranks, big.label(), "lower the sizes")
+    big = max(cases, key=lambda c: case_bytes(c, nranks))
+    require_memory(case_bytes(big, nranks) * local_ranks, local_ranks, big.label(), "lower the sizes")
 
 
 def _check_sync(sync: str, local_ranks: int) -> None:
@@ -251,7 +264,7 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     cases, forced_skips = agree(comm, lambda: check_environment(cases, library))
     skipped = skipped + forced_skips
     nlocal = local_ranks(comm)
-    agree(comm, lambda: _check_memory(cases, nlocal))
+    agree(comm, lambda: _check_memory(cases, nlocal, P))
     agree(comm, lambda: _check_sync(cfg.sync, nlocal))
     prov = collect(comm, cfg.to_dict(), thread, argv)
     settings = TimingSettings.from_config(cfg.per_launch())
