@@ -237,7 +237,8 @@ def test_summary_fields_and_clean_sample_has_no_flags():
 
 def test_every_flag_is_described():
     assert set(FLAG_DESCRIPTIONS) == {
-        "few_samples", "high_spread", "outliers", "near_resolution", "wide_ci", "launch_spread", "imported"
+        "few_samples", "high_spread", "outliers", "near_resolution", "wide_ci", "launch_spread", "imported",
+        "zero_samples"
     }
     assert all(isinstance(v, str) and v and "\n" not in v for v in FLAG_DESCRIPTIONS.values())
 
@@ -410,17 +411,17 @@ def test_mann_whitney_continuity_correction_below_one():
 
 
 def test_summarize_all_zero_samples_divides_zero_by_zero_as_zero():
-    assert summarize([0.0] * 10).flags == ("near_resolution",)
+    assert summarize([0.0] * 10).flags == ("near_resolution", "zero_samples")
 
 
 def test_summarize_zero_median_with_a_spread_is_infinitely_wide():
     # sorted 0 x6, 1 us x4: median 0, CI (x_(2), x_(9)) = (0, 1 us): half width / 0 = inf
     s = summarize([0.0] * 6 + [1e-6] * 4)
-    assert s.flags == ("high_spread", "near_resolution", "wide_ci")
+    assert s.flags == ("high_spread", "near_resolution", "zero_samples", "wide_ci")
 
 
 def test_summarize_single_zero_sample_is_not_high_spread():
-    assert summarize([0.0]).flags == ("few_samples", "near_resolution")
+    assert summarize([0.0]).flags == ("few_samples", "near_resolution", "zero_samples")
 
 
 def test_summarize_single_sample_does_not_warn():
@@ -509,3 +510,17 @@ def test_benjamini_hochberg_edges():
     for bad in ([1.5], [-0.1, 0.5], [0.5, 1.01]):
         with pytest.raises(ValueError, match=r"^p-values must lie in \[0, 1\]$"):
             benjamini_hochberg(bad)
+
+
+def test_a_zero_sample_is_flagged_and_a_negative_one_refused():
+    """A call shorter than one timer tick reads 0 s: kept, and the row says its median is a bound; a negative time
+    cannot be measured and is refused."""
+    import pytest
+
+    from ccbench.core.stats import FLAG_DESCRIPTIONS, summarize
+
+    s = summarize([0.0, 1e-6, 1e-6, 2e-6] * 5, timer_resolution_s=1e-6)
+    assert "zero_samples" in s.flags and "zero_samples" in FLAG_DESCRIPTIONS
+    assert "zero_samples" not in summarize([1e-9, 1e-6] * 10, timer_resolution_s=1e-6).flags
+    with pytest.raises(ValueError, match="at least 0"):
+        summarize([1e-6, -1e-9, 1e-6])

@@ -63,6 +63,10 @@ FLAG_DESCRIPTIONS: dict[str, str] = {
         "(Tukey's far-out fence)"
     ),
     "near_resolution": f"median within {NEAR_RESOLUTION_TICKS} ticks of the timer resolution",
+    "zero_samples": (
+        "some samples read 0 s: calls shorter than one tick of the timer, so the median is a bound, not a "
+        "measurement (batch calls per sample: --timing batched)"
+    ),
     "wide_ci": (
         f"{CONFIDENCE:.0%} CI of the median wider than +-{WIDE_CI_HALF_WIDTH:.0%} of the median"
     ),
@@ -239,6 +243,8 @@ def summarize(samples_s, *, timer_resolution_s: float = 1e-9, min_samples: int =
     Thresholds are the module constants; each flag is explained in FLAG_DESCRIPTIONS.
     """
     x = np.sort(_as_sample(samples_s, "samples_s"))
+    if x[0] < 0:
+        raise ValueError("samples_s: times must be at least 0")
     n = int(x.size)
     median = float(np.median(x))
     mean = float(np.mean(x))
@@ -260,6 +266,8 @@ def summarize(samples_s, *, timer_resolution_s: float = 1e-9, min_samples: int =
         flags.append("outliers")
     if median < NEAR_RESOLUTION_TICKS * timer_resolution_s:
         flags.append("near_resolution")
+    if x[0] == 0.0:  # sorted: a zero is first; only a call shorter than a timer tick reads 0
+        flags.append("zero_samples")
     if _ratio((hi - lo) / 2.0, median) > WIDE_CI_HALF_WIDTH:
         flags.append("wide_ci")
 
