@@ -4,8 +4,9 @@
 # Installs Debian's slurmctld, slurmd, slurm-client and munge, starts munged, slurmctld
 # and slurmd by hand (no systemd here), submits the scripts with a tiny sweep, polls
 # squeue until they finish, checks the run directories, signals a long sweep mid-run
-# (it must keep its finished rows and say "interrupted"), and stops every daemon it
-# started -- also on failure. Not root, no apt, or the install fails: it cannot run; in CI
+# (it must keep its finished rows and say "interrupted"), checks a script with --check
+# here and inside a job (it runs nothing), and stops every daemon it started -- also on
+# failure. Not root, no apt, or the install fails: it cannot run; in CI
 # (CI=true) that fails the build, elsewhere it is a SKIP with the reason, exit 0
 # (tests/ci_tier.sh).
 set -euo pipefail
@@ -163,6 +164,8 @@ jobs[timelimit]=$(CCBENCH_EXTRA_ARGS="-C all -s 8:64K --budget 1 --min-reps 1000
 # a rank that dies mid-sweep: srun ends the step at once, `ccbench launch` marks the run failed
 jobs[crash]=$(CCBENCH_FAULT="exit:1:allreduce/native:64" CCBENCH_EXTRA_ARGS="-C allreduce -s 8:1K --budget 0.05 --order planned" \
   submit crash -n 3 --overcommit slurm/sweep.sbatch)
+# --check inside a job: the script checks its environment, prints what it would run and ends
+jobs[checkflag]=$(submit checkflag -n 2 slurm/sweep.sbatch --check)
 echo "slurm: submitted $(for k in "${!jobs[@]}"; do printf '%s=%s ' "$k" "${jobs[$k]}"; done)"
 
 wait_jobs() {  # wait_jobs TIMEOUT_S ID... (polls squeue; sbatch --wait is slower)
@@ -215,6 +218,14 @@ check signal FAILED --runs 1 --nranks 2 --interrupted
 check refuse FAILED --runs 0 --log "$work/out/refuse-${jobs[refuse]}.out" --expect-log "did not wire up MPI"
 check timelimit 'FAILED|TIMEOUT' --runs 1 --nranks 2 --interrupted
 check crash FAILED --runs 1 --nranks 3 --failed
+check checkflag COMPLETED --runs 0 --log "$work/out/checkflag-${jobs[checkflag]}.out" \
+  --expect-log "ccbench launch -n 2 --launcher srun --config configs/quick.toml --results-dir $results --tag job${jobs[checkflag]} $CCBENCH_EXTRA_ARGS -- --mpi=pmi2"
+# --check on the submit host, against this Slurm's own srun --mpi=list
+if out=$(bash slurm/scaling.sbatch --check 2>&1) && [[ $out == *"check passed"* ]]; then
+  echo "ok   bash slurm/scaling.sbatch --check"; passed=$((passed + 1))
+else
+  echo "FAIL bash slurm/scaling.sbatch --check:"; printf '%s\n' "$out" | sed 's/^/    /'; failed=$((failed + 1))
+fi
 runtime=$(scontrol show job "${jobs[crash]}" | tr ' ' '\n' | sed -n 's/^RunTime=//p')
 if [[ $runtime =~ ^00:00:([0-5][0-9])$ ]]; then
   echo "ok   crash ended promptly (RunTime=$runtime)"; passed=$((passed + 1))
