@@ -1019,3 +1019,39 @@ def test_launches_needed_to_tell_2x_from_1():
 
     assert launches_needed(dataclasses.replace(c, method="untested"), 0.05) is None
     assert launches_needed(dataclasses.replace(c, resolvable_ratio=1e300), 0.05) is None  # beyond MAX_LAUNCHES
+
+
+def _load(other: float) -> dict:
+    return {"wall_s": 10.0, "cpus": 2, "busy_fraction": min(1.0, other + 0.5), "own_fraction": 0.5,
+            "other_fraction": other, "steal_fraction": 0.0}
+
+
+def _copy(seconds: float) -> dict:
+    return {"one_core": {"counted_bytes": 1 << 27, "seconds": [seconds, 2 * seconds]}}
+
+
+@pytest.mark.parametrize(("meta_a", "meta_b", "withheld"), [
+    ({}, {}, False),                                                      # no load recorded: decided as before
+    ({"load": _load(0.0)}, {"load": _load(0.2)}, False),                  # at the limit: kept
+    ({"load": _load(0.0)}, {"load": _load(0.21)}, True),                  # just above it on one side: withheld
+    ({"load": _load(0.5)}, {"load": _load(0.0)}, True),                   # the baseline disturbed
+    ({"hosts": {"n1": 2}, "memory_bandwidth": _copy(0.01)},
+     {"hosts": {"n1": 2}, "memory_bandwidth": _copy(0.015)}, False),     # calibrations 1.5x apart: kept
+    ({"hosts": {"n1": 2}, "memory_bandwidth": _copy(0.01)},
+     {"hosts": {"n1": 2}, "memory_bandwidth": _copy(0.016)}, True),      # 1.6x on one host: withheld
+    ({"hosts": {"n1": 2}, "memory_bandwidth": _copy(0.01)},
+     {"hosts": {"n2": 2}, "memory_bandwidth": _copy(0.03)}, False),      # other hosts: a hardware question
+])
+def test_a_difference_measured_under_load_or_on_a_changed_machine_is_withheld(tmp_path, meta_a, meta_b, withheld):
+    """A 3x slowdown seen in 3 launches a side is called, unless a run was measured while other processes took more
+    than a fifth of the machine, or the two runs' own copy-bandwidth calibrations on one host disagree by over
+    1.5x: then the case stays undetermined, its interval kept, and a warning says why."""
+    fast = [[1e-5, 1.1e-5, 0.9e-5]] * 3
+    slow = [[3e-5, 3.3e-5, 2.7e-5]] * 3
+    a = _write_run(tmp_path / "a", [_launch_row(1024, fast)], **meta_a)
+    b = _write_run(tmp_path / "b", [_launch_row(1024, slow)], **meta_b)
+    cmp = compare_runs([open_run(a), open_run(b)])
+    (p,) = cmp.pairs
+    assert p.verdict == ("undetermined" if withheld else "slower") and p.ratio_low > 1
+    assert bool(cmp.withheld) is withheld
+    assert any("withheld" in w for w in cmp.warnings) is withheld

@@ -89,8 +89,8 @@ from ccbench.store.workload_rows import WorkloadRow
 
 __all__ = ["CSV_COLUMNS", "KEY_FIELDS", "PAIR_FIELDS", "TEST_FIELDS", "VERDICTS", "WORKLOAD_CSV_COLUMNS",
            "Comparison", "LaunchTest", "Matching", "Pair", "WorkloadPair", "check_settings", "compare_runs",
-           "index_rows", "make_pair", "match_key", "matching", "measured_launch_cv", "pair_type", "parse_fraction",
-           "provenance_differences", "run_summary", "test_pairs", "workload_match_key"]
+           "disturbances", "index_rows", "make_pair", "match_key", "matching", "measured_launch_cv", "pair_type",
+           "parse_fraction", "provenance_differences", "run_summary", "test_pairs", "workload_match_key"]
 
 #: Fewer raw samples than this on either side: the case is shown but not tested.
 MIN_SAMPLES = 2
@@ -224,6 +224,7 @@ class Comparison:
     launch_cv: float = DEFAULT_PRIOR_BETWEEN_CV  # between-launch CV assumed with a single launch on a side
     launch_cv_given: bool = False  # True: from --launch-cv; False: the default prior
     measured_cv: dict[str, tuple[float, int]] = dataclasses.field(default_factory=dict)  # run -> (CV, rows)
+    withheld: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # run -> why its verdicts are withheld
 
     def summary(self) -> list[dict]:
         """Per other run: pairs, geometric mean of the ratios and verdict counts (per kind: its `Matching`)."""
@@ -571,6 +572,45 @@ def matching(kind: str) -> Matching:
     return spec.get("matching") or _generic_matching(spec)
 
 
+#: The share of the machine's CPU time other processes may take while a run measures (run.json's ``load``) before
+#: the verdicts that involve it are withheld: with the cores shared, its times measure the scheduler as much as
+#: the collective (an A/A of the README's job on 2 cores called 20-88% of cases different under such load).
+MAX_OTHER_LOAD = 0.2
+#: The ratio of the node's single-core memory copy bandwidth (best of its repetitions) between two runs of one
+#: host beyond which their calibrations disagree: the machine was not the same machine for both.
+MAX_CALIBRATION_RATIO = 1.5
+
+
+def _copy_rate(meta: Mapping) -> float | None:
+    """The single-core memory copy rate a run measured before its first case (bytes/s, best repetition)."""
+    one = (meta.get("memory_bandwidth") or {}).get("one_core") or {}
+    secs = [t for t in one.get("seconds") or [] if isinstance(t, (int, float)) and t > 0]
+    return one["counted_bytes"] / min(secs) if secs and one.get("counted_bytes") else None
+
+
+def disturbances(a: Mapping, b: Mapping, la: str = "A", lb: str = "B") -> list[str]:
+    """Why the verdicts between runs `a` and `b` cannot be trusted, one reason a line: other processes took more
+    than ``MAX_OTHER_LOAD`` of the machine while one of them measured, or the two runs' own calibrations (the
+    node's copy bandwidth, measured the same way before each run's first case) disagree by more than
+    ``MAX_CALIBRATION_RATIO`` on one host.  [] when nothing says so (a run without a load record: none)."""
+    out = []
+    for m, lab in ((a, la), (b, lb)):
+        other = (m.get("load") or {}).get("other_fraction")
+        if isinstance(other, (int, float)) and other > MAX_OTHER_LOAD:
+            out.append(f"other processes used {other:.0%} of the machine's CPU time while run {lab} measured")
+    ra, rb = _copy_rate(a), _copy_rate(b)
+    same_host = bool(a.get("hosts")) and set(a.get("hosts") or ()) == set(b.get("hosts") or ())
+    if ra and rb and same_host and max(ra, rb) / min(ra, rb) > MAX_CALIBRATION_RATIO:
+        out.append(f"the node's memory copy bandwidth differs {max(ra, rb) / min(ra, rb):.2g}x between runs {la} and "
+                   f"{lb} (measured the same way before each run): the machine was not in the same state")
+    return out
+
+
+def _withhold(pairs: list) -> list:
+    """`pairs` with every difference they call made "undetermined" (their intervals and p-values kept)."""
+    return [dataclasses.replace(p, verdict="undetermined") if p.verdict in ("faster", "slower") else p for p in pairs]
+
+
 #: Largest between-launch CV --launch-cv accepts (100%: launches twice as slow as others are one sigma away).
 MAX_LAUNCH_CV = 1.0
 
@@ -620,6 +660,7 @@ def compare_runs(runs: Sequence[Run], *, level: float = SIGNIFICANCE, min_effect
     base = index_rows(first.rows, labels[0], warnings, key=spec.key)
     pairs: list = []
     unmatched: dict[str, tuple[int, int]] = {}
+    withheld: dict[str, list[str]] = {}
     for lab, r in zip(labels[1:], opened[1:], strict=True):
         warnings += provenance_differences(first.meta, r.meta, first.rows, r.rows, labels[0], lab)
         warnings += spec.extra_warnings(first.meta, r.meta, labels[0], lab)
@@ -629,10 +670,17 @@ def compare_runs(runs: Sequence[Run], *, level: float = SIGNIFICANCE, min_effect
         if not common:
             raise UsageError(f"runs {labels[0]} ({first.path.name}) and {lab} ({r.path.name}) have no "
                              f"{spec.what} in common ({spec.same})")
-        for a, b, test in test_pairs([(base[k], other[k]) for k in common], level, min_effect=min_effect,
-                                     launch_cv=prior):
-            pairs.append(spec.pair(labels[0], lab, a, b, test))
+        mine = [spec.pair(labels[0], lab, a, b, test) for a, b, test in
+                test_pairs([(base[k], other[k]) for k in common], level, min_effect=min_effect, launch_cv=prior)]
+        why = disturbances(first.meta, r.meta, labels[0], lab)
+        if why:
+            withheld[lab] = why
+            called = sum(p.verdict in ("faster", "slower") for p in mine)
+            warnings.append(f"verdicts of run {lab} against {labels[0]} withheld ({called} called difference(s) shown "
+                            "as undetermined): " + "; ".join(why) + "; measure both again on a quiet machine")
+            mine = _withhold(mine)
+        pairs += mine
     measured = {lab: m for lab, r in zip(labels, opened, strict=True) if (m := measured_launch_cv(r.rows))}
     return Comparison([(lab, r.path, r.meta) for lab, r in zip(labels, opened, strict=True)], pairs, warnings,
                       unmatched, level, kind=kinds[0], min_effect=min_effect, launch_cv=prior,
-                      launch_cv_given=launch_cv is not None, measured_cv=measured)
+                      launch_cv_given=launch_cv is not None, measured_cv=measured, withheld=withheld)

@@ -5,7 +5,8 @@ visited and how its visits make rows (a `Plan`); `drive` does the rest the same 
 every kind: the launch's order (``launch_order``: planned, or shuffled in blocks), its rounds
 (``round_orders``: each item visited R times, each round in its own order, the row stored
 after the last visit), the run directory (new, or a ``--resume``d one with its finished items
-skipped), the session (SIGINT/SIGTERM between items, the watchdog, CCBENCH_FAULT, progress),
+skipped), the session (SIGINT/SIGTERM between items, the watchdog, CCBENCH_FAULT, progress,
+the machine's load while it measured: run.json's ``load``),
 a case the library refuses (``NotApplicableError``: recorded, never a row), a full disk
 (every rank stops), and the exit code.
 """
@@ -16,7 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ccbench.algorithms.native_variants import NotApplicableError
-from ccbench.measure.session import Fault, Progress, Session, agree, launch_order, open_run_dir, round_orders
+from ccbench.measure.hardware import cpu_times
+from ccbench.measure.session import (
+    Fault,
+    Progress,
+    Session,
+    agree,
+    launch_order,
+    open_run_dir,
+    round_orders,
+    run_load,
+)
 from ccbench.store.results import RunWriter, new_run_dir
 
 __all__ = ["Item", "Plan", "common_stop", "drive"]
@@ -102,6 +113,7 @@ def drive(comm, plan: Plan, *, prov: dict, argv: list[str], results_dir, tag: st
     bar = Progress(len(visits), console, plan.noun) if writer is not None and progress else None
     session = Session(comm, writer, watchdog_s=plan.watchdog_s, progress=bar, fault=plan.fault)
     session.watch_peers()
+    start, end_fields = cpu_times(), {}
     try:
         if resume is None and plan.before is not None:
             plan.before(writer)
@@ -138,8 +150,11 @@ def drive(comm, plan: Plan, *, prov: dict, argv: list[str], results_dir, tag: st
                 if line is not None:
                     bar.done(label, line, row.ok)
         session.finished()
+        # what else ran on the machine meanwhile (compare withholds verdicts of a run measured under load)
+        load = run_load(comm, start)
+        end_fields = {"load": load} if load is not None else {}
     finally:
-        session.close(failed_cases=nbad)
+        session.close(failed_cases=nbad, **end_fields)
     return session.exit_code(nbad, plan.what), (writer.path if writer is not None else None)
 
 

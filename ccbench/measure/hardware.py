@@ -9,12 +9,14 @@ have them: what cannot be read is None or left out, never an error.
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 from ccbench.core.hardware import cpu_list, parse_cpu_list
 from ccbench.core.units import format_size
 
-__all__ = ["TRANSPORT_VARS", "cgroup_limits", "cpu_info", "kernel_release", "memory_available", "memory_info",
-           "network_interfaces", "node_hardware", "numa_nodes", "rdma_devices", "transport"]
+__all__ = ["TRANSPORT_VARS", "CpuTimes", "cgroup_limits", "cpu_info", "cpu_times", "kernel_release", "load_record",
+           "memory_available", "memory_info", "network_interfaces", "node_hardware", "numa_nodes", "rdma_devices",
+           "transport"]
 
 ROOT = Path("/")
 #: cgroup v1 writes "no limit" as a page-rounded 2**63 - 1; anything this large is no limit
@@ -273,3 +275,65 @@ def node_hardware(root: Path = ROOT) -> dict:
     return {"cpu": cpu_info(root), "numa": numa_nodes(root), "memory": memory_info(root),
             "kernel": kernel_release(root), "cgroup": cgroup_limits(root), "net": network_interfaces(root),
             "rdma": rdma_devices(root)}
+
+
+# -- the machine's load while a run measured ------------------------------------------------------
+
+
+#: /proc/stat's clock ticks per second (USER_HZ): 100 on every Linux architecture ccbench runs on (proc(5)).
+USER_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+class CpuTimes(NamedTuple):
+    """The machine's busy, stolen and total CPU seconds since boot, its CPU count, this process's own CPU seconds
+    and a monotonic wall clock, read together (`cpu_times`)."""
+
+    busy: float
+    steal: float
+    total: float
+    cpus: int
+    own: float
+    wall: float
+
+
+def cpu_times(root: Path = ROOT) -> CpuTimes | None:
+    """The machine's CPU time from /proc/stat's ``cpu`` line (proc(5): user nice system idle iowait irq softirq
+    steal ...), in seconds: busy = user + nice + system + irq + softirq, steal apart, total = all eight; with the
+    CPU count, this process's CPU seconds and a monotonic wall clock.  None where /proc/stat cannot be read."""
+    import time
+
+    text = _read(root / "proc" / "stat")
+    if text is None:
+        return None
+    fields, cpus = None, 0
+    for line in text.splitlines():
+        if line.startswith("cpu "):
+            fields = line.split()[1:9]
+        elif line.startswith("cpu") and line[3:4].isdigit():
+            cpus += 1
+    if fields is None or len(fields) < 8:
+        return None
+    try:
+        user, nice, system, idle, iowait, irq, softirq, steal = (int(v) / USER_HZ for v in fields)
+    except ValueError:
+        return None
+    busy = user + nice + system + irq + softirq
+    return CpuTimes(busy, steal, busy + idle + iowait + steal, max(cpus, 1), time.process_time(), time.monotonic())
+
+
+def load_record(start: CpuTimes | None, end: CpuTimes | None, own_cpu_s: float) -> dict | None:
+    """What the machine did while a run measured: fractions of its CPU time (between `start` and `end`, taken on
+    one rank) that were busy, spent by this run's ranks on this node (`own_cpu_s`: their CPU seconds over that
+    span, summed), by anything else (``other``: busy less own, never below 0), and stolen by the hypervisor.
+    None without both readings or without time between them."""
+    if start is None or end is None:
+        return None
+    span = end.total - start.total
+    wall = end.wall - start.wall
+    if span <= 0 or wall <= 0:
+        return None
+    busy = (end.busy - start.busy) / span
+    own = min(max(own_cpu_s / (wall * end.cpus), 0.0), 1.0)
+    return {"wall_s": round(wall, 3), "cpus": end.cpus, "busy_fraction": round(busy, 4),
+            "own_fraction": round(own, 4), "other_fraction": round(max(busy - own, 0.0), 4),
+            "steal_fraction": round((end.steal - start.steal) / span, 4)}

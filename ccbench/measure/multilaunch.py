@@ -180,7 +180,13 @@ def merge_parts(dest: Path, results: list[tuple[int, Part, int, Path | None]], r
     import shutil
     import time
 
-    from ccbench.store.launches import pool_harness_floor, pool_memory_bandwidth, pool_reduce_local, pool_rows
+    from ccbench.store.launches import (
+        pool_harness_floor,
+        pool_load,
+        pool_memory_bandwidth,
+        pool_reduce_local,
+        pool_rows,
+    )
     from ccbench.store.results import RunWriter
     from ccbench.store.run import open_run
 
@@ -193,7 +199,7 @@ def merge_parts(dest: Path, results: list[tuple[int, Part, int, Path | None]], r
     keep = {k: v for k, v in first.items() if k not in _PER_PART}
     # what every launch measures before its first case, pooled over the launches (not the first one's)
     for name, pool in (("reduce_local", pool_reduce_local), ("harness_floor", pool_harness_floor),
-                       ("memory_bandwidth", pool_memory_bandwidth)):
+                       ("memory_bandwidth", pool_memory_bandwidth), ("load", pool_load)):
         if name in keep:
             keep[name] = pool([(launch, m.get(name)) for launch, *_, m, _ in loaded if m])
     skipped = [{"what": w, "why": y} for w, y in rep.skips]

@@ -130,6 +130,23 @@ def local_ranks(comm) -> int:
     return n
 
 
+def run_load(comm, start) -> dict | None:
+    """The machine's load over the span since `start` (``ccbench.measure.hardware.cpu_times`` taken on every rank):
+    rank 0's node's CPU time, and its ranks' own CPU seconds summed (a collective: every rank calls it).  The
+    record (``load_record``) on rank 0, None elsewhere."""
+    import socket
+
+    from ccbench.measure.hardware import cpu_times, load_record
+
+    end = cpu_times()
+    own = (end.own - start.own) if start is not None and end is not None else 0.0
+    mine = comm.gather((socket.gethostname(), own), root=0)
+    if comm.Get_rank() != 0:
+        return None
+    host = socket.gethostname()
+    return load_record(start, end, sum(s for h, s in mine if h == host))
+
+
 def _mem_available_bytes(root: Path = Path("/")) -> int | None:
     """Bytes this node may still allocate: min(MemAvailable, cgroup limit - usage); None when unknown."""
     return memory_available(root)[0]

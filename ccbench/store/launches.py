@@ -19,7 +19,7 @@ import numpy as np
 
 from ccbench.core.replication import hierarchical_bootstrap_ci, variance_components
 
-__all__ = ["BOOTSTRAP_REPLICATES", "LAUNCH_SPREAD", "launch_spread", "pool_harness_floor", "pool_launches",
+__all__ = ["BOOTSTRAP_REPLICATES", "LAUNCH_SPREAD", "launch_spread", "pool_harness_floor", "pool_launches", "pool_load",
            "pool_memory_bandwidth", "pool_reduce_local", "pool_rows"]
 
 #: Replicates of the two-stage bootstrap behind a pooled row's interval (fixed seed: the same
@@ -158,6 +158,17 @@ def pool_harness_floor(records: Sequence[tuple[int, dict | None]]) -> dict | Non
             for c in colls}
     return {"empty_s": float(np.median(empty)) if empty else None, "zero_count_s": zero,
             "launches": {str(n): r for n, r in have}}
+
+
+def pool_load(records: Sequence[tuple[int, dict | None]]) -> dict | None:
+    """One ``load`` record (``ccbench.measure.hardware.load_record``) from the launches' records: the largest share
+    of the machine that anything else took during any launch (a verdict is as good as its most disturbed launch),
+    with each launch's own record under ``launches``.  None when no launch has one."""
+    have = [(n, r) for n, r in records if r]
+    if not have:
+        return None
+    worst = max(have, key=lambda nr: nr[1].get("other_fraction", 0.0))[1]
+    return {**worst, "launches": {str(n): r for n, r in have}}
 
 
 def pool_reduce_local(records: Sequence[tuple[int, list | None]]) -> list[dict]:
