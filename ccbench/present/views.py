@@ -85,11 +85,23 @@ def run_header(meta: dict, path, rows: Sequence = ()) -> str:
         + (f"\n{sampling}" if (sampling := sampling_line(meta.get("config") or {}, meta.get("loop"))) else "")
         + (f"\n{floor}" if (floor := floor_line(meta.get("harness_floor"))) else "")
         + (f"\n{memory}" if (memory := memory_line(meta.get("memory_bandwidth"))) else "")
+        + (f"\n[yellow]{load}[/]" if (load := load_line(meta.get("load"))) else "")
         + ("\nimported from " + "; ".join(f"{escape(d['version'])} ({escape(d['path'])}, sha256 {d['sha256'][:12]})"
                                           for d in meta["imported"])
            + ": the tool's own statistics (no raw samples; compare leaves these cases untested)"
            if meta.get("imported") else "")
     )
+
+
+def load_line(load: dict | None) -> str:
+    """A line where other processes took a noticeable share of the machine while the run measured ("" otherwise)."""
+    from ccbench.analysis.compare import MAX_OTHER_LOAD
+
+    other = (load or {}).get("other_fraction")
+    if not isinstance(other, (int, float)) or other <= MAX_OTHER_LOAD / 2:
+        return ""
+    return (f"measured under load: other processes used {other:.0%} of the machine's CPU time meanwhile"
+            + ("; compare withholds verdicts involving this run" if other > MAX_OTHER_LOAD else ""))
 
 
 def floor_line(floor: dict | None) -> str:
