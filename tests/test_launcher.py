@@ -108,3 +108,24 @@ def test_launch_without_n_starts_a_rank_per_core_and_resume_takes_the_run_s_coun
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith(f"starting {cores} ranks: the run's own rank count\n")
     assert json.loads((run / "run.json").read_text())["status"] == "complete"
+
+
+def test_dash_a_all_says_what_it_chose_and_what_it_left_out(tmp_path):
+    """-a all is every hand-written algorithm and native; the library's forced variants are left out, and the first
+    line says how many and how to add them; with native:all beside it nothing is left out."""
+    import os
+    import subprocess
+    import sys
+
+    def first_line(algorithms):
+        r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "2", "-C", "allreduce", "-a", algorithms,
+                            "-s", "8", "-i", "2", "-x", "0", "--results-dir", "res", "--no-show"],
+                           capture_output=True, text=True, timeout=240, cwd=tmp_path,
+                           env={**os.environ, "CCBENCH_TERMINAL": "0"})
+        assert r.returncode == 0, r.stderr
+        return r.stdout.splitlines()[0]
+
+    line = first_line("all")
+    assert line.startswith("-a all: 8 algorithms over 1 collective(s)")
+    assert "forced variants of MPICH's own algorithms left out (add native:all" in line
+    assert "left out" not in first_line("all,native:all")

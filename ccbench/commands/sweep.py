@@ -59,6 +59,9 @@ def launch(ctx, n, oversubscribe, launcher, launcher_args, **kw):
     from ccbench.measure.multilaunch import needs_launches, sweep_replication
 
     exe, version, env, extra = prepare_launcher(launcher, n, cfg.bind, launcher_args)  # extra: binding too
+    note = _all_note(cfg, version)
+    if note:
+        click.echo(note)
     head = [exe, "-n", str(n), *extra, *launcher_args, sys.executable, "-m", "mpi4py", "-m", "ccbench", "run"]
     replication = None
     if needs_launches(cfg) or (resume is not None and (resume / "parts").is_dir()):
@@ -68,6 +71,25 @@ def launch(ctx, n, oversubscribe, launcher, launcher_args, **kw):
         replication = sweep_replication(cfg, library_of_launcher(version))
     start_jobs(head, lambda part_kw: to_argv(ctx, part_kw), env, replication=replication, kw=kw, nranks=n,
                resume=resume, resume_with="ccbench launch")
+
+
+def _all_note(cfg, launcher_version: str) -> str | None:
+    """What ``-a all`` chose, and how to add the library's own variants it leaves out (None without ``all``)."""
+    if "all" not in cfg.algorithms:
+        return None
+    from ccbench.algorithms import REGISTRY
+    from ccbench.algorithms.native_variants import LIBRARIES, library_of_launcher, variant_names
+
+    chosen = {c: [a for a, x in REGISTRY[c].items() if not x.settings] for c in cfg.collectives}
+    n = sum(len(v) for v in chosen.values())
+    line = (f"-a all: {n} algorithms over {len(chosen)} collective(s), the library's own (native) and every "
+            "hand-written one")
+    library = library_of_launcher(launcher_version)
+    left = [v for c in cfg.collectives for v in variant_names(c, library) if v not in cfg.algorithms]
+    if left and library:
+        line += (f"; {len(left)} forced variants of {LIBRARIES[library]}'s own algorithms left out (add native:all "
+                 "to time them, one launch per variant)")
+    return line
 
 
 @click.command("list")
