@@ -123,7 +123,7 @@ def test_dash_a_all_says_what_it_chose_and_what_it_left_out(tmp_path):
                            capture_output=True, text=True, timeout=240, cwd=tmp_path,
                            env={**os.environ, "CCBENCH_TERMINAL": "0"})
         assert r.returncode == 0, r.stderr
-        return r.stdout.splitlines()[0]
+        return r.stdout.splitlines()[1]  # after "starting 2 ranks (-n 2)..."
 
     line = first_line("all")
     assert line.startswith("-a all: 8 algorithms over 1 collective(s)")

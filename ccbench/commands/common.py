@@ -226,7 +226,7 @@ def launching_options(what: str, unit: str) -> list:
 
 def ranks_to_start(n, resume, oversubscribe: bool, launcher_args=(), option: str = "-n") -> int:
     """The rank count of a job ccbench starts (``ccbench.measure.launcher.rank_count``): -n, else a resumed run's
-    own, else one per usable core; said on stdout when it was not given."""
+    own, else one per usable core; said on stdout first (with why, when it was not given)."""
     from ccbench.measure.launcher import rank_count
 
     stored = None
@@ -237,8 +237,9 @@ def ranks_to_start(n, resume, oversubscribe: bool, launcher_args=(), option: str
         stored = stored if isinstance(stored, int) and stored > 0 else None
     count, why = rank_count(n, stored=stored, oversubscribe=oversubscribe, launcher_args=launcher_args,
                             option=option)
-    if n is None:
-        click.echo(f"starting {count} ranks: {why}")
+    click.echo(f"starting {count} ranks: {why}" if n is None else
+               f"starting {count} ranks ({option} {n}); the first {'case' if option == '-n' else 'item'} follows "
+               "the start of MPI and the run's calibration (a few seconds)")
     return count
 
 
