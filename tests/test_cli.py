@@ -298,3 +298,21 @@ def test_the_flag_legend_defines_launch_spread_only_where_the_launch_notes_do_no
     assert flag_legend([several]) == "flags: outliers = " + FLAG_DESCRIPTIONS["outliers"]
     assert FLAG_DESCRIPTIONS["launch_spread"] in launch_notes([several])[0]  # defined there, once
     assert flag_legend([dataclasses.replace(row, flags=())]) is None
+
+
+def test_list_puts_the_installed_library_s_variants_before_the_hand_written_and_others_last():
+    from ccbench.present.views import algorithms_table
+
+    def order(library):
+        t = algorithms_table(["allreduce"], library)
+        return [(row[1], row[2]) for row in t.rows]
+
+    mpich = order("mpich")
+    names = [n for n, _ in mpich]
+    assert names[0] == "native" and names.index("native:smp") < names.index("ring") < names.index("native:basic_linear")
+    assert ("native:basic_linear", "native (Open MPI only)") in mpich and ("native:smp", "native") in mpich
+    ompi = order("openmpi")
+    names = [n for n, _ in ompi]
+    assert names.index("native:basic_linear") < names.index("ring") < names.index("native:smp")
+    assert ("native:smp", "native (MPICH only)") in ompi
+    assert all("only" not in kind for _, kind in order(None))  # no library known: nothing called foreign

