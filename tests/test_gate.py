@@ -53,6 +53,27 @@ def test_a_gate_fails_when_another_run_lacks_cases_of_run_a():
     assert (f.other, f.case, f.verdict) == ("B", "2 case(s) of run A", "missing")
 
 
+def test_a_gate_fails_when_compare_withheld_the_verdicts_of_a_run():
+    """A run measured under load has no verdicts (compare withholds them): the gate cannot pass it, and says why."""
+    ok = [_pair("undetermined", 3.0, 2.5, 3.5)]
+    assert gate_failures(ok, "slower", 0.0, withheld={}) == []
+    (f,) = gate_failures(ok, "slower", 0.0, withheld={"B": ["other processes used 45% of the machine's CPU time"]})
+    assert (f.other, f.verdict) == ("B", "withheld") and "45%" in f.case
+
+
+def test_a_gate_names_a_plugin_kind_s_case_by_its_key(tmp_path):
+    from ccbench.analysis.compare import make_pair, pair_type, test_pairs
+
+    cls = pair_type("ProbePair", (("exchange", str), ("nbytes", int)))
+    row = SimpleNamespace(exchange="ring", nbytes=64, nranks=2, samples=3, median_s=1e-6, ci_low_s=0.9e-6,
+                          ci_high_s=1.1e-6, n_launches=1, launch_blocks=lambda: [(1, (1e-6, 1.1e-6, 0.9e-6))])
+    slow = SimpleNamespace(**{**vars(row), "median_s": 4e-6, "launch_blocks": lambda: [(1, (4e-6, 4.1e-6, 3.9e-6))]})
+    (a, b, test), = test_pairs([(row, slow)], 0.05, launch_cv=0.01)
+    pair = make_pair(cls, "A", "B", a, b, test)
+    (f,) = gate_failures([pair], "slower", 0.0)
+    assert f.case == "ring 64" and f.verdict == "slower"
+
+
 @pytest.mark.parametrize("text, want", [("slower", ("slower", 0.0)), ("slower:5%", ("slower", 0.05)),
                                         ("faster:0.1", ("faster", 0.1)), ("different", ("different", 0.0))])
 def test_parse_fail_on(text, want):

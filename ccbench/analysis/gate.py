@@ -19,6 +19,7 @@ Pure: no MPI, no terminal.
 """
 
 import csv
+import dataclasses
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -67,16 +68,23 @@ class Failure:
 
 
 def _label(p) -> str:
-    if hasattr(p, "collective") and hasattr(p, "nbytes") and not hasattr(p, "workload"):
+    if hasattr(p, "workload"):
+        return f"{p.workload} {p.variant} {p.algorithm} {p.label}"
+    if hasattr(p, "collective") and hasattr(p, "nbytes"):
         return f"{p.collective}/{p.algorithm} {p.nbytes} B {p.dtype} {p.op}"
-    return f"{p.workload} {p.variant} {p.algorithm} {p.label}"
+    names = [f.name for f in dataclasses.fields(p)]  # another kind's pair: its key, between "other" and "nranks_a"
+    return " ".join(str(getattr(p, n)) for n in names[names.index("other") + 1:names.index("nranks_a")])
 
 
-def gate_failures(pairs: Iterable, what: str, margin: float, unmatched=None) -> list[Failure]:
+def gate_failures(pairs: Iterable, what: str, margin: float, unmatched=None, withheld=None) -> list[Failure]:
     """The pairs whose launch-level verdict is `what` beyond `margin` (module docstring), in order; then every
-    pair it could not compare and, from `unmatched` ({run: (cases only in A, only in the run)}), each run that
-    lacks cases of A.  A gate never passes what it could not compare."""
+    pair it could not compare, from `unmatched` ({run: (cases only in A, only in the run)}) each run that lacks
+    cases of A, and from `withheld` ({run: [why]}, ``Comparison.withheld``) each run whose verdicts compare
+    withheld (measured under load, or on a machine whose calibration changed).  A gate never passes what it
+    could not compare."""
     out = []
+    for other, why in (withheld or {}).items():
+        out.append(Failure(other, "every case (" + "; ".join(why) + ")", "withheld", None, None, None))
     for p in pairs:
         if not (_is_time(p.median_a_s) and _is_time(p.median_b_s)):
             out.append(Failure(p.other, _label(p), NOT_A_TIME, None, None, None))

@@ -96,7 +96,7 @@ def compare(runs, results_dir, out_dir, level, min_effect, launch_cv, no_plot, f
         from ccbench.present.gate import failures_table
         from ccbench.present.table import to_rich
 
-        failures = gate_failures(cmp.pairs, *gate, unmatched=cmp.unmatched)
+        failures = gate_failures(cmp.pairs, *gate, unmatched=cmp.unmatched, withheld=cmp.withheld)
         if failures:
             console.print(to_rich(failures_table(failures, *gate)))
             raise SystemExit(1)
