@@ -202,6 +202,25 @@ def _number(key, value, kind, lo, hi):
     return kind(value)
 
 
+#: The keys every kind of run has (sweeps, workloads, plug-in kinds), each with its check: repetitions, the
+#: watchdog, the thread level, the results directory, replication (launches, rounds, seed), binding, loop.
+RUN_KEYS = {
+    "warmup": lambda v: _number("warmup", v, int, 0, 10_000_000),
+    "min_reps": lambda v: _number("min_reps", v, int, 1, 10_000_000),
+    "max_reps": lambda v: _number("max_reps", v, int, 1, 10_000_000),
+    "target_rse": lambda v: _number("target_rse", v, float, 1e-6, 1.0),
+    "budget_s": lambda v: _number("budget_s", v, float, 1e-4, 86400.0),
+    "watchdog_s": lambda v: _number("watchdog_s", v, float, 0.0, 604800.0),
+    "thread_level": lambda v: _one_of("thread_level", v, THREAD_LEVELS),
+    "results_dir": lambda v: _path("results_dir", v),
+    "launches": lambda v: _number("launches", v, int, 1, MAX_LAUNCHES),
+    "rounds": lambda v: _number("rounds", v, int, 1, MAX_ROUNDS),
+    "seed": lambda v: None if v is None else _number("seed", v, int, 0, 2**32 - 1),
+    "bind": lambda v: _one_of("bind", v, BINDINGS),
+    "loop": lambda v: _one_of("loop", v, LOOPS),
+}
+
+
 def resolve(values: dict) -> Config:
     """Validate raw key/values (from TOML and flags) into a Config; unknown keys are refused."""
     from ccbench.algorithms import REGISTRY
@@ -213,21 +232,15 @@ def resolve(values: dict) -> Config:
             close = difflib.get_close_matches(key, sorted(fields), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise UsageError(f"unknown config key {key!r}{hint}; valid keys: {', '.join(sorted(fields))}")
-        if key in _LIST_KEYS:
+        if key in RUN_KEYS:
+            out[key] = RUN_KEYS[key](value)
+        elif key in _LIST_KEYS:
             out[key] = _as_list(key, value)
         elif key == "sizes":
             try:
                 out[key] = tuple(parse_sizes(value))
             except UsageError as exc:
                 raise UsageError(f"sizes: {exc}") from None
-        elif key in ("warmup", "min_reps", "max_reps"):
-            out[key] = _number(key, value, int, 0 if key == "warmup" else 1, 10_000_000)
-        elif key == "target_rse":
-            out[key] = _number(key, value, float, 1e-6, 1.0)
-        elif key == "budget_s":
-            out[key] = _number(key, value, float, 1e-4, 86400.0)
-        elif key == "watchdog_s":
-            out[key] = _number(key, value, float, 0.0, 604800.0)
         elif key == "in_place":
             v = {True: "yes", False: "no"}.get(value, value) if isinstance(value, bool) else value
             if v not in ("no", "yes", "both"):
@@ -238,24 +251,12 @@ def resolve(values: dict) -> Config:
             if v != "rotate" and not v.isdigit():
                 raise UsageError(f"config key 'root': {value!r}; expected a rank >= 0 or rotate")
             out[key] = v
-        elif key in ("sync", "thread_level"):
-            out[key] = _one_of(key, value, SYNC_METHODS if key == "sync" else THREAD_LEVELS)
-        elif key == "results_dir":
-            out[key] = _path(key, value)
-        elif key == "launches":
-            out[key] = _number(key, value, int, 1, MAX_LAUNCHES)
-        elif key == "rounds":
-            out[key] = _number(key, value, int, 1, MAX_ROUNDS)
-        elif key == "seed":
-            out[key] = None if value is None else _number(key, value, int, 0, 2**32 - 1)
+        elif key == "sync":
+            out[key] = _one_of(key, value, SYNC_METHODS)
         elif key == "order":
             out[key] = _one_of(key, value, ORDERS)
-        elif key == "bind":
-            out[key] = _one_of(key, value, BINDINGS)
         elif key == "timing":
             out[key] = _timing(value)
-        elif key == "loop":
-            out[key] = _one_of(key, value, LOOPS)
         elif key == "iterations":
             out[key] = None if value is None else _number(key, value, int, 1, 10_000_000)
     cfg = Config(**out)

@@ -18,10 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ccbench.core.choices import BINDINGS, THREAD_LEVELS
 from ccbench.core.errors import UsageError
-from ccbench.core.replication import MAX_LAUNCHES
-from ccbench.measure.config import MAX_ROUNDS, _number, _one_of, _path, split_launches, split_rounds
+from ccbench.measure.config import RUN_KEYS, split_launches, split_rounds
 from ccbench.measure.driver import Item, Plan, common_stop, drive
 from ccbench.store.kinds import RunKind
 
@@ -64,20 +62,8 @@ class KindConfig:
 
 
 #: The settings every run of a plug-in kind has, by key, with their bounds.
-SETTINGS = {
-    "warmup": lambda v: _number("warmup", v, int, 0, 10_000_000),
-    "min_reps": lambda v: _number("min_reps", v, int, 1, 10_000_000),
-    "max_reps": lambda v: _number("max_reps", v, int, 1, 10_000_000),
-    "target_rse": lambda v: _number("target_rse", v, float, 1e-6, 1.0),
-    "budget_s": lambda v: _number("budget_s", v, float, 1e-4, 86400.0),
-    "watchdog_s": lambda v: _number("watchdog_s", v, float, 0.0, 604800.0),
-    "thread_level": lambda v: _one_of("thread_level", v, THREAD_LEVELS),
-    "results_dir": lambda v: _path("results_dir", v),
-    "launches": lambda v: _number("launches", v, int, 1, MAX_LAUNCHES),
-    "rounds": lambda v: _number("rounds", v, int, 1, MAX_ROUNDS),
-    "seed": lambda v: None if v is None else _number("seed", v, int, 0, 2**32 - 1),
-    "bind": lambda v: _one_of("bind", v, BINDINGS),
-}
+SETTINGS = {k: RUN_KEYS[k] for k in ("warmup", "min_reps", "max_reps", "target_rse", "budget_s", "watchdog_s",
+                                    "thread_level", "results_dir", "launches", "rounds", "seed", "bind")}
 
 
 def resolve_kind_config(kind: RunKind, settings: dict, params: dict) -> KindConfig:

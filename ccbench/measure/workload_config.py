@@ -13,16 +13,10 @@ from ccbench.core.dtypes import DTYPES
 from ccbench.core.errors import UsageError
 from ccbench.core.units import parse_sizes
 from ccbench.measure.config import (
-    BINDINGS,
-    LOOPS,
-    MAX_LAUNCHES,
-    MAX_ROUNDS,
-    THREAD_LEVELS,
+    RUN_KEYS,
     _as_list,
     _check_choices,
     _number,
-    _one_of,
-    _path,
     read_toml,
     resolve_config_path,
     split_launches,
@@ -221,36 +215,16 @@ def resolve_workload(workload: str, values: dict) -> WorkloadConfig:
             out[key] = _number(key, value, float, 1e-3, 1e3)
         elif key in ("tokens", "hidden", "experts_per_rank", "top_k"):
             out[key] = _number(key, value, int, 1, 1 << 30)
-        elif key in ("warmup", "test_calls"):
+        elif key == "test_calls":
             out[key] = _number(key, value, int, 0, 10_000_000)
-        elif key in ("min_reps", "max_reps"):
-            out[key] = _number(key, value, int, 1, 10_000_000)
+        elif key in RUN_KEYS:
+            out[key] = RUN_KEYS[key](value)
         elif key == "delayed_rank":
             out[key] = _number(key, value, int, -1, 1 << 30)
-        elif key == "target_rse":
-            out[key] = _number(key, value, float, 1e-6, 1.0)
-        elif key == "budget_s":
-            out[key] = _number(key, value, float, 1e-4, 86400.0)
-        elif key == "watchdog_s":
-            out[key] = _number(key, value, float, 0.0, 604800.0)
         elif key in ("compute_s", "delay_s"):
             out[key] = _time(key, value)
             if out[key] > 60:
                 raise UsageError(f"config key {key!r}: {out[key]} s is longer than a minute")
-        elif key == "thread_level":
-            out[key] = _one_of(key, value, THREAD_LEVELS)
-        elif key == "bind":
-            out[key] = _one_of(key, value, BINDINGS)
-        elif key == "loop":
-            out[key] = _one_of(key, value, LOOPS)
-        elif key == "launches":
-            out[key] = _number(key, value, int, 1, MAX_LAUNCHES)
-        elif key == "rounds":
-            out[key] = _number(key, value, int, 1, MAX_ROUNDS)
-        elif key == "seed":
-            out[key] = None if value is None else _number(key, value, int, 0, 2**32 - 1)
-        elif key == "results_dir":
-            out[key] = _path(key, value)
     if out.get("modes") == ("both",):
         out["modes"] = DDP_MODES
     cfg = WorkloadConfig(**out)
