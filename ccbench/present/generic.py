@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from ccbench.present.table import Column, Styled, Table, render, to_block
 from ccbench.store.kinds import RunKind
 
-__all__ = ["key_columns", "generic_report", "report_summary", "rows_table", "show_generic"]
+__all__ = ["key_columns", "row_label", "generic_report", "report_summary", "rows_table", "show_generic"]
 
 
 def _title(field: str) -> str:
@@ -55,7 +55,7 @@ def show_generic(run, console, show_table: bool = True, brief: bool = False) -> 
         render([rows_table(kind, run.rows)], console)
     for r in run.rows:
         if not r.ok and brief:
-            console.print(f"WRONG: {' '.join(str(v) for v in kind.key_of(r))}: {r.nwrong} wrong elements",
+            console.print(f"WRONG: {row_label(kind, r)}: {r.nwrong} wrong elements",
                           style="red", markup=False, highlight=False)
     for w in run.warnings:
         console.print(f"[yellow]warning: {w}[/]")
@@ -66,12 +66,20 @@ def _figure(kind: RunKind, rows: Sequence):
     """Median and 95% interval of every row as horizontal bars; None without matplotlib or rows to draw."""
     from ccbench.present.plots import bar_panels_figure, have_matplotlib
 
-    bars = {" ".join(str(v) for v in kind.key_of(r)): {"median": {"value": r.median_s, "lo": r.ci_low_s,
-                                                                  "hi": r.ci_high_s}}
+    bars = {row_label(kind, r): {"median": {"value": r.median_s, "lo": r.ci_low_s, "hi": r.ci_high_s}}
             for r in rows if r.median_s > 0 and math.isfinite(r.median_s)}
     if not bars or not have_matplotlib():
         return None
-    return bar_panels_figure({f"median time per {kind.item}": bars}, f"{kind.label}", "time (median, 95% CI)")
+    return bar_panels_figure({f"median time per {kind.item}": bars}, f"{kind.label}",
+                             "time (median, 95% CI; log scale)", log=True)
+
+
+def row_label(kind: RunKind, row) -> str:
+    """A row's key as a person reads it: sizes as sizes (a field called nbytes), times as times."""
+    from ccbench.core.units import fmt_time, format_size
+
+    return " ".join(format_size(v) if f == "nbytes" else fmt_time(v) if f.endswith("_s") and v is not None
+                    else str(v) for f, v in zip(kind.key_fields, kind.key_of(row), strict=True))
 
 
 def generic_report(run) -> dict:
@@ -87,7 +95,7 @@ def generic_report(run) -> dict:
                           "row of cases.jsonl. " + launch_sentence(meta, rows))]
     blocks += provenance_blocks(path, meta, rows, run.warnings, [], settings=[],
                                 cases=f"{len(rows)} {kind.item}s",
-                                describe=lambda r: " ".join(str(v) for v in kind.key_of(r)))
+                                describe=lambda r: row_label(kind, r))
     blocks += no_figures_blocks(have_matplotlib())
     fig = _figure(kind, rows)
     if fig is not None:
