@@ -1,20 +1,34 @@
 """``ccbench import``: OSU, IMB-MPI1 and nccl-tests outputs and CSV timings as ccbench runs."""
 
+import functools
+
 import click
 
 __all__ = ["COMMANDS"]
 
 
-def _model_cost(collective: str, algorithm: str, nranks: int, nbytes: int, ranks_per_node: int | None):
-    """The registry's closed-form Cost of an algorithm at (P, n), or None where it has none or cannot run at P."""
+@functools.cache
+def _model(collective: str, algorithm: str):
+    """(the registry's algorithm, whether its cost takes ranks_per_node), or None where it has no cost: looked up
+    once per algorithm, not once per imported row."""
     import inspect
 
     from ccbench.algorithms import REGISTRY  # imports no MPI
 
     alg = REGISTRY.get(collective, {}).get(algorithm)
-    if alg is None or alg.cost is None or alg.unsupported(nranks) is not None:
+    if alg is None or alg.cost is None:
         return None
-    node_aware = "ranks_per_node" in inspect.signature(alg.cost).parameters
+    return alg, "ranks_per_node" in inspect.signature(alg.cost).parameters
+
+
+def _model_cost(collective: str, algorithm: str, nranks: int, nbytes: int, ranks_per_node: int | None):
+    """The registry's closed-form Cost of an algorithm at (P, n), or None where it has none or cannot run at P."""
+    model = _model(collective, algorithm)
+    if model is None:
+        return None
+    alg, node_aware = model
+    if alg.unsupported(nranks) is not None:
+        return None
     return alg.cost(nranks, nbytes, **({"ranks_per_node": ranks_per_node} if node_aware and ranks_per_node else {}))
 
 
@@ -43,7 +57,7 @@ def import_cmd(files, fmt, nranks, library, tag, results_dir):
     dest, parsed = import_files(files, fmt, nranks=nranks, library=library, tag=tag, results_dir=results_dir,
                                 cost=_model_cost)
     rows = sum(len(p.rows) for p in parsed)
-    modelled = sum(r.steps_max is not None for p in parsed for r in p.rows)
+    modelled = sum(p.modelled_rows for p in parsed)
     click.echo(f"{rows} rows ({modelled} modelled) from {len(files)} file(s) "
                f"({', '.join(sorted({p.tool for p in parsed}))}) in {dest}")
 

@@ -53,8 +53,10 @@ work on imported runs.  The cost comes in as a function: this stage sits below t
 Formats as the tools print them (OMB 7.x ``print_preamble``/``print_stats``; IMB 2021
 ``IMB_output``; nccl-tests ``src/common.cu`` and ``src/util.cu``); parsers are tolerant of
 extra columns and comment lines, and refuse a file that is none of these with one line.
-`import_files` parses and checks every file before it writes anything (`check_rows`), then writes
-the run aside and renames it into place when complete.  Pure: no MPI.
+`import_files` streams: OSU files and CSVs are read line by line, every number checked as it comes
+(IMB and nccl-tests files, small, whole: `check_rows`), and the rows written as they are read into a
+folder aside, pushed to disk once and renamed into place when every file is complete; a refused
+file leaves nothing behind.  Pure: no MPI.
 """
 
 import contextlib
@@ -62,13 +64,16 @@ import csv
 import dataclasses
 import hashlib
 import io
+import itertools
 import json
 import math
+import operator
 import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,7 +87,7 @@ from ccbench.core.units import MAX_SIZE, MAX_TIME_S, MIN_TIME_S, format_size
 from ccbench.core.units import is_time as _is_time
 from ccbench.core.version import __version__
 from ccbench.store.launches import pool_launches
-from ccbench.store.results import Row, RunWriter, WriteError, new_run_dir
+from ccbench.store.results import CSV_COLUMNS, Row, RunWriter, WriteError, _check_name, new_run_dir
 
 __all__ = ["CSV_OPTIONAL", "CSV_REQUIRED", "FORMATS", "IMPORTED", "Parsed", "import_files", "parse_csv", "parse_imb",
            "parse_nccl_tests", "parse_osu", "sniff", "with_model_terms"]
@@ -106,12 +111,19 @@ _IMB_NAMES = {"pingpong": "pingpong", "allreduce": "allreduce", "bcast": "bcast"
 
 @dataclass(frozen=True)
 class Parsed:
-    """What a file held: the tool and its version line, options seen in its header, and the rows."""
+    """What a file held: the tool and its version line, options seen in its header, and the rows (`import_files`:
+    read back from the stored run when asked for)."""
 
     tool: str
     version: str
     options: dict
-    rows: list[Row]
+    rows: Sequence[Row]
+
+    @property
+    def modelled_rows(self) -> int:
+        """How many of the rows carry model terms (`with_model_terms`)."""
+        modelled = getattr(self.rows, "modelled", None)
+        return modelled if modelled is not None else sum(r.steps_max is not None for r in self.rows)
 
 
 def _row(collective: str, nbytes: int, per_rank_bytes: int, nranks: int, avg_s: float, lo: float | None,
@@ -149,50 +161,190 @@ def _time_us(text: str, at: str, column: str) -> float:
     return t
 
 
-def parse_osu(text: str, nranks: int, where: str = "file") -> Parsed:
-    """An OSU Micro-Benchmarks output (module docstring)."""
-    head = re.search(r"^#\s*OSU MPI(?:-\w+)?\s+(.+?)\s+(?:Latency\s+)?Test(?:\s+v?([\d.]+))?", text, re.M)
-    if head is None:
-        raise UsageError(f"{where}: not an OSU Micro-Benchmarks output (no '# OSU MPI ... Test' line)")
-    title = head.group(1).strip().lower().replace(" latency", "")
-    name = title.split()[-1] if title else "latency"
-    collective = _OSU_NAMES.get(name) or _OSU_NAMES.get(title)
-    if collective is None:
-        raise UsageError(f"{where}: OSU test {head.group(1)!r} is not a collective ccbench knows")
-    options = dict(re.findall(r"^#\s*(Datatype|Root|Window size|Number of processes)\s*:\s*(\S+?)\.?\s*$", text,
-                              re.M))
-    columns = None
-    rows = []
-    for n, line in enumerate(text.splitlines(), start=1):
+_OSU_HEAD = re.compile(r"^#\s*OSU MPI(?:-\w+)?\s+(.+?)\s+(?:Latency\s+)?Test(?:\s+v?([\d.]+))?")
+_OSU_OPTION = re.compile(r"^#\s*(Datatype|Root|Window size|Number of processes)\s*:\s*(\S+?)\.?\s*$")
+_OSU_PROCS = re.compile(r"Number of processes\s*:\s*(\d+)")
+
+
+class _OsuReader:
+    """An OSU output read line by line (module docstring): its header, then one record per result line, every
+    number checked at the door as it comes (a time within bounds, a size up to ``MAX_SIZE``, each size once).
+
+    The header (the "# OSU MPI ... Test" line, "# Datatype:", "# Number of processes:") comes before the
+    results; a second header that would change what the rows before it say is refused.  With `from_file`
+    the rank count is the file's own "Number of processes", else `nranks` (``--nranks``); without it
+    `nranks` is the rank count.
+    """
+
+    def __init__(self, where: str, nranks: int | None, *, from_file: bool) -> None:
+        self.where, self.nranks, self.from_file = where, nranks, from_file
+        self.head: re.Match | None = None
+        self.collective = ""
+        self.options: dict[str, str] = {}
+        self.procs: int | None = None
+        self.p = 0              # the rank count of every row, known at the first result line
+        self.dtype = "uint8"
+        self.columns: list[str] | None = None
+        self._cols: tuple | None = None  # (values per line, avg, min, max indexes; -1: no such column)
+        self.started = False
+
+    @property
+    def version(self) -> str:
+        """The header's "# OSU MPI ... Test vX" line."""
+        return self.head.group(0).lstrip("# ").strip() if self.head else ""
+
+    def _other(self, line: str, n: int) -> None:
+        """A line that is not a result: the header's test, options and columns."""
         s = line.strip()
-        if s.startswith("#"):
-            if "Size" in s and "Latency" in s:
-                columns = [c.strip().lower() for c in re.split(r"\s{2,}", s.lstrip("#").strip())]
-            continue
-        if not s or columns is None:
-            continue
-        parts = s.split()
-        if not parts[0].isdigit():
-            continue
-        at = f"{where}, line {n}"
-        if len(parts) < len(columns):  # a line cut short (a killed job, a full disk): never a shorter row
-            raise UsageError(f"{at}: {len(parts)} values under {len(columns)} columns (a line cut short?)")
+        if not s.startswith("#"):
+            if m := _OSU_PROCS.search(line):
+                self._procs(int(m.group(1)), n)
+            return
+        head = _OSU_HEAD.match(line)
+        if head is not None:
+            if self.head is None:
+                self.head = head
+                title = head.group(1).strip().lower().replace(" latency", "")
+                name = title.split()[-1] if title else "latency"
+                collective = _OSU_NAMES.get(name) or _OSU_NAMES.get(title)
+                if collective is None:
+                    raise UsageError(f"{self.where}: OSU test {head.group(1)!r} is not a collective ccbench knows")
+                self.collective = collective
+            elif self.started and head.group(1) != self.head.group(1):
+                raise UsageError(f"{self.where}, line {n}: a second OSU output ({head.group(1)!r} after "
+                                 f"{self.head.group(1)!r}): import each output as a file of its own")
+        option = _OSU_OPTION.match(line)
+        if option is not None:
+            name, value = option.groups()
+            if self.started and name == "Datatype" and value != self.options.get(name, "MPI_CHAR"):
+                raise UsageError(f"{self.where}, line {n}: '# Datatype: {value}' after results of "
+                                 f"{self.options.get(name, 'MPI_CHAR')}: import each output as a file of its own")
+            self.options[name] = value
+        if m := _OSU_PROCS.search(line):
+            self._procs(int(m.group(1)), n)
+        if "Size" in s and "Latency" in s:
+            self.columns = columns = [c.strip().lower() for c in re.split(r"\s{2,}", s.lstrip("#").strip())]
+            index = {c: i for i, c in enumerate(columns)}  # dict(zip(columns, parts)) keeps a name's last value
+            avg = next((c for c in ("avg latency(us)", "latency (us)") if c in index),
+                       columns[1] if len(columns) > 1 else None)
+            self._cols = None if avg is None else (len(columns), index[avg], index.get("min latency(us)", -1),
+                                                   index.get("max latency(us)", -1))
+
+    def _procs(self, procs: int, n: int) -> None:
+        """A "Number of processes" line: the first one counts; one after the results must agree with them."""
+        if not self.started:
+            self.procs = procs if self.procs is None else self.procs
+        elif self.from_file and self.collective != "pingpong" and procs != self.p:
+            raise UsageError(f"{self.where}, line {n}: 'Number of processes: {procs}' after results at {self.p} "
+                             "ranks: import each output as a file of its own")
+
+    def _start(self) -> None:
+        """The first result line: the header is complete."""
+        if self.head is None:
+            raise UsageError(f"{self.where}: not an OSU Micro-Benchmarks output (no '# OSU MPI ... Test' line)")
+        if self.collective == "pingpong":
+            p = 2
+        elif self.from_file:
+            p = self.procs if self.procs is not None else self.nranks
+            if p is None:
+                raise UsageError(f"{self.where}: the OSU output does not say how many ranks ran it: give --nranks")
+        else:
+            p = self.nranks
+        if not 1 <= p <= MAX_RANKS:
+            raise UsageError(f"{self.where}: {self.collective} at {p} ranks: the rank count is outside 1 .. "
+                             f"{MAX_RANKS}")
+        self.p = p
+        self.dtype = _DTYPES.get(self.options.get("Datatype", "MPI_CHAR"), "uint8")
+        self.started = True
+
+    def _bad(self, line: str, n: int) -> None:
+        """Raise the one-line refusal of a result line the fast path did not take."""
+        at, columns, parts = f"{self.where}, line {n}", self.columns, line.split()
         values = dict(zip(columns, parts, strict=False))
         try:
-            size = int(parts[0])
+            int(parts[0])
             avg_col = "avg latency(us)" if "avg latency(us)" in values else (
                 "latency (us)" if "latency (us)" in values else columns[1])
-            avg = _time_us(values[avg_col], at, avg_col)
-            lo = _time_us(values["min latency(us)"], at, "min latency(us)") if "min latency(us)" in values else None
-            hi = _time_us(values["max latency(us)"], at, "max latency(us)") if "max latency(us)" in values else None
+            _time_us(values[avg_col], at, avg_col)
+            for col in ("min latency(us)", "max latency(us)"):
+                if col in values:
+                    _time_us(values[col], at, col)
         except (ValueError, IndexError, KeyError):
-            raise UsageError(f"{at}: cannot read the line {s!r}") from None
-        p = 2 if collective == "pingpong" else nranks
-        rows.append(_row(collective, _size(collective, size, p), size, p, avg, lo, hi,
-                         _DTYPES.get(options.get("Datatype", "MPI_CHAR"), "uint8")))
-    if not rows:
-        raise UsageError(f"{where}: an OSU header but no result lines")
-    return Parsed("OSU Micro-Benchmarks", head.group(0).lstrip("# ").strip(), options, rows)
+            pass
+        raise UsageError(f"{at}: cannot read the line {line.strip()!r}")
+
+    def records(self, lines: Iterable[str]) -> Iterator[tuple[int, int, int, float, float | None, float | None]]:
+        """(line, nbytes, per-rank bytes, avg, min, max) of each result line, in seconds; min/max None without
+        ``-f``.  One `UsageError` naming the file and line for the first bad one."""
+        low, high = MIN_TIME_S, MAX_TIME_S
+        # each size once: OSU prints sizes in increasing order, so the sizes so far (and their lines) are kept in
+        # two compact arrays, made a dict only when a size comes out of order
+        last, sizes, first_line, seen = -1, array("q"), array("q"), None
+        mult = 1
+        for n, line in enumerate(lines, start=1):
+            parts = line.split()
+            if not parts or self._cols is None or not parts[0].isdigit():
+                if parts and self.columns is not None and parts[0].isdigit():
+                    self._bad(line, n)  # a result under a header without a time column
+                self._other(line, n)
+                continue
+            if not self.started:
+                self._start()
+                mult = self.p if self.collective in PER_RANK else 1
+            width, ia, imin, imax = self._cols
+            if len(parts) < width:  # a line cut short (a killed job, a full disk): never a shorter row
+                raise UsageError(f"{self.where}, line {n}: {len(parts)} values under {width} columns (a line cut "
+                                 "short?)")
+            try:
+                size = int(parts[0])
+                avg = float(parts[ia]) * 1e-6
+                lo = float(parts[imin]) * 1e-6 if imin >= 0 else None
+                hi = float(parts[imax]) * 1e-6 if imax >= 0 else None
+            except ValueError:
+                self._bad(line, n)
+            if not (low <= avg <= high and (lo is None or low <= lo <= high) and (hi is None or low <= hi <= high)):
+                self._bad(line, n)
+            nbytes = size * mult
+            if nbytes > MAX_SIZE:
+                raise UsageError(f"{self.where}, line {n}: {self._case(nbytes)}: the size is outside 0 B .. "
+                                 f"{format_size(MAX_SIZE)}")
+            if nbytes > last and seen is None:
+                last = nbytes
+                sizes.append(nbytes)
+                first_line.append(n)
+            else:
+                if seen is None:
+                    seen = dict(zip(sizes, first_line, strict=True))
+                    sizes = first_line = array("q")
+                if nbytes in seen:
+                    raise UsageError(f"{self.where}, line {n}: {self._case(nbytes)} ({self.dtype}, {self._op}) "
+                                     f"appears twice (lines {seen[nbytes]} and {n}): one file holds one result "
+                                     "per case")
+                seen[nbytes] = n
+            yield n, nbytes, size, avg, lo, hi
+        if self.head is None:
+            raise UsageError(f"{self.where}: not an OSU Micro-Benchmarks output (no '# OSU MPI ... Test' line)")
+        if not self.started:
+            raise UsageError(f"{self.where}: an OSU header but no result lines")
+
+    @property
+    def _op(self) -> str:
+        return "sum" if COLLECTIVES[self.collective].reduction else "none"
+
+    def _case(self, nbytes: int) -> str:
+        return f"{self.collective}/native {nbytes} B at {self.p} ranks"
+
+    def parsed(self, rows: Sequence[Row]) -> Parsed:
+        return Parsed("OSU Micro-Benchmarks", self.version, self.options, rows)
+
+
+def parse_osu(text: str, nranks: int, where: str = "file") -> Parsed:
+    """An OSU Micro-Benchmarks output (module docstring), every number checked (`_OsuReader`)."""
+    reader = _OsuReader(where, nranks, from_file=False)
+    rows = [_row(reader.collective, nbytes, size, reader.p, avg, lo, hi, reader.dtype)
+            for _, nbytes, size, avg, lo, hi in reader.records(text.splitlines())]
+    return reader.parsed(rows)
+
 
 
 def parse_imb(text: str, where: str = "file") -> Parsed:
@@ -418,6 +570,8 @@ def parse_nccl_tests(text: str, nranks: int | None = None, where: str = "file") 
 #: Columns a CSV must have, and those it may have.
 CSV_REQUIRED = ("collective", "algorithm", "nranks", "nbytes", "time_s")
 CSV_OPTIONAL = ("dtype", "op", "launch", "sample", "nodes", "ppn")
+#: The columns that name a case's group (every column but its size, time, launch and sample).
+_CSV_GROUP = ("collective", "algorithm", "nranks", "dtype", "op", "nodes", "ppn")
 
 
 def _csv_int(value: str, column: str, where: str, line: int, low: int = 0) -> int:
@@ -447,91 +601,253 @@ def _sample_row(key: tuple, xs: Sequence[float], count: int, *, summary_only: bo
                flags=flags, samples_s=tuple(float(v) for v in x), p90_s=float(np.percentile(x, 90)))
 
 
-def parse_csv(text: str, where: str = "file") -> Parsed:
-    """A CSV of timings, one row per sample or per summary (module docstring); '#' lines are comments."""
-    kept = [(n, ln) for n, ln in enumerate(text.splitlines(), start=1)
-            if ln.strip() and not ln.lstrip().startswith("#")]
-    numbers, lines = [n for n, _ in kept], [ln for _, ln in kept]
-    if not lines:
-        raise UsageError(f"{where}: an empty CSV (a header row and data rows are needed)")
-    reader = csv.DictReader(io.StringIO("\n".join(lines)))
-    header = [c.strip() for c in reader.fieldnames or []]
-    unknown = [c for c in header if c not in CSV_REQUIRED + CSV_OPTIONAL]
-    missing = [c for c in CSV_REQUIRED if c not in header]
-    if missing or unknown:
-        what = "; ".join(p for p in (f"missing columns {', '.join(missing)}" if missing else "",
-                                     f"unknown columns {', '.join(unknown)}" if unknown else "") if p)
-        raise UsageError(f"{where}: {what} (required: {', '.join(CSV_REQUIRED)}; optional: {', '.join(CSV_OPTIONAL)})")
-    reader.fieldnames = header
-    has_launch, has_sample = "launch" in header, "sample" in header
-    values: dict[tuple, dict[int, list[float]]] = {}   # case -> launch -> samples, in file order
-    seen: set = set()
-    layout: dict[int, set] = {}                         # nranks -> {(nodes, ppn)}
-    for rec in reader:
-        i = numbers[min(reader.line_num, len(numbers)) - 1]  # the file's own line number
-        if None in rec:
-            raise UsageError(f"{where}, line {i}: more values than the header has columns")
-        rec = {k: (v or "").strip() for k, v in rec.items()}
-        if any(rec.get(c, "") == "" for c in CSV_REQUIRED):
-            raise UsageError(f"{where}, line {i}: every row needs {', '.join(CSV_REQUIRED)}")
-        collective = rec["collective"]
-        if collective not in COLLECTIVES:
-            raise UsageError(f"{where}, line {i}: unknown collective {collective!r}; choose from "
-                             f"{', '.join(COLLECTIVES)}")
-        reduction = COLLECTIVES[collective].reduction
-        nranks = _csv_int(rec["nranks"], "nranks", where, i, low=1)
-        nbytes = _csv_int(rec["nbytes"], "nbytes", where, i)
-        try:
-            t = float(rec["time_s"])
-        except ValueError:
-            t = math.nan
-        if not _is_time(t):
-            raise UsageError(f"{where}, line {i}: time_s {rec['time_s']!r} {_NOT_A_TIME}")
-        key = (collective, rec["algorithm"], nranks, nbytes, rec.get("dtype") or "unknown",
-               rec.get("op") or ("sum" if reduction else "none"))
-        launch = _csv_int(rec["launch"], "launch", where, i) if has_launch else 1
-        sample = _csv_int(rec["sample"], "sample", where, i) if has_sample else None
-        ident = (key, launch, sample)
-        if ident in seen:
-            hint = ("" if has_sample else ": add a 'sample' column for several samples of one case"
-                    + ("" if has_launch else " or a 'launch' column for several launches"))
-            raise UsageError(f"{where}, line {i}: the case {'/'.join(map(str, key[:4]))} B"
-                             f"{f' launch {launch}' if has_launch else ''}{f' sample {sample}' if has_sample else ''}"
-                             f" appears twice{hint}")
-        seen.add(ident)
-        values.setdefault(key, {}).setdefault(launch, []).append(t)
-        nodes = _csv_int(rec["nodes"], "nodes", where, i, low=1) if rec.get("nodes") else None
-        ppn = _csv_int(rec["ppn"], "ppn", where, i, low=1) if rec.get("ppn") else None
-        layout.setdefault(nranks, set()).add((nodes, ppn))
-    if not values:
-        raise UsageError(f"{where}: a CSV header but no rows")
-    for p, seen_layouts in layout.items():
-        if len(seen_layouts) > 1:
-            raise UsageError(f"{where}: rows at {p} ranks give different nodes/ppn {sorted(seen_layouts, key=str)}")
-    rows = []
-    for key, launches in values.items():
-        collective, _, nranks, nbytes, dtype, _ = key
-        itemsize = DTYPES[dtype].itemsize if dtype in DTYPES else 1
-        count = COLLECTIVES[collective].count_for(nbytes, itemsize, nranks)
-        if not has_launch:
-            (xs,) = launches.values()
-            rows.append(_sample_row(key, xs, count) if has_sample else _row_csv_summary(key, xs[0], count))
-            continue
-        blocks = [(n, _sample_row(key, xs, count, summary_only=not has_sample)) for n, xs in launches.items()]
-        rows.append(pool_launches(blocks))
-    options: dict = {"columns": header}
-    for name, pos in (("nodes", 0), ("ppn", 1)):
-        per = {str(p): next(iter(v))[pos] for p, v in sorted(layout.items()) if next(iter(v))[pos] is not None}
-        if per:
-            options[name] = per
-    return Parsed("CSV", f"CSV with columns {', '.join(header)}", options, rows)
-
-
 def _row_csv_summary(key: tuple, t: float, count: int) -> Row:
     """A CSV case given by one summary value: the typical time, no raw samples."""
     collective, algorithm, nranks, nbytes, dtype, op = key
     return dataclasses.replace(_row(collective, nbytes, count, nranks, t, None, None, dtype, op=op),
                                algorithm=algorithm, rank_mean_avg_s=None, sync="unknown")
+
+
+class _CsvGroup:
+    """The cases of a CSV that share collective, algorithm, rank count, dtype and op: what their rows have in
+    common, and the sizes seen so far (to refuse a case twice without a set of every case)."""
+
+    __slots__ = ("collective", "algorithm", "nranks", "dtype", "op", "ppn", "itemsize", "template", "last",
+                 "sizes", "seen")
+
+    def __init__(self, collective: str, algorithm: str, nranks: int, dtype: str, op: str, ppn: int | None) -> None:
+        self.collective, self.algorithm, self.nranks, self.dtype, self.op = collective, algorithm, nranks, dtype, op
+        self.ppn = ppn
+        self.itemsize = DTYPES[dtype].itemsize if dtype in DTYPES else 1
+        self.template: tuple | None = None  # (its rows' `_Template` or None, busbw factor), made by an import
+        self.last, self.sizes, self.seen = -1, array("q"), None
+
+    def key(self, nbytes: int) -> tuple:
+        """The case's key: (collective, algorithm, nranks, nbytes, dtype, op)."""
+        return self.collective, self.algorithm, self.nranks, nbytes, self.dtype, self.op
+
+    def count(self, nbytes: int) -> int:
+        return COLLECTIVES[self.collective].count_for(nbytes, self.itemsize, self.nranks)
+
+    def once(self, nbytes: int) -> bool:
+        """Record a size of this group; False if it was seen before.  Sizes in increasing order (as files list
+        them) need one compact array; a set is made only when one comes out of order."""
+        if nbytes > self.last and self.seen is None:
+            self.last = nbytes
+            self.sizes.append(nbytes)
+            return True
+        if self.seen is None:
+            self.seen, self.sizes = set(self.sizes), array("q")
+        if nbytes in self.seen:
+            return False
+        self.seen.add(nbytes)
+        return True
+
+
+class _Launch:
+    """One launch of one case: its times and (with a ``sample`` column) sample numbers, as compact arrays."""
+
+    __slots__ = ("times", "samples", "last", "seen")
+
+    def __init__(self) -> None:
+        self.times, self.samples, self.last, self.seen = array("d"), array("q"), -1, None
+
+    def once(self, sample: int) -> bool:
+        """Record a sample number; False if it was seen before (as `_CsvGroup.once`)."""
+        if sample > self.last and self.seen is None:
+            self.last = sample
+            self.samples.append(sample)
+            return True
+        if self.seen is None:
+            self.seen, self.samples = set(self.samples), array("q")
+        if sample in self.seen:
+            return False
+        self.seen.add(sample)
+        return True
+
+
+class _CsvReader:
+    """A CSV of timings read line by line (module docstring); '#' lines are comments.
+
+    `records` gives each data line's case group, size, time, launch and sample, every value checked as it comes
+    (one `UsageError` naming the file, the line and the column); `summaries` the cases of a file without
+    ``launch`` and ``sample`` columns one by one, and `rows` those of any file (the samples of every case held
+    in compact arrays until the end).  `finish` checks what needs the whole file.
+    """
+
+    def __init__(self, lines: Iterable[str], where: str) -> None:
+        self.where = where
+        self.line = 0  # the file's own number of the line last read
+        self._reader = csv.reader(self._kept(lines))
+        first = next(self._reader, None)
+        if first is None:
+            raise UsageError(f"{where}: an empty CSV (a header row and data rows are needed)")
+        header = [c.strip() for c in first]
+        unknown = [c for c in header if c not in CSV_REQUIRED + CSV_OPTIONAL]
+        missing = [c for c in CSV_REQUIRED if c not in header]
+        if missing or unknown:
+            what = "; ".join(p for p in (f"missing columns {', '.join(missing)}" if missing else "",
+                                         f"unknown columns {', '.join(unknown)}" if unknown else "") if p)
+            raise UsageError(f"{where}: {what} (required: {', '.join(CSV_REQUIRED)}; optional: "
+                             f"{', '.join(CSV_OPTIONAL)})")
+        self.header = header
+        self.index = {c: i for i, c in enumerate(header)}  # a column named twice: its last value, as DictReader
+        self.has_launch, self.has_sample = "launch" in header, "sample" in header
+        self.layout: dict[int, set] = {}   # nranks -> {(nodes, ppn)}
+        self._groups: dict[tuple, _CsvGroup] = {}   # the group columns' text -> their group
+        self._by_key: dict[tuple, _CsvGroup] = {}   # (collective, algorithm, nranks, dtype, op) -> group
+        self.lines_read = 0
+
+    def _kept(self, lines: Iterable[str]) -> Iterator[str]:
+        for n, ln in enumerate(lines, start=1):
+            c = ln[:1]
+            if not c or c == "#" or c.isspace():
+                s = ln.strip()
+                if not s or s.startswith("#"):
+                    continue
+            self.line = n
+            yield ln
+
+    def records(self) -> Iterator[tuple[_CsvGroup, int, float, int, int | None, int]]:
+        """(group, nbytes, time_s, launch, sample or None, line) of every data line, each value checked."""
+        index, width = self.index, len(self.header)
+        cells = operator.itemgetter(*[index[c] for c in _CSV_GROUP if c in index])
+        ib, it = index["nbytes"], index["time_s"]
+        il, isample = index.get("launch"), index.get("sample")
+        groups, low, high = self._groups, MIN_TIME_S, MAX_TIME_S
+        for rec in self._reader:
+            self.lines_read += 1
+            if len(rec) == width and (g := groups.get(cells(rec))) is not None:
+                # the common line, of a group seen before: its size, time, launch and sample only
+                try:
+                    nbytes, t = int(rec[ib]), float(rec[it])
+                    launch = int(rec[il]) if il is not None else 1
+                    sample = int(rec[isample]) if isample is not None else None
+                except ValueError:
+                    pass
+                else:
+                    if 0 <= nbytes <= MAX_SIZE and low <= t <= high and launch >= 0 and (sample is None
+                                                                                          or sample >= 0):
+                        yield g, nbytes, t, launch, sample, self.line
+                        continue
+            yield self._line(rec, cells)
+
+    def _line(self, rec: list[str], cells) -> tuple[_CsvGroup, int, float, int, int | None, int]:
+        """One data line checked column by column, in the order of its columns' meaning; its group made."""
+        where, i, width = self.where, self.line, len(self.header)
+        if len(rec) > width:
+            raise UsageError(f"{where}, line {i}: more values than the header has columns")
+        rec = rec + [""] * (width - len(rec))
+        v = {c: rec[k].strip() for c, k in self.index.items()}
+        if any(v.get(c, "") == "" for c in CSV_REQUIRED):
+            raise UsageError(f"{where}, line {i}: every row needs {', '.join(CSV_REQUIRED)}")
+        collective = v["collective"]
+        if collective not in COLLECTIVES:
+            raise UsageError(f"{where}, line {i}: unknown collective {collective!r}; choose from "
+                             f"{', '.join(COLLECTIVES)}")
+        nranks = _csv_int(v["nranks"], "nranks", where, i, low=1)
+        nbytes = _csv_int(v["nbytes"], "nbytes", where, i)
+        try:
+            t = float(v["time_s"])
+        except ValueError:
+            t = math.nan
+        if not _is_time(t):
+            raise UsageError(f"{where}, line {i}: time_s {v['time_s']!r} {_NOT_A_TIME}")
+        launch = _csv_int(v["launch"], "launch", where, i) if self.has_launch else 1
+        sample = _csv_int(v["sample"], "sample", where, i) if self.has_sample else None
+        nodes = _csv_int(v["nodes"], "nodes", where, i, low=1) if v.get("nodes") else None
+        ppn = _csv_int(v["ppn"], "ppn", where, i, low=1) if v.get("ppn") else None
+        dtype = v.get("dtype") or "unknown"
+        op = v.get("op") or ("sum" if COLLECTIVES[collective].reduction else "none")
+        case = f"{collective}/{v['algorithm']} {nbytes} B at {nranks} ranks"
+        if nbytes > MAX_SIZE:
+            raise UsageError(f"{where}, line {i}: {case}: the size is outside 0 B .. {format_size(MAX_SIZE)}")
+        if nranks > MAX_RANKS:
+            raise UsageError(f"{where}, line {i}: {case}: the rank count is outside 1 .. {MAX_RANKS}")
+        if dtype not in KNOWN_DTYPES:
+            raise UsageError(f"{where}, line {i}: {case}: unknown dtype {dtype!r}; ccbench knows "
+                             f"{', '.join(sorted(KNOWN_DTYPES))}")
+        if op not in KNOWN_OPS:
+            raise UsageError(f"{where}, line {i}: {case}: unknown op {op!r}; ccbench knows "
+                             f"{', '.join(sorted(KNOWN_OPS))}")
+        key = (collective, v["algorithm"], nranks, dtype, op)
+        g = self._by_key.get(key)
+        if g is None:
+            g = self._by_key[key] = _CsvGroup(*key, ppn)
+        self._groups[cells(rec)] = g
+        self.layout.setdefault(nranks, set()).add((nodes, ppn))
+        return g, nbytes, t, launch, sample, i
+
+    def _twice(self, g: _CsvGroup, nbytes: int, launch: int, sample: int | None, i: int) -> UsageError:
+        key = g.key(nbytes)
+        hint = ("" if self.has_sample else ": add a 'sample' column for several samples of one case"
+                + ("" if self.has_launch else " or a 'launch' column for several launches"))
+        return UsageError(f"{self.where}, line {i}: the case {'/'.join(map(str, key[:4]))} B"
+                          f"{f' launch {launch}' if self.has_launch else ''}"
+                          f"{f' sample {sample}' if self.has_sample else ''} appears twice{hint}")
+
+    def summaries(self) -> Iterator[tuple[_CsvGroup, int, float]]:
+        """(group, nbytes, time_s) of each case of a file without ``launch`` and ``sample`` columns, as read."""
+        for g, nbytes, t, launch, sample, i in self.records():
+            if not g.once(nbytes):
+                raise self._twice(g, nbytes, launch, sample, i)
+            yield g, nbytes, t
+
+    def rows(self) -> Iterator[Row]:
+        """Every case's row, in the order the file first names the cases; with launches or samples, only once
+        every line is read and checked (`finish`)."""
+        if not (self.has_launch or self.has_sample):
+            for g, nbytes, t in self.summaries():
+                yield _row_csv_summary(g.key(nbytes), t, g.count(nbytes))
+            self.finish()
+            return
+        cases: dict[tuple, dict[int, _Launch]] = {}  # (group, nbytes) -> launch -> its values
+        for g, nbytes, t, launch, sample, i in self.records():
+            launches = cases.get((g, nbytes))
+            if launches is None:
+                launches = cases[(g, nbytes)] = {}
+            one = launches.get(launch)
+            if one is None:
+                one = launches[launch] = _Launch()
+            elif sample is None:
+                raise self._twice(g, nbytes, launch, sample, i)
+            if sample is not None and not one.once(sample):
+                raise self._twice(g, nbytes, launch, sample, i)
+            one.times.append(t)
+        self.finish()
+        for (g, nbytes), launches in cases.items():
+            key, count = g.key(nbytes), g.count(nbytes)
+            if not self.has_launch:
+                (one,) = launches.values()
+                yield _sample_row(key, one.times, count)
+                continue
+            yield pool_launches([(n, _sample_row(key, one.times, count, summary_only=not self.has_sample))
+                                 for n, one in launches.items()])
+
+    def finish(self) -> None:
+        """What needs the whole file: at least one row, one nodes/ppn per rank count."""
+        if not self.lines_read:
+            raise UsageError(f"{self.where}: a CSV header but no rows")
+        for p, seen_layouts in self.layout.items():
+            if len(seen_layouts) > 1:
+                raise UsageError(f"{self.where}: rows at {p} ranks give different nodes/ppn "
+                                 f"{sorted(seen_layouts, key=str)}")
+
+    def parsed(self, rows: Sequence[Row]) -> Parsed:
+        options: dict = {"columns": self.header}
+        for name, pos in (("nodes", 0), ("ppn", 1)):
+            per = {str(p): next(iter(v))[pos] for p, v in sorted(self.layout.items())
+                   if next(iter(v))[pos] is not None}
+            if per:
+                options[name] = per
+        return Parsed("CSV", f"CSV with columns {', '.join(self.header)}", options, rows)
+
+
+def parse_csv(text: str, where: str = "file") -> Parsed:
+    """A CSV of timings, one row per sample or per summary (module docstring); '#' lines are comments."""
+    reader = _CsvReader(text.splitlines(), where)
+    rows = list(reader.rows())
+    return reader.parsed(rows)
 
 
 # --------------------------------------------------------------------------- model terms
@@ -568,7 +884,8 @@ FORMATS = ("osu", "imb", "nccl-tests", "csv")
 def sniff(path: Path) -> str:
     """``osu``, ``imb``, ``nccl-tests`` or ``csv`` from a file's first lines; one clear error for anything else."""
     try:
-        head = path.read_text(errors="replace")[:4000]
+        with open(path, errors="replace") as f:
+            head = f.read(4000)
     except OSError as exc:
         raise UsageError(f"{str(path)!r} cannot be read: {exc.strerror}") from None
     if re.search(r"^#\s*OSU MPI", head, re.M):
@@ -594,9 +911,10 @@ _TIMES = ("median_s", "min_s", "max_s", "mean_s", "rank_mean_min_s", "rank_mean_
 
 
 def check_rows(rows: Sequence[Row], where: str) -> None:
-    """Every number an imported file brings, checked at the door: times within `MIN_TIME_S` .. `MAX_TIME_S`, sizes up to
-    ``MAX_SIZE``, rank counts from 1 to `MAX_RANKS`, element types and operations ccbench knows, and no case
-    twice in one file.  One clear error naming the file and the case; nothing has been written yet."""
+    """Every number of rows an imported file brings, checked at the door: times within `MIN_TIME_S` ..
+    `MAX_TIME_S`, sizes up to ``MAX_SIZE``, rank counts from 1 to `MAX_RANKS`, element types and operations ccbench
+    knows, and no case twice in one file.  One clear error naming the file and the case.  (OSU files and CSVs are
+    checked line by line as they are read, the error naming the line.)"""
     seen: dict[tuple, int] = {}
     for i, r in enumerate(rows, start=1):
         case = f"{r.collective}/{r.algorithm} {r.nbytes} B at {r.nranks} ranks"
@@ -620,95 +938,421 @@ def check_rows(rows: Sequence[Row], where: str) -> None:
         seen[key] = i
 
 
-def _parse_one(path: Path, fmt: str | None, nranks: int | None) -> Parsed:
-    """One file, by its format (given or sniffed), every number checked (`check_rows`)."""
-    one = _parse_text(path, fmt, nranks)
-    check_rows(one.rows, str(path))
-    return one
+# --------------------------------------------------------------------------- writing a run as it is read
+
+#: The fields in which the summary rows of one file (`_row`: OSU's, a CSV's one value per case) differ from one
+#: another, and the slot each fills in a `_Template`: the typical time fills seven fields.
+_SUMMARY_FIELDS = {"nbytes": "nbytes", "count": "count", "min_s": "min", "median_s": "avg", "mean_s": "avg",
+                   "p95_s": "avg", "p99_s": "avg", "max_s": "max", "ci_low_s": "avg", "ci_high_s": "avg",
+                   "algbw_gbs": "algbw", "busbw_gbs": "busbw", "steps_max": "steps", "step_bytes_max": "sbytes",
+                   "reduced_bytes_max": "rbytes"}
+_OSU_FIELDS = {**_SUMMARY_FIELDS, "rank_mean_min_s": "rmin", "rank_mean_avg_s": "avg", "rank_mean_max_s": "rmax"}
+#: The values a row gives `_Template.lines`, in this order: a number, or a float's text (repr); a slot that may be
+#: None has two, cases.jsonl's (``null`` or the number) and cases.csv's (``NAME_c``: '' or the number).
+_SLOTS = ("nbytes", "count", "avg", "min", "max", "algbw", "busbw", "rmin", "rmin_c", "rmax", "rmax_c",
+          "steps", "steps_c", "sbytes", "sbytes_c", "rbytes", "rbytes_c")
+_NULLABLE = frozenset({"rmin", "rmax", "steps", "sbytes", "rbytes"})
+_NO_TERMS = ("null", "", "null", "", "null", "")  # the last six values of a row without model terms
 
 
-def _parse_text(path: Path, fmt: str | None, nranks: int | None) -> Parsed:
+def _terms(cost: CostOf | None, collective: str, algorithm: str, nranks: int, nbytes: int,
+           ppn: int | None) -> tuple | None:
+    """A row's model terms as `with_model_terms` gives them (steps, step bytes, reduced bytes), or None."""
+    c = cost(collective, algorithm, nranks, nbytes, ppn) if cost is not None else None
+    return None if c is None else (int(round(c.alpha)), int(round(c.beta)), int(round(c.gamma)))
+
+
+def _csv_line(row: Row) -> str:
+    """A row's line of cases.csv, as `RunWriter` writes it."""
+    buf = io.StringIO(newline="")
+    csv.DictWriter(buf, fieldnames=CSV_COLUMNS).writerow(row.csv_dict())
+    return buf.getvalue()
+
+
+class _Template:
+    """The cases.jsonl and cases.csv lines of rows that differ from a prototype row only in some fields, as ``%``
+    templates made by the encoders `RunWriter` uses (``Row.to_json``, ``csv.DictWriter``): the same bytes as
+    writing each row, without building it (a Row takes ~100 us to build and encode, its two lines ~4 us here).
+    `make` checks that the templates filled with the prototype's own values give its lines, else gives None."""
+
+    def __init__(self, json_text: str, json_values, csv_text: str, csv_values) -> None:
+        self._json, self._json_values, self._csv, self._csv_values = json_text, json_values, csv_text, csv_values
+
+    @classmethod
+    def make(cls, proto: Row, fields: Mapping[str, str]) -> "_Template | None":
+        """Templates of `proto`'s rows whose `fields` (name -> slot of `_SLOTS`) differ."""
+        doc, cells, own_json, own_csv = json.loads(proto.to_json()), proto.csv_dict(), proto.to_json(), _csv_line(proto)
+        token = "@@"
+        while token in own_json or token in own_csv:  # a mark no value holds
+            token += "@"
+        for name, slot in fields.items():
+            doc[name] = cells[name] = f"{token}{slot}{token}"
+        buf = io.StringIO(newline="")
+        csv.DictWriter(buf, fieldnames=CSV_COLUMNS).writerow(cells)
+        made = []
+        for text, marked, suffix in ((json.dumps(doc, allow_nan=False) + "\n", f'"{token}(\\w+){token}"', ""),
+                                     (buf.getvalue(), f"{token}(\\w+){token}", "_c")):
+            parts = re.split(marked, text)  # text, slot, text, slot, ..., text
+            made += ["%s".join(p.replace("%", "%%") for p in parts[::2]),
+                     operator.itemgetter(*[_SLOTS.index(slot + suffix if slot in _NULLABLE else slot)
+                                           for slot in parts[1::2]])]
+        template = cls(*made)
+        own = {}
+        for name, slot in fields.items():
+            v = getattr(proto, name)
+            own[slot], own[f"{slot}_c"] = ("null", "") if v is None else (v, v)
+        values = tuple(own.get(slot, "") for slot in _SLOTS)
+        return template if template.lines(values) == (own_json + "\n", own_csv) else None
+
+    def lines(self, values: tuple) -> tuple[str, str]:
+        """A row's two lines (cases.jsonl's, cases.csv's) from its values (`_SLOTS`)."""
+        return self._json % self._json_values(values), self._csv % self._csv_values(values)
+
+
+class _AsideWriter(RunWriter):
+    """The run being imported, in its folder written aside: rows (`Row` objects, or their two lines from a
+    `_Template`) are buffered and written in blocks of about a megabyte, and the tables fsynced once, when the
+    import is complete (`finish`) -- a sweep's writer pushes every row to disk as it is measured, which cost an
+    import of 61,726 rows two fsyncs per row.  On any failure the whole folder is abandoned, never cut back."""
+
+    BLOCK = 1 << 20
+    #: Rows handed to `RunWriter.extend` at a time.
+    ROWS = 4096
+
+    def __init__(self, path: Path, meta: dict) -> None:
+        super().__init__(path, meta)
+        # a sweep's run.json says "running" from the start; the folder aside is no run until it is complete (a
+        # killed import leaves tables and no run.json: `latest` and `open_run` pass it by)
+        (path / "run.json").unlink(missing_ok=True)
+        self._pending: tuple[list[str], list[str]] = ([], [])
+        self._size = 0
+
+    def _write(self, rows: list) -> None:
+        pairs = [r if type(r) is tuple else (r.to_json() + "\n", _csv_line(r)) for r in rows]
+        if not pairs:
+            return
+        jsonl, table = zip(*pairs, strict=True)
+        self._pending[0].extend(jsonl)
+        self._pending[1].extend(table)
+        self._size += sum(map(len, jsonl)) + sum(map(len, table))
+        self.rows += len(pairs)
+        if self._size >= self.BLOCK:
+            self._flush()
+
+    def _flush(self) -> None:
+        try:
+            for fd, parts in zip(self._fds, self._pending, strict=True):
+                view = memoryview("".join(parts).encode())
+                parts.clear()
+                while view:
+                    view = view[os.write(fd, view):]
+        except OSError as exc:
+            raise WriteError(f"cannot write {self.path}: {exc.strerror}", exc.strerror) from None
+        self._size = 0
+
+    def finish(self) -> None:
+        """Write what is buffered and push both tables to disk, once."""
+        self._flush()
+        try:
+            for fd in self._fds:
+                os.fsync(fd)
+        except OSError as exc:
+            raise WriteError(f"cannot write {self.path}: {exc.strerror}", exc.strerror) from None
+
+
+class _Out:
+    """Where the rows of the files go: the writer, a few thousand at a time (`RunWriter.extend`), and what the run
+    needs to know of them (how many carry model terms, the rank counts other than ping-pong's)."""
+
+    def __init__(self, writer: _AsideWriter) -> None:
+        self.writer, self.items, self.modelled, self.ranks = writer, [], 0, set()
+
+    @property
+    def rows(self) -> int:
+        return self.writer.rows + len(self.items)
+
+    def add(self, row: Row) -> None:
+        self.modelled += row.steps_max is not None
+        if row.collective != "pingpong":
+            self.ranks.add(row.nranks)
+        self.items.append(row)
+        if len(self.items) >= self.writer.ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.items:
+            self.writer.extend(self.items)
+            self.items.clear()  # the same list: the writers of OSU and CSV lines append to it
+
+
+def _with_terms(row: Row, terms: tuple | None) -> Row:
+    """A summary row with its model terms (where its `_Template` could not be made)."""
+    if terms is None:
+        return row
+    return dataclasses.replace(row, steps_max=terms[0], step_bytes_max=terms[1], reduced_bytes_max=terms[2])
+
+
+def _write_osu(lines: Iterable[str], where: str, nranks: int | None, cost: CostOf | None, out: _Out) -> Parsed:
+    """An OSU file's rows into the run as they are read (`_OsuReader`, `_Template`)."""
+    reader = _OsuReader(where, nranks, from_file=True)
+    records = reader.records(lines)
+    first = next(records, None)
+    if first is None:
+        return reader.parsed([])
+    collective, p, dtype = reader.collective, reader.p, reader.dtype
+    factor = COLLECTIVES[collective].busbw_factor(p) if collective != "barrier" else 0.0
+    template = _Template.make(_row(collective, 8, 8, p, 1e-6, 1e-6, 1e-6, dtype), _OSU_FIELDS)
+    if collective != "pingpong":
+        out.ranks.add(p)
+    items, limit, writer = out.items, out.writer.ROWS, out.writer
+    for _, nbytes, size, avg, lo, hi in itertools.chain((first,), records):
+        terms = _terms(cost, collective, "native", p, nbytes, None)
+        if template is None:
+            out.add(_with_terms(_row(collective, nbytes, size, p, avg, lo, hi, dtype), terms))
+            continue
+        a = repr(avg)
+        lo_t = a if lo is None else repr(lo)
+        hi_t = a if hi is None else repr(hi)
+        algbw = nbytes / avg / 1e9
+        values = (nbytes, size, a, lo_t, hi_t, algbw, algbw * factor, "null" if lo is None else lo_t,
+                  "" if lo is None else lo_t, "null" if hi is None else hi_t, "" if hi is None else hi_t)
+        if terms is None:
+            items.append(template.lines(values + _NO_TERMS))
+        else:
+            out.modelled += 1
+            steps, sbytes, rbytes = terms
+            items.append(template.lines(values + (steps, steps, sbytes, sbytes, rbytes, rbytes)))
+        if len(items) >= limit:
+            writer.extend(items)
+            items.clear()
+    return reader.parsed([])
+
+
+def _write_csv(lines: Iterable[str], where: str, cost: CostOf | None, out: _Out) -> Parsed:
+    """A CSV's rows into the run: one value per case as they are read; samples and launches once every line is
+    read (a case's rows may be anywhere in the file), each case pooled and written in turn."""
+    reader = _CsvReader(lines, where)
+    if reader.has_launch or reader.has_sample:
+        ppn: dict[int, int] | None = None
+        for row in reader.rows():
+            if ppn is None:  # known once the whole file is read, before the first row
+                ppn = {int(p): int(v) for p, v in (reader.parsed([]).options.get("ppn") or {}).items()}
+            (row,) = with_model_terms([row], cost, ppn) if cost is not None else (row,)
+            check_rows([row], where)
+            out.add(row)
+        return reader.parsed([])
+    items, limit, writer = out.items, out.writer.ROWS, out.writer
+    for g, nbytes, t in reader.summaries():
+        if g.template is None:
+            factor = COLLECTIVES[g.collective].busbw_factor(g.nranks) if g.collective != "barrier" else 0.0
+            g.template = (_Template.make(_row_csv_summary(g.key(8), 1e-6, 1), _SUMMARY_FIELDS), factor)
+            if g.collective != "pingpong":
+                out.ranks.add(g.nranks)
+        template, factor = g.template
+        count = g.count(nbytes)
+        terms = _terms(cost, g.collective, g.algorithm, g.nranks, nbytes, g.ppn)
+        if template is None:
+            out.add(_with_terms(_row_csv_summary(g.key(nbytes), t, count), terms))
+            continue
+        a = repr(t)
+        algbw = nbytes / t / 1e9
+        values = (nbytes, count, a, a, a, algbw, algbw * factor, "null", "", "null", "")
+        if terms is None:
+            items.append(template.lines(values + _NO_TERMS))
+        else:
+            out.modelled += 1
+            steps, sbytes, rbytes = terms
+            items.append(template.lines(values + (steps, steps, sbytes, sbytes, rbytes, rbytes)))
+        if len(items) >= limit:
+            writer.extend(items)
+            items.clear()
+    reader.finish()
+    return reader.parsed([])
+
+
+class _Hashing(io.RawIOBase):
+    """A file read through, with the sha256 of every byte read: run.json's hash is of the bytes parsed."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self._f = open(path, "rb", buffering=0)
+        except OSError as exc:
+            raise UsageError(f"{str(path)!r} cannot be read: {exc.strerror}") from None
+        self.sha256 = hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        try:
+            n = self._f.readinto(b)
+        except OSError as exc:
+            raise UsageError(f"{str(self.path)!r} cannot be read: {exc.strerror}") from None
+        if n:
+            self.sha256.update(memoryview(b)[:n])
+        return n
+
+    def hexdigest(self) -> str:
+        """The sha256 of the whole file: what was not read yet is read now."""
+        while self.read(1 << 20):
+            pass
+        return self.sha256.hexdigest()
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
+
+
+def _import_file(path: Path, fmt: str | None, nranks: int | None, cost: CostOf | None,
+                 out: _Out) -> tuple[Parsed, dict, int]:
+    """One file, by its format (given or sniffed), into the run being written: (what it held, run.json's record
+    of it, the index of its first row)."""
     kind = fmt or sniff(path)
+    if kind not in FORMATS:
+        raise UsageError(f"unknown format {kind!r}; choose from {', '.join(FORMATS)}")
+    where, start, modelled = str(path), out.rows, out.modelled
+    raw = _Hashing(path)
+    with raw, io.TextIOWrapper(io.BufferedReader(raw, 1 << 20), errors="replace") as text:
+        if kind == "osu":
+            parsed = _write_osu(text, where, nranks, cost, out)
+        elif kind == "csv":
+            parsed = _write_csv(text, where, cost, out)
+        else:
+            whole = text.read()
+            parsed = parse_imb(whole, where=where) if kind == "imb" else parse_nccl_tests(whole, nranks, where=where)
+            check_rows(parsed.rows, where)
+            for row in with_model_terms(parsed.rows, cost) if cost is not None else parsed.rows:
+                out.add(row)
+        sha256 = raw.hexdigest()
+    rows = out.rows - start
+    return parsed, {"path": where, "sha256": sha256, "tool": parsed.tool, "version": parsed.version,
+                    "options": parsed.options, "rows": rows, "modelled_rows": out.modelled - modelled}, start
+
+
+class _StoredRows(Sequence):
+    """The rows one imported file gave, read back from the run's cases.jsonl when asked for: an import of millions
+    of rows holds none of them."""
+
+    def __init__(self, table: Path, start: int, count: int, modelled: int) -> None:
+        self.table, self.start, self.count, self.modelled = table, start, count, modelled
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[Row]:
+        with open(self.table) as f:
+            for line in itertools.islice(f, self.start, self.start + self.count):
+                yield Row.from_dict(json.loads(line))
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return list(self)[i]
+        k = range(self.count)[i]
+        return next(itertools.islice(iter(self), k, None))
+
+
+def _make_folders(root: Path) -> list[Path]:
+    """Create `root` and its missing parents; the folders made, deepest first."""
+    made, p = [], root
+    while not p.exists() and p != p.parent:
+        made.append(p)
+        p = p.parent
     try:
-        text = path.read_text(errors="replace")
+        root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"{str(path)!r} cannot be read: {exc.strerror}") from None
-    where = str(path)
-    if kind == "osu":
-        procs = re.search(r"Number of processes\s*:\s*(\d+)", text)
-        p = int(procs.group(1)) if procs else nranks
-        one = parse_osu(text, p or 2, where=where)
-        if p is None and any(r.collective != "pingpong" for r in one.rows):
-            raise UsageError(f"{where}: the OSU output does not say how many ranks ran it: give --nranks")
-        return one
-    if kind == "imb":
-        return parse_imb(text, where=where)
-    if kind == "nccl-tests":
-        return parse_nccl_tests(text, nranks, where=where)
-    if kind == "csv":
-        return parse_csv(text, where=where)
-    raise UsageError(f"unknown format {kind!r}; choose from {', '.join(FORMATS)}")
+        raise UsageError(f"results directory {str(root)!r} cannot be created: {exc.strerror}") from None
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise UsageError(f"results directory {str(root)!r} is not writable")
+    return made
+
+
+def _aside(root: Path) -> Path:
+    """A new hidden folder in `root` to write a run in before it is renamed into place (mode as any run's)."""
+    for k in itertools.count(1):
+        path = root / f".import-{os.getpid()}-{k}.importing"
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:  # left by a killed import of a process with this id
+            continue
+    raise AssertionError("unreachable")
 
 
 def import_files(paths: Sequence[str | Path], fmt: str | None = None, *, nranks: int | None = None,
                  library: str | None = None, tag: str = "imported", results_dir: str | Path = "results",
                  cost: CostOf | None = None) -> tuple[Path, list[Parsed]]:
-    """Read every file, then write one new run directory of their rows; (its path, what each file held).
+    """Read every file into one new run directory; (its path, what each file held).
 
-    Every file is parsed before anything is written: a bad file leaves no directory behind.
-    `cost` gives the rows their algorithm's model terms (`with_model_terms`); ranks per node
-    come from a CSV's ``ppn`` column.  run.json records each file's path, sha256, tool,
-    version line and the options seen in it.
+    Each file is read line by line, every number checked at the door as it comes (`check_rows`; OSU and CSV
+    line by line), and its rows written as they are read into a folder aside (``RESULTS/.import-*.importing``,
+    buffered, fsynced once), which is renamed into place (``RESULTS/DATE_HOST_npP_TAG``) only when every file is
+    complete: a bad file, an interrupt or a full disk leaves no run behind, never one that says it is complete
+    with part of its rows (and a refused file not even the results folder, where the import made it).  Memory
+    stays bounded: rows are not held, only a CSV's samples (16 bytes each) until its cases are pooled.  The
+    ``rows`` of each `Parsed` are read back from the stored run when asked for (``modelled_rows``: without).
+    `cost` gives the rows their algorithm's model terms (`with_model_terms`); ranks per node come from a CSV's
+    ``ppn`` column.  run.json records each file's path, sha256, tool, version line and the options seen in it.
     """
-    parsed, docs = [], []
-    for f in paths:
-        path = Path(f)
-        one = _parse_one(path, fmt, nranks)
-        if cost is not None:
-            ppn = {int(p): int(v) for p, v in (one.options.get("ppn") or {}).items()}
-            one = dataclasses.replace(one, rows=with_model_terms(one.rows, cost, ppn))
-        parsed.append(one)
-        docs.append({"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "tool": one.tool,
-                     "version": one.version, "options": one.options, "rows": len(one.rows),
-                     "modelled_rows": sum(r.steps_max is not None for r in one.rows)})
-    rows = [r for p in parsed for r in p.rows]
-    ranks = sorted({r.nranks for r in rows if r.collective != "pingpong"}) or [2]
-    layouts = {k: {v for p in parsed for v in (p.options.get(k) or {}).values()} for k in ("nodes", "ppn")}
-    hosts = sorted({h for p in parsed for h in p.options.get("hosts") or []})
-    meta = {"ccbench": __version__, "mpi_library": library or "unknown (imported)", "nranks": ranks[-1],
-            "imported": docs, "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "planned_cases": len(rows),
-            "skipped": [], "config": {}}
-    # nodes and ranks per node only where the files say (a CSV's columns, the hosts nccl-tests lists)
-    if len(layouts["nodes"]) == 1:
-        meta["nodes"] = next(iter(layouts["nodes"]))
-    elif hosts and len(ranks) == 1:
-        meta["nodes"] = len(hosts)
-    if len(layouts["ppn"]) == 1:
-        meta["ranks_per_node"] = next(iter(layouts["ppn"]))
-    elif hosts and len(ranks) == 1 and ranks[0] % len(hosts) == 0:
-        meta["ranks_per_node"] = ranks[0] // len(hosts)
-    if hosts:
-        meta["hosts"] = hosts
-    # written aside and renamed into place when complete: an interrupted import (Ctrl-C, a full disk) leaves
-    # no run behind, never one that says it is complete with part of its rows
-    dest = new_run_dir(results_dir, ranks[-1], tag)  # the name, reserved by an empty folder
-    aside = dest.with_name(f".{dest.name}.importing")
+    _check_name(tag, "tag")
+    root = Path(results_dir)
+    made = _make_folders(root)
+    aside: Path | None = None
+    dest: Path | None = None
     try:
-        aside.mkdir()
-        writer = RunWriter(aside, meta)
+        aside = _aside(root)
+        start = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        writer = _AsideWriter(aside, {"ccbench": __version__, "mpi_library": library or "unknown (imported)",
+                                      "nranks": None, "imported": [], "start_time": start, "planned_cases": None,
+                                      "skipped": [], "config": {}})
         try:
-            writer.extend(rows)
-            writer.update(status="complete", end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                          finished_cases=len(rows), failed_cases=0)
+            out = _Out(writer)
+            files = [_import_file(Path(f), fmt, nranks, cost, out) for f in paths]
+            out.flush()
+            writer.finish()
+            ranks = sorted(out.ranks) or [2]
+            meta = {"nranks": ranks[-1], "imported": [doc for _, doc, _ in files], "planned_cases": writer.rows}
+            parsed = [p for p, _, _ in files]
+            layouts = {k: {v for p in parsed for v in (p.options.get(k) or {}).values()} for k in ("nodes", "ppn")}
+            hosts = sorted({h for p in parsed for h in p.options.get("hosts") or []})
+            # nodes and ranks per node only where the files say (a CSV's columns, the hosts nccl-tests lists)
+            if len(layouts["nodes"]) == 1:
+                meta["nodes"] = next(iter(layouts["nodes"]))
+            elif hosts and len(ranks) == 1:
+                meta["nodes"] = len(hosts)
+            if len(layouts["ppn"]) == 1:
+                meta["ranks_per_node"] = next(iter(layouts["ppn"]))
+            elif hosts and len(ranks) == 1 and ranks[0] % len(hosts) == 0:
+                meta["ranks_per_node"] = ranks[0] // len(hosts)
+            if hosts:
+                meta["hosts"] = hosts
+            writer.update(**meta, status="complete", end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                          finished_cases=writer.rows, failed_cases=0)
         finally:
             writer.close()
+        dest = new_run_dir(root, ranks[-1], tag)  # the name, reserved by an empty folder
         os.replace(aside, dest)  # over the empty folder, in one step
+        aside = None
     except BaseException as exc:
-        shutil.rmtree(aside, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            dest.rmdir()
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)
+            if dest is not None:
+                with contextlib.suppress(OSError):
+                    dest.rmdir()
+        if isinstance(exc, (UsageError, OSError, WriteError)):  # a refused file leaves nothing; Ctrl-C no run
+            for folder in made:
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
         if isinstance(exc, (OSError, WriteError)):
-            raise UsageError(f"cannot write the imported run into {str(dest.parent)!r}: {exc.strerror}; "
+            raise UsageError(f"cannot write the imported run into {str(root)!r}: {exc.strerror}; "
                              "nothing was kept") from None
         raise
-    return dest, parsed
+    with contextlib.suppress(OSError):  # the rename itself on disk
+        fd = os.open(root, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    table = dest / "cases.jsonl"
+    return dest, [dataclasses.replace(p, rows=_StoredRows(table, first, doc["rows"], doc["modelled_rows"]))
+                  for p, doc, first in files]
