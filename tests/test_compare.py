@@ -1055,3 +1055,16 @@ def test_a_difference_measured_under_load_or_on_a_changed_machine_is_withheld(tm
     assert p.verdict == ("undetermined" if withheld else "slower") and p.ratio_low > 1
     assert bool(cmp.withheld) is withheld
     assert any("withheld" in w for w in cmp.warnings) is withheld
+
+
+def test_cold_against_warm_buffers_is_a_provenance_difference():
+    from ccbench.core.errors import UsageError
+    from ccbench.measure.config import resolve
+
+    warm, cold = {"config": {"sync": "barrier"}}, {"config": {"sync": "barrier", "buffers": "cold"}}
+    assert provenance_differences(warm, warm, [], []) == []
+    (w,) = provenance_differences(warm, cold, [], [])
+    assert w.startswith("provenance differs in buffers: warm (A) vs cold (B)")
+    assert resolve({"buffers": "cold"}).buffers == "cold" and resolve({}).buffers == "warm"
+    with pytest.raises(UsageError, match="config key 'buffers': 'hot'; choose from warm, cold"):
+        resolve({"buffers": "hot"})

@@ -1088,3 +1088,38 @@ def test_batches_and_fixed_counts_of_one_call_are_allowed_and_below_one_refused(
         with pytest.raises(ValueError) as err:
             batch_of(bad)
         assert str(err.value) == f"timing {bad!r}: per-call, batched or batched:K (K >= 1)"
+
+
+def test_cold_buffers_cycle_through_sets_twice_the_cache_and_validate_like_warm_ones(stand_in_ops, monkeypatch):
+    """--buffers cold: each timed call takes the next buffer set (views into one pool per buffer, inputs copied
+    from the filled ones), validation runs as for warm buffers; a size whose sets fit in the cache is flagged."""
+    llc = 32 << 20
+    assert sweep.cold_sets(Case("allreduce", "native", 64 << 20, 16 << 20, "float32", "sum", False, 0), llc) == 2
+    assert sweep.cold_sets(Case("allreduce", "native", 4 << 20, 1 << 20, "float32", "sum", False, 0), llc) == 16
+    assert sweep.cold_sets(Case("allreduce", "native", 8, 2, "float32", "sum", False, 0), llc) == sweep.MAX_COLD_SETS
+    seen = []
+    real = sweep.call_of
+
+    def recording(collective, fn, target, *args, **kw):
+        call = real(collective, fn, target, *args, **kw)
+
+        def wrapped():
+            seen.append(id(args[0]))
+            return call()
+        return wrapped
+
+    monkeypatch.setattr(sweep, "call_of", recording)
+    case = Case("allreduce", "ring", 64, 16, "float32", "sum", False, 0)
+    row = run(World(2), lambda comm: sweep.run_case(comm, case, settings(), clock=comm.Wtime))[0]
+    assert row.buffers == "warm" and "partly_cached" not in row.flags
+    seen.clear()
+    visits = run(World(2), lambda comm: sweep.visit_case(comm, case, settings(), clock=comm.Wtime, cold=3,
+                                                         llc_bytes=llc))
+    assert visits[0].nwrong == 0 and visits[0].cold == 3 and visits[0].partly_cached
+    assert len(set(seen)) == 2 * 4  # on each of the two ranks: three sets timed, the case's own buffers validated
+    row = run(World(2), lambda comm: sweep.case_row(comm, case, [sweep.visit_case(
+        comm, case, settings(), clock=comm.Wtime, cold=3, llc_bytes=llc)], settings()))[0]
+    assert row.buffers == "cold" and "partly_cached" in row.flags
+    big = run(World(2), lambda comm: sweep.visit_case(comm, case, settings(), clock=comm.Wtime, cold=3,
+                                                      llc_bytes=64))[0]
+    assert not big.partly_cached  # 3 sets of 64 B are twice a 64 B cache and more

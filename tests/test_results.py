@@ -53,9 +53,9 @@ def test_round_trip_and_never_overwrite(tmp_path):
     flags_at = csv_lines[0].split(",").index("flags")
     assert csv_lines[1].split(",")[flags_at] == "few_samples"
     header = csv_lines[0].split(",")
-    assert header[-9:] == ["settings", "launches", "launch_samples", "timing", "rank_mean_min_s", "rank_mean_avg_s",
-                           "rank_mean_max_s", "p90_s", "loop"]
-    assert csv_lines[1].split(",")[-9:] == ["", "", "", "per-call", "", "", "", "", "python"]
+    assert header[-10:] == ["settings", "launches", "launch_samples", "timing", "rank_mean_min_s", "rank_mean_avg_s",
+                            "rank_mean_max_s", "p90_s", "loop", "buffers"]
+    assert csv_lines[1].split(",")[-10:] == ["", "", "", "per-call", "", "", "", "", "python", "warm"]
 
 
 def test_torn_last_line_is_dropped_with_a_warning(tmp_path):

@@ -297,6 +297,10 @@ def provenance_differences(a: Mapping, b: Mapping, rows_a: Sequence[Row], rows_b
     sa, sb = ((m.get("config") or {}).get("sync") for m in (a, b))      # a null config records none
     if sa != sb:
         out.append(f"provenance differs in synchronisation: {sa} ({la}) vs {sb} ({lb})")
+    ca, cb = ((m.get("config") or {}).get("buffers") or "warm" for m in (a, b))
+    if ca != cb:
+        out.append(f"provenance differs in buffers: {ca} ({la}) vs {cb} ({lb}): cold buffers are out of cache at "
+                   "every call (--buffers)")
     ea, eb = a.get("mpi_env") or {}, b.get("mpi_env") or {}
     if ea != eb:
         keys = sorted(k for k in set(ea) | set(eb) if ea.get(k) != eb.get(k))

@@ -269,16 +269,17 @@ class NetworkParams(_Record):
         """1 / beta in GB/s."""
         return _gbs(self.beta_s_per_byte)
 
-    def gamma_for(self, native: bool, nbytes: float) -> float:
+    def gamma_for(self, native: bool, nbytes: float, cold: bool = False) -> float:
         """gamma of the path that reduces and of the buffer's temperature, in s/byte (0 when unknown).
 
         ``native``: the MPI library's own collective, which reduces with its internal
         reduction (``library_gamma_*``, MPI_Reduce_local); else a hand-written algorithm,
         which reduces with numpy (``gamma_*``).  A buffer of more than ``cold_above_bytes``
-        does not stay in cache between the steps that touch it and pays the cold rate.  A
-        missing rate falls back to the warm one of the same path, then to numpy's warm gamma.
+        does not stay in cache between the steps that touch it and pays the cold rate, as does every buffer
+        of a run with cold buffers (`cold`: ``--buffers cold``).  A missing rate falls back to the warm one of
+        the same path, then to numpy's warm gamma.
         """
-        cold = self.cold_above_bytes is not None and nbytes > self.cold_above_bytes
+        cold = cold or (self.cold_above_bytes is not None and nbytes > self.cold_above_bytes)
         if native:
             order = (self.library_gamma_cold_s_per_byte, self.library_gamma_s_per_byte) if cold else (
                 self.library_gamma_s_per_byte,)

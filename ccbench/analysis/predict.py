@@ -571,7 +571,7 @@ def effective_params(
             c = _cost(alg, P, n, ranks_per_node).timing_cost
             use.append(r)
             terms.append((c.alpha, c.beta))
-            red.append(c.gamma * base.gamma_for(path == "mpi", n))
+            red.append(c.gamma * base.gamma_for(path == "mpi", n, cold=r.get("buffers") == "cold"))
         try:
             p = fit_effective(use, terms, red, path=path, **kw)
         except CCBenchError as exc:

@@ -63,6 +63,10 @@ SWEEP_OPTIONS = [
     click.option("--loop", type=click.Choice(["python", "compiled", "auto"]),
                  help="What times the native collectives: python (default), compiled (a C loop built with the "
                       "MPI's mpicc on first use; an error without one) or auto (compiled where it builds)."),
+    click.option("--buffers", type=click.Choice(["warm", "cold"]),
+                 help="warm (default): every call on the same buffers, in cache when they fit; cold: each call on the "
+                      "next of several buffer sets together twice the last-level cache, so none is in cache (IMB's "
+                      "-off_cache; timed in the Python loop)."),
     click.option("--min-reps", "min_reps", type=int, help="Samples before the RSE rule may stop (default 20)."),
     click.option("--max-reps", "max_reps", type=int, help="Most samples per case (default 1000)."),
     click.option("--target-rse", "target_rse", type=float,
@@ -92,7 +96,8 @@ SWEEP_OPTIONS = [
 ]
 CONFIG_KEYS = ("collectives", "algorithms", "sizes", "dtypes", "ops", "in_place", "root", "warmup",
                 "min_reps", "max_reps", "target_rse", "budget_s", "sync", "thread_level", "results_dir",
-                "watchdog_s", "launches", "rounds", "order", "seed", "timing", "iterations", "bind", "loop")
+                "watchdog_s", "launches", "rounds", "order", "seed", "timing", "iterations", "bind", "loop",
+                "buffers")
 
 
 def sweep_options(fn):

@@ -63,6 +63,10 @@ FLAG_DESCRIPTIONS: dict[str, str] = {
         "(Tukey's far-out fence)"
     ),
     "near_resolution": f"median within {NEAR_RESOLUTION_TICKS} ticks of the timer resolution",
+    "partly_cached": (
+        "cold buffers were asked for (--buffers cold), but the buffer sets of this small size together fit in the "
+        "last-level cache: the calls may still have found them there"
+    ),
     "zero_samples": (
         "some samples read 0 s: calls shorter than one tick of the timer, so the median is a bound, not a "
         "measurement (batch calls per sample: --timing batched)"

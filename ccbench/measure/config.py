@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ccbench.core.choices import BINDINGS, LOOPS, ORDERS, SYNC_METHODS, THREAD_LEVELS
+from ccbench.core.choices import BINDINGS, BUFFERS, LOOPS, ORDERS, SYNC_METHODS, THREAD_LEVELS
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.dtypes import DTYPES, OPS
 from ccbench.core.errors import UsageError
@@ -63,6 +63,7 @@ class Config:
     timing: str = "per-call"
     iterations: int | None = None
     loop: str = "python"  # LOOPS: what times the native cases (hand-written ones are always Python)
+    buffers: str = "warm"  # BUFFERS: warm, or cold (every call on buffers not in cache: IMB's -off_cache)
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     def to_dict(self) -> dict:
@@ -253,6 +254,8 @@ def resolve(values: dict) -> Config:
             out[key] = v
         elif key == "sync":
             out[key] = _one_of(key, value, SYNC_METHODS)
+        elif key == "buffers":
+            out[key] = _one_of(key, value, BUFFERS)
         elif key == "order":
             out[key] = _one_of(key, value, ORDERS)
         elif key == "timing":

@@ -140,7 +140,7 @@ def run_load(comm, start) -> dict | None:
 
     end = cpu_times()
     own = (end.own - start.own) if start is not None and end is not None else 0.0
-    mine = comm.gather((socket.gethostname(), own), root=0)
+    mine = comm.allgather((socket.gethostname(), own))
     if comm.Get_rank() != 0:
         return None
     host = socket.gethostname()

@@ -27,7 +27,7 @@ from ccbench.core.stats import summarize
 from ccbench.measure import compiled
 from ccbench.measure.config import Case, Config, plan
 from ccbench.measure.driver import Item, Plan, common_stop, drive
-from ccbench.measure.gamma import harness_floor, reduction_rates
+from ccbench.measure.gamma import harness_floor, last_level_cache_bytes, reduction_rates
 from ccbench.measure.membw import memory_bandwidth
 from ccbench.measure.session import (
     SLOWED,
@@ -44,26 +44,30 @@ from ccbench.store.results import Row
 __all__ = ["Visit", "case_bytes", "case_row", "run_case", "run_sweep", "visit_case"]
 
 
-def case_bytes(case: Case, nranks: int) -> int:
+def case_bytes(case: Case, nranks: int, sets: int = 0) -> int:
     """The most memory one rank holds for `case`: its buffers, input templates and expected results (measured on
     the buffers of a small count, scaled to the case's), a hand-written algorithm's scratch (one more buffer),
-    and the temporaries of making and checking them (``ccbench.core.collectives.CHUNK`` elements at a time)."""
+    the temporaries of making and checking them (``ccbench.core.collectives.CHUNK`` elements at a time), and
+    with cold buffers `sets` more copies of the buffers the call takes (`cold_sets`)."""
     coll = COLLECTIVES[case.collective]
     if coll.make_buffers is None or case.count == 0:
         return 0
     probe, dtype = 1024, DTYPES[case.dtype]
-    held = max(coll.make_buffers(probe, nranks, r, dtype, case.op, case.root, case.in_place, None).bytes_held()
-               for r in {case.root % nranks, (case.root + 1) % nranks})
+    bufs = [coll.make_buffers(probe, nranks, r, dtype, case.op, case.root, case.in_place, None)
+            for r in {case.root % nranks, (case.root + 1) % nranks}]
+    held = max(b.bytes_held() for b in bufs)
+    args = max(sum(a.nbytes for a in b.args if isinstance(a, np.ndarray)) for b in bufs)
     scratch = 0 if REGISTRY[case.collective][case.algorithm].native else case.nbytes
-    return held * case.count // probe + scratch + 24 * CHUNK
+    return (held + sets * args) * case.count // probe + scratch + 24 * CHUNK
 
 
-def _check_memory(cases: list[Case], local_ranks: int, nranks: int) -> None:
-    """Refuse, before allocating, a sweep whose largest case would not fit in memory."""
+def _check_memory(cases: list[Case], local_ranks: int, nranks: int, sets=lambda case: 0) -> None:
+    """Refuse, before allocating, a sweep whose largest case would not fit in memory (`sets(case)`: its cold
+    buffer sets)."""
     if not cases:
         return
-    big = max(cases, key=lambda c: case_bytes(c, nranks))
-    require_memory(case_bytes(big, nranks) * local_ranks, local_ranks, big.label(), "lower the sizes")
+    big = max(cases, key=lambda c: case_bytes(c, nranks, sets(c)))
+    require_memory(case_bytes(big, nranks, sets(big)) * local_ranks, local_ranks, big.label(), "lower the sizes")
 
 
 def _check_sync(sync: str, local_ranks: int) -> None:
@@ -94,10 +98,49 @@ class Visit:
     slow: bool                      # a ``slow`` fault was aimed at the case
     compiled: bool                  # timed and validated by the compiled loop
     settings: dict                  # the forced variant's settings (``variant_settings``)
+    cold: int = 0                   # buffer sets the timed calls cycled through (``--buffers cold``; 0: warm)
+    partly_cached: bool = False     # cold, but its sets together fit in the last-level cache
+
+
+#: The most buffer sets a cold case cycles through (each a call object of its own).
+MAX_COLD_SETS = 64
+
+
+def cold_sets(case: Case, llc_bytes: int) -> int:
+    """How many sets of buffers a case with cold buffers cycles through: enough that together they are twice the
+    last-level cache, so that a set is out of cache when its turn comes again (IMB's -off_cache shifts its buffers
+    through a region larger than the cache for the same reason: Intel MPI Benchmarks User Guide, "-off_cache"); at
+    least 2, at most ``MAX_COLD_SETS`` (small messages: 64 sets of them may still fit in cache, and the row is
+    flagged ``partly_cached``)."""
+    per = max(case.nbytes, 1)
+    return max(2, min(MAX_COLD_SETS, -(-2 * llc_bytes // per)))
+
+
+def _cold_calls(case: Case, bufs, alg, target, sets: int) -> tuple[Callable[[], object], list]:
+    """A callable that runs the case on the next of `sets` buffer sets at each call (views into one pool per
+    buffer, each set's inputs copied from `bufs`' filled ones), and the pools (to keep them alive)."""
+    arrays = [(i, a) for i, a in enumerate(bufs.args) if isinstance(a, np.ndarray)]
+    pools = [np.empty((sets,) + a.shape, dtype=a.dtype) for _, a in arrays]
+    calls = []
+    for j in range(sets):
+        args = list(bufs.args)
+        for (i, a), pool in zip(arrays, pools, strict=True):
+            np.copyto(pool[j], a)
+            args[i] = pool[j]
+        calls.append(call_of(case.collective, alg.fn, target, *args, **bufs.kwargs))
+    state = [0]
+
+    def call() -> None:
+        k = state[0]
+        state[0] = k + 1 if k + 1 < sets else 0
+        calls[k]()
+
+    return call, pools
 
 
 def visit_case(comm, case: Case, settings: TimingSettings, *, fault: Fault | None = None,
-               clock: Callable[[], float] | None = None, loop=None) -> Visit:
+               clock: Callable[[], float] | None = None, loop=None, cold: int = 0,
+               llc_bytes: int = 32 << 20) -> Visit:
     """Measure and validate one case on every rank of `comm`, once: a `Visit` (``run_case`` makes the row).
 
     A ``slow`` `fault` aimed at the case makes its timed calls longer on the fault's ranks
@@ -105,6 +148,8 @@ def visit_case(comm, case: Case, settings: TimingSettings, *, fault: Fault | Non
     `clock` reads this rank's time in seconds (default: the timing loop's, time.perf_counter).
     With `loop` (a `ccbench.measure.compiled.CompiledLoop`) a native case is timed and validated
     by the compiled loop (the row's ``loop``: "compiled"); hand-written and slowed cases stay in Python.
+    With `cold` > 1 (``--buffers cold``: `cold_sets`) each timed call runs on the next of that many buffer sets,
+    in the Python loop; validation runs on the first.
     """
     from mpi4py import MPI
 
@@ -123,9 +168,13 @@ def visit_case(comm, case: Case, settings: TimingSettings, *, fault: Fault | Non
     if alg.settings:  # a forced algorithm of the library: NotApplicableError where it refuses the call
         probe(comm, call, library)
     slow = fault is not None and fault.slows(case.collective, case.algorithm, case.nbytes)
-    timed = fault.slowed(call, clock or time.perf_counter) if slow and fault.on(rank) else call
+    pools = None
+    timed = call
+    if cold > 1:
+        timed, pools = _cold_calls(case, bufs, alg, target, cold)
+    timed = fault.slowed(timed, clock or time.perf_counter) if slow and fault.on(rank) else timed
     kernel = (loop.kernel(comm, case.collective, case.count, bufs.args, bufs.kwargs)
-              if loop is not None and alg.native and not slow else None)
+              if loop is not None and alg.native and not slow and cold <= 1 else None)
     local: list = []
     samples, stop = measure(comm, timed if kernel is None else kernel, settings, clock=clock, local_out=local)
     # validation: fresh inputs, poisoned outputs, one more call, exact comparison;
@@ -141,8 +190,10 @@ def visit_case(comm, case: Case, settings: TimingSettings, *, fault: Fault | Non
     comm.Allreduce(MPI.IN_PLACE, total, MPI.SUM)
     mx = np.array([c[0], c[1], c[4], c[5], c[6]], dtype=np.int64)
     comm.Allreduce(MPI.IN_PLACE, mx, MPI.MAX)
+    del pools
     return Visit(samples, stop, local[0], int(total[0]), (int(total[1]), int(total[2]), *(int(v) for v in mx)),
-                 slow, kernel is not None, variant_settings(alg, library))
+                 slow, kernel is not None, variant_settings(alg, library), cold if cold > 1 else 0,
+                 cold > 1 and cold * case.nbytes < 2 * llc_bytes)
 
 
 def case_row(comm, case: Case, visits: list[Visit], settings: TimingSettings, timer_res_s: float = 1e-9, *,
@@ -180,7 +231,8 @@ def case_row(comm, case: Case, visits: list[Visit], settings: TimingSettings, ti
         msgs_max=msgs_max, bytes_max=bytes_max, msgs_total=msgs_total, bytes_total=bytes_total,
         steps_max=steps_max, step_bytes_max=step_bytes_max, reduced_bytes_max=reduced_max,
         nwrong=sum(v.nwrong for v in visits), stop_reason=common_stop([v.stop for v in visits]), sync=settings.sync,
-        flags=tuple(s.flags) + ((SLOWED,) if slow else ()), settings=last.settings,
+        flags=tuple(s.flags) + ((SLOWED,) if slow else ()) + (("partly_cached",) if last.partly_cached else ()),
+        settings=last.settings, buffers="cold" if last.cold else "warm",
         samples_s=tuple(float(x) for x in samples),
         timing="per-call" if settings.batch == 1 else f"batched:{settings.batch}",
         p90_s=float(np.percentile(samples, 90)), **per_rank, loop="compiled" if last.compiled else "python",
@@ -264,7 +316,12 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     cases, forced_skips = agree(comm, lambda: check_environment(cases, library))
     skipped = skipped + forced_skips
     nlocal = local_ranks(comm)
-    agree(comm, lambda: _check_memory(cases, nlocal, P))
+    llc = last_level_cache_bytes() or (32 << 20)
+
+    def sets(case: Case) -> int:  # --buffers cold: the buffer sets a case's timed calls cycle through
+        return cold_sets(case, llc) if cfg.buffers == "cold" else 0
+
+    agree(comm, lambda: _check_memory(cases, nlocal, P, sets))
     agree(comm, lambda: _check_sync(cfg.sync, nlocal))
     prov = collect(comm, cfg.to_dict(), thread, argv)
     settings = TimingSettings.from_config(cfg.per_launch())
@@ -276,7 +333,8 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     def item(case: Case) -> Item:
         return Item(_case_key(case), case.label(), f"{case.collective}/{case.algorithm}:{case.nbytes}",
                     visit_settings.budget_s,
-                    lambda: visit_case(comm, case, visit_settings, fault=fault, loop=loop),
+                    lambda: visit_case(comm, case, visit_settings, fault=fault, loop=loop,
+                                       **({"cold": sets(case), "llc_bytes": llc} if sets(case) else {})),
                     lambda visits: [case_row(comm, case, visits, visit_settings, timer_res,
                                              min_reps=settings.min_reps)],
                     # the algorithms of one size run back to back (in a random order), sizes in a random order

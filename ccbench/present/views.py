@@ -148,6 +148,9 @@ def sampling_line(cfg: dict, loop: dict | None = None) -> str:
     elif loop.get("requested", "python") != "python":
         parts.append(f"--loop {loop['requested']}: timed in Python, the compiled loop was not available"
                      + (f" ({escape(str(loop['why']))})" if loop.get("why") else ""))
+    if cfg.get("buffers") == "cold":
+        parts.append("cold buffers: each call on the next of several buffer sets, together twice the last-level "
+                     "cache, so none is in cache (IMB's -off_cache); timed in the Python loop")
     timing = cfg.get("timing") or "per-call"
     if timing != "per-call":
         k = timing.partition(":")[2] or "10"

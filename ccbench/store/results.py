@@ -184,6 +184,9 @@ class Row(StoredRow):
     # which loop timed the calls: "python" (ccbench's timing loop) or "compiled" (its C loop, `--loop
     # compiled`, the library's own collectives only); absent from rows written before it existed, which were Python
     loop: str = "python"
+    # the buffers the timed calls used: "warm" (the same ones every call) or "cold" (the next of several sets each
+    # call, none in cache: IMB's -off_cache); absent from rows written before it existed, which were warm
+    buffers: str = "warm"
 
     def __post_init__(self):
         if self.nbytes < 0 or self.count < 0 or self.nranks < 1 or self.nwrong < 0:
