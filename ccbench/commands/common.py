@@ -49,7 +49,8 @@ SWEEP_OPTIONS = [
     click.option("-C", "--collective", "collectives", help="Collectives, comma separated, or all."),
     click.option("-a", "--algorithm", "algorithms", help="Algorithms, comma separated (native, ring, ...) or all."),
     click.option("-s", "--sizes", help="Sizes in bytes: 8:1M (x2 sweep), 8:1M:4, or a list 8,4K,1M."),
-    click.option("-t", "--dtype", "dtypes", help="Element types: uint8,int32,int64,float32,float64 or all."),
+    click.option("-t", "--dtype", "dtypes", help="Element types: uint8,int32,int64,float16,bfloat16,float32,float64 "
+                                                   "or all (bfloat16 needs ccbench[half] and the Python loop)."),
     click.option("--op", "ops", help="Reduction ops: sum,prod,min,max or all."),
     click.option("--in-place", "in_place", type=click.Choice(["no", "yes", "both"]),
                  help="Out-of-place (no), in-place (yes) or both."),
@@ -186,7 +187,7 @@ def run_launcher(cmd: list[str], env: dict, merged=None) -> int:
     run = open_run(job.run_dir) if job.code and job.run_dir is not None else None
     if run is not None and run.meta.get("status") == "failed":  # whoever marked it: the ranks, or run_job
         n, spec = len(run.rows), run.spec
-        kept = f"{n} finished {spec.item}" + ("" if n == 1 and spec.item == "row" else "s")
+        kept = f"{n} finished {spec.item}" + ("" if n == 1 else "s")
         how = f"continue it with --resume {job.run_dir}" if merged is None else \
             f"continue the whole run with --resume {merged}"
         if job.marked_failed:
