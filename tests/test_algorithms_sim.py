@@ -39,7 +39,7 @@ def test_every_dtype_and_op(coll, name, P):
             if not _usable(coll, name, P, op):
                 continue
             for in_place in (False, True):
-                wrong, _, _ = run_sim(coll, name, P, 7, dtype, op, in_place, root=P // 2)
+                wrong, _, _ = run_sim(coll, name, P, 7, DTYPES[dtype], op, in_place, root=P // 2)
                 assert sum(wrong) == 0, (dtype, op, in_place, wrong)
 
 
@@ -89,7 +89,7 @@ def test_random_cases(pick, P, count, dtype, op, in_place, root_seed):
     if not _usable(coll, name, P, op):
         return
     root = root_seed % P
-    wrong, _, _ = run_sim(coll, name, P, count, dtype, op, in_place, root)
+    wrong, _, _ = run_sim(coll, name, P, count, DTYPES[dtype], op, in_place, root)
     assert sum(wrong) == 0, wrong
 
 

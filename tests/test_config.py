@@ -59,7 +59,7 @@ def test_quick_covers_every_collective_8b_to_1m():
     ({"colectives": "all"}, "unknown config key 'colectives' (did you mean 'collectives'?)"),
     ({"collectives": "allreduc"}, "collective: unknown 'allreduc'"),
     ({"algorithms": "rign"}, "algorithm: unknown 'rign'"),
-    ({"dtypes": "float16"}, "dtype: unknown 'float16'"),
+    ({"dtypes": "float8"}, "dtype: unknown 'float8'"),
     ({"ops": "avg"}, "op: unknown 'avg'"),
     ({"min_reps": "ten"}, "config key 'min_reps': expected an integer"),
     ({"min_reps": 1.5}, "config key 'min_reps': expected an integer"),

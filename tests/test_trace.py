@@ -160,7 +160,7 @@ def test_errors_name_the_hand_written_choices():
         ({"nranks": 0}, "ranks must be"),
         ({"nranks": 10**6}, "ranks must be"),
         ({"count": -1}, "count must be"),
-        ({"dtype": "float16"}, "unknown dtype"),
+        ({"dtype": "float8"}, "unknown dtype"),
         ({"op": "xor"}, "unknown op"),
     ],
 )

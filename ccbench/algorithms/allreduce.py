@@ -21,6 +21,7 @@ from ccbench.algorithms.p2p import as_ufunc, block_bounds, is_in_place, pof2_bel
 from ccbench.algorithms.reduce import binomial_reduce
 from ccbench.algorithms.reduce_scatter import (
     doubling_allgather,
+    fold_additions,
     halving_reduce_scatter,
     pof2_group,
 )
@@ -80,6 +81,7 @@ def _ring_cost(P: int, nbytes: int) -> Cost:
     cost=_ring_cost,
     formula="2(P-1)a + 2n(P-1)/P b + n(P-1)/P g   (any P)",
     source="Patarasuk & Yuan, JPDC 2009; " + _THAKUR + ", section 4.4",
+    additions=lambda P: P - 1,  # a block collects the P contributions one rank after another
 )
 def ring(comm, sendbuf, recvbuf, op="sum") -> None:
     """Ring allreduce: a ring reduce-scatter, then a ring allgather of the reduced blocks.
@@ -154,6 +156,7 @@ def _doubling_cost(P: int, nbytes: int) -> Cost:
         "(lg p' + 2)a + n(lg p' + 2) b + n(lg p' + 1) g"
     ),
     source=_THAKUR + ", section 4.5 (short messages)",
+    additions=fold_additions,
 )
 def recursive_doubling(comm, sendbuf, recvbuf, op="sum") -> None:
     """Recursive-doubling allreduce: exchange the whole vector with ranks 1, 2, 4... away.
@@ -201,6 +204,7 @@ def _rabenseifner_cost(P: int, nbytes: int) -> Cost:
         "(2 lg p' + 2)a + (2n(p'-1)/p' + 2n) b + (n(p'-1)/p' + n) g"
     ),
     source="Rabenseifner, ICCS 2004; " + _THAKUR + ", section 4.5 (long messages)",
+    additions=fold_additions,
 )
 def rabenseifner(comm, sendbuf, recvbuf, op="sum") -> None:
     """Rabenseifner's allreduce: recursive-halving reduce-scatter + recursive-doubling allgather.
@@ -245,6 +249,7 @@ def _binomial_cost(P: int, nbytes: int) -> Cost:
     cost=_binomial_cost,
     formula="2 ceil(lg P) a + 2n ceil(lg P) b + n ceil(lg P) g   (any P)",
     source=_THAKUR + ", sections 4.1 and 4.5 (binomial reduce + binomial broadcast)",
+    additions=lambda P: (P - 1).bit_length(),  # the binomial reduce's ceil(lg P) steps
 )
 def binomial(comm, sendbuf, recvbuf, op="sum") -> None:
     """Binomial-tree reduce to rank 0, then binomial-tree broadcast of the result.
@@ -276,6 +281,7 @@ def _linear_cost(P: int, nbytes: int) -> Cost:
     cost=_linear_cost,
     formula="2(P-1)a + 2n(P-1) b + n(P-1) g",
     source="the naive baseline: Open MPI's basic linear reduce followed by a linear broadcast",
+    additions=lambda P: P - 1,
 )
 def linear(comm, sendbuf, recvbuf, op="sum") -> None:
     """Linear allreduce: everyone sends to rank 0, which reduces and sends the result back.
@@ -423,6 +429,27 @@ def _dtree_representatives(P: int) -> tuple[int, ...]:
     return tuple(seen.values())
 
 
+@lru_cache(maxsize=64)
+def _dtree_additions(P: int) -> int:
+    """The most sequential additions behind an element of the double binary tree's result.
+
+    In each tree a rank adds its children's partial sums into its own one after the other
+    (in the order of their rounds: lower height first, then child order), so a sum from the
+    first of two children is rounded twice at that rank.  The chunks all follow the same
+    tree, so one pass per tree gives the count.
+    """
+    worst = 0
+    for _, children, heights, _ in _dtrees(P):
+        behind = [0] * P  # additions behind the partial sum a rank passes up
+        for r in sorted(range(P), key=heights.__getitem__):  # children before parents
+            acc = 0
+            for _, _, c in sorted((heights[c], slot, c) for slot, c in enumerate(children[r])):
+                acc = max(acc, behind[c]) + 1
+            behind[r] = acc
+        worst = max(worst, max(behind))
+    return worst
+
+
 def _dtree_chunks(nbytes: int) -> int:
     """Chunks per tree for a vector of `nbytes`."""
     return max(1, -(-nbytes // (2 * CHUNK_BYTES)))
@@ -468,6 +495,7 @@ def _dtree_cost(P: int, nbytes: int) -> Cost:
         "Sanders, Speck & Träff, 'Two-tree algorithms for full bandwidth broadcast, "
         "reduction and scan', Parallel Computing 2009; NCCL 2.4 (ncclGetDtree)"
     ),
+    additions=_dtree_additions,
 )
 def double_binary_tree(comm, sendbuf, recvbuf, op="sum") -> None:
     """Double binary tree allreduce (NCCL): two complementary trees, each with half the data.
@@ -520,6 +548,13 @@ def double_binary_tree(comm, sendbuf, recvbuf, op="sum") -> None:
 # -- hierarchical ------------------------------------------------------------------
 
 
+def _hierarchical_additions(P: int, ranks_per_node: int | None = None) -> int:
+    """Sequential additions: the node-local binomial reduce's ceil(lg m), then the leaders' Rabenseifner."""
+    local = P if ranks_per_node is None else min(ranks_per_node, P)
+    nodes = 1 if ranks_per_node is None else -(-P // ranks_per_node)
+    return (local - 1).bit_length() + fold_additions(nodes)
+
+
 def _hierarchical_cost(P: int, nbytes: int, ranks_per_node: int | None = None) -> Cost:
     """Cost on nodes of `ranks_per_node` consecutive ranks (None: all on one node)."""
     local = P if ranks_per_node is None else min(ranks_per_node, P)
@@ -541,6 +576,7 @@ def _hierarchical_cost(P: int, nbytes: int, ranks_per_node: int | None = None) -
         "SMP-aware allreduce as in MPICH (MPIR_Allreduce_intra_smp): node-local reduce, "
         "allreduce among node leaders, node-local broadcast"
     ),
+    additions=_hierarchical_additions,
 )
 def hierarchical(comm, sendbuf, recvbuf, op="sum") -> None:
     """Hierarchical allreduce: reduce within each node, allreduce across nodes, broadcast.

@@ -2,16 +2,153 @@
 
 Registered as algorithm ``native`` of every collective.  mpi4py is imported lazily so
 that the thread level can be chosen before MPI is initialised.
+
+Half precision.  float16 travels as the library's own type where mpi4py finds one
+(``MPI.FLOAT16_T``; MPICH 5.0: ``MPIX_C_FLOAT16``, whose reductions MPICH computes in float32
+and rounds back -- at 2 ranks bit for bit what `ccbench.algorithms.p2p.reduce_half` gives, as
+the MPI tier checks).  MPI has no bfloat16 (``MPI.BFLOAT16_T`` is null in MPICH 5.0), so
+bfloat16 -- and float16 on a library without a float16 type -- travels as a user-defined
+datatype (2 contiguous ``MPI_BYTE``, named ``ccbench_bfloat16``) and is reduced by a
+user-defined op (``MPI.Op.Create``) that widens to float32, combines and rounds back in
+numpy: a native bfloat16 reduction times the library's algorithm with a Python callback as
+its reduction.  A library that has ``MPI.BFLOAT16_T`` gets it passed, with its own ops.
+`half_path` says which path a dtype takes.
 """
 
 import functools
 import inspect
 
-from ccbench.algorithms.registry import register
+import numpy as np
 
-__all__ = ["call_of", "direct_call"]
+from ccbench.algorithms.p2p import reduce_half
+from ccbench.algorithms.registry import register
+from ccbench.core.dtypes import OPS
+
+__all__ = ["call_of", "direct_call", "half_path", "reduce_local_of"]
 
 _MPI_OPS: dict = {}
+# numpy dtype -> _Wire, or None where mpi4py passes the array as it is; made on first use (after MPI_Init)
+_WIRES: dict = {}
+
+
+class _Wire:
+    """How MPI carries one 16-bit float type: the datatype to pass, the op of each name, whether both are
+    user-defined (created here) or the library's own."""
+
+    __slots__ = ("datatype", "ops", "user")
+
+    def __init__(self, datatype, ops: dict, user: bool) -> None:
+        self.datatype, self.ops, self.user = datatype, ops, user
+
+
+def _library_type(MPI, attr: str, code: str | None):
+    """The library's predefined datatype for a half type, or None where it has none."""
+    dt = getattr(MPI, attr, MPI.DATATYPE_NULL)
+    if dt == MPI.DATATYPE_NULL:
+        return None
+    if code is not None:  # mpi4py must also map the numpy typecode to it (buffers passed as they are)
+        try:
+            if MPI.Datatype.fromcode(code) != dt:
+                return None
+        except (KeyError, ValueError):
+            return None
+    return dt
+
+
+def _user_op(MPI, ufunc, dtype):
+    """An MPI.Op for `ufunc` on a 16-bit float type: inoutbuf = inbuf (op) inoutbuf, widened to float32 and rounded
+    back (`reduce_half`), every op the suite offers being commutative."""
+
+    def combine(inbuf, inoutbuf, datatype):
+        reduce_half(ufunc, np.frombuffer(inbuf, dtype=dtype), np.frombuffer(inoutbuf, dtype=dtype))
+
+    return MPI.Op.Create(combine, commute=True)
+
+
+def _wire(dtype):
+    """The `_Wire` of a numpy dtype, or None for one mpi4py passes as it is (every type but the 16-bit floats
+    the library lacks, and bfloat16, which a numpy array cannot export through the buffer protocol)."""
+    if dtype.itemsize != 2 or dtype.kind not in "fV":
+        return None
+    if dtype in _WIRES:
+        return _WIRES[dtype]
+    from mpi4py import MPI
+
+    if dtype.kind == "f":  # float16: the library's own, where mpi4py knows it
+        own = _library_type(MPI, "FLOAT16_T", dtype.char)
+        wire = None if own is not None else _user_wire(MPI, dtype)
+    else:
+        own = _library_type(MPI, "BFLOAT16_T", None)
+        library_ops = dict(sum=MPI.SUM, prod=MPI.PROD, min=MPI.MIN, max=MPI.MAX)
+        wire = _Wire(own, library_ops, False) if own is not None else _user_wire(MPI, dtype)
+    _WIRES[dtype] = wire
+    return wire
+
+
+def _user_wire(MPI, dtype) -> _Wire:
+    """A committed datatype of 2 contiguous MPI_BYTE named ccbench_<dtype> and a user-defined op per op name."""
+    dt = MPI.BYTE.Create_contiguous(2)
+    dt.Set_name(f"ccbench_{dtype.name}")
+    dt.Commit()
+    return _Wire(dt, {op: _user_op(MPI, ufunc, dtype) for op, ufunc in OPS.items()}, True)
+
+
+def half_path(dtype) -> str | None:
+    """How the library's own collectives carry and reduce `dtype` (a numpy dtype), in words, for the 16-bit float
+    types (the library's own datatype, or a user-defined datatype and op); None for the others.  Needs MPI."""
+    dtype = np.dtype(dtype)
+    if dtype.itemsize != 2 or dtype.kind not in "fV":
+        return None
+    wire = _wire(dtype)
+    if wire is None or not wire.user:
+        from mpi4py import MPI
+
+        name = (MPI.FLOAT16_T if wire is None else wire.datatype).Get_name()
+        return f"{dtype.name}: the library's own datatype {name} and reduction"
+    return (f"{dtype.name}: MPI has no such type; a user-defined datatype ({wire.datatype.Get_name()}, "
+            "2 contiguous MPI_BYTE) and user-defined op (float32 widening in Python) are timed")
+
+
+def _array_dtype(values):
+    """The dtype of the first numpy array among `values` (None if there is none)."""
+    for v in values:
+        if isinstance(v, np.ndarray):
+            return v.dtype
+    return None
+
+
+def _typed(values, op=None):
+    """(`values` with every numpy array of a 16-bit float type MPI needs told about as ``[bytes, datatype]``,
+    the MPI.Op for `op`): the arguments of one mpi4py call.  Other arrays and markers pass unchanged."""
+    dtype = _array_dtype(values)
+    wire = _wire(dtype) if dtype is not None else None
+    if wire is None:
+        return values, (None if op is None else _op(op))
+    bufs = [[v.view(np.uint8), wire.datatype] if isinstance(v, np.ndarray) else v for v in values]
+    if op is None:
+        return bufs, None
+    return bufs, (wire.ops[op] if isinstance(op, str) else wire.ops[_name_of(op)])
+
+
+def _name_of(op) -> str:
+    """The name ("sum", ...) of a predefined MPI.Op."""
+    from mpi4py import MPI
+
+    for name, mpi_op in dict(sum=MPI.SUM, prod=MPI.PROD, min=MPI.MIN, max=MPI.MAX).items():
+        if op == mpi_op:
+            return name
+    raise ValueError(f"unsupported reduction op {op!r} for a half type")
+
+
+def reduce_local_of(op: str, dtype):
+    """call(inbuf, inoutbuf) doing the library's local reduction (MPI_Reduce_local) of `op` on arrays of `dtype`:
+    a user-defined op where `half_path` says so -- the reduction a native call of that type pays."""
+    wire = _wire(np.dtype(dtype))
+    if wire is None:
+        mpi_op = _op(op)
+        return lambda a, b: mpi_op.Reduce_local(a, b)
+    mpi_op, dt = wire.ops[op], wire.datatype
+    return lambda a, b: mpi_op.Reduce_local([a.view(np.uint8), dt], [b.view(np.uint8), dt])
 
 
 def _op(op):
@@ -49,48 +186,56 @@ def pingpong(comm, sendbuf, recvbuf) -> None:
 @register("bcast", "native", source=_SRC, native=True)
 def bcast(comm, buf, root: int = 0) -> None:
     """MPI_Bcast."""
+    (buf,), _ = _typed((buf,))
     comm.Bcast(buf, root)
 
 
 @register("scatter", "native", source=_SRC, native=True)
 def scatter(comm, sendbuf, recvbuf, root: int = 0) -> None:
     """MPI_Scatter."""
+    (sendbuf, recvbuf), _ = _typed((sendbuf, recvbuf))
     comm.Scatter(sendbuf, recvbuf, root)
 
 
 @register("gather", "native", source=_SRC, native=True)
 def gather(comm, sendbuf, recvbuf, root: int = 0) -> None:
     """MPI_Gather."""
+    (sendbuf, recvbuf), _ = _typed((sendbuf, recvbuf))
     comm.Gather(sendbuf, recvbuf, root)
 
 
 @register("allgather", "native", source=_SRC, native=True)
 def allgather(comm, sendbuf, recvbuf) -> None:
     """MPI_Allgather."""
+    (sendbuf, recvbuf), _ = _typed((sendbuf, recvbuf))
     comm.Allgather(sendbuf, recvbuf)
 
 
 @register("reduce", "native", source=_SRC, native=True)
 def reduce(comm, sendbuf, recvbuf, op="sum", root: int = 0) -> None:
     """MPI_Reduce."""
-    comm.Reduce(sendbuf, recvbuf, _op(op), root)
+    (sendbuf, recvbuf), op = _typed((sendbuf, recvbuf), op)
+    comm.Reduce(sendbuf, recvbuf, op, root)
 
 
 @register("reduce_scatter", "native", source=_SRC, native=True)
 def reduce_scatter(comm, sendbuf, recvbuf, op="sum") -> None:
     """MPI_Reduce_scatter_block."""
-    comm.Reduce_scatter_block(sendbuf, recvbuf, _op(op))
+    (sendbuf, recvbuf), op = _typed((sendbuf, recvbuf), op)
+    comm.Reduce_scatter_block(sendbuf, recvbuf, op)
 
 
 @register("allreduce", "native", source=_SRC, native=True)
 def allreduce(comm, sendbuf, recvbuf, op="sum") -> None:
     """MPI_Allreduce."""
-    comm.Allreduce(sendbuf, recvbuf, _op(op))
+    (sendbuf, recvbuf), op = _typed((sendbuf, recvbuf), op)
+    comm.Allreduce(sendbuf, recvbuf, op)
 
 
 @register("alltoall", "native", source=_SRC, native=True)
 def alltoall(comm, sendbuf, recvbuf) -> None:
     """MPI_Alltoall."""
+    (sendbuf, recvbuf), _ = _typed((sendbuf, recvbuf))
     comm.Alltoall(sendbuf, recvbuf)
 
 
@@ -126,7 +271,9 @@ def direct_call(collective: str, fn, comm, *args, **kwargs):
     method, names = _DIRECT[collective]
     bound = inspect.signature(fn).bind(comm, *args, **kwargs)
     bound.apply_defaults()
-    values = [_op(bound.arguments[n]) if n == "op" else bound.arguments[n] for n in names]
+    bufs, op = _typed([bound.arguments[n] for n in names if n not in ("op", "root")], bound.arguments.get("op"))
+    it = iter(bufs)
+    values = [op if n == "op" else bound.arguments[n] if n == "root" else next(it) for n in names]
     return functools.partial(getattr(comm, method), *values) if values else getattr(comm, method)
 
 
@@ -137,4 +284,9 @@ def call_of(collective: str, fn, comm, *args, **kwargs):
     The sweep times it and the harness floor (``ccbench.measure.gamma.harness_floor``) times its
     zero-count form, so the floor is the cost of the very path the cases pay.
     """
-    return direct_call(collective, fn, comm, *args, **kwargs) or functools.partial(fn, comm, *args, **kwargs)
+    direct = direct_call(collective, fn, comm, *args, **kwargs)
+    if direct is not None:
+        return direct
+    if collective == "pingpong" and inspect.unwrap(fn) is pingpong:  # its wrapper stays as lean as a bare loop
+        args = tuple(a.view(np.uint16) if isinstance(a, np.ndarray) and _wire(a.dtype) else a for a in args)
+    return functools.partial(fn, comm, *args, **kwargs)

@@ -13,6 +13,12 @@ assumption (Thakur, Rabenseifner & Gropp 2005, section 2):
 
 and ``reduced_bytes``, the bytes combined by local reductions (the gamma term).  The
 closed-form cost of every algorithm is tested against the maximum of these over ranks.
+
+Half precision (float16, bfloat16): a message carries the buffer's 16-bit words as they are
+(mpi4py cannot export a bfloat16 array, and an MPI library may lack a float16 type, so the
+layer hands MPI a uint16 view of the same memory), and a local reduction widens both
+operands to float32, combines them and rounds the result back to 16 bits, as the training
+frameworks do.
 """
 
 import sys
@@ -30,6 +36,7 @@ __all__ = [
     "critical_path",
     "is_in_place",
     "pof2_below",
+    "reduce_half",
 ]
 
 
@@ -96,7 +103,7 @@ class CountedComm:
         c.bytes_sent += buf.nbytes
         c.steps += 1
         c.step_bytes += buf.nbytes
-        self.comm.Send(buf, dest, tag)
+        self.comm.Send(_words(buf) if buf.itemsize == 2 else buf, dest, tag)
 
     def Recv(self, buf: np.ndarray, source: int, tag: int = 0) -> None:  # noqa: N802
         c = self.counts
@@ -104,7 +111,7 @@ class CountedComm:
         c.bytes_recv += buf.nbytes
         c.steps += 1
         c.step_bytes += buf.nbytes
-        self.comm.Recv(buf, source, tag)
+        self.comm.Recv(_words(buf) if buf.itemsize == 2 else buf, source, tag)
 
     def Sendrecv(  # noqa: N802
         self,
@@ -122,6 +129,8 @@ class CountedComm:
         c.bytes_recv += recvbuf.nbytes
         c.steps += 1
         c.step_bytes += max(sendbuf.nbytes, recvbuf.nbytes)
+        if sendbuf.itemsize == 2:
+            sendbuf, recvbuf = _words(sendbuf), _words(recvbuf)
         self.comm.Sendrecv(sendbuf, dest, sendtag, recvbuf, source, recvtag)
 
     def Isend(self, buf: np.ndarray, dest: int, tag: int = 0):  # noqa: N802
@@ -130,7 +139,7 @@ class CountedComm:
         c.bytes_sent += buf.nbytes
         self._pend[0] += 1
         self._pend[1] += buf.nbytes
-        return self.comm.Isend(buf, dest, tag)
+        return self.comm.Isend(_words(buf) if buf.itemsize == 2 else buf, dest, tag)
 
     def Irecv(self, buf: np.ndarray, source: int, tag: int = 0):  # noqa: N802
         c = self.counts
@@ -138,7 +147,7 @@ class CountedComm:
         c.bytes_recv += buf.nbytes
         self._pend[2] += 1
         self._pend[3] += buf.nbytes
-        return self.comm.Irecv(buf, source, tag)
+        return self.comm.Irecv(_words(buf) if buf.itemsize == 2 else buf, source, tag)
 
     def Waitall(self, requests: list) -> None:  # noqa: N802
         """Complete a batch of Isend/Irecv; it costs max(#sends, #recvs) steps."""
@@ -152,10 +161,14 @@ class CountedComm:
     def reduce_local(self, ufunc: np.ufunc, inbuf: np.ndarray, inoutbuf: np.ndarray) -> None:
         """inoutbuf = inbuf (op) inoutbuf, in place, counted as reduced bytes.
 
-        Mirrors MPI_Reduce_local; every op the suite offers is commutative.
+        Mirrors MPI_Reduce_local; every op the suite offers is commutative.  A half type is
+        combined in float32 and rounded back once (`reduce_half`).
         """
         self.counts.reduced_bytes += inoutbuf.nbytes
-        ufunc(inoutbuf, inbuf, out=inoutbuf)
+        if inoutbuf.itemsize == 2 and inoutbuf.dtype.kind in "fV":
+            reduce_half(ufunc, inbuf, inoutbuf)
+        else:
+            ufunc(inoutbuf, inbuf, out=inoutbuf)
 
     def scratch(self, n: int, dtype: np.dtype, slot: int = 0) -> np.ndarray:
         """A reusable work array of `n` elements (contents undefined).
@@ -199,6 +212,18 @@ class CountedComm:
                 leader_cc.counts = self.counts
             self._nodes = (node_cc, leader_cc)
         return self._nodes
+
+
+def _words(buf: np.ndarray) -> np.ndarray:
+    """A 16-bit float buffer as the uint16 words MPI moves (the same memory); other 2-byte buffers as they are."""
+    return buf.view(np.uint16) if buf.dtype.kind in "fV" else buf
+
+
+def reduce_half(ufunc: np.ufunc, inbuf: np.ndarray, inoutbuf: np.ndarray) -> None:
+    """inoutbuf = inbuf (op) inoutbuf for a 16-bit float type: each pair widened to float32, combined there and
+    rounded back to the 16-bit type (round to nearest even), as the training frameworks reduce half-precision
+    gradients.  numpy casts in buffered chunks, so no float32 copy of the whole buffer is made."""
+    ufunc(inoutbuf, inbuf, out=inoutbuf, dtype=np.float32, casting="unsafe")
 
 
 _WRAPPED: dict[int, tuple[object, CountedComm]] = {}

@@ -8,7 +8,7 @@ Collective Reduction Operations", ICCS 2004.
 import numpy as np
 
 from ccbench.algorithms.p2p import as_ufunc, block_bounds, is_in_place, pof2_below
-from ccbench.algorithms.reduce_scatter import halving_reduce_scatter, pof2_group
+from ccbench.algorithms.reduce_scatter import fold_additions, halving_reduce_scatter, pof2_group
 from ccbench.algorithms.registry import Cost, register
 
 __all__ = ["binomial", "binomial_gather", "binomial_reduce", "linear", "rabenseifner"]
@@ -63,6 +63,7 @@ def _binomial_cost(P: int, nbytes: int) -> Cost:
     cost=_binomial_cost,
     formula="ceil(lg P) a + n ceil(lg P) b + n ceil(lg P) g",
     source=_THAKUR + ", section 4.5 (binomial tree, short messages)",
+    additions=_lg_ceil,  # one addition per step at every rank still holding a partial sum
 )
 def binomial(comm, sendbuf, recvbuf, op="sum", root: int = 0) -> None:
     """Binomial-tree reduce: the ranks pair up, halving the number of holders each step.
@@ -100,6 +101,7 @@ def _linear_cost(P: int, nbytes: int) -> Cost:
     cost=_linear_cost,
     formula="(P-1)a + (P-1)n b + (P-1)n g",
     source="Open MPI's basic linear reduce (coll/base, ompi_coll_base_reduce_intra_basic_linear)",
+    additions=lambda P: P - 1,
 )
 def linear(comm, sendbuf, recvbuf, op="sum", root: int = 0) -> None:
     """Linear reduce: every rank sends its vector to the root, which reduces them in turn.
@@ -164,6 +166,7 @@ def _rabenseifner_cost(P: int, nbytes: int) -> Cost:
         "(2 lg p' + 1)a + (2n(p'-1)/p' + n) b + (n(p'-1)/p' + n) g"
     ),
     source=_THAKUR + ", section 4.5; Rabenseifner, ICCS 2004",
+    additions=fold_additions,  # the gather adds nothing
 )
 def rabenseifner(comm, sendbuf, recvbuf, op="sum", root: int = 0) -> None:
     """Rabenseifner's reduce: recursive-halving reduce-scatter, then binomial gather to root.

@@ -18,6 +18,7 @@ from ccbench.algorithms.registry import Cost, register
 
 __all__ = [
     "doubling_allgather",
+    "fold_additions",
     "halving_reduce_scatter",
     "pairwise",
     "pof2_group",
@@ -60,6 +61,16 @@ def pof2_group(nranks: int, rank: int, keep: int = -1) -> tuple[tuple[int, ...],
         newrank = rank // 2 if members[rank // 2] == rank else -1
         return members, newrank, rank ^ 1
     return members, rank - rem, -1
+
+
+def fold_additions(nranks: int) -> int:
+    """Sequential additions behind an element of a recursive-halving or -doubling reduction on `nranks` ranks:
+    one per halving (or doubling) step of the power-of-two group, plus one for MPICH's fold when `nranks` is
+    not a power of two (the odd rank of a pair adds the even rank's vector first)."""
+    if nranks <= 1:
+        return 0
+    pof2 = pof2_below(nranks)
+    return pof2.bit_length() - 1 + (pof2 != nranks)
 
 
 def halving_reduce_scatter(comm, work, tmp, bounds, members, newrank, ufunc) -> None:
@@ -137,6 +148,7 @@ def _pairwise_cost(P: int, nbytes: int) -> Cost:
     cost=_pairwise_cost,
     formula="(P-1)a + n(P-1)/P b + n(P-1)/P g   (n = whole input, P blocks)",
     source=_THAKUR + ", section 4.4 (pairwise exchange)",
+    additions=lambda P: P - 1,  # each block collects the P - 1 others one after another
 )
 def pairwise(comm, sendbuf, recvbuf, op="sum") -> None:
     """Pairwise-exchange reduce-scatter: in step i, send block rank+i, receive from rank-i.
@@ -197,6 +209,7 @@ def _halving_cost(P: int, nbytes: int) -> Cost:
         "+ (n + (n/P)(p' - 1 + S)) g"
     ),
     source=_THAKUR + ", section 4.3 (recursive halving)",
+    additions=fold_additions,
 )
 def recursive_halving(comm, sendbuf, recvbuf, op="sum") -> None:
     """Recursive-halving reduce-scatter: exchange half the vector with a partner each step.

@@ -68,6 +68,10 @@ class Algorithm:
     # a forced variant of the library's own collective (``native:<alg>``): per MPI library
     # ("mpich", "openmpi"), the environment variables that force it, read at MPI_Init
     settings: dict[str, dict[str, str]] | None = field(default=None, repr=False)
+    # a reduction: P -> the most sequential additions (roundings) any result element goes through, the
+    # "steps" of its error bound in half precision (steps x u x sum|x|; Higham, Accuracy and Stability
+    # of Numerical Algorithms, ch. 4); see `additions_at`
+    additions: Callable[[int], int] | None = field(default=None, repr=False)
 
     def __call__(self, comm, *args, **kwargs):
         if not self.native:
@@ -80,6 +84,14 @@ class Algorithm:
         if nranks < need:
             return f"{self.collective} needs at least {need} ranks"
         return self.supports(nranks, op) if self.supports else None
+
+    def additions_at(self, nranks: int) -> int:
+        """The longest chain of sequential additions (each one rounding) behind any element of the result
+        with `nranks` ranks: the steps of the half-precision bound steps x u x sum|x|.  0 for a collective that
+        reduces nothing; P - 1 where the algorithm does not say (the library's own: any order of P terms)."""
+        if not COLLECTIVES[self.collective].reduction or nranks <= 1:
+            return 0
+        return self.additions(nranks) if self.additions else nranks - 1
 
 
 REGISTRY: dict[str, dict[str, Algorithm]] = {name: {} for name in COLLECTIVES}
@@ -95,10 +107,13 @@ def register(
     supports: Callable[[int, str], str | None] | None = None,
     native: bool = False,
     settings: dict[str, dict[str, str]] | None = None,
+    additions: Callable[[int], int] | None = None,
 ):
     """Decorator: add `fn` to the registry as algorithm `name` of `collective`.
 
     The summary shown by ``ccbench list`` is the first line of the function's docstring.
+    `additions` (reductions): P -> the most sequential additions on any element's path
+    (`Algorithm.additions_at`).
     """
 
     def deco(fn):
@@ -106,7 +121,7 @@ def register(
             raise ValueError(f"{collective}/{name} registered twice")
         summary = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else name
         REGISTRY[collective][name] = Algorithm(
-            collective, name, fn, summary, native, cost, formula, source, supports, settings
+            collective, name, fn, summary, native, cost, formula, source, supports, settings, additions
         )
         return fn
 

@@ -105,6 +105,9 @@ class SimWorld:
         self._next_ctx = 1  # context id 0 is the world's
         self._splits: dict[tuple[int, int], dict] = {}  # (ctx, call number) -> exchange
         self.cond = threading.Condition()
+        # one condition per world rank on the same lock: a matched message wakes its two ranks only,
+        # not every waiting thread (which made long schedules quadratic in P)
+        self._woken = [threading.Condition(self.cond) for _ in range(size)]
         self.sends: dict[tuple, deque] = {}
         self.recvs: dict[tuple, deque] = {}
         self.messages: list[Message] = []
@@ -133,7 +136,6 @@ class SimWorld:
             self._match(*((req, q.popleft()) if req.kind == "send" else (q.popleft(), req)))
         else:
             mine.setdefault(key, deque()).append(req)
-        self.cond.notify_all()
 
     def _match(self, send: _Request, recv: _Request) -> None:
         sbuf, rbuf = send.buf, recv.buf
@@ -146,6 +148,8 @@ class SimWorld:
             rbuf.view(np.uint8).reshape(-1)[:] = sbuf.view(np.uint8).reshape(-1)
         recv.step = send.step
         send.done = recv.done = True
+        self._woken[send.rank].notify()
+        self._woken[recv.rank].notify()
         self.messages.append(
             Message(send.step, send.rank, recv.rank, send.tag, sbuf.nbytes,
                     _elem_range(sbuf), _elem_range(rbuf))
@@ -159,24 +163,29 @@ class SimWorld:
                 while not pred():
                     if self.failed is not None:
                         raise SimDeadlock("another rank failed") from None
-                    stuck = not any(p() for p in self.waiting.values())
-                    if len(self.waiting) == self.alive and stuck:
+                    # every live rank waiting is cheap to see; only then are all their predicates evaluated
+                    if len(self.waiting) == self.alive and not any(p() for p in self.waiting.values()):
                         self.failed = SimDeadlock(
                             f"deadlock: ranks {sorted(self.waiting)} all wait on messages "
                             "never sent"
                         )
-                        self.cond.notify_all()
+                        self.wake_all()
                         raise self.failed
-                    self.cond.wait(timeout=1.0)
+                    self._woken[rank].wait(timeout=1.0)
             finally:
                 del self.waiting[rank]
+
+    def wake_all(self) -> None:
+        """Wake every waiting rank to look at its wait again (the lock held)."""
+        for cond in self._woken:
+            cond.notify_all()
 
     def _exit(self, error: BaseException | None) -> None:
         with self.cond:
             self.alive -= 1
             if error is not None and self.failed is None:
                 self.failed = error
-            self.cond.notify_all()
+            self.wake_all()
 
 
 class SimComm:
@@ -227,7 +236,7 @@ class SimComm:
         with w.cond:
             entry = w._splits.setdefault(ident, {"args": {}, "result": None, "left": self.size})
             entry["args"][self.rank] = (color, key)
-            w.cond.notify_all()
+            w.wake_all()
         w._wait(self.wrank, lambda: len(entry["args"]) == self.size)
         with w.cond:
             if entry["result"] is None:  # the first rank through builds it for everyone

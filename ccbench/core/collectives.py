@@ -11,6 +11,16 @@ alltoall, 1 for bcast, reduce and ping-pong.
 Every case fills its inputs with a deterministic per-rank pattern of small integers, so
 the exact result is known in closed form for every dtype and op (integer-valued floats
 add exactly; unsigned bytes wrap modulo 256 exactly as MPI's do).
+
+Half precision (float16, bfloat16): the inputs are still exact (small integers, times a power
+of two that keeps every sum below 2^15, so float16's 65504 is never reached at any rank
+count), but each reduction step rounds to 16 bits, so a reduction's result is checked against
+the float32 reference within its bound: |result - reference| <= steps x u x sum|x| per element
+(`ccbench.core.dtypes.unit_roundoff`; Higham, Accuracy and Stability of Numerical Algorithms,
+ch. 4), where steps is the longest chain of sequential additions.  The buffers do not know the
+algorithm, so they assume P - 1, which bounds every summation order of P contributions;
+`CaseBuffers.steps` takes an algorithm's own count (``Algorithm.additions``).  min and max
+round nothing and are checked exactly, like every other collective of a half type.
 """
 
 from collections.abc import Callable
@@ -18,7 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["COLLECTIVES", "Collective", "CaseBuffers", "pattern"]
+from ccbench.core.dtypes import is_half, unit_roundoff
+
+__all__ = ["COLLECTIVES", "Collective", "CaseBuffers", "half_scale", "pattern"]
 
 POISON = 0  # never produced by a pattern: outputs are poisoned with it before a check
 
@@ -27,14 +39,15 @@ POISON = 0  # never produced by a pattern: outputs are poisoned with it before a
 CHUNK = 1 << 22
 
 
-def _periodic(start: int, n: int, dtype, period: int, values) -> np.ndarray:
+def _periodic(start: int, n: int, dtype, period: int, values, scale: float = 1.0) -> np.ndarray:
     """An array of `n` elements of `dtype`, element k = ``values(i)`` at the int64 offset i = start + k, for `values`
     periodic in i with `period`: one period computed (through int64, then cast: unsigned bytes wrap modulo 256 as
-    MPI's sums do), then copied over the rest in doubling blocks -- a 2 GiB buffer costs a few copies of itself,
-    not int64 temporaries 8 times its size."""
+    MPI's sums do; times `scale`, a power of two, for the half types), then copied over the rest in doubling
+    blocks -- a 2 GiB buffer costs a few copies of itself, not int64 temporaries 8 times its size."""
     out = np.empty(n, dtype=dtype)
     m = min(n, period)
-    out[:m] = np.asarray(values(np.arange(start, start + m, dtype=np.int64))).astype(np.int64).astype(dtype)
+    ints = np.asarray(values(np.arange(start, start + m, dtype=np.int64))).astype(np.int64)
+    out[:m] = (ints if scale == 1.0 else ints * scale).astype(dtype)
     filled = m
     while filled < n:  # filled is a multiple of the period
         k = min(filled, n - filled)
@@ -48,20 +61,42 @@ def pattern(rank: int, start: int, n: int, dtype: np.dtype) -> np.ndarray:
     return _periodic(start, n, dtype, 251, lambda i: (rank * 37 + i) % 251 + 1)
 
 
+#: the sum pattern's largest contribution of one rank (rank % 5 + i % 97 <= 100)
+_SUM_MAX = 100
+
+
+def half_scale(nranks: int) -> float:
+    """The power of two the sum pattern is multiplied by for a half type: the largest sum over `nranks` ranks
+    stays at or below 2^15, half of float16's largest finite value (65504), at any rank count."""
+    k = max(0, (nranks * _SUM_MAX - 1).bit_length() - 15)
+    return 2.0 ** -k
+
+
+def _reference_dtype(nranks: int):
+    """The float reference of a half-type reduction: float32, exact while the sum's integers fit its 24 bits."""
+    return np.float32 if nranks * _SUM_MAX < 1 << 24 else np.float64
+
+
 def _red_input(op: str, rank: int, nranks: int, start: int, n: int, dtype) -> np.ndarray:
     """The input of rank `rank` to a reduction with `op` at element offsets [start, start+n)."""
     if op == "sum":
-        return _periodic(start, n, dtype, 97, lambda i: rank % 5 + i % 97)
+        scale = half_scale(nranks) if is_half(dtype) else 1.0
+        return _periodic(start, n, dtype, 97, lambda i: rank % 5 + i % 97, scale)
     if op == "prod":  # exactly one rank doubles each element
         return _periodic(start, n, dtype, nranks, lambda i: np.where(i % nranks == rank, 2, 1))
     return _periodic(start, n, dtype, 7, lambda i: (rank + i) % 7 + 1)  # min, max
 
 
 def _red_expected(op: str, nranks: int, start: int, n: int, dtype) -> np.ndarray:
-    """The exact reduction over all ranks of `_red_input`, in closed form."""
+    """The exact reduction over all ranks of `_red_input`, in closed form (for a half type: the float32
+    reference, exact, against which the result is checked within its bound)."""
+    scale = 1.0
+    if is_half(dtype):
+        dtype = _reference_dtype(nranks)
+        scale = half_scale(nranks) if op == "sum" else 1.0
     if op == "sum":
         base = sum(r % 5 for r in range(nranks))
-        return _periodic(start, n, dtype, 97, lambda i: base + nranks * (i % 97))
+        return _periodic(start, n, dtype, 97, lambda i: base + nranks * (i % 97), scale)
     if op == "prod":
         return _periodic(start, n, dtype, 1, lambda i: np.full(i.size, 2, dtype=np.int64))
     ranks = range(min(nranks, 7))  # (rank + i) % 7 takes every value once P >= 7
@@ -85,6 +120,10 @@ class CaseBuffers:
     inputs: list                     # (array, template) pairs restored by fill()
     outputs: list                    # (array view, expected) pairs checked by nwrong()
     nbytes_allocated: int = 0
+    # a half-type reduction: u of the type and the sequential additions allowed (module docstring);
+    # nwrong() accepts |out - expected| <= steps * u * |expected| (expected = sum|x|: the inputs are >= 0)
+    unit_roundoff: float = 0.0
+    steps: int = 0
 
     def fill(self) -> None:
         """Poison every output, then restore every input (inputs may alias outputs)."""
@@ -94,10 +133,20 @@ class CaseBuffers:
             arr[...] = tmpl
 
     def nwrong(self) -> int:
-        """How many output elements on this rank differ from the exact result (compared CHUNK elements at a time:
-        no temporary as large as the buffer)."""
+        """How many output elements on this rank differ from the exact result -- for a half-type reduction, lie
+        outside its bound (`steps`, `unit_roundoff`) -- compared CHUNK elements at a time: no temporary as large as
+        the buffer."""
+        if self.unit_roundoff:
+            return sum(self._outside(out.reshape(-1)[lo:lo + CHUNK], exp.reshape(-1)[lo:lo + CHUNK])
+                       for out, exp in self.outputs for lo in range(0, out.size, CHUNK))
         return sum(int(np.count_nonzero(out.reshape(-1)[lo:lo + CHUNK] != exp.reshape(-1)[lo:lo + CHUNK]))
                    for out, exp in self.outputs for lo in range(0, out.size, CHUNK))
+
+    def _outside(self, out: np.ndarray, exp: np.ndarray) -> int:
+        """Elements of `out` farther from the reference `exp` than steps x u x |exp| (NaN and inf included)."""
+        ref = exp.astype(np.float64)
+        err = np.abs(out.astype(np.float64) - ref)
+        return int(np.count_nonzero(~(err <= self.steps * self.unit_roundoff * np.abs(ref))))
 
     def bytes_held(self) -> int:
         """The bytes this rank's buffers, templates and expected results hold (each array once)."""
@@ -142,14 +191,24 @@ def _alloc(n: int, dtype) -> np.ndarray:
     return np.empty(n, dtype=dtype)
 
 
+def _bound(dtype, op: str, P: int) -> dict:
+    """The CaseBuffers fields of a reduction's check: for a half type, u and P - 1 steps (any summation order
+    of P contributions; min and max round nothing: 0 steps); nothing for the exact types."""
+    u = unit_roundoff(dtype)
+    if not u:
+        return {}
+    return {"unit_roundoff": u, "steps": 0 if op in ("min", "max") else max(P - 1, 0)}
+
+
 def _allreduce(count, P, rank, dtype, op, root, in_place, marker):
     inp = _red_input(op, rank, P, 0, count, dtype)
     exp = _red_expected(op, P, 0, count, dtype)
     recv = _alloc(count, dtype)
+    bound = _bound(dtype, op, P)
     if in_place:
-        return CaseBuffers((marker, recv), {"op": op}, [(recv, inp)], [(recv, exp)])
+        return CaseBuffers((marker, recv), {"op": op}, [(recv, inp)], [(recv, exp)], **bound)
     send = _alloc(count, dtype)
-    return CaseBuffers((send, recv), {"op": op}, [(send, inp)], [(recv, exp)])
+    return CaseBuffers((send, recv), {"op": op}, [(send, inp)], [(recv, exp)], **bound)
 
 
 def _reduce(count, P, rank, dtype, op, root, in_place, marker):
@@ -160,10 +219,11 @@ def _reduce(count, P, rank, dtype, op, root, in_place, marker):
         return CaseBuffers((send, None), kw, [(send, inp)], [])
     exp = _red_expected(op, P, 0, count, dtype)
     recv = _alloc(count, dtype)
+    bound = _bound(dtype, op, P)
     if in_place:
-        return CaseBuffers((marker, recv), kw, [(recv, inp)], [(recv, exp)])
+        return CaseBuffers((marker, recv), kw, [(recv, inp)], [(recv, exp)], **bound)
     send = _alloc(count, dtype)
-    return CaseBuffers((send, recv), kw, [(send, inp)], [(recv, exp)])
+    return CaseBuffers((send, recv), kw, [(send, inp)], [(recv, exp)], **bound)
 
 
 def _bcast(count, P, rank, dtype, op, root, in_place, marker):
@@ -217,12 +277,13 @@ def _allgather(count, P, rank, dtype, op, root, in_place, marker):
 def _reduce_scatter(count, P, rank, dtype, op, root, in_place, marker):
     inp = _red_input(op, rank, P, 0, P * count, dtype)
     exp = _red_expected(op, P, rank * count, count, dtype)
+    bound = _bound(dtype, op, P)
     if in_place:  # input is the whole recvbuf; the result lands in its first block
         recv = _alloc(P * count, dtype)
-        return CaseBuffers((marker, recv), {"op": op}, [(recv, inp)], [(recv[:count], exp)])
+        return CaseBuffers((marker, recv), {"op": op}, [(recv, inp)], [(recv[:count], exp)], **bound)
     send = _alloc(P * count, dtype)
     recv = _alloc(count, dtype)
-    return CaseBuffers((send, recv), {"op": op}, [(send, inp)], [(recv, exp)])
+    return CaseBuffers((send, recv), {"op": op}, [(send, inp)], [(recv, exp)], **bound)
 
 
 def _alltoall(count, P, rank, dtype, op, root, in_place, marker):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ccbench.core.choices import BINDINGS, BUFFERS, LOOPS, ORDERS, SYNC_METHODS, THREAD_LEVELS
 from ccbench.core.collectives import COLLECTIVES
-from ccbench.core.dtypes import DTYPES, OPS
+from ccbench.core.dtypes import DTYPES, OPS, half_available, require
 from ccbench.core.errors import UsageError
 from ccbench.core.replication import MAX_LAUNCHES
 from ccbench.core.units import format_size, parse_sizes
@@ -277,11 +277,24 @@ def resolve(values: dict) -> Config:
     unused = [a for a in algs if a != "all" and not any(a in REGISTRY[c] for c in colls)]
     if unused:
         raise UsageError(f"algorithm {unused[0]!r} exists for none of {', '.join(colls)}")
-    dtypes = _check_choices("dtype", cfg.dtypes, list(DTYPES), allow_all=True)
+    if cfg.dtypes == ("all",):  # every type this installation can time with this loop (bfloat16: ml_dtypes, Python)
+        dtypes = tuple(d for d in DTYPES if d != "bfloat16" or (cfg.loop == "python" and half_available()))
+    else:
+        dtypes = _check_choices("dtype", cfg.dtypes, list(DTYPES), allow_all=True)
+    _check_half(dtypes, cfg.loop)
     ops = _check_choices("op", cfg.ops, list(OPS), allow_all=True)
     if cfg.max_reps < cfg.min_reps:
         raise UsageError(f"max_reps ({cfg.max_reps}) is below min_reps ({cfg.min_reps})")
     return dataclasses.replace(cfg, collectives=colls, algorithms=algs, dtypes=dtypes, ops=ops)
+
+
+def _check_half(dtypes: tuple[str, ...], loop: str) -> None:
+    """One line before anything runs: bfloat16 without ml_dtypes (naming the install), or bfloat16 with a loop that
+    may be the compiled one, which passes the library's predefined datatypes only (MPI has no bfloat16)."""
+    require(dtypes)
+    if "bfloat16" in dtypes and loop != "python":
+        raise UsageError(f"dtype bfloat16 cannot be timed by the compiled loop (loop {loop!r}: MPI has no bfloat16 "
+                         "datatype to pass it); use --loop python")
 
 
 def read_toml(path: str | Path) -> dict:

@@ -27,7 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ccbench.core.dtypes import DTYPES, OPS
+from ccbench.algorithms.native import reduce_local_of
+from ccbench.algorithms.p2p import reduce_half
+from ccbench.core.dtypes import DTYPES, OPS, is_half
 
 __all__ = ["COLD_SIZES", "PATHS", "WARM_SIZES", "harness_floor", "last_level_cache_bytes", "reduction_rates"]
 
@@ -53,11 +55,17 @@ def last_level_cache_bytes(root: Path = Path("/sys/devices/system/cpu/cpu0/cache
     return best[1] if best else None
 
 
-def _reducer(path: str, op: str, MPI):
-    """call(inbuf, inoutbuf): inoutbuf = inbuf (op) inoutbuf on `path`."""
+def _reducer(path: str, op: str, MPI, dtype=None):
+    """call(inbuf, inoutbuf): inoutbuf = inbuf (op) inoutbuf on `path`, as a collective of `dtype` reduces: a
+    16-bit float widened to float32 and rounded back (numpy), or through the library's own datatype or the
+    user-defined op a native call of that type uses (``ccbench.algorithms.native.reduce_local_of``)."""
     if path == "numpy":
         ufunc = OPS[op]
+        if dtype is not None and is_half(dtype):
+            return lambda a, b: reduce_half(ufunc, a, b)
         return lambda a, b: ufunc(b, a, out=b)
+    if dtype is not None and is_half(dtype):
+        return reduce_local_of(op, dtype)
     mpi_op = getattr(MPI, _MPI_OPS[op])
     return lambda a, b: mpi_op.Reduce_local(a, b)
 
@@ -90,7 +98,7 @@ def reduction_rates(comm, pairs, *, reps: int = 10, warm_sizes=WARM_SIZES, cold_
     for dtype, op in pairs:
         dt = np.dtype(DTYPES[dtype])
         for path in PATHS:
-            reduce = _reducer(path, op, MPI)
+            reduce = _reducer(path, op, MPI, dt)
             for nbytes in warm_sizes:
                 n = max(1, nbytes // dt.itemsize)
                 a, b = np.ones(n, dtype=dt), np.ones(n, dtype=dt)

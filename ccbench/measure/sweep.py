@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ccbench.algorithms import REGISTRY
-from ccbench.algorithms.native import call_of
+from ccbench.algorithms.native import call_of, half_path
 from ccbench.algorithms.native_variants import (
     check_environment,
     current_library,
@@ -21,7 +21,7 @@ from ccbench.algorithms.native_variants import (
 )
 from ccbench.algorithms.p2p import counted
 from ccbench.core.collectives import CHUNK, COLLECTIVES
-from ccbench.core.dtypes import DTYPES
+from ccbench.core.dtypes import DTYPES, is_half
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.core.stats import summarize
 from ccbench.measure import compiled
@@ -373,7 +373,9 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
         meta=dict(size_definitions={c: COLLECTIVES[c].size_definition for c in cfg.collectives},
                   timer_resolution_s=timer_res, planned_cases=len(cases),
                   skipped=[{"what": w, "why": y} for w, y in skipped],
-                  reduce_local=[], harness_floor=None, memory_bandwidth=None),
+                  reduce_local=[], harness_floor=None, memory_bandwidth=None,
+                  **({"half_types": half} if (half := {d: half_path(DTYPES[d]) for d in cfg.dtypes if is_half(d)})
+                     else {})),
         same_config=same_config, summary=lambda r: (_case_key(r), not r.ok),
         progress_line=lambda row: _progress_line(by_key[_case_key(row)], row),
         visit_ok=lambda v: v.nwrong == 0, row_cls=Row, order=cfg.order, seed=cfg.seed, rounds=cfg.rounds,

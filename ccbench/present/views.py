@@ -86,6 +86,7 @@ def run_header(meta: dict, path, rows: Sequence = ()) -> str:
         + (f"\n{floor}" if (floor := floor_line(meta.get("harness_floor"))) else "")
         + (f"\n{memory}" if (memory := memory_line(meta.get("memory_bandwidth"))) else "")
         + (f"\n[yellow]{load}[/]" if (load := load_line(meta.get("load"))) else "")
+        + "".join(f"\n{escape(str(v))}" for v in (meta.get("half_types") or {}).values() if v)
         + ("\nimported from " + "; ".join(f"{escape(d['version'])} ({escape(d['path'])}, sha256 {d['sha256'][:12]})"
                                           for d in meta["imported"])
            + ": the tool's own statistics (no raw samples; compare leaves these cases untested)"
