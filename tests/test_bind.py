@@ -115,9 +115,12 @@ def test_prepare_launcher_adds_the_flags_and_tells_the_ranks(monkeypatch):
 
 
 def test_the_lab_s_hydra_command_carries_the_binding():
-    cmd = lab_command(2, ["-C", "pingpong"], "mpiexec", "py", bind_flags=("-bind-to", "core"))
-    assert cmd[:5] == ["mpiexec", "-launcher", "fork", "-bind-to", "core"] and cmd.count(":") == 1
-    assert lab_command(1, [], "mpiexec", "py")[:4] == ["mpiexec", "-launcher", "fork", "-n"]
+    """The lab starts one hydra proxy per lab host; the binding flags follow the host list."""
+    from ccbench.lab.shape import Shape
+
+    cmd = lab_command(Shape(2, 1), ["-C", "pingpong"], "mpiexec", "py", bind_flags=("-bind-to", "socket"))
+    assert cmd[cmd.index("-hosts") + 2:][:2] == ["-bind-to", "socket"]
+    assert lab_command(Shape(2, 1), [], "mpiexec", "py")[cmd.index("-hosts") + 2:][:2] == ["-bind-to", "none"]
 
 
 def test_bind_is_a_config_key_of_sweeps_and_workloads():

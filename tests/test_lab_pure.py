@@ -157,13 +157,17 @@ def test_parse_errors():
 
 # ------------------------------------------------------------------ launch command and provenance
 
-def test_lab_command_is_one_mpmd_section_per_host():
-    from ccbench.measure.lab import lab_command
+def test_lab_command_is_one_proxy_per_host_through_the_lab_launcher():
+    from ccbench.lab.shape import Shape
+    from ccbench.measure.lab import LAB_ENV, lab_command
 
-    cmd = lab_command(3, ["-C", "pingpong"], mpiexec="mpiexec", python="py")
-    assert cmd[:3] == ["mpiexec", "-launcher", "fork"]
-    sections = " ".join(cmd[3:]).split(" : ")
-    assert sections == [f"-n 1 ip netns exec ccb-h{i} py -m mpi4py -m ccbench run -C pingpong" for i in range(3)]
+    cmd = lab_command(Shape(2, 2), ["-C", "pingpong"], mpiexec="mpiexec", python="py", launcher="/lab/launch")
+    assert cmd[:4] == ["ip", "netns", "exec", "ccb-h0"]  # mpiexec where host 0's network reaches the proxies
+    assert " ".join(cmd[4:]) == ("mpiexec -launcher rsh -launcher-exec /lab/launch -localhost 10.251.77.1 "
+                                 "-hosts ccb-h0:2,ccb-h1:2 -bind-to none -n 4 py -m mpi4py -m ccbench run -C pingpong")
+    cyclic = lab_command(Shape(3, 2, "cyclic"), [], launcher="x")
+    assert cyclic[cyclic.index("-hosts") + 1] == "ccb-h0:1,ccb-h1:1,ccb-h2:1" and cyclic[cyclic.index("-n") + 1] == "6"
+    assert "MPIR_CVAR_NOLOCAL" not in LAB_ENV  # hosts are nodes now: shared memory inside one is wanted
 
 
 def test_provenance_reads_the_lab_block(monkeypatch):

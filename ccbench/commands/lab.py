@@ -2,7 +2,6 @@
 
 import click
 
-from ccbench.commands.options import BIND_HELP
 from ccbench.core.choices import BINDINGS
 from ccbench.core.errors import CCBenchError
 
@@ -10,9 +9,19 @@ __all__ = ["COMMANDS"]
 
 
 def _link_summary(state: dict) -> str:
-    from ccbench.lab.link import format_delay, format_rate
+    from ccbench.lab.link import format_delay, format_rate, link_params
 
-    return f"delay {format_delay(state['delay_s'])}, rate {format_rate(state['rate_bps'])}"
+    out = f"delay {format_delay(state['delay_s'])}, rate {format_rate(state['rate_bps'])}"
+    own = [f"{ns}: delay {format_delay(d)}, rate {format_rate(r)}"
+           for ns in state["namespaces"] if ns in (state.get("links") or {})
+           for d, r in [link_params(state, ns)]]
+    return out + (f" (own links: {'; '.join(own)})" if own else "")
+
+
+def _shape_summary(state: dict) -> str:
+    ppn = int(state.get("ppn") or 1)
+    return (f"{state['hosts']} hosts x {ppn} rank{'s' if ppn != 1 else ''} "
+            f"({', '.join(state.get('hostnames') or state['namespaces'])}; {state['subnet']})")
 
 
 def _shaper_summary(state: dict) -> str:
@@ -40,15 +49,18 @@ def _print_baseline(console, base: dict | None) -> None:
 def lab():
     """An emulated cluster on this machine: hosts are network namespaces, links have a chosen delay and rate.
 
-    Needs root and iptables.  `ccbench lab up` builds it (and measures the zero-delay
-    baseline), `ccbench lab run -- OPTIONS` runs `ccbench run OPTIONS` with one rank per
-    host, `ccbench fit RUN` then shows fitted against injected delay and rate, and
-    `ccbench lab down` removes everything.
+    Needs root and iptables.  `ccbench lab up --hosts H --ppn R` builds it (each host a
+    network and UTS namespace with its own hostname; it measures the zero-delay baseline),
+    `ccbench lab run -- OPTIONS` runs `ccbench run OPTIONS` with R ranks per host (shared
+    memory inside a host, the emulated links between hosts), `ccbench fit RUN` then shows
+    fitted against injected delay and rate, and `ccbench lab down` removes everything.
     """
 
 
 @lab.command("up")
 @click.option("--hosts", type=int, default=4, show_default=True, help="Hosts (namespaces), 2 to 64.")
+@click.option("--ppn", type=int, default=1, show_default=True,
+              help="Ranks per host that `lab run` starts by default; hosts x ppn must fit this machine.")
 @click.option("--delay", default="500us", show_default=True, help="One-way delay of every link: 500us, 2ms, 0.")
 @click.option("--rate", default="1gbit", show_default=True, help="Rate of every link: 1gbit, 200mbit (tc units).")
 @click.option("--shaper", type=click.Choice(["auto", "netem", "userspace"]), default="auto", show_default=True,
@@ -57,7 +69,7 @@ def lab():
 @click.option("--baseline/--no-baseline", default=True, show_default=True,
               help="Measure the software's own latency with a zero-delay ping-pong sweep (a few seconds).")
 @click.option("--results-dir", default="results", show_default=True, help="Where the baseline run is stored.")
-def up_cmd(hosts, delay, rate, shaper, baseline, results_dir):
+def up_cmd(hosts, ppn, delay, rate, shaper, baseline, results_dir):
     """Create the hosts, links and emulator (refused when a lab is already up)."""
     from ccbench.analysis.lab_check import baseline_fit
     from ccbench.commands.common import new_console
@@ -67,9 +79,8 @@ def up_cmd(hosts, delay, rate, shaper, baseline, results_dir):
 
     delay_s, rate_bps = parse_delay(delay), parse_rate(rate)
     console = new_console()
-    state = core.up(hosts, delay_s, rate_bps, shaper)
-    console.print(f"lab up: {hosts} hosts {', '.join(state['namespaces'])} ({state['subnet']}), "
-                  f"{_link_summary(state)}; {_shaper_summary(state)}")
+    state = core.up(hosts, delay_s, rate_bps, shaper, ppn=ppn)
+    console.print(f"lab up: {_shape_summary(state)}, {_link_summary(state)}; {_shaper_summary(state)}")
     if baseline:
         console.print("measuring the zero-delay baseline (ping-pong, 8 B to 4 MiB) ...")
         try:
@@ -81,26 +92,46 @@ def up_cmd(hosts, delay, rate, shaper, baseline, results_dir):
 
 
 @lab.command("set")
+@click.option("--host", "hosts", type=int, multiple=True,
+              help="Set only this host's link (its ingress; repeatable), e.g. --host 1 --delay 2ms. "
+                   "Without it every host gets the new delay and rate, and hosts' own settings are dropped.")
 @click.option("--delay", help="New one-way delay (default: unchanged).")
 @click.option("--rate", help="New rate (default: unchanged).")
 @click.option("--baseline/--no-baseline", default=None,
               help="Measure the zero-delay baseline again (default: when the rate changes).")
 @click.option("--results-dir", default="results", show_default=True, help="Where a baseline run is stored.")
-def set_cmd(delay, rate, baseline, results_dir):
-    """Change the links' delay and rate (restarts the emulator; the hosts stay)."""
+def set_cmd(hosts, delay, rate, baseline, results_dir):
+    """Change the links' delay and rate, of every host or of the hosts named (restarts the emulator; the hosts stay)."""
     from ccbench.analysis.lab_check import baseline_fit
     from ccbench.commands.common import new_console
+    from ccbench.core.errors import UsageError
     from ccbench.lab import core
-    from ccbench.lab.link import parse_delay, parse_rate
+    from ccbench.lab.link import link_params, parse_delay, parse_rate
     from ccbench.measure.lab import measure_baseline
 
+    new_delay = parse_delay(delay) if delay is not None else None
+    new_rate = parse_rate(rate) if rate is not None else None
+    if hosts and new_delay is None and new_rate is None:
+        raise UsageError("--host needs --delay or --rate: what should the host's link become?")
     state = core.load_state()
     if state is None or state.get("status") != "up":
         raise CCBenchError("no lab is up: `ccbench lab up` first")
-    delay_s = parse_delay(delay) if delay is not None else state["delay_s"]
-    rate_bps = parse_rate(rate) if rate is not None else state["rate_bps"]
-    rate_changed = rate_bps != state["rate_bps"]
-    core.restart_emulator(state, delay_s, rate_bps)
+    bad = [h for h in hosts if not 0 <= h < state["hosts"]]
+    if bad:
+        raise UsageError(f"--host {bad[0]}: the lab's hosts are 0 to {state['hosts'] - 1}")
+    if hosts:  # the hosts' own links; the baseline is measured at the lab's rate, which stays
+        links = dict(state.get("links") or {})
+        for h in dict.fromkeys(hosts):
+            d, r = link_params(state, core.host_ns(h))
+            links[core.host_ns(h)] = {"delay_s": d if new_delay is None else new_delay,
+                                      "rate_bps": r if new_rate is None else new_rate}
+        rate_changed = False
+        core.restart_emulator(state, state["delay_s"], state["rate_bps"], links=links)
+    else:
+        delay_s = new_delay if new_delay is not None else state["delay_s"]
+        rate_bps = new_rate if new_rate is not None else state["rate_bps"]
+        rate_changed = rate_bps != state["rate_bps"]
+        core.restart_emulator(state, delay_s, rate_bps, links={})
     console = new_console()
     console.print(f"lab links now: {_link_summary(state)}; {_shaper_summary(state)}")
     if baseline or (baseline is None and rate_changed):
@@ -114,16 +145,21 @@ def set_cmd(delay, rate, baseline, results_dir):
 
 
 @lab.command("run", context_settings={"ignore_unknown_options": True})
-@click.option("-n", "nranks", type=int, help="Ranks = hosts used, from host 0 (default: every host).")
-@click.option("--bind", type=click.Choice(BINDINGS), default="auto", show_default=True, help=BIND_HELP)
+@click.option("-n", "nranks", type=int, help="Ranks, on -n / ppn hosts from host 0 (default: every host, ppn each).")
+@click.option("--ppn", type=int, help="Ranks per host (default: the lab's, from `lab up --ppn`); must divide -n.")
+@click.option("--order", type=click.Choice(["block", "cyclic"]), default="block", show_default=True,
+              help="Ranks on hosts: block (ranks 0..ppn-1 on host 0, ...) or cyclic (rank r on host r mod hosts).")
+@click.option("--bind", type=click.Choice(BINDINGS), default="auto", show_default=True,
+              help="Where ranks may run: each host's ranks get cores of their own when they fit (auto), "
+                   "none, core, or socket (hydra's).")
 @click.argument("run_args", nargs=-1, type=click.UNPROCESSED)
-def run_cmd(nranks, bind, run_args):
-    """Run `ccbench run RUN_ARGS` with one rank per host: ccbench lab run -- -C pingpong -s 8:4M:2."""
+def run_cmd(nranks, ppn, order, bind, run_args):
+    """Run `ccbench run RUN_ARGS` on the lab's hosts: ccbench lab run -n 4 --ppn 2 -- -C pingpong -s 8:4M:2."""
     from ccbench.commands.common import new_console
     from ccbench.core.units import format_size
     from ccbench.measure.lab import run_on_lab
 
-    code, run_dir, traffic = run_on_lab(list(run_args), nranks, bind=bind)
+    code, run_dir, traffic = run_on_lab(list(run_args), nranks, bind=bind, ppn=ppn, order=order)
     console = new_console()
     parts = [f"{ns} received {format_size(v['rx_bytes'])} ({v['emulated_packets']} packets through the emulator)"
              for ns, v in traffic["links"].items()]
@@ -155,8 +191,7 @@ def status_cmd():
                                          if leftovers else ""))
         return
     alive = core.emulator_alive(state)
-    console.print(f"lab {state.get('status')}: {state['hosts']} hosts {', '.join(state['namespaces'])} "
-                  f"({state['subnet']}), {_link_summary(state)}")
+    console.print(f"lab {state.get('status')}: {_shape_summary(state)}, {_link_summary(state)}")
     console.print(("running" if alive else "NOT RUNNING (traffic blocked)") + f": {_shaper_summary(state)}")
     stats = core.read_stats()
     if stats:

@@ -4,7 +4,9 @@ Layout (every name starts with ``ccb``; nothing outside these namespaces is touc
 
 - ``ccb-sw``: the switch, a namespace holding the bridge ``ccb-br`` and one port
   ``ccb-pI`` per host;
-- ``ccb-hI``: host I, with loopback and one interface ``ccb0`` (the peer of ``ccb-pI``),
+- ``ccb-hI``: host I, a network namespace and a UTS namespace of its own whose hostname is
+  ``ccb-hI`` (kept by a bind mount under ``state_dir()/uts``, made with ``unshare --uts=FILE``,
+  unshare(1)), with loopback and one interface ``ccb0`` (the peer of ``ccb-pI``),
   address ``10.251.77.(I+1)/24``; no default route, so traffic can only reach the other
   hosts; TCP congestion control ``reno`` and ``tcp_slow_start_after_idle = 0`` (the
   host's BBR paces and inflates 12-64 KiB transfers; a restart after idle would make
@@ -16,7 +18,10 @@ Layout (every name starts with ``ccb``; nothing outside these namespaces is touc
   it, otherwise, in each host, ``iptables -t mangle -A PREROUTING -i ccb0 -j NFQUEUE
   --queue-num 0`` (no bypass: fail closed) and the emulator process
   (`ccbench.lab.emulator`) holding every host's queue.  Both act on the packets going
-  to a host: each host's ingress is its link.
+  to a host: each host's ingress is its link.  Every host has the lab's delay and rate unless
+  ``lab set --host I`` gave it its own (``state["links"]``, `ccbench.lab.link.link_params`);
+- ``hydra-launcher`` in `state_dir()`: the script hydra starts each host's proxy with
+  (``mpiexec -launcher rsh -launcher-exec``; `ccbench.lab.hostexec` enters the host).
 
 The state (hosts, link parameters, the emulator's pid, the zero-delay baseline) is a JSON
 file in `state_dir()`; `down` works from it and, after a crash, from the name prefix.
@@ -32,6 +37,8 @@ import time
 from pathlib import Path
 
 from ccbench.core.errors import CCBenchError, UsageError
+from ccbench.lab import shape as lab_shape
+from ccbench.lab.link import link_params
 
 __all__ = [
     "HOST_IF",
@@ -39,9 +46,11 @@ __all__ = [
     "SUBNET",
     "down",
     "emulator_alive",
+    "free_memory_bytes",
     "host_addr",
     "host_ns",
     "lab_namespaces",
+    "launcher_path",
     "load_state",
     "netem_available",
     "netem_counters",
@@ -51,6 +60,9 @@ __all__ = [
     "save_state",
     "state_dir",
     "up",
+    "usable_cores",
+    "uts_path",
+    "write_launcher",
 ]
 
 PREFIX = "ccb"
@@ -59,7 +71,7 @@ BRIDGE = f"{PREFIX}-br"
 HOST_IF = f"{PREFIX}0"
 SUBNET = "10.251.77.0/24"
 QUEUE = 0
-MAX_HOSTS = 64
+MAX_HOSTS = lab_shape.MAX_HOSTS
 EMULATOR_NAME = "userspace NFQUEUE emulator at each receiver's ingress (ccbench.lab.emulator)"
 NETEM_NAME = "kernel netem on each switch port (the receiver's ingress link)"
 SHAPERS = ("auto", "netem", "userspace")
@@ -83,6 +95,35 @@ def host_addr(i: int) -> str:
 def state_dir() -> Path:
     """Where the lab keeps its state, the emulator's log and statistics."""
     return Path(os.environ.get("CCBENCH_LAB_DIR", "/run/ccbench-lab"))
+
+
+def uts_path(ns: str) -> Path:
+    """The file that keeps host `ns`'s UTS namespace (its hostname) alive."""
+    return state_dir() / "uts" / ns
+
+
+def launcher_path() -> Path:
+    """The script hydra runs to start a proxy on a lab host (``-launcher-exec``)."""
+    return state_dir() / "hydra-launcher"
+
+
+def usable_cores() -> int:
+    """Cores this process may run on: what every lab host shares."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def free_memory_bytes() -> int | None:
+    """MemAvailable of /proc/meminfo (proc(5)), or None where unknown."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _state_path() -> Path:
@@ -120,7 +161,7 @@ def preflight() -> str | None:
     """Why a lab cannot be built here, or None when it can (root, ip, iptables, netns)."""
     if os.geteuid() != 0:
         return "the lab needs root (network namespaces, iptables, NFQUEUE)"
-    for tool in ("ip", "iptables"):
+    for tool in ("ip", "iptables", "unshare", "umount"):
         if not shutil.which(tool):
             return (f"the lab needs {tool!r}" + (" (Debian: apt-get install iptables)" if tool == "iptables" else ""))
     r = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
@@ -166,10 +207,11 @@ def netem_available() -> tuple[bool, str]:
 
 
 def _apply_netem(state: dict) -> None:
-    """netem with the state's delay and rate on every switch port (tc-netem(8): delay, rate, limit)."""
+    """netem with each host's delay and rate on its switch port (tc-netem(8): delay, rate, limit)."""
     for i in range(state["hosts"]):
+        delay_s, rate_bps = link_params(state, host_ns(i))
         _sh("ip", "netns", "exec", SWITCH_NS, "tc", "qdisc", "replace", "dev", _port(i), "root", "netem",
-            "delay", f"{state['delay_s'] * 1e6:.3f}us", "rate", f"{state['rate_bps']:.0f}bit", "limit", "100000")
+            "delay", f"{delay_s * 1e6:.3f}us", "rate", f"{rate_bps:.0f}bit", "limit", "100000")
 
 
 def netem_counters(state: dict) -> dict:
@@ -234,12 +276,17 @@ def _start_emulator(state: dict, timeout_s: float = 20.0) -> None:
         time.sleep(0.02)
 
 
-def restart_emulator(state: dict, delay_s: float, rate_bps: float) -> None:
+def restart_emulator(state: dict, delay_s: float, rate_bps: float, links: dict | None = None) -> None:
     """Stop the running emulator, wait for it to exit, start one with new link parameters.
 
-    With netem, the qdiscs are replaced instead.
+    `delay_s` and `rate_bps` are every host's; `links` (host namespace -> ``{"delay_s",
+    "rate_bps"}``) replaces the hosts' own settings (None: they stay).  With netem, the
+    qdiscs are replaced instead.
     """
     state.update(delay_s=float(delay_s), rate_bps=float(rate_bps))
+    if links is not None:
+        state["links"] = {ns: {"delay_s": float(v["delay_s"]), "rate_bps": float(v["rate_bps"])}
+                          for ns, v in links.items()}
     if _netem(state):
         _apply_netem(state)
         save_state(state)
@@ -248,24 +295,49 @@ def restart_emulator(state: dict, delay_s: float, rate_bps: float) -> None:
     _start_emulator(state)
 
 
-def up(hosts: int, delay_s: float, rate_bps: float, shaper: str = "auto") -> dict:
+def write_launcher() -> Path:
+    """The script hydra's rsh launcher runs as ``SCRIPT HOST "PROXY" ARGS...`` (`ccbench.lab.hostexec`)."""
+    path = launcher_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("#!/bin/sh\n# hydra's launcher for the ccbench lab: start a proxy inside a lab host's namespaces\n"
+                   f"exec '{sys.executable}' -m ccbench.lab.hostexec \"$@\"\n")
+    tmp.chmod(0o755)
+    os.replace(tmp, path)
+    return path
+
+
+def _make_uts(ns: str) -> Path:
+    """A UTS namespace whose hostname is `ns`, kept alive by a bind mount on `uts_path` (unshare(1) --uts=FILE)."""
+    path = uts_path(ns)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+    _sh("unshare", f"--uts={path}", "hostname", ns)
+    return path
+
+
+def up(hosts: int, delay_s: float, rate_bps: float, shaper: str = "auto", ppn: int = 1) -> dict:
     """Create the namespaces, links, bridge and rules, start the emulator; return the state.
 
-    `shaper`: ``netem`` (the kernel's, on each switch port), ``userspace`` (ccbench's
-    emulator) or ``auto`` (netem where the kernel has it).  Refuses when a lab (or a
-    crashed lab's leftovers) exists.  On any failure, everything created so far is removed.
+    Each host is a network and a UTS namespace (its hostname is its namespace's name); `ppn`
+    is the ranks per host a `lab run` places by default, and the shape must fit the machine
+    (`ccbench.lab.shape.check_fits`).  `shaper`: ``netem`` (the kernel's, on each switch
+    port), ``userspace`` (ccbench's emulator) or ``auto`` (netem where the kernel has it).
+    Refuses when a lab (or a crashed lab's leftovers) exists.  On any failure, everything
+    created so far is removed.
     """
-    if not 2 <= hosts <= MAX_HOSTS:
-        raise UsageError(f"--hosts must be between 2 and {MAX_HOSTS}, got {hosts}")
+    lab_shape.check_fits(hosts, ppn, usable_cores(), free_memory_bytes())
     if shaper not in SHAPERS:
         raise UsageError(f"unknown shaper {shaper!r}; choose from {', '.join(SHAPERS)}")
     why = preflight()
     if why:
         raise CCBenchError(why)
-    if load_state() is not None or lab_namespaces():
+    if load_state() is not None or lab_namespaces() or (state_dir() / "uts").is_dir():
         raise CCBenchError("a lab is already up (or a crashed one left namespaces behind): "
                            "run `ccbench lab down` first")
-    state = {"prefix": PREFIX, "hosts": hosts, "namespaces": [host_ns(i) for i in range(hosts)],
+    state = {"prefix": PREFIX, "hosts": hosts, "ppn": ppn, "namespaces": [host_ns(i) for i in range(hosts)],
+             "hostnames": [host_ns(i) for i in range(hosts)], "uts": {}, "launcher": str(launcher_path()),
+             "links": {},
              "switch": SWITCH_NS, "bridge": BRIDGE, "interface": HOST_IF, "subnet": SUBNET,
              "addresses": [host_addr(i) for i in range(hosts)], "queue": QUEUE,
              "delay_s": float(delay_s), "rate_bps": float(rate_bps), "emulator": None, "baseline": None,
@@ -287,6 +359,9 @@ def up(hosts: int, delay_s: float, rate_bps: float, shaper: str = "auto") -> dic
             _sh("ip", "-n", ns, "addr", "add", f"{host_addr(i)}/24", "dev", HOST_IF)
             _sh("ip", "-n", ns, "link", "set", HOST_IF, "up")
             _sh("ip", "netns", "exec", ns, "sysctl", "-q", "-w", *_SYSCTLS)
+            state["uts"][ns] = str(_make_uts(ns))
+            save_state(state)
+        write_launcher()
         has_netem, why = netem_available() if shaper != "userspace" else (False, "userspace shaper requested")
         if shaper == "netem" and not has_netem:
             raise CCBenchError(f"the kernel has no netem here ({why}): use --shaper userspace or auto")
@@ -323,6 +398,27 @@ def _kill_namespace_processes(ns: str) -> list[int]:
     return pids
 
 
+def _remove_uts() -> list[str]:
+    """Unmount and remove every kept UTS namespace under ``state_dir()/uts`` (the state file may be gone)."""
+    removed = []
+    folder = state_dir() / "uts"
+    if not folder.is_dir():
+        return removed
+    for f in sorted(folder.iterdir()):
+        _sh("umount", str(f), check=False)
+        try:
+            f.unlink()
+        except OSError as exc:  # still mounted: say so, leave it
+            removed.append(f"UTS namespace {f.name} NOT removed ({exc})")
+            continue
+        removed.append(f"UTS namespace {f.name}")
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
+    return removed
+
+
 def down() -> list[str]:
     """Remove everything the lab created (also after a crash); return what was removed."""
     removed = []
@@ -334,8 +430,10 @@ def down() -> list[str]:
         killed = _kill_namespace_processes(ns)
         _sh("ip", "netns", "del", ns, check=False)
         removed.append(f"namespace {ns}" + (f" ({len(killed)} processes ended)" if killed else ""))
+    removed += _remove_uts()
     d = state_dir()
-    for name in ("state.json", "state.json.tmp", "emulator-stats.json", "emulator-stats.json.tmp", "emulator.log"):
+    for name in ("state.json", "state.json.tmp", "emulator-stats.json", "emulator-stats.json.tmp", "emulator.log",
+                 launcher_path().name, launcher_path().name + ".tmp"):
         (d / name).unlink(missing_ok=True)
     if d.exists() and not any(d.iterdir()):
         d.rmdir()

@@ -7,7 +7,8 @@ netlink socket belongs to the namespace it was created in, so it enters each one
 setns(2)), binds the queue with the GSO flag (offloaded packets of up to 64 KiB stay
 whole: nfnetlink_queue.c segments them otherwise) and copies only the packet's first
 bytes (NFQA_CAP_LEN gives the full length).  Each packet's release time comes from
-`ccbench.lab.link.Link`; due packets are accepted with one NFQNL_MSG_VERDICT_BATCH per
+`ccbench.lab.link.Link`, with the host's own delay and rate where it has them
+(`ccbench.lab.link.link_params`); due packets are accepted with one NFQNL_MSG_VERDICT_BATCH per
 queue (release times never decrease, so "every id up to the last due one" is exact).
 
 Timing: it sleeps in select(2) until `SPIN_S` before the next release and then spins
@@ -32,7 +33,7 @@ from collections import deque
 from pathlib import Path
 
 from ccbench.lab import netlink as nl
-from ccbench.lab.link import Link
+from ccbench.lab.link import Link, link_params
 
 __all__ = ["LATENESS_EDGES_S", "SPIN_S", "main", "open_queue"]
 
@@ -164,7 +165,8 @@ def run(state: dict, stats_path: Path) -> None:
                 "lateness_edges_s": [e if e != float("inf") else None for e in LATENESS_EDGES_S],
                 "lateness_counts": list(lateness), "max_lateness_s": worst[0],
                 "sum_lateness_s": worst[1],
-                "links": {q.name: {"packets": q.packets, "bytes": q.bytes, "released": q.released,
+                "links": {q.name: {"delay_s": q.link.delay_s, "rate_bps": q.link.rate_bps,
+                                   "packets": q.packets, "bytes": q.bytes, "released": q.released,
                                    "pending": len(q.pending), "max_pending": q.max_pending,
                                    "verdict_errors": q.verdict_errors, "overruns": q.overruns}
                           for q in queues}}
@@ -178,7 +180,7 @@ def run(state: dict, stats_path: Path) -> None:
         for host in state["namespaces"]:
             backlog: list = []
             sock = open_queue(f"/run/netns/{host}", qnum, backlog)
-            q = _Queue(host, sock, qnum, Link(delay_s, rate_bps))
+            q = _Queue(host, sock, qnum, Link(*link_params(state, host)))
             now = clock()
             for pid, length in backlog:
                 q.pending.append((q.link.release(now, length), pid))

@@ -17,7 +17,7 @@ import re
 
 from ccbench.core.errors import UsageError
 
-__all__ = ["Link", "format_delay", "format_rate", "parse_delay", "parse_rate"]
+__all__ = ["Link", "format_delay", "format_rate", "link_params", "parse_delay", "parse_rate"]
 
 _NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 _RATE_UNITS = {"": 1.0, "bit": 1.0, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
@@ -69,6 +69,12 @@ def format_delay(delay_s: float) -> str:
     if delay_s < 1:
         return f"{delay_s * 1e3:.6g}ms"
     return f"{delay_s:.6g}s"
+
+
+def link_params(state: dict, host: str) -> tuple[float, float]:
+    """(delay_s, rate_bps) of `host`'s link (its ingress) in a lab's state: its own setting, else the lab's."""
+    own = (state.get("links") or {}).get(host) or {}
+    return float(own.get("delay_s", state["delay_s"])), float(own.get("rate_bps", state["rate_bps"]))
 
 
 class Link:

@@ -1,14 +1,25 @@
-"""Run a ccbench sweep on the lab: one rank per host namespace, every byte over the emulated links.
+"""Run a ccbench sweep on the lab: hosts x ranks per host, shared memory inside a host, emulated links between.
 
-The launcher is hydra's ``mpiexec -launcher fork`` with one MPMD section per host,
-``-n 1 ip netns exec ccb-hI python -m mpi4py -m ccbench run ...``.  The environment makes
-MPICH use the network even though every namespace has the same hostname:
-``MPIR_CVAR_NOLOCAL=1`` (no shared memory between "local" ranks),
-``MPIR_CVAR_CH4_NETMOD=ofi`` with ``FI_PROVIDER=tcp`` (the PyPI wheel's default UCX netmod
-uses shared memory regardless) and ``FI_TCP_IFACE`` = the host's lab interface.
-``CCBENCH_LAB`` carries the injected parameters into the run's provenance.  Interface
-counters and the emulator's counters before and after prove the traffic crossed the links;
-they are written beside the run as ``lab-traffic.json``.
+The launcher is hydra with one proxy per lab host, each started inside its host's network
+and UTS namespaces (`ccbench.lab.hostexec`)::
+
+    ip netns exec ccb-h0 mpiexec -launcher rsh -launcher-exec STATE/hydra-launcher
+        -localhost 10.251.77.1 -hosts ccb-h0:R,ccb-h1:R,... -bind-to none
+        -n N python -m mpi4py -m ccbench run ...
+
+mpiexec itself runs in host 0's network namespace (the proxies connect back to it over the
+lab's network: ``-localhost`` is the address they are given), and
+``HYDRA_LAUNCHER_AUTOFORK=0`` keeps hydra from forking a proxy it takes for local instead of
+using the launcher.  MPICH's node map is hydra's process mapping, one node per proxy, so the
+ranks of one host share memory and the ranks of different hosts talk over the host's
+interface: ``MPIR_CVAR_CH4_NETMOD=ofi`` with ``FI_PROVIDER=tcp`` (the PyPI wheel's default UCX
+netmod finds the other hosts' ranks on the same kernel and uses shared memory) and
+``FI_TCP_IFACE`` = the lab interface.  (Before each host had its own hostname and proxy, one
+rank per namespace ran under one proxy with ``MPIR_CVAR_NOLOCAL=1``; no longer needed.)
+
+``CCBENCH_LAB`` carries the shape and the injected parameters into the run's provenance.
+Interface counters and the emulator's counters before and after prove the traffic crossed
+the links; they are written beside the run as ``lab-traffic.json``.
 """
 
 import json
@@ -19,15 +30,20 @@ import sys
 import time
 from pathlib import Path
 
+from ccbench.core.choices import BINDINGS
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.lab import core
+from ccbench.lab.hostexec import CPUS_ENV
+from ccbench.lab.link import link_params
+from ccbench.lab.shape import Shape, check_fits, check_ppn_divides, resolve
 from ccbench.store.results import free_path
 
-__all__ = ["LAB_ENV", "SWEEP_ARGS", "interface_counters", "lab_block", "lab_command", "measure_baseline", "run_on_lab"]
+__all__ = ["LAB_ENV", "SWEEP_ARGS", "interface_counters", "lab_binding", "lab_block", "lab_command",
+           "measure_baseline", "run_on_lab"]
 
-#: The environment every rank gets (see the module docstring for why).
-LAB_ENV = {"MPIR_CVAR_NOLOCAL": "1", "MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp",
-           "FI_TCP_IFACE": core.HOST_IF}
+#: The environment of mpiexec and every rank (see the module docstring for why).
+LAB_ENV = {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": core.HOST_IF,
+           "HYDRA_LAUNCHER_AUTOFORK": "0"}
 
 
 def _mpiexec() -> str:
@@ -42,33 +58,79 @@ def _mpiexec() -> str:
     return found
 
 
-def lab_command(nranks: int, run_args: list[str], mpiexec: str = "mpiexec",
-                python: str = sys.executable, bind_flags=()) -> list[str]:
-    """The MPMD hydra command: one section per host namespace, each one rank (bound by `bind_flags`)."""
-    cmd = [mpiexec, "-launcher", "fork", *bind_flags]
-    for i in range(nranks):
-        if i:
-            cmd.append(":")
-        cmd += ["-n", "1", "ip", "netns", "exec", core.host_ns(i), python, "-m", "mpi4py", "-m", "ccbench", "run",
-                *run_args]
-    return cmd
+def lab_command(shape: Shape, run_args: list[str], mpiexec: str = "mpiexec", python: str = sys.executable,
+                bind_flags=("-bind-to", "none"), launcher: str = "hydra-launcher") -> list[str]:
+    """The hydra command: mpiexec in host 0's network namespace, one proxy per host through `launcher`."""
+    hosts = [core.host_ns(i) for i in range(shape.hosts)]
+    return ["ip", "netns", "exec", hosts[0], mpiexec, "-launcher", "rsh", "-launcher-exec", launcher,
+            "-localhost", core.host_addr(0), "-hosts", shape.hydra_hosts(hosts), *bind_flags,
+            "-n", str(shape.ranks), python, "-m", "mpi4py", "-m", "ccbench", "run", *run_args]
 
 
-def lab_block(state: dict, nranks: int, role: str = "measurement") -> dict:
-    """The ``lab`` block of a run's provenance: what was injected, by what, the baseline."""
+def lab_binding(requested: str, shape: Shape, cores: list[int]):
+    """(`Binding`, host -> CPUs for its proxy) of a lab run whose hosts share `cores`.
+
+    hydra binds each proxy's ranks from the machine's first core on, so proxies on one
+    machine would pin their ranks to the same cores; the lab binds the hosts instead: each
+    proxy (and the ranks it forks) gets CPUs of its own from `ccbench.lab.hostexec`, and hydra
+    binds nothing (``-bind-to none``).  ``auto``: when the ranks fit the cores, host I gets
+    cores ``I*R .. I*R+R-1`` (one core per rank at one rank per host; R ranks share their
+    host's R cores above that); when they do not, nothing is pinned.  ``core`` deals the
+    cores out the same way, round robin when they run short; ``socket`` is left to hydra.
+    """
+    from ccbench.measure.launcher import Binding
+
+    if requested not in BINDINGS:
+        raise UsageError(f"--bind {requested!r}: choose from {', '.join(BINDINGS)}")
+    n, c = shape.ranks, len(cores)
+    fits = n <= c
+    where = f"{shape.describe()} = {n} ranks on {c} cores"
+    if requested == "socket":
+        return Binding(requested, "socket", "requested; each host's proxy binds its ranks to sockets",
+                       ("-bind-to", "socket"), "hydra", n, c), {}
+    if requested == "none" or (requested == "auto" and not fits):
+        why = ("requested" if requested == "none"
+               else f"{where}: oversubscribed, so no rank is pinned to a core it shares")
+        return Binding(requested, "none", why, ("-bind-to", "none"), "hydra", n, c), {}
+    cpus = {core.host_ns(h): sorted({cores[(h * shape.ppn + j) % c] for j in range(shape.ppn)})
+            for h in range(shape.hosts)}
+    listed = ", ".join(f"{h}: {','.join(map(str, v))}" for h, v in cpus.items())
+    why = (("requested; " if requested == "core" else "")
+           + f"{where}: each host's ranks on cores of their own ({listed})"
+           + ("" if shape.ppn == 1 else "; the ranks of a host are not pinned one per core (hydra would pin "
+                                        "every host's ranks from core 0)")
+           + ("" if fits else "; ranks share cores"))
+    return Binding(requested, "core" if shape.ppn == 1 else "host", why, ("-bind-to", "none"), "hydra", n, c), cpus
+
+
+def _uniform(values: list[float]) -> float | None:
+    return values[0] if values and all(v == values[0] for v in values) else None
+
+
+def lab_block(state: dict, shape: Shape, role: str = "measurement") -> dict:
+    """The ``lab`` block of a run's provenance: the shape, what was injected on which link, by what, the baseline.
+
+    ``delay_s`` and ``rate_bps`` are the links' when every host used has the same ones (what
+    ``ccbench fit`` compares against), else None; ``links`` has each host's.
+    """
     base = state.get("baseline")
-    return {"hosts": nranks, "lab_hosts": state["hosts"], "role": role, "delay_s": state["delay_s"],
-            "rate_bps": state["rate_bps"], "emulator": (state.get("emulator") or {}).get("kind"),
+    used = state["namespaces"][: shape.hosts]
+    links = {ns: dict(zip(("delay_s", "rate_bps"), link_params(state, ns), strict=True)) for ns in used}
+    return {"hosts": shape.hosts, "ppn": shape.ppn, "ranks": shape.ranks, "order": shape.order,
+            "machine_ranks": shape.ranks, "host_of_rank": shape.host_of_rank(), "lab_hosts": state["hosts"],
+            "role": role, "delay_s": _uniform([v["delay_s"] for v in links.values()]),
+            "rate_bps": _uniform([v["rate_bps"] for v in links.values()]), "links": links,
+            "emulator": (state.get("emulator") or {}).get("kind"),
             "emulator_priority": (state.get("emulator") or {}).get("priority"),
             "shaper_choice": state.get("shaper_choice"), "subnet": state["subnet"],
-            "namespaces": state["namespaces"][:nranks],
+            "namespaces": used, "hostnames": (state.get("hostnames") or state["namespaces"])[: shape.hosts],
             "baseline": None if base is None or role == "baseline" else base, "env": LAB_ENV}
 
 
-def interface_counters(nranks: int) -> dict:
+def interface_counters(nhosts: int) -> dict:
     """rx/tx bytes and packets of each host's lab interface (``ip -s -j link``)."""
     out = {}
-    for i in range(nranks):
+    for i in range(nhosts):
         r = subprocess.run(["ip", "-n", core.host_ns(i), "-s", "-j", "link", "show", "dev", core.HOST_IF],
                            capture_output=True, text=True)
         if r.returncode != 0:
@@ -97,7 +159,7 @@ def _fresh_emulator_counts(state: dict, after: float, timeout_s: float = 3.0) ->
         time.sleep(0.05)
 
 
-def _traffic(nranks: int, before: dict, after: dict, emu0: dict, emu1: dict) -> dict:
+def _traffic(nhosts: int, before: dict, after: dict, emu0: dict, emu1: dict) -> dict:
     links = {}
     for ns in before:
         d = {k: after[ns][k] - before[ns][k] for k in before[ns]}
@@ -129,46 +191,58 @@ def _results_root(run_args: list[str]) -> Path:
 
 
 def run_on_lab(run_args: list[str], nranks: int | None = None, role: str = "measurement",
-               quiet: bool = False, bind: str = "auto") -> tuple[int, Path | None, dict]:
-    """Run ``ccbench run RUN_ARGS`` with one rank on each of the first `nranks` hosts, bound as `bind` says
-    (``ccbench.measure.launcher.choose_binding``: the namespaces share this machine's cores).
+               quiet: bool = False, bind: str = "auto", ppn: int | None = None,
+               order: str = "block") -> tuple[int, Path | None, dict]:
+    """Run ``ccbench run RUN_ARGS`` on `nranks` ranks, `ppn` per host (default: the lab's), from host 0 on.
 
-    Returns (exit code, run directory or None, traffic).  Refuses when the lab is down or
-    its emulator is dead (traffic would stop: the queues fail closed).
+    `order` lays the ranks on the hosts (block or cyclic, `ccbench.lab.shape.Shape`); `bind` as
+    `lab_binding` says (the hosts share this machine's cores).  Returns (exit code, run
+    directory or None, traffic).  Refuses, before anything runs or is written, a `ppn` that
+    does not divide `nranks`, a shape the lab or the machine cannot hold, a lab that is down
+    or whose emulator is dead (traffic would stop: the queues fail closed).
     """
+    if nranks is not None and ppn is not None:
+        check_ppn_divides(nranks, ppn)
     state = core.load_state()
     if state is None or state.get("status") != "up":
         raise CCBenchError("no lab is up: start one with `ccbench lab up --hosts N --delay 500us --rate 1gbit`")
+    if not state.get("uts") or not core.uts_path(state["namespaces"][0]).exists():
+        raise CCBenchError("this lab has no host names (made by an older ccbench, or its UTS namespaces are gone): "
+                           "`ccbench lab down` and `ccbench lab up` again")
     if not core.emulator_alive(state):
         raise CCBenchError("the lab's link emulator is not running (traffic is blocked): "
                            "`ccbench lab down` and `ccbench lab up` again")
-    n = state["hosts"] if nranks is None else nranks
-    if not 2 <= n <= state["hosts"]:
-        raise UsageError(f"-n must be between 2 and the lab's {state['hosts']} hosts, got {n}")
+    shape = resolve(nranks, ppn, state["hosts"], int(state.get("ppn") or 1), order)
+    cores = sorted(os.sched_getaffinity(0))
+    check_fits(shape.hosts, shape.ppn, len(cores), core.free_memory_bytes())
     if any(a in ("--resume",) or a.startswith("--resume=") for a in run_args):
         raise UsageError("--resume is not supported on the lab; start a new run")
-    from ccbench.measure.launcher import choose_binding, run_job
+    from ccbench.measure.launcher import run_job
     from ccbench.measure.provenance import BIND_ENV
 
-    binding = choose_binding(bind, n, "hydra")
-    env = dict(os.environ, **LAB_ENV, CCBENCH_LAB=json.dumps(lab_block(state, n, role)),
-               **{BIND_ENV: json.dumps(binding.to_dict())})
+    binding, cpus = lab_binding(bind, shape, cores)
+    launcher = core.launcher_path()
+    if not launcher.exists():
+        core.write_launcher()
+    env = dict(os.environ, **LAB_ENV, CCBENCH_LAB=json.dumps(lab_block(state, shape, role)),
+               **{BIND_ENV: json.dumps(binding.to_dict()), CPUS_ENV: json.dumps(cpus)})
     root = _results_root(run_args)
     existing = set(root.iterdir()) if root.is_dir() else set()
-    before, emu0 = interface_counters(n), _emulator_counts(state)
-    job = run_job(lab_command(n, run_args, _mpiexec(), bind_flags=binding.flags), env,
+    h = shape.hosts
+    before, emu0 = interface_counters(h), _emulator_counts(state)
+    job = run_job(lab_command(shape, run_args, _mpiexec(), bind_flags=binding.flags, launcher=str(launcher)), env,
                   stdout=subprocess.DEVNULL if quiet else None)
     code = job.code
     ended = time.time()
-    after = interface_counters(n)
-    traffic = _traffic(n, before, after, emu0, _fresh_emulator_counts(state, ended))
+    after = interface_counters(h)
+    traffic = _traffic(h, before, after, emu0, _fresh_emulator_counts(state, ended))
     run_dir = job.run_dir
     if run_dir is None:
         new = _new_dirs(root, existing)
         run_dir = new[-1] if len(new) == 1 else None
     if run_dir is not None and run_dir.is_dir():
         with open(free_path(run_dir, "lab-traffic", ".json"), "x") as f:
-            json.dump(dict(traffic, lab=lab_block(state, n, role)), f, indent=1)
+            json.dump(dict(traffic, lab=lab_block(state, shape, role)), f, indent=1)
             f.write("\n")
     return code, run_dir, traffic
 
@@ -186,25 +260,26 @@ SWEEP_ARGS = ["-C", "pingpong", "-s", "8:4M:2", "--budget", "0.3", "--warmup", "
 def measure_baseline(fit, results_dir: str = "results") -> dict:
     """Measure the software's own one-way cost: a ping-pong sweep with the delay set to 0.
 
-    The emulator is restarted at zero delay (same rate), the sweep runs between hosts 0
-    and 1 (a run of its own, tagged ``lab-baseline``), the emulator is restarted with the
-    lab's delay, and the alpha fitted by `fit` (rows as dicts -> {"alpha_s", "alpha_ci_s",
-    "rate_bps", "statistic"}; the caller passes ``ccbench.analysis.lab_check.baseline_fit``)
-    is stored in the lab's state as its baseline.
+    The emulator is restarted at zero delay on every link (the lab's rate), the sweep runs
+    between hosts 0 and 1, one rank each (a run of its own, tagged ``lab-baseline``), the
+    emulator is restarted with the lab's links (hosts' own settings included), and the alpha
+    fitted by `fit` (rows as dicts -> {"alpha_s", "alpha_ci_s", "rate_bps", "statistic"}; the
+    caller passes ``ccbench.analysis.lab_check.baseline_fit``) is stored in the lab's state as
+    its baseline.
     """
     from ccbench.store.run import open_run
 
     state = core.load_state()
     if state is None or state.get("status") != "up":
         raise CCBenchError("no lab is up")
-    delay, rate = state["delay_s"], state["rate_bps"]
-    core.restart_emulator(state, 0.0, rate)
+    delay, rate, links = state["delay_s"], state["rate_bps"], dict(state.get("links") or {})
+    core.restart_emulator(state, 0.0, rate, links={})
     try:
         code, run_dir, traffic = run_on_lab([*SWEEP_ARGS, "--no-show", "--results-dir", results_dir,
-                                             "--tag", "lab-baseline"], nranks=2, role="baseline", quiet=True)
+                                             "--tag", "lab-baseline"], nranks=2, ppn=1, role="baseline", quiet=True)
     finally:
         state = core.load_state()
-        core.restart_emulator(state, delay, rate)
+        core.restart_emulator(state, delay, rate, links=links)
     if code or run_dir is None:
         raise CCBenchError(f"the zero-delay baseline run failed (exit code {code})")
     if not traffic["crossed_links"]:

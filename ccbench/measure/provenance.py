@@ -1,5 +1,14 @@
 """Where and how a run was made: versions, MPI library, ranks and nodes, Slurm, git, hardware.
 
+The ranks' nodes are the MPI library's own: ``MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)``
+(the ranks that can share memory with each other) gives each rank its node and its rank
+inside the node; `node_map` turns them into the ``topology`` record (each rank's node and
+node-local rank, the nodes' ranks and names, the rank order) and the ``nodes`` and
+``ranks_per_node`` keys follow from it.  ``hosts`` counts the ranks per hostname, as before;
+``topology.hostnames_agree`` says whether hostnames and the library's nodes tell the same
+story.  Ranks are grouped by the kernel they run on (its boot id) to decide whether they
+oversubscribe the cores: hosts of the emulated lab are nodes to MPI but share one machine.
+
 Also the launcher facts readable before MPI starts (this rank, ranks on this node), which
 decide the thread level -- it must be chosen before MPI is initialised -- and the binding
 the process that started the launcher chose (``CCBENCH_BIND``, `ccbench.measure.launcher`).
@@ -20,7 +29,8 @@ from ccbench.core.version import __version__
 from ccbench.measure import hardware
 
 __all__ = ["BIND_ENV", "choose_thread_level", "collect", "env_rank", "env_local_ranks", "gather_hardware",
-           "launch_binding", "oversubscribed", "own_cores", "usable_cores"]
+           "gather_topology", "launch_binding", "machine_id", "node_map", "oversubscribed", "own_cores",
+           "rank_order", "usable_cores"]
 
 #: The variable through which `ccbench.measure.launcher.prepare_launcher` tells the ranks how it bound them.
 BIND_ENV = "CCBENCH_BIND"
@@ -80,11 +90,15 @@ def choose_thread_level(requested: str) -> tuple[str, str]:
     if requested != "auto":
         return requested, "requested"
     local, cores = env_local_ranks(), usable_cores()
+    shared = (_lab() or {}).get("machine_ranks")  # the emulated lab: every host's ranks share this machine's cores
+    where = ""
+    if isinstance(shared, int) and shared > (local or 0):
+        local, where = shared, " (every lab host's, all on this machine)"
     if local is None:
         return "multiple", "ranks per node unknown before MPI starts: multiple is safe when oversubscribed"
     if local > cores:
-        return "multiple", f"{local} ranks on {cores} cores (oversubscribed: single busy-polls)"
-    return "single", f"{local} ranks on {cores} cores (no oversubscription)"
+        return "multiple", f"{local} ranks{where} on {cores} cores (oversubscribed: single busy-polls)"
+    return "single", f"{local} ranks{where} on {cores} cores (no oversubscription)"
 
 
 def _git_commit() -> str | None:
@@ -171,6 +185,82 @@ def oversubscribed(hosts: list[str], cpus: list[str | None], node_cores: dict[st
     return False
 
 
+def machine_id() -> str:
+    """Which kernel this process runs on: its boot id (random(4), the same in every namespace), else the hostname."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or socket.gethostname()
+    except OSError:
+        return socket.gethostname()
+
+
+def rank_order(node_of_rank: list[int]) -> str:
+    """How ranks are laid on nodes: ``block`` (each node's ranks consecutive; also one node, or one rank per node),
+    ``cyclic`` (rank r on node r mod N, N > 1 nodes of more than one rank), else ``irregular``."""
+    n = len(node_of_rank)
+    if all(a <= b for a, b in zip(node_of_rank, node_of_rank[1:], strict=False)):
+        return "block"
+    nodes = len(set(node_of_rank))
+    if nodes > 1 and all(node_of_rank[r] == r % nodes for r in range(n)):
+        return "cyclic"
+    return "irregular"
+
+
+def node_map(leaders: list[int], local_ranks: list[int], hostnames: list[str],
+             machines: list[str] | None = None) -> dict:
+    """The ``topology`` record (pure) from what every rank reported, in rank order.
+
+    `leaders`: the lowest world rank of each rank's shared-memory communicator (its node);
+    `local_ranks`: its rank there; `hostnames`: its processor name; `machines`: its kernel
+    (`machine_id`).  Nodes are numbered in the order of their first rank.  Raises ValueError
+    when the lists disagree (different lengths, a leader outside its own node, node-local
+    ranks that are not 0..k-1 in rank order, as ``MPI_Comm_split_type`` with the world rank as key makes them).
+    """
+    n = len(leaders)
+    if not (len(local_ranks) == len(hostnames) == n) or (machines is not None and len(machines) != n):
+        raise ValueError("node map: one leader, node-local rank and hostname per rank")
+    index: dict[int, int] = {}
+    for r, lead in enumerate(leaders):
+        if not 0 <= lead <= r or leaders[lead] != lead:
+            raise ValueError(f"node map: rank {r}'s node leader {lead} is not the first rank of its node")
+        index.setdefault(lead, len(index))
+    node_of_rank = [index[lead] for lead in leaders]
+    ranks_of_node: list[list[int]] = [[] for _ in index]
+    for r, node in enumerate(node_of_rank):
+        if local_ranks[r] != len(ranks_of_node[node]):
+            raise ValueError(f"node map: rank {r} has node-local rank {local_ranks[r]}, expected "
+                             f"{len(ranks_of_node[node])}")
+        ranks_of_node[node].append(r)
+    names = []
+    for ranks in ranks_of_node:
+        mine = list(dict.fromkeys(hostnames[r] for r in ranks))
+        names.append(mine[0] if len(mine) == 1 else "+".join(mine))
+    by_host = {h: sorted(r for r in range(n) if hostnames[r] == h) for h in dict.fromkeys(hostnames)}
+    agree = sorted(by_host.values()) == sorted(ranks_of_node)
+    out = {"source": "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)", "nodes": len(ranks_of_node),
+           "ranks_per_node": [len(r) for r in ranks_of_node], "node_names": names,
+           "node_of_rank": node_of_rank, "local_rank": list(local_ranks), "ranks_of_node": ranks_of_node,
+           "order": rank_order(node_of_rank), "hostnames_agree": agree}
+    if machines is not None:
+        ids = {m: i for i, m in enumerate(dict.fromkeys(machines))}
+        out["machines"] = len(ids)
+        out["machine_of_rank"] = [ids[m] for m in machines]
+    return out
+
+
+def gather_topology(comm, hostnames: list[str]) -> dict:
+    """`node_map` of `comm` (collective): each rank's node from the MPI library's shared-memory split."""
+    from mpi4py import MPI
+
+    rank = comm.Get_rank()
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
+    try:
+        mine = (local.allreduce(rank, op=MPI.MIN), local.Get_rank())
+    finally:
+        local.Free()
+    got = comm.allgather((*mine, machine_id()))
+    return node_map([g[0] for g in got], [g[1] for g in got], hostnames, [g[2] for g in got])
+
+
 def collect(comm, cfg_dict: dict, thread: tuple[str, str], argv: list[str]) -> dict:
     """Provenance of this run (collective: every rank must call it)."""
     import mpi4py
@@ -181,11 +271,14 @@ def collect(comm, cfg_dict: dict, thread: tuple[str, str], argv: list[str]) -> d
     hosts = comm.allgather(MPI.Get_processor_name())
     cores = comm.allgather(usable_cores())
     hw = gather_hardware(comm, hosts)
+    topology = gather_topology(comm, hosts)
     per_node: dict[str, int] = {}
     for h in hosts:
         per_node[h] = per_node.get(h, 0) + 1
     node_cores = dict(zip(hosts, cores, strict=True))
-    over = oversubscribed(hosts, [r["cpus"] for r in hw["ranks"]], node_cores)
+    # the cores a rank competes for are its kernel's: lab hosts are nodes to MPI but share one machine
+    machines = [str(m) for m in topology["machine_of_rank"]]
+    over = oversubscribed(machines, [r["cpus"] for r in hw["ranks"]], dict(zip(machines, cores, strict=True)))
     lib = MPI.Get_library_version().strip()
     vendor, vversion = MPI.get_vendor()
     return {
@@ -202,9 +295,10 @@ def collect(comm, cfg_dict: dict, thread: tuple[str, str], argv: list[str]) -> d
         "thread_level_reason": thread[1],
         "thread_level": names.get(MPI.Query_thread(), str(MPI.Query_thread())),
         "nranks": comm.Get_size(),
-        "nodes": len(per_node),
-        "ranks_per_node": max(per_node.values()),
+        "nodes": topology["nodes"],
+        "ranks_per_node": max(topology["ranks_per_node"]),
         "hosts": per_node,
+        "topology": topology,
         "cores_per_node": node_cores,
         "oversubscribed": over,
         "launcher_host": socket.gethostname(),

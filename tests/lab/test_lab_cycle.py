@@ -1,8 +1,12 @@
-"""The lab end to end: fitted delay and rate recover the injected ones; the model orders allreduce right.
+"""The lab end to end: fitted delay and rate recover the injected ones; the model orders allreduce right; hosts
+with several ranks are nodes to MPI.
 
 One 4-host lab for the module: ping-pong sweeps at (500 us, 1 Gbit/s) and (2 ms,
 200 Mbit/s), each against a zero-delay baseline at the same rate; then ring against
-recursive doubling at 4 hosts on the slow link; then a crashed lab is cleaned up.
+recursive doubling at 4 hosts on the slow link; then 2 hosts x 2 ranks at 1 ms, whose
+node map (MPI_Comm_split_type) must be the lab's hosts, with a ping-pong inside a host
+(shared memory) and across hosts (the link), and a host with a link of its own; then a
+crashed lab is cleaned up.
 Skipped, with the reason, where namespaces or the queue cannot be made (not root, no iptables).
 """
 
@@ -134,6 +138,46 @@ def test_allreduce_order_follows_the_model_on_the_slow_link(lab):
     assert meas[1] / meas[0] >= 1.5 and meas[1] >= 1 / 1.1, f"RD / ring: {meas[0]:.2f} at 8 B, {meas[1]:.2f} at 4 MiB"
 
 
+def _pingpong(lab, *lab_args, delay=None):
+    """One lab run of an 8 B ping-pong; (run.json, the case row)."""
+    ccb("lab", "run", *lab_args, "--", "-C", "pingpong", "-s", "8", "--budget", "0.2", "--warmup", "2",
+        "--min-reps", "20", "--max-reps", "60", "--results-dir", str(lab), "--no-show")
+    run = newest_run(lab)
+    meta = json.loads((run / "run.json").read_text())
+    (row,) = [json.loads(line) for line in (run / "cases.jsonl").read_text().splitlines()]
+    print(f"\nlab run {' '.join(lab_args)}: 8 B ping-pong min {row['min_s'] * 1e6:.1f} us, median "
+          f"{row['median_s'] * 1e6:.1f} us; node of each rank {meta['topology']['node_of_rank']}; run {run}")
+    return meta, row
+
+
+def test_hosts_of_two_ranks_are_nodes_to_mpi(lab):
+    """2 hosts x 2 ranks, 1 ms links: Split_type(COMM_TYPE_SHARED) finds the lab's hosts, ranks of a host share
+    memory (far below the link's delay), ranks of different hosts pay the link; a host's own link is applied."""
+    ccb("lab", "set", "--delay", "1ms", "--no-baseline")
+    for order, nodes_of_rank in (("block", [0, 0, 1, 1]), ("cyclic", [0, 1, 0, 1])):
+        meta, row = _pingpong(lab, "-n", "4", "--ppn", "2", "--order", order)
+        topo = meta["topology"]
+        assert topo["source"] == "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)"
+        assert topo["nodes"] == 2 and topo["node_names"] == ["ccb-h0", "ccb-h1"] and topo["hostnames_agree"]
+        assert topo["node_of_rank"] == nodes_of_rank == meta["lab"]["host_of_rank"] and topo["order"] == order
+        assert topo["local_rank"] == ([0, 1, 0, 1] if order == "block" else [0, 0, 1, 1])
+        assert topo["machines"] == 1  # two nodes to MPI, one machine
+        assert meta["nodes"] == 2 and meta["ranks_per_node"] == 2 and meta["hosts"] == {"ccb-h0": 2, "ccb-h1": 2}
+        assert meta["oversubscribed"] and meta["thread_level"] == "multiple"  # 4 ranks on 2 cores, on purpose
+        assert "MPIR_CVAR_NOLOCAL" not in meta["mpi_env"]
+        assert (meta["lab"]["hosts"], meta["lab"]["ppn"], meta["lab"]["order"]) == (2, 2, order)
+        if order == "block":  # ranks 0 and 1 on ccb-h0: shared memory, nothing near the 1 ms link
+            assert row["min_s"] < 300e-6
+        else:  # ranks 0 and 1 on different hosts: one link delay each way, plus the software's own cost
+            assert 1e-3 <= row["min_s"] < 1e-3 + 400e-6
+    ccb("lab", "set", "--host", "1", "--delay", "3ms", "--no-baseline")
+    meta, row = _pingpong(lab, "-n", "2", "--ppn", "1")
+    assert meta["lab"]["links"]["ccb-h1"]["delay_s"] == 3e-3 and meta["lab"]["links"]["ccb-h0"]["delay_s"] == 1e-3
+    assert meta["lab"]["delay_s"] is None  # no single injected delay on the hosts used
+    assert 2e-3 <= row["min_s"] < 2e-3 + 400e-6  # (1 ms + 3 ms) / 2 one way
+    assert "ccb-h1: delay 3ms" in ccb("lab", "status").stdout
+
+
 def test_down_cleans_up_after_a_crash(lab):
     from ccbench.lab import core
 
@@ -148,7 +192,8 @@ def test_down_cleans_up_after_a_crash(lab):
     assert r.returncode == 1 and "emulator is not running" in r.stderr
     (core.state_dir() / "state.json").unlink()  # and the state file is lost as well
     removed = ccb("lab", "down").stdout
-    assert "namespace ccb-h0" in removed and "namespace ccb-sw" in removed
-    assert core.lab_namespaces() == []
-    # a fresh lab comes up afterwards (nothing left bound to the queues)
-    ccb("lab", "up", "--hosts", "2", "--no-baseline", "--results-dir", str(lab))
+    assert "namespace ccb-h0" in removed and "namespace ccb-sw" in removed and "UTS namespace ccb-h3" in removed
+    assert core.lab_namespaces() == [] and not (core.state_dir() / "uts").exists()
+    # a fresh lab comes up afterwards (nothing left bound to the queues), with its shape
+    ccb("lab", "up", "--hosts", "2", "--ppn", "2", "--no-baseline", "--results-dir", str(lab))
+    assert "2 hosts x 2 ranks (ccb-h0, ccb-h1" in ccb("lab", "status").stdout
