@@ -253,6 +253,27 @@ def test_three_runs_and_rank_mismatch(runs):
     assert {f.name for f in files.values()} == {"compare.csv", "compare.md", "compare.png"}
 
 
+def test_the_page_tables_are_the_terminal_tables(runs, tmp_path):
+    """A comparison's page is built from the terminal's tables (``sweep_tables``): the same cells, times in µs,
+    the adjusted p headed "p (adj.)", the runs with when each started; no table is written twice."""
+    from ccbench.present.compare import SWEEP_VIEW, markdown_blocks, summary_table, sweep_tables
+    from ccbench.present.table import to_block
+
+    cmp = compare_runs([runs["run-np4"], runs["run-np4-single"], runs["run-np2"]])
+    blocks = markdown_blocks(cmp, None)
+    tables = [b for b in blocks if b[0] == "table"]
+    terminal = sweep_tables(cmp)
+    runs_table, summary, *per_collective = tables
+    assert runs_table[1] == [c.header for c in terminal[0].columns] + ["started"]
+    assert summary == to_block(summary_table(cmp, SWEEP_VIEW))[0]
+    assert len(per_collective) == len(terminal) - 1
+    for (_, head, rows, right), t in zip(per_collective, terminal[1:], strict=True):
+        assert head == [c.header.replace("p adj.", "p (adj.)") for c in t.columns]
+        assert rows == [[cell.replace("us", "µs") for cell in row] for row in t.cells()]
+        assert right == {i for i, c in enumerate(t.columns) if c.right}
+        assert "C/A" in head  # a third run is a column group of its own, not rows
+
+
 # -- bad input -----------------------------------------------------------------------------------
 
 
@@ -322,6 +343,26 @@ def wl_runs(tmp_path):
         shutil.copytree(DATA / name, tmp_path / name)
         out[name] = tmp_path / name
     return out
+
+
+def test_the_workload_page_tables_are_the_terminal_tables(wl_runs):
+    """A workload comparison's page takes its whole-step and per-call tables from the terminal's
+    (``workload_comparison_tables``); the page adds each call's place in the step (#) and the runs' nodes and
+    start times."""
+    from ccbench.present.compare import workload_comparison_tables, workload_markdown_blocks
+
+    cmp = compare_runs([wl_runs["wl-ddp-np2"], wl_runs["wl-ddp-np2-single"]])
+    tables = [b for b in workload_markdown_blocks(cmp, None) if b[0] == "table"]
+    terminal = workload_comparison_tables(cmp)
+    assert tables[0][1] == ["run", "directory", "workload", "model", "MPI library", "ranks", "nodes", "per node",
+                            "thread level", "started"]
+    whole, calls = tables[2], tables[3]
+    assert whole[1] == [c.header.replace("p adj.", "p (adj.)") for c in terminal[1].columns]
+    assert whole[2] == [[cell.replace("us", "µs") for cell in row] for row in terminal[1].cells()]
+    assert calls[1][3:5] == ["#", "call"] and [r[3] for r in calls[2]] == [str(p.part) for p in cmp.pairs
+                                                                           if not p.whole]
+    assert [r[:3] + r[4:] for r in calls[2]] == [[c.replace("us", "µs") for c in row]
+                                                 for row in terminal[2].cells()]
 
 
 def test_workload_key_is_every_identifying_field():

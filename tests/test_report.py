@@ -359,6 +359,26 @@ def test_human_time(seconds, text):
     assert human_time(seconds) == text
 
 
+def test_one_formatter_per_quantity_the_renderer_spells_the_units():
+    """Every table goes through the table model: raw values in columns of a quantity; the terminal writes "us",
+    the pages "µs" and intervals of times in brackets; a cell can hold another quantity (`Cell`) or a note."""
+    from ccbench.present.table import Cell, Column, Noted, Table, to_block, to_rich
+
+    t = Table("t", [Column("what"), Column("time", "time"), Column("CI", "time_ci"),
+                    Column("median [CI]", "median_ci"), Column("GB/s", "bandwidth"), Column("value", align="right"),
+                    Column("p adj.", "p", page_header="p (adj.)")])
+    t.add_row("a", 2.5e-5, (2e-5, 3e-5), Noted((2.5e-5, 2e-5, 3e-5), "WRONG (3)"), 1234.5, Cell(4.2e-10,
+              "time_per_byte"), 0.012)
+    t.add_row("b", None, (None, 3e-5), None, math.inf, Cell((3.47, 4.63), "bandwidth_ci"), None)
+    assert t.cells() == [["a", "25 us", "20 us - 30 us", "25 us [20 us, 30 us] WRONG (3)", "1234", "420 ps/B",
+                          "0.012"],
+                         ["b", "-", "-", "-", "inf", "[3.47, 4.63]", "-"]]
+    [(kind, head, rows, right)] = to_block(t)
+    assert kind == "table" and head[-1] == "p (adj.)" and right == {1, 2, 3, 4, 5, 6}
+    assert rows[0][1:4] == ["25 µs", "[20 µs, 30 µs]", "25 µs [20 µs, 30 µs] WRONG (3)"]
+    assert to_rich(t).columns[-1].header == "p adj."
+
+
 def test_a_sweep_kind_is_read(run_copy):
     meta = json.loads((run_copy / "run.json").read_text())
     (run_copy / "run.json").write_text(json.dumps(dict(meta, kind="sweep")))

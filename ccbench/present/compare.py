@@ -22,13 +22,12 @@ from ccbench.analysis.compare import (
     VERDICTS,
     WORKLOAD_CSV_COLUMNS,
     Comparison,
-    WorkloadPair,
 )
 from ccbench.core.replication import USELESS_WIDTH
-from ccbench.core.units import format_size, human_time
+from ccbench.core.units import format_size
 from ccbench.present.generic import key_columns
 from ccbench.present.report import render_markdown
-from ccbench.present.table import Column, Styled, Table, fmt_p, render, to_block, to_rich
+from ccbench.present.table import Column, Styled, Table, fmt_ratio, render, to_block, to_rich
 from ccbench.present.workload_report import short_algorithm
 from ccbench.store.kinds import kind_named
 
@@ -44,19 +43,14 @@ VERDICT_COLOUR = {"slower": "red", "faster": "green", "undetermined": "yellow"}
 CALLED = ("faster", "slower")
 
 
-def _r(x: float) -> str:
-    """A ratio: three significant digits, whole numbers from 1000 up (never an exponent)."""
-    return f"{x:.3g}" if x < 1000 else f"{x:.0f}"
-
-
-def _interval(p) -> str:
-    """A pair's launch-level interval of the ratio as "low-high" ("-" when untested); one too wide to mean
-    anything as the launches a side it needs."""
+def _interval(p) -> tuple | str | None:
+    """A pair's launch-level interval of the ratio, a "ratio_ci" cell (None when untested); one too wide to mean
+    anything says the launches a side it needs."""
     if p.ratio_low is None:
-        return "-"
+        return None
     if p.useless_interval:
         return "too few launches" + (f": {p.launches_needed} needed" if p.launches_needed else "")
-    return f"{_r(p.ratio_low)}-{_r(p.ratio_high)}"
+    return p.ratio_low, p.ratio_high
 
 
 def _launches(p) -> str:
@@ -111,7 +105,7 @@ def launch_lines(cmp: Comparison, what: str = "case") -> list[str]:
             parts[0] += (f" ({_ks(s['launches_a'])}:{_ks(s['launches_b'])} launches, Welch: {c['faster']} faster, "
                          f"{c['slower']} slower, {c['noise']} noise)")
         if s["single_launch"]:
-            lo, hi = _r(s["resolvable_low"]), _r(s["resolvable_high"])
+            lo, hi = fmt_ratio(s["resolvable_low"]), fmt_ratio(s["resolvable_high"])
             res = lo if lo == hi else f"{lo}-{hi}"
             noise = f", {s['noise']} noise (within --min-effect)" if s["noise"] else ""
             parts.append(f"{s['single_launch']} with a single launch on a side, where launch-to-launch variation "
@@ -137,40 +131,33 @@ def print_warnings_and_legend(cmp: "Comparison", console, what: str = "cases") -
 
 
 
-def markdown_blocks(cmp: Comparison, figure: str | None) -> list:
-    """The comparison as report blocks (see ``ccbench.present.report.render_markdown``)."""
+def _page_head(cmp: Comparison, runs: Table, what: str, summary: str = "") -> list:
+    """The top of a comparison's page: its title, the `runs`, warnings, how to read it (and its `summary`), the
+    summary, the launch lines, what was not compared (`what`: what a compared thing is called)."""
+    view = compare_view(cmp.kind)
     base = cmp.runs[0][0]
     blocks: list = [("h", 1, "ccbench comparison: " + " vs ".join(f"{lab} = {p.name}" for lab, p, _ in cmp.runs)),
-                    ("table", ["run", "directory", "MPI library", "ranks", "nodes", "per node", "thread level",
-                               "started"],
-                     [[lab, str(p), m.get("mpi_library", "?"), str(m.get("nranks", "?")), str(m.get("nodes", "?")),
-                       str(m.get("ranks_per_node", "?")), str(m.get("thread_level", "?")),
-                       str(m.get("start_time", "?"))] for lab, p, m in cmp.runs], {3, 4, 5})]
+                    *to_block(runs)]
     if cmp.warnings:
         blocks += [("h", 2, "Warnings"), ("ul", [f"warning: {w}" for w in cmp.warnings])]
-    blocks.append(("p", _sentence(legend(cmp)) + " Summary: geometric mean of the ratios."))
-    blocks += [("h", 2, "Summary"),
-               ("table", ["run", "collective", "cases", f"geometric mean ratio (vs {base})", *VERDICTS],
-                [[s["other"], s["collective"], str(s["pairs"]), f"{s['geomean_ratio']:.3g}",
-                  *(str(s[v]) for v in VERDICTS)] for s in cmp.summary()],
-                {2, 3, 4, 5, 6, 7, 8})]
-    blocks.append(("ul", launch_lines(cmp)))
-    base_lab = cmp.runs[0][0]
-    only = [f"{a} case(s) of run {base_lab} not in run {lab}, {b} of run {lab} not in run {base_lab}"
+    blocks += [("p", " ".join(filter(None, (_sentence(legend(cmp, what + "s")), summary)))),
+               ("h", 2, "Summary"), *to_block(summary_table(cmp, view)), ("ul", launch_lines(cmp, what))]
+    only = [f"{a} {what}(s) of run {base} not in run {lab}, {b} of run {lab} not in run {base}"
             for lab, (a, b) in cmp.unmatched.items() if a or b]
     if only:
         blocks.append(("p", "Not compared: " + "; ".join(only) + "."))
+    return blocks
+
+
+def markdown_blocks(cmp: Comparison, figure: str | None) -> list:
+    """The comparison as report blocks (see ``ccbench.present.report.render_markdown``): the tables of
+    ``sweep_tables`` (the runs with when each started), one section per collective."""
+    runs, *per_collective = sweep_tables(cmp, started=True)
+    blocks = _page_head(cmp, runs, "case", "Summary: geometric mean of the ratios.")
     if figure:
         blocks.append(("img", figure, "time ratios per collective"))
-    for coll in dict.fromkeys(p.collective for p in cmp.pairs):
-        ps = _in_size_order([p for p in cmp.pairs if p.collective == coll])
-        blocks += [("h", 2, coll),
-                   ("table", ["run", "algorithm", "size", "dtype", "op", f"{base} median", "other median", "ratio",
-                              "interval", "launches", "p", "p (adj.)", "verdict"],
-                    [[p.other, p.algorithm, format_size(p.nbytes),
-                      p.dtype, p.op, human_time(p.median_a_s), human_time(p.median_b_s), f"{p.ratio:.3g}",
-                      _interval(p), _launches(p), fmt_p(p.p_value), fmt_p(p.p_adjusted), p.verdict] for p in ps],
-                    {2, 5, 6, 7, 8, 9, 10, 11})]
+    for coll, t in zip(dict.fromkeys(p.collective for p in cmp.pairs), per_collective, strict=True):
+        blocks += [("h", 2, coll), *to_block(t)]
     return blocks
 
 
@@ -233,6 +220,10 @@ def comparison_files(cmp: Comparison, stem: str = "compare", *, plot: bool = Tru
     return files
 
 
+#: The adjusted p-value's column ("p adj." in the terminal, "p (adj.)" on the pages).
+_P_ADJUSTED = Column("p adj.", "p", page_header="p (adj.)")
+
+
 def _verdict(v: str) -> Styled:
     return Styled(v, VERDICT_COLOUR.get(v, ""))
 
@@ -257,17 +248,19 @@ def _print_unmatched(cmp: Comparison, console, what: str) -> None:
                           f"{only_other} {what}(s) of run {lab} missing from run {base}[/]")
 
 
-def sweep_tables(cmp: Comparison) -> list[Table]:
-    """A comparison of collective sweeps as tables: the runs, one table per collective."""
+def sweep_tables(cmp: Comparison, started: bool = False) -> list[Table]:
+    """A comparison of collective sweeps as tables: the runs (`started`: with when each started, as its page shows
+    them), one table per collective."""
     base = cmp.runs[0][0]
     t = Table("runs", [Column("run"), Column("directory"), Column("MPI library"), Column("ranks", align="right"),
                        Column("nodes", align="right"), Column("per node", align="right"), Column("thread level"),
-                       Column("cases", align="right")])
+                       Column("cases", align="right"), *([Column("started")] if started else [])])
     for lab, p, m in cmp.runs:
         n = len({(q.collective, q.algorithm, q.nbytes, q.dtype, q.op, q.in_place, q.root) for q in cmp.pairs
                  if lab in (q.baseline, q.other)})
         t.add_row(lab, str(p), str(m.get("mpi_library", "?")), str(m.get("nranks", "?")), str(m.get("nodes", "?")),
-                  str(m.get("ranks_per_node", "?")), str(m.get("thread_level", "?")), f"{n} compared")
+                  str(m.get("ranks_per_node", "?")), str(m.get("thread_level", "?")), f"{n} compared",
+                  *([str(m.get("start_time", "?"))] if started else []))
     tables = [t]
     others = [lab for lab, _, _ in cmp.runs[1:]]
     for coll in dict.fromkeys(p.collective for p in cmp.pairs):
@@ -277,8 +270,8 @@ def sweep_tables(cmp: Comparison) -> list[Table]:
                 Column(f"{base} median", "time")]
         for lab in others:
             cols += [Column(f"{lab} median", "time"), Column(f"{lab}/{base}", "ratio"),
-                     Column("interval", align="right"), Column("launches", align="right"),
-                     Column("p", "p"), Column("p adj.", "p"), Column("verdict")]
+                     Column("interval", "ratio_ci"), Column("launches", align="right"),
+                     Column("p", "p"), _P_ADJUSTED, Column("verdict")]
         t = Table(f"{coll}: medians, ratio run / {base} with its launch-level interval, p and adjusted p", cols)
         keys = list(dict.fromkeys((p.algorithm, p.nbytes, p.dtype, p.op, p.in_place, p.root)
                                   for p in _in_size_order(ps)))
@@ -297,60 +290,16 @@ def sweep_tables(cmp: Comparison) -> list[Table]:
     return tables
 
 
-def _extra(p: WorkloadPair) -> list[str]:
-    if p.workload == "overlap":
-        return [f"{p.overlap_pct_a:.0f}%", f"{p.overlap_pct_b:.0f}%"]
-    if p.workload == "straggler":
-        return [f"{p.slowdown_a:.2f}", f"{p.slowdown_b:.2f}"]
-    return []
-
-
 def workload_markdown_blocks(cmp: Comparison, figure: str | None) -> list:
-    """The workload comparison as report blocks (see ``ccbench.present.report.render_markdown``)."""
-    base = cmp.runs[0][0]
-    blocks: list = [("h", 1, "ccbench comparison: " + " vs ".join(f"{lab} = {p.name}" for lab, p, _ in cmp.runs)),
-                    ("table", ["run", "directory", "workload", "model", "MPI library", "ranks", "nodes", "per node",
-                               "thread level", "started"],
-                     [[lab, str(p), str(m.get("workload", "?")), str((m.get("model") or {}).get("name", "-")),
-                       m.get("mpi_library", "?"), str(m.get("nranks", "?")), str(m.get("nodes", "?")),
-                       str(m.get("ranks_per_node", "?")), str(m.get("thread_level", "?")),
-                       str(m.get("start_time", "?"))] for lab, p, m in cmp.runs], {5, 6, 7})]
-    if cmp.warnings:
-        blocks += [("h", 2, "Warnings"), ("ul", [f"warning: {w}" for w in cmp.warnings])]
-    blocks.append(("p", _sentence(legend(cmp, "rows")) + " Summary: geometric mean of the ratios, of whole steps "
-                                                          "and of the calls within them apart."))
-    blocks += [("h", 2, "Summary"),
-               ("table", ["run", "workload", "rows", "compared", f"geometric mean ratio (vs {base})", *VERDICTS],
-                [[s["other"], s["workload"], s["rows"], str(s["pairs"]), f"{s['geomean_ratio']:.3g}",
-                  *(str(s[v]) for v in VERDICTS)] for s in cmp.summary()],
-                {3, 4, 5, 6, 7, 8, 9})]
-    blocks.append(("ul", launch_lines(cmp, "row")))
-    only = [f"{a} row(s) of run {base} not in run {lab}, {b} of run {lab} not in run {base}"
-            for lab, (a, b) in cmp.unmatched.items() if a or b]
-    if only:
-        blocks.append(("p", "Not compared: " + "; ".join(only) + "."))
+    """The workload comparison as report blocks (see ``ccbench.present.report.render_markdown``): the tables of
+    ``workload_comparison_tables`` (the runs with their nodes and when each started), a section per workload."""
+    runs = _workload_runs_table(cmp, page=True)
+    blocks = _page_head(cmp, runs, "row", "Summary: geometric mean of the ratios, of whole steps and of the calls "
+                                          "within them apart.")
     if figure:
         blocks.append(("img", figure, "time ratios of the whole steps per workload"))
-    for w in dict.fromkeys(p.workload for p in cmp.pairs):
-        whole = [p for p in cmp.pairs if p.workload == w and p.whole]
-        extra = {"overlap": ["overlap A", "overlap other"], "straggler": ["slowdown A", "slowdown other"]}.get(w, [])
-        blocks += [("h", 2, w),
-                   ("table", ["run", "variant", "algorithm", "size", f"{base} median", "other median", "ratio",
-                              "interval", "launches", "p", "p (adj.)", "verdict", *extra],
-                    [[p.other, p.variant, p.algorithm, format_size(p.nbytes), human_time(p.median_a_s),
-                      human_time(p.median_b_s), f"{p.ratio:.3g}", _interval(p), _launches(p), fmt_p(p.p_value),
-                      fmt_p(p.p_adjusted), p.verdict, *_extra(p)]
-                     for p in whole], {3, 4, 5, 6, 7, 8, 9, 10, 12, 13})]
-        calls = [p for p in cmp.pairs if p.workload == w and not p.whole]
-        if calls:
-            blocks += [("h", 3, f"{w}: each call of the step"),
-                       ("table", ["run", "variant", "algorithm", "#", "call", "size", f"{base} median",
-                                  "other median", "ratio", "interval", "launches", "p",
-                                  "p (adj.)", "verdict"],
-                        [[p.other, p.variant, p.algorithm, str(p.part), p.label, format_size(p.nbytes),
-                          human_time(p.median_a_s), human_time(p.median_b_s), f"{p.ratio:.3g}", _interval(p),
-                          _launches(p), fmt_p(p.p_value), fmt_p(p.p_adjusted), p.verdict] for p in calls],
-                        {3, 5, 6, 7, 8, 9, 10, 11, 12})]
+    for w, whole, t in _workload_pair_tables(cmp, page=True):
+        blocks += [("h", 2, w) if whole else ("h", 3, f"{w}: each call of the step"), *to_block(t)]
     return blocks
 
 
@@ -377,34 +326,57 @@ def workload_figure(cmp: Comparison):
                              legend_title="filled: faster or slower", hollow_label="noise or undetermined")
 
 
-def workload_comparison_tables(cmp: Comparison) -> list[Table]:
-    """A comparison of workload runs as tables: the runs, then per workload its whole steps and its calls."""
-    base = cmp.runs[0][0]
+def _workload_runs_table(cmp: Comparison, page: bool = False) -> Table:
+    """The runs of a workload comparison; on the `page` also their nodes and when each started."""
     t = Table("runs", [Column("run"), Column("directory"), Column("workload"), Column("model"), Column("MPI library"),
-                       Column("ranks", align="right"), Column("per node", align="right"), Column("thread level")])
+                       Column("ranks", align="right"), *([Column("nodes", align="right")] if page else []),
+                       Column("per node", align="right"), Column("thread level"),
+                       *([Column("started")] if page else [])])
     for lab, p, m in cmp.runs:
         t.add_row(lab, str(p), str(m.get("workload", "?")), str((m.get("model") or {}).get("name", "-")),
-                  str(m.get("mpi_library", "?")), str(m.get("nranks", "?")), str(m.get("ranks_per_node", "?")),
-                  str(m.get("thread_level", "?")))
-    tables = [t]
+                  str(m.get("mpi_library", "?")), str(m.get("nranks", "?")),
+                  *([str(m.get("nodes", "?"))] if page else []), str(m.get("ranks_per_node", "?")),
+                  str(m.get("thread_level", "?")), *([str(m.get("start_time", "?"))] if page else []))
+    return t
+
+
+#: What the compared rows of an overlap or a straggler workload add: each side's overlap or slowdown (its name,
+#: its quantity, the values of a pair).
+_EXTRA = {"overlap": ("overlap", "share", lambda p: (p.overlap_pct_a / 100, p.overlap_pct_b / 100)),
+          "straggler": ("slowdown", "slowdown", lambda p: (p.slowdown_a, p.slowdown_b))}
+
+
+def _workload_pair_tables(cmp: Comparison, page: bool = False) -> list[tuple[str, bool, Table]]:
+    """(workload, whole steps or not, its table) per workload: the whole steps, then each call of the step (on the
+    `page` with its place in the step, "#", too)."""
+    base = cmp.runs[0][0]
+    out = []
     for w in dict.fromkeys(p.workload for p in cmp.pairs):
+        name, quantity, extra = _EXTRA.get(w, ("", "", None))
         for whole in (True, False):
             ps = [p for p in cmp.pairs if p.workload == w and p.whole == whole]
             if not ps:
                 continue
+            call = [] if whole else [*([Column("#", "count")] if page else []), Column("call")]
             t = Table(f"{w}: {'whole steps' if whole else 'each call of the step'}: medians, ratio run / "
                       f"{base} with its launch-level interval, p and adjusted p",
-                      [Column("run"), Column("variant"), Column("algorithm"), *(() if whole else (Column("call"),)),
-                       Column("size", "size"), Column(f"{base} median", fmt=human_time),
-                       Column("median", fmt=human_time), Column("ratio", "ratio"),
-                       Column("interval", align="right"), Column("launches", align="right"),
-                       Column("p", "p"), Column("p adj.", "p"), Column("verdict")])
+                      [Column("run"), Column("variant"), Column("algorithm"), *call, Column("size", "size"),
+                       Column(f"{base} median", "time"), Column("median", "time"), Column("ratio", "ratio"),
+                       Column("interval", "ratio_ci"), Column("launches", align="right"), Column("p", "p"),
+                       _P_ADJUSTED, Column("verdict"),
+                       *([Column(f"{name} {base}", quantity), Column(name, quantity)] if extra else [])])
             for p in ps:
-                t.add_row(p.other, p.variant, p.algorithm, *(() if whole else (p.label,)), p.nbytes, p.median_a_s,
-                          p.median_b_s, p.ratio, _interval(p), _launches(p), p.p_value, p.p_adjusted,
-                          _verdict(p.verdict))
-            tables.append(t)
-    return tables
+                keys = [] if whole else [*([p.part] if page else []), p.label]
+                t.add_row(p.other, p.variant, p.algorithm, *keys, p.nbytes,
+                          p.median_a_s, p.median_b_s, p.ratio, _interval(p), _launches(p), p.p_value, p.p_adjusted,
+                          _verdict(p.verdict), *(extra(p) if extra else ()))
+            out.append((w, whole, t))
+    return out
+
+
+def workload_comparison_tables(cmp: Comparison) -> list[Table]:
+    """A comparison of workload runs as tables: the runs, then per workload its whole steps and its calls."""
+    return [_workload_runs_table(cmp), *(t for _, _, t in _workload_pair_tables(cmp))]
 
 
 @dataclass(frozen=True)
@@ -445,8 +417,8 @@ def _generic_tables(cmp: Comparison) -> list[Table]:
                   str(m.get("ranks_per_node", "?")), str(m.get("thread_level", "?")))
     rows = Table(f"every {kind.item}: medians, ratio run / {base} with its launch-level interval, p and adjusted p",
                  [Column("run"), *key_columns(kind), Column(f"{base} median", "time"), Column("median", "time"),
-                  Column("ratio", "ratio"), Column("interval", align="right"), Column("launches", align="right"),
-                  Column("p", "p"), Column("p adj.", "p"), Column("verdict")])
+                  Column("ratio", "ratio"), Column("interval", "ratio_ci"), Column("launches", align="right"),
+                  Column("p", "p"), _P_ADJUSTED, Column("verdict")])
     for p in cmp.pairs:
         rows.add_row(p.other, *(getattr(p, f) for f in kind.key_fields), p.median_a_s, p.median_b_s, p.ratio,
                      _interval(p), _launches(p), p.p_value, p.p_adjusted, _verdict(p.verdict))
@@ -457,12 +429,7 @@ def _generic_blocks(cmp: Comparison, figure: str | None) -> list:
     """The page of such a comparison: the runs, warnings, legend, summary, launch lines, figure, every row."""
     view = compare_view(cmp.kind)
     runs, pairs = _generic_tables(cmp)
-    blocks: list = [("h", 1, "ccbench comparison: " + " vs ".join(f"{lab} = {p.name}" for lab, p, _ in cmp.runs)),
-                    *to_block(runs)]
-    if cmp.warnings:
-        blocks += [("h", 2, "Warnings"), ("ul", [f"warning: {w}" for w in cmp.warnings])]
-    blocks += [("p", _sentence(legend(cmp, view.item + "s"))), ("h", 2, "Summary"),
-               *to_block(summary_table(cmp, view)), ("ul", launch_lines(cmp, view.item))]
+    blocks = _page_head(cmp, runs, view.item)
     if figure:
         blocks.append(("img", figure, f"time ratio per {view.item}"))
     return [*blocks, ("h", 2, f"Every {view.item}"), *to_block(pairs)]

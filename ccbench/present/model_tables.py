@@ -4,11 +4,11 @@ import math
 from collections.abc import Mapping
 
 from ccbench.core.units import fmt_time, format_size
-from ccbench.present.table import Column, Styled, Table, render, to_rich
+from ccbench.present.table import Column, Styled, Table, fmt_bandwidth, fmt_time_per_byte, render, to_rich
 
-__all__ = ["checks_table", "curves_table", "effective_table", "gamma_line", "gamma_text", "gbs", "lab_table",
-           "native_table", "network_table", "off_table", "params_line", "prediction_grid_table", "prediction_tables",
-           "print_fit", "print_predictions", "who_wins_tables"]
+__all__ = ["checks_table", "curves_table", "effective_table", "gamma_line", "gamma_text", "gbs", "gbs_of_beta",
+           "lab_table", "native_table", "network_table", "off_table", "params_line", "prediction_grid_table",
+           "prediction_tables", "print_fit", "print_predictions", "who_wins_tables"]
 
 
 def _ci(ci, fmt) -> str:
@@ -18,14 +18,22 @@ def _ci(ci, fmt) -> str:
     return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
 
 
+def gbs_of_beta(beta) -> float | None:
+    """The bandwidth in GB/s (1e9 B/s) of an inverse bandwidth in s/byte: infinite for 0 or less, None for none."""
+    if beta is None or beta != beta:
+        return None
+    return math.inf if beta <= 0 else 1e-9 / beta
+
+
 def gbs(beta) -> str:
-    """Bandwidth in GB/s (1e9 B/s) of an inverse bandwidth in s/byte."""
-    return "-" if beta is None or beta != beta else ("inf" if beta <= 0 else f"{1e-9 / beta:.3g}")
+    """Bandwidth in GB/s (1e9 B/s) of an inverse bandwidth in s/byte, as the "bandwidth" quantity writes it."""
+    v = gbs_of_beta(beta)
+    return "-" if v is None else fmt_bandwidth(v)
 
 
 def gamma_text(g) -> str:
-    """A reduction cost in ps per byte."""
-    return "-" if g is None or g != g else f"{g * 1e12:.3g} ps/B"
+    """A reduction cost per byte, in ps/B (ns/B from 1 ns/B on): the "time_per_byte" quantity."""
+    return "-" if g is None or g != g else fmt_time_per_byte(g)
 
 
 def _get(params, key):
@@ -76,7 +84,7 @@ def effective_table(eff: Mapping) -> Table:
     t = Table("effective parameters per path (fitted to the run's collectives at the measured gamma; 95% CI)",
               [Column("path"), Column("alpha", align="right"), Column("95% CI", align="right"),
                Column("bandwidth GB/s", align="right"), Column("95% CI ", align="right"), Column("rows", "count"),
-               Column("R2", fmt=lambda v: f"{v:.3f}"), Column("max rel resid", fmt=lambda v: f"{v:.0%}")])
+               Column("R2", "r2"), Column("max rel resid", "share")])
     for label, key in (("hand-written (numpy)", "numpy"), ("native (MPI library)", "mpi")):
         p = eff[key]
         b = p.get("beta_ci_s_per_byte")
@@ -93,10 +101,9 @@ def checks_table(by_params: Mapping, used: str | None) -> Table:
     t = Table(f"model checks under each parameter set (ratio = measured / predicted; worst = farthest from 1); "
               f"predictions use: {used}",
               [Column("parameters"), Column("collective"), Column("kind"), Column("cases", "count"),
-               Column("off", "count"), Column("median", fmt=lambda v: f"{v:.2f}"),
-               Column("worst", fmt=lambda v: f"{v:.2f}"), Column(f"median >= {format_size(big)}",
-                                                                 fmt=lambda v: f"{v:.2f}"),
-               Column(f"worst >= {format_size(big)}", fmt=lambda v: f"{v:.2f}")])
+               Column("off", "count"), Column("median", "model_ratio"),
+               Column("worst", "model_ratio"), Column(f"median >= {format_size(big)}", "model_ratio"),
+               Column(f"worst >= {format_size(big)}", "model_ratio")])
     for name, block in by_params.items():
         for x in block["summary"]:
             t.add_row(name + (" (used)" if name == used else ""), x["collective"], x["kind"], x["cases"], x["off"],
@@ -191,7 +198,7 @@ def curves_table(curves: list) -> Table:
     t = Table("per-curve fits T(n) = alpha + beta n (segments chosen by BIC; 95% bootstrap CIs)",
               [Column("collective"), Column("algorithm"), Column("P", "count"), Column("dtype/op"),
                Column("segments: sizes  alpha [CI]  GB/s [CI]"), Column("breakpoints"),
-               Column("R2", fmt=lambda v: f"{v:.3f}"), Column("max rel resid", fmt=lambda v: f"{v:.0%}"),
+               Column("R2", "r2"), Column("max rel resid", "share"),
                Column("flags")])
     for c in curves:
         seg = c["segmented"]
@@ -228,7 +235,7 @@ def off_table(checks: list, tolerance: float) -> Table:
     t = Table(f"predicted vs measured: {len(off)} of {len(checks)} modelled cases off by more "
               f"than {tolerance:.0%} (ratio = measured / predicted)",
               [Column("collective"), Column("algorithm"), Column("P", "count"), Column("size", "size"),
-               Column("measured", "time"), Column("predicted", "time"), Column("ratio", fmt=lambda v: f"{v:.2f}"),
+               Column("measured", "time"), Column("predicted", "time"), Column("ratio", "model_ratio"),
                Column("priced as"), Column("likely reason")])
     for c in off:
         t.add_row(c["collective"], c["algorithm"], c["nranks"], c["nbytes"], c["measured_s"], c["predicted_s"],

@@ -22,10 +22,21 @@ from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.hardware import summary as hardware_summary
 from ccbench.core.replication import DEFAULT_PRIOR_BETWEEN_CV, log_sd_from_cv
 from ccbench.core.units import format_size, human_time
-from ccbench.present.table import DECIDED, Column, Table, fmt_cv, to_block
+from ccbench.present.model_tables import gbs_of_beta
+from ccbench.present.table import (
+    DECIDED,
+    PAGE_QUANTITIES,
+    Cell,
+    Column,
+    Noted,
+    Table,
+    fmt_bandwidth,
+    fmt_cv,
+    fmt_time_per_byte,
+    to_block,
+)
 from ccbench.present.views import LAUNCH_COLUMNS, launch_cells, launch_count, launch_line
 from ccbench.store.launches import LAUNCH_SPREAD
-from ccbench.store.results import Row
 from ccbench.store.run import Run, lab_block
 
 __all__ = [
@@ -35,6 +46,7 @@ __all__ = [
     "fastest_table",
     "launch_blocks",
     "launch_sentence",
+    "median_ci",
     "group_figure",
     "group_slug",
     "limit_blocks",
@@ -68,10 +80,6 @@ def group_slug(g: Curves, several: bool) -> str:
 
 
 # --------------------------------------------------------------------------- the fastest against its runner-up
-
-#: Formatters the report pages use instead of the terminal's (times in µs rather than us).
-PAGE_QUANTITIES = {"time": human_time}
-
 
 def _method_text(method: str) -> str:
     """What a ``fastest_of`` method means, in one sentence."""
@@ -115,7 +123,7 @@ def fastest_blocks(heading: str, what: str, entries: Sequence[Mapping], key: Col
     return [("h", 3, heading),
             ("p", f"Smallest stored median among correct {what}; margin = the runner-up's median over the "
                   f"fastest's, minus 1, with its 95% CI; decided at the launch level (two-sided, p < {SIGNIFICANCE})."),
-            *to_block(fastest_table("", entries, key, key_of), with_caption=True, quantities=PAGE_QUANTITIES)]
+            *to_block(fastest_table("", entries, key, key_of), with_caption=True)]
 
 
 # --------------------------------------------------------------------------- launches
@@ -142,7 +150,7 @@ def launch_blocks(rows: Sequence, name) -> list:
                   "within one launch (one-way random effects on log times; Searle, Casella & McCulloch 1992). "
                   f"{LAUNCH_SPREAD}: the launches differ more than the calls within one launch, so only the "
                   "intervals over launches are to be trusted."),
-            *to_block(t, quantities=PAGE_QUANTITIES)]
+            *to_block(t)]
 
 
 # --------------------------------------------------------------------------- analyses
@@ -165,29 +173,40 @@ def _checks(doc: Mapping, g: Curves) -> list[dict]:
 # --------------------------------------------------------------------------- page model
 # A page is a list of blocks rendered twice, as Markdown (GitHub-flavoured tables) and as
 # HTML: ("h", level, text), ("p", text), ("ul", [items]), ("table", headers, rows, right),
-# ("img", file name, alt text).
+# ("img", file name, alt text).  Every table is a ``ccbench.present.table.Table`` of raw
+# values, made blocks by ``to_block``.
 
 
-def _ci_text(ci, fmt) -> str:
+def _interval(ci) -> tuple | None:
+    """A stored interval (low, high) as a cell's value; None when it has no finite bounds."""
     if not ci or any(v is None or (isinstance(v, float) and not math.isfinite(v)) for v in ci):
-        return "-"
-    return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+        return None
+    return tuple(ci)
 
 
-def _gbs_of_beta(beta) -> str:
-    if beta is None or not math.isfinite(beta):
-        return "-"
-    return "inf" if beta <= 0 else f"{1e-9 / beta:.3g}"
-
-
-def _bw_ci(ci) -> str:
+def _bw_interval(ci) -> tuple | None:
+    """The interval of 1/beta in GB/s of an interval of beta (the bounds swap); None without one."""
     if not ci or any(v is None for v in ci):
-        return "-"
-    return f"[{_gbs_of_beta(ci[1])}, {_gbs_of_beta(ci[0])}]"  # the bounds swap
+        return None
+    return gbs_of_beta(ci[1]), gbs_of_beta(ci[0])
 
 
-def _gamma_text(g) -> str:
-    return "-" if g is None or not math.isfinite(g) else f"{g * 1e12:.3g} ps/B"
+def _what_value(rows) -> Table:
+    """A table of (what, value) text pairs."""
+    return Table("", [Column("what"), Column("value")], [[k, str(v)] for k, v in rows])
+
+
+def _gbs(gbs: float) -> str:
+    """A bandwidth in a sentence of the page: "4.43 GB/s"."""
+    return f"{fmt_bandwidth(gbs)} GB/s"
+
+
+def median_ci(r) -> Noted | tuple | None:
+    """A stored row's median with its interval as a "median_ci" cell, a wrong row's with "WRONG (n)" after it."""
+    if r is None:
+        return None
+    v = (r.median_s, r.ci_low_s, r.ci_high_s)
+    return v if r.ok else Noted(v, f"WRONG ({r.nwrong})")
 
 
 def provenance_blocks(path: Path, meta: Mapping, rows: Sequence, warnings: Sequence[str],
@@ -251,7 +270,7 @@ def provenance_blocks(path: Path, meta: Mapping, rows: Sequence, warnings: Seque
     if describe is None:
         def describe(r):
             return f"{r.collective}/{r.algorithm} {format_size(r.nbytes)}"
-    blocks: list = [("h", 2, "Provenance"), ("table", ["what", "value"], [[k, str(v)] for k, v in kv], set())]
+    blocks: list = [("h", 2, "Provenance"), *to_block(_what_value(kv))]
     items = [f"warning: {w}" for w in warnings]
     items += [f"FAILED: {describe(r)}: {r.nwrong} wrong elements" for r in bad]
     items += [f"skipped: {s.get('what')}: {s.get('why')}" for s in meta.get("skipped") or []][:20]
@@ -266,25 +285,27 @@ def _network_blocks(doc: Mapping, meta: Mapping) -> list:
     pp, jt = net.get("pingpong"), net.get("joint")
     if not pp and not jt:
         return []
-    rows = []
-    for label, key, ci_key, fmt, cifmt in (
-        ("α (latency)", "alpha_s", "alpha_ci_s", human_time, lambda ci: _ci_text(ci, human_time)),
-        ("bandwidth 1/β (GB/s)", "beta_s_per_byte", "beta_ci_s_per_byte", _gbs_of_beta, _bw_ci),
-        ("γ (reduction, per byte)", "gamma_s_per_byte", "gamma_ci_s_per_byte", _gamma_text,
-         lambda ci: _ci_text(ci, _gamma_text)),
+    t = Table("", [Column("parameter"), *[Column(h, align="right") for h in (
+        "ping-pong + local reduction", "95% CI", "joint (counted traffic)", "95% CI")]])
+    for label, key, ci_key, quantity, value, interval in (
+        ("α (latency)", "alpha_s", "alpha_ci_s", "time", lambda v: v, _interval),
+        ("bandwidth 1/β (GB/s)", "beta_s_per_byte", "beta_ci_s_per_byte", "bandwidth", gbs_of_beta, _bw_interval),
+        ("γ (reduction, per byte)", "gamma_s_per_byte", "gamma_ci_s_per_byte", "time_per_byte", lambda v: v,
+         _interval),
     ):
         cells = [label]
         for est in (pp, jt):
-            cells += [fmt(est.get(key)) if est and est.get(key) is not None else "-",
-                      cifmt(est.get(ci_key)) if est else "-"]
-        rows.append(cells)
+            v = est.get(key) if est else None
+            ci = interval(est.get(ci_key)) if est else None
+            cells += [None if v is None else Cell(value(v), quantity),
+                      None if ci is None else Cell(ci, quantity + "_ci")]
+        t.add_row(*cells)
     blocks = [("h", 2, "Network parameters"),
               ("p", "Hockney's model T(n) = α + β·n with γ per reduced byte (Thakur, Rabenseifner & Gropp, "
                     "IJHPCA 2005), fitted by `ccbench fit`'s library (relative-weighted least squares, 95% "
                     "bootstrap intervals over the raw samples). Predictions below use: "
                     f"{net.get('used_for_predictions') or 'none'}."),
-              ("table", ["parameter", "ping-pong + local reduction", "95% CI", "joint (counted traffic)", "95% CI"],
-               rows, {1, 2, 3, 4})]
+              *to_block(t)]
     lab = lab_block(meta)
     if lab:
         blocks += _lab_blocks(lab, pp, doc.get("lab"))
@@ -301,7 +322,14 @@ def _lab_blocks(lab: Mapping, pp: Mapping | None, block: Mapping | None) -> list
     otherwise the run's ping-pong fit `pp` (medians; its alpha includes the hosts' own
     latency).
     """
-    rows = []
+    t = Table("", [Column("quantity"), *[Column(h, align="right") for h in (
+        "injected", "fitted", "95% CI", "fitted / injected")]])
+
+    def time_row(label: str, delay: float, fitted, ci) -> None:
+        t.add_row(label, Cell(delay, "time"), None if fitted is None else Cell(fitted, "time"),
+                  None if ci is None else Cell(ci, "time_ci"),
+                  Cell(fitted / delay, "ratio") if fitted is not None and delay > 0 else None)
+
     delay, rate = lab.get("delay_s"), lab.get("rate_bps")
     fit = (block or {}).get("fitted")
     if fit:
@@ -309,39 +337,35 @@ def _lab_blocks(lab: Mapping, pp: Mapping | None, block: Mapping | None) -> list
         what += "; delay = α − the zero-delay baseline's α)" if (block.get("baseline") or {}).get("alpha_s") \
             is not None else "; no zero-delay baseline: the fitted α includes the hosts' own latency)"
         d = block.get("fitted_delay_s")
-        shown = d if d is not None else fit.get("alpha_s")
         if isinstance(delay, (int, float)):
-            rows.append(["one-way delay" if d is not None else "one-way latency α", human_time(delay),
-                         human_time(shown) if shown is not None else "-",
-                         _ci_text(fit.get("alpha_ci_s"), human_time) if d is None else "-",
-                         f"{shown / delay:.3g}" if shown is not None and delay > 0 else "-"])
+            time_row("one-way delay" if d is not None else "one-way latency α", delay,
+                     d if d is not None else fit.get("alpha_s"),
+                     _interval(fit.get("alpha_ci_s")) if d is None else None)
         r = fit.get("rate_bps")
         fitted_gbs = r / 8e9 if isinstance(r, (int, float)) and math.isfinite(r) and r > 0 else None
         ci = fit.get("rate_ci_bps") or []
-        ci_text = (f"[{ci[0] / 8e9:.3g}, {ci[1] / 8e9:.3g}]" if len(ci) == 2 and all(
-            v is not None and math.isfinite(v) for v in ci) else "-")
+        bw_ci = (ci[0] / 8e9, ci[1] / 8e9) if len(ci) == 2 and _interval(ci) else None
     elif pp:
         what = "the run's ping-pong fit (medians; α includes the hosts' own latency)"
-        a = pp.get("alpha_s")
         if isinstance(delay, (int, float)):
-            rows.append(["one-way latency α", human_time(delay), human_time(a) if a is not None else "-",
-                         _ci_text(pp.get("alpha_ci_s"), human_time),
-                         f"{a / delay:.3g}" if a is not None and delay > 0 else "-"])
+            time_row("one-way latency α", delay, pp.get("alpha_s"), _interval(pp.get("alpha_ci_s")))
         beta = pp.get("beta_s_per_byte")
         fitted_gbs = 1e-9 / beta if beta and beta > 0 else None
-        ci_text = _bw_ci(pp.get("beta_ci_s_per_byte"))
+        bw_ci = _bw_interval(pp.get("beta_ci_s_per_byte"))
     else:
         return []
     if isinstance(rate, (int, float)) and rate > 0:
         injected = rate / 8e9
-        rows.append(["bandwidth (GB/s)", f"{injected:.3g}", f"{fitted_gbs:.3g}" if fitted_gbs else "-", ci_text,
-                     f"{fitted_gbs / injected:.3g}" if fitted_gbs else "-"])
-    if not rows:
+        t.add_row("bandwidth (GB/s)", Cell(injected, "bandwidth"),
+                  Cell(fitted_gbs, "bandwidth") if fitted_gbs else None,
+                  None if bw_ci is None else Cell(bw_ci, "bandwidth_ci"),
+                  Cell(fitted_gbs / injected, "ratio") if fitted_gbs else None)
+    if not t.rows:
         return []
     return [("h", 3, "Injected vs fitted (emulated lab)"),
             ("p", f"What the lab injected (rate_bps in bits per second, so bandwidth = rate_bps / 8) against "
                   f"{what}."),
-            ("table", ["quantity", "injected", "fitted", "95% CI", "fitted / injected"], rows, {1, 2, 3, 4})]
+            *to_block(t)]
 
 
 # --------------------------------------------------------------------------- the node's limit
@@ -354,12 +378,12 @@ LIMIT_SIZES = 3
 def _limit_text(lim: MemoryLimit) -> str:
     """What the limit is, in one sentence of the page."""
     n = lim.limiting
-    shared = (f"the {n.ranks} ranks of a node copy at once and share its {n.aggregate_gbs:.3g} GB/s, "
-              f"{n.per_rank_gbs:.3g} GB/s each" if n.ranks > 1 else
-              f"one rank per node copies at {n.aggregate_gbs:.3g} GB/s")
+    shared = (f"the {n.ranks} ranks of a node copy at once and share its {_gbs(n.aggregate_gbs)}, "
+              f"{_gbs(n.per_rank_gbs)} each" if n.ranks > 1 else
+              f"one rank per node copies at {_gbs(n.aggregate_gbs)}")
     return (f"The limit is the per-rank share of the node's memory copy bandwidth: {shared}"
             f"{f' (on {n.host}, the node with the least per rank)' if len(lim.nodes) > 1 else ''}; "
-            f"a message byte is read and written once, so the limit is {lim.copy_gbs:.3g} GB/s of bytes copied "
+            f"a message byte is read and written once, so the limit is {_gbs(lim.copy_gbs)} of bytes copied "
             "per rank (ccbench.analysis.limits). Bus bandwidth is per-rank bytes per second by construction; "
             "above 100% the data stayed in cache.")
 
@@ -376,30 +400,30 @@ def limit_blocks(lim: MemoryLimit | None, groups: Sequence[Curves]) -> list:
     allreduce/allgather at the largest size as a share of the limit; nothing for a run without the record."""
     if lim is None:
         return []
-    rows = [["method", lim.method],
-            ["one core (the others idle)", f"{lim.one_core_gbs:.3g} GB/s on {lim.one_core_host}, "
-                                           f"{format_size(lim.one_core_nbytes)} buffers"]]
-    rows += [[f"all ranks at once, {n.host}", f"{n.aggregate_gbs:.3g} GB/s over {n.ranks} ranks, "
-                                              f"{n.per_rank_gbs:.3g} GB/s each, {format_size(b)} buffers per rank"]
+    rows = [("method", lim.method),
+            ("one core (the others idle)", f"{_gbs(lim.one_core_gbs)} on {lim.one_core_host}, "
+                                           f"{format_size(lim.one_core_nbytes)} buffers")]
+    rows += [(f"all ranks at once, {n.host}", f"{_gbs(n.aggregate_gbs)} over {n.ranks} ranks, "
+                                              f"{_gbs(n.per_rank_gbs)} each, {format_size(b)} buffers per rank")
              for n, b in zip(lim.nodes, lim.per_rank_nbytes, strict=True)]
-    rows += [["per-rank limit (bytes copied)", f"{lim.copy_gbs:.3g} GB/s"],
-             ["intra-node β per rank", f"{lim.intra_node_beta_s_per_byte * 1e9:.3g} ns/B"],
-             ["repetitions", f"best of {lim.repetitions}"]]
+    rows += [("per-rank limit (bytes copied)", _gbs(lim.copy_gbs)),
+             ("intra-node β per rank", fmt_time_per_byte(lim.intra_node_beta_s_per_byte)),
+             ("repetitions", f"best of {lim.repetitions}")]
     blocks: list = [("h", 2, "How close to the node's limit"),
                     ("p", "Memory copy bandwidth measured at the start of the sweep, like STREAM copy (McCalpin "
                           "1995) with numpy; bandwidths count bytes read + written, as STREAM does. "
                           + _limit_text(lim)),
-                    ("table", ["what", "value"], rows, set())]
-    best = []
+                    *to_block(_what_value(rows))]
+    best = Table("", [Column("collective"), Column("size", "size"), Column("best"), Column("algorithm"),
+                      Column("busbw GB/s", "bandwidth"), Column("% of limit", "share")])
     for g in groups:
         if g.collective not in LIMIT_COLLECTIVES or not (cells := _largest_cells(g)):
             continue
         n = max(cells)
         for side, (alg, share) in best_shares(cells[n], lim.copy_gbs).items():
-            best.append([variant_label(g), format_size(n), side, alg, f"{cells[n][alg]:.3g}", f"{share:.0%}"])
-    if best:
-        blocks.append(("table", ["collective", "size", "best", "algorithm", "busbw GB/s", "% of limit"], best,
-                       {1, 4, 5}))
+            best.add_row(variant_label(g), n, side, alg, cells[n][alg], share)
+    if best.rows:
+        blocks += to_block(best)
     return blocks
 
 
@@ -408,10 +432,11 @@ def _limit_table(g: Curves, lim: MemoryLimit) -> list:
     if g.collective not in LIMIT_COLLECTIVES or not (cells := _largest_cells(g)):
         return []
     algs = list(g.by_algorithm)
-    return [("h", 3, f"Bus bandwidth as % of memory copy bandwidth (limit {lim.copy_gbs:.3g} GB/s per rank)"),
-            ("table", ["size", *algs],
-             [[format_size(n), *[f"{share_of_limit(c[a], lim.copy_gbs):.0%}" if a in c else "-" for a in algs]]
-              for n, c in cells.items()], set(range(len(algs) + 1)))]
+    t = Table("", [Column("size", "size"), *[Column(a, "share") for a in algs]])
+    for n, c in cells.items():
+        t.add_row(n, *[share_of_limit(c[a], lim.copy_gbs) if a in c else None for a in algs])
+    return [("h", 3, f"Bus bandwidth as % of memory copy bandwidth (limit {_gbs(lim.copy_gbs)} per rank)"),
+            *to_block(t)]
 
 
 def _collective_blocks(g: Curves, doc: Mapping, figures: Mapping[str, str], tolerance: float,
@@ -431,23 +456,16 @@ def _collective_blocks(g: Curves, doc: Mapping, figures: Mapping[str, str], tole
             "samples, each sample the slowest rank's time of one call; brackets: 95% CI over launches "
             "(two-stage bootstrap: launches, then samples within them).")))
     cell = {(r.algorithm, r.nbytes): r for a in algs for r in g.by_algorithm[a]}
-
-    def lat(r: Row | None) -> str:
-        if r is None:
-            return "-"
-        s = f"{human_time(r.median_s)} [{human_time(r.ci_low_s)}, {human_time(r.ci_high_s)}]"
-        return s + ("" if r.ok else f" WRONG ({r.nwrong})")
-
-    blocks += [("h", 3, "Latency (median [95% CI])"),
-               ("table", ["size", *algs], [[format_size(n), *[lat(cell.get((a, n))) for a in algs]]
-                                          for n in g.sizes], set(range(len(algs) + 1)))]
+    latency = Table("", [Column("size", "size"), *[Column(a, "median_ci") for a in algs]])
+    busbw = Table("", [Column("size", "size"), *[Column(a, "bandwidth") for a in algs]])
+    for n in g.sizes:
+        latency.add_row(n, *[median_ci(cell.get((a, n))) for a in algs])
+        busbw.add_row(n, *[cell[(a, n)].busbw_gbs if (a, n) in cell else None for a in algs])
+    blocks += [("h", 3, "Latency (median [95% CI])"), *to_block(latency)]
     blocks += launch_blocks([r for a in algs for r in g.by_algorithm[a]],
                             lambda r: f"{r.algorithm} {format_size(r.nbytes)}")
     if g.collective != "barrier":
-        blocks += [("h", 3, "Bus bandwidth (GB/s)"),
-                   ("table", ["size", *algs],
-                    [[format_size(n), *[f"{cell[(a, n)].busbw_gbs:.3g}" if (a, n) in cell else "-" for a in algs]]
-                     for n in g.sizes], set(range(len(algs) + 1)))]
+        blocks += [("h", 3, "Bus bandwidth (GB/s)"), *to_block(busbw)]
     if limit is not None:
         blocks += _limit_table(g, limit)
     fast = fastest_per_size(g)
@@ -457,19 +475,19 @@ def _collective_blocks(g: Curves, doc: Mapping, figures: Mapping[str, str], tole
     curves = [c for c in doc.get("curves", [])
               if (c["collective"], c["nranks"], c["dtype"], c["op"], c["in_place"], c["root"]) == g.key]
     if curves:
-        rows = []
+        t = Table("", [Column("algorithm"), Column("sizes", "size_range", align="left"), Column("α", "time"),
+                       Column("95% CI", "time_ci"), Column("1/β GB/s", "bandwidth"), Column("95% CI", "bandwidth_ci"),
+                       Column("R²", "r2"), Column("max rel. resid.", "share"), Column("flags")])
         for c in sorted(curves, key=lambda c: algorithm_order(c["algorithm"])):
             seg = c["segmented"]
             for s in seg["segments"]:
-                rows.append([c["algorithm"], f"{format_size(s['nbytes_lo'])} - {format_size(s['nbytes_hi'])}",
-                             human_time(s["alpha_s"]), _ci_text(s["alpha_ci_s"], human_time),
-                             _gbs_of_beta(s["beta_s_per_byte"]), _bw_ci(s["beta_ci_s_per_byte"]),
-                             f"{seg['r2']:.3f}", f"{seg['max_rel_residual']:.0%}", ", ".join(c["flags"]) or "-"])
+                t.add_row(c["algorithm"], (s["nbytes_lo"], s["nbytes_hi"]), s["alpha_s"], _interval(s["alpha_ci_s"]),
+                          gbs_of_beta(s["beta_s_per_byte"]), _bw_interval(s["beta_ci_s_per_byte"]), seg["r2"],
+                          seg["max_rel_residual"], ", ".join(c["flags"]) or "-")
         blocks += [("h", 3, "Fitted parameters"),
                    ("p", "T(n) = α + β·n per curve, segmented at protocol changes (number of segments by "
                          "BIC), 95% bootstrap CIs; bandwidth = 1/β in GB/s."),
-                   ("table", ["algorithm", "sizes", "α", "95% CI", "1/β GB/s", "95% CI", "R²", "max rel. resid.",
-                              "flags"], rows, {2, 3, 4, 5, 6, 7})]
+                   *to_block(t)]
     checks = _checks(doc, g)
     if checks:
         off = [c for c in checks if c["off"]]
@@ -480,11 +498,13 @@ def _collective_blocks(g: Curves, doc: Mapping, figures: Mapping[str, str], tole
             line += f" The predicted fastest algorithm matches the measured one at {ww['agreement']:.0%} of sizes."
         blocks += [("h", 3, "Model check"), ("p", line)]
         if off:
-            blocks.append(("table", ["algorithm", "size", "measured", "predicted", "measured / predicted",
-                                     "likely reason"],
-                           [[c["algorithm"], format_size(c["nbytes"]), human_time(c["measured_s"]),
-                             human_time(c["predicted_s"]), f"{c['ratio']:.2f}" if c["ratio"] is not None else "-",
-                             ", ".join(c["reasons"]) or "unknown"] for c in off], {1, 2, 3, 4}))
+            t = Table("", [Column("algorithm"), Column("size", "size"), Column("measured", "time"),
+                           Column("predicted", "time"), Column("measured / predicted", "model_ratio"),
+                           Column("likely reason")])
+            for c in off:
+                t.add_row(c["algorithm"], c["nbytes"], c["measured_s"], c["predicted_s"], c["ratio"],
+                          ", ".join(c["reasons"]) or "unknown")
+            blocks += to_block(t)
     flagged = [f"{r.algorithm} {format_size(r.nbytes)}: {', '.join(r.flags)}"
                for a in algs for r in g.by_algorithm[a] if r.flags]
     if flagged:

@@ -26,7 +26,7 @@ from ccbench.present.report import (
     page_files,
     provenance_blocks,
 )
-from ccbench.present.table import Column
+from ccbench.present.table import Column, Noted, Table, fmt_share, to_block
 from ccbench.store.run import Run
 from ccbench.store.workload_rows import KIND, WorkloadRow
 
@@ -60,16 +60,26 @@ def _parts(rows: Sequence[WorkloadRow]) -> list[tuple[WorkloadRow, list[Workload
 # --------------------------------------------------------------------------- tables
 
 
-def _ci(r: WorkloadRow) -> str:
-    return f"{human_time(r.median_s)} [{human_time(r.ci_low_s)}, {human_time(r.ci_high_s)}]"
+def _ci(r: WorkloadRow) -> tuple:
+    """A row's median with its interval, a "median_ci" cell."""
+    return r.median_s, r.ci_low_s, r.ci_high_s
 
 
 def _check(r: WorkloadRow) -> str:
     return "ok" if r.ok else f"FAILED ({r.nwrong} wrong)"
 
 
-def _gbs(nbytes: int, seconds: float) -> str:
-    return f"{nbytes / seconds / 1e9:.3g}" if seconds > 0 else "-"
+def _gbs(nbytes: int, seconds: float) -> float | None:
+    """The algorithm bandwidth in GB/s of `nbytes` in `seconds` (None for no time)."""
+    return nbytes / seconds / 1e9 if seconds > 0 else None
+
+
+#: The last columns of a workload table: samples, flags, the check of the results.
+_TAIL = (Column("n", "count"), Column("flags"), Column("check"))
+
+
+def _tail(r: WorkloadRow) -> tuple:
+    return r.samples, ", ".join(r.flags) or "-", _check(r)
 
 
 def _fastest_block(fast: Sequence[Mapping]) -> list:
@@ -92,10 +102,23 @@ def _whiskers(rows: Sequence[WorkloadRow]) -> str:
     return "95% CI over launches" if any(r.n_launches > 1 for r in rows) else "95% CI"
 
 
+def _share_cell(p: WorkloadRow | None, total: float):
+    """A call's median with its interval, its share of the calls' summed medians after it (a wrong one says so)."""
+    if p is None:
+        return None
+    notes = ([f"({fmt_share(p.median_s / total)})"] if total > 0 else []) + ([] if p.ok else [f"WRONG ({p.nwrong})"])
+    return Noted(_ci(p), " ".join(notes)) if notes else _ci(p)
+
+
 def _step_blocks(rows: Sequence[WorkloadRow], figures: Mapping[str, str]) -> list:
     steps = step_rows(rows)
     w = steps[0].workload
     per = "ranks/comm" if w == "moe" else "tensors"
+    t = Table("", [Column("variant"), Column("algorithm"), Column(per, "count"), Column("calls", "count"),
+                   Column("size", "size"), Column("step time (median [95% CI])", "median_ci"),
+                   Column("algbw GB/s", "bandwidth"), Column("sent (counted)", "size"), *_TAIL],
+              [[r.variant, r.algorithm, r.group_ranks if w == "moe" else r.ntensors, r.ncalls, r.nbytes, _ci(r),
+                _gbs(r.nbytes, r.median_s), r.bytes_sent_total, *_tail(r)] for r in steps])
     blocks: list = [
         ("h", 3, "Step time"),
         ("p", "One step's collectives, called one after another. Size: the calls' buffers summed (nccl-tests "
@@ -104,12 +127,7 @@ def _step_blocks(rows: Sequence[WorkloadRow], figures: Mapping[str, str]) -> lis
                          "95% CI of the median", "median over timed steps, each sample the slowest rank's step")
               + "; algbw = size / median; sent: bytes counted on the wire by all ranks (hand-written algorithms "
                 "only)."),
-        ("table", ["variant", "algorithm", per, "calls", "size", "step time (median [95% CI])", "algbw GB/s",
-                   "sent (counted)", "n", "flags", "check"],
-         [[r.variant, r.algorithm, str(r.group_ranks if w == "moe" else r.ntensors), str(r.ncalls),
-           format_size(r.nbytes), _ci(r), _gbs(r.nbytes, r.median_s),
-           "-" if r.bytes_sent_total is None else format_size(r.bytes_sent_total), str(r.samples),
-           ", ".join(r.flags) or "-", _check(r)] for r in steps], {2, 3, 4, 5, 6, 7, 8})]
+        *to_block(t)]
     blocks += launch_blocks(steps, lambda r: f"{r.variant}, {r.algorithm}")
     blocks += _fastest_block(fastest_per_variant(rows))
     blocks += [("h", 3, "Per call"),
@@ -129,22 +147,22 @@ def _step_blocks(rows: Sequence[WorkloadRow], figures: Mapping[str, str]) -> lis
             continue
         algs = [short_algorithm(s.algorithm) for s, _ in items]
         totals = [sum(p.median_s for p in parts) for _, parts in items]
-        table = []
+        t = Table("", [Column("#", "count"), Column("call"), Column("collective"), Column("tensors", "count"),
+                       Column("size", "size"), *[Column(f"{a}: median [95% CI] (share)", "median_ci") for a in algs]])
         for j, p0 in enumerate(items[0][1]):
-            cells = [str(p0.part), p0.label, p0.collective, str(p0.ntensors), format_size(p0.nbytes)]
-            for (_, parts), total in zip(items, totals, strict=True):
-                p = parts[j] if j < len(parts) else None
-                cells.append("-" if p is None else _ci(p) + (f" ({p.median_s / total:.0%})" if total > 0 else "")
-                             + ("" if p.ok else f" WRONG ({p.nwrong})"))
-            table.append(cells)
-        blocks += [("h", 4, variant),
-                   ("table", ["#", "call", "collective", "tensors", "size",
-                              *[f"{a}: median [95% CI] (share)" for a in algs]],
-                    table, {0, 3, 4, *range(5, 5 + len(algs))})]
+            t.add_row(p0.part, p0.label, p0.collective, p0.ntensors, p0.nbytes,
+                      *[_share_cell(parts[j] if j < len(parts) else None, total)
+                        for (_, parts), total in zip(items, totals, strict=True)])
+        blocks += [("h", 4, variant), *to_block(t)]
     return blocks + _figure_blocks(figures)
 
 
 def _overlap_blocks(rows: Sequence[WorkloadRow], figures: Mapping[str, str]) -> list:
+    t = Table("", [Column("collective"), Column("variant"), Column("size", "size"), Column("comm alone", "time"),
+                   Column("compute", "time"), Column("total (median [95% CI])", "median_ci"),
+                   Column("overlap", "share"), *_TAIL],
+              [[r.collective, r.variant, r.nbytes, r.comm_s, r.compute_s, _ci(r), r.overlap_pct / 100, *_tail(r)]
+               for r in rows])
     return [("h", 3, "Overlap"),
             ("p", "A non-blocking collective started before a compute kernel and waited for after it (OSU's "
                   "non-blocking benchmarks): comm alone = the call by itself, compute = the kernel by itself, "
@@ -152,27 +170,22 @@ def _overlap_blocks(rows: Sequence[WorkloadRow], figures: Mapping[str, str]) -> 
                       rows, "median [95% CI] over samples, each the slowest rank's",
                       "median over samples, each the slowest rank's")
                   + "); overlap = max(0, 100 (1 - (total - compute) / comm alone))."),
-            ("table", ["collective", "variant", "size", "comm alone", "compute", "total (median [95% CI])",
-                       "overlap", "n", "flags", "check"],
-             [[r.collective, r.variant, format_size(r.nbytes), human_time(r.comm_s), human_time(r.compute_s),
-               _ci(r), f"{r.overlap_pct:.0f}%", str(r.samples), ", ".join(r.flags) or "-", _check(r)]
-              for r in rows], {2, 3, 4, 5, 6, 7})] + launch_blocks(
+            *to_block(t)] + launch_blocks(
                   rows, lambda r: f"{r.collective} {format_size(r.nbytes)}") + _figure_blocks(figures)
 
 
 def _straggler_blocks(rows: Sequence[WorkloadRow], figures: Mapping[str, str]) -> list:
     r0 = rows[0]
+    t = Table("", [Column("algorithm"), Column("size", "size"), Column("on time", "time"),
+                   Column("one rank late (median [95% CI])", "median_ci"), Column("slowdown", "slowdown"), *_TAIL],
+              [[r.algorithm, r.nbytes, r.baseline_s, _ci(r), r.slowdown, *_tail(r)] for r in rows])
     return [("h", 3, "Straggler"),
             ("p", f"{r0.variant} before each {r0.collective}: on time = median without the delay, one rank late = "
                   "median [95% CI] with it (" + _times(
                       rows, "each sample the slowest rank's call", "median over samples, each the slowest rank's call")
                   + "); slowdown = (late - on time) / delay: 1 when every rank waits for the late one, 0 when none "
                     "does."),
-            ("table", ["algorithm", "size", "on time", "one rank late (median [95% CI])", "slowdown", "n", "flags",
-                       "check"],
-             [[r.algorithm, format_size(r.nbytes), human_time(r.baseline_s), _ci(r),
-               f"{r.slowdown:.2f}".replace("-0.00", "0.00"), str(r.samples), ", ".join(r.flags) or "-", _check(r)]
-              for r in rows], {1, 2, 3, 4, 5})] + launch_blocks(
+            *to_block(t)] + launch_blocks(
                   rows, lambda r: f"{r.algorithm} {format_size(r.nbytes)}") + _fastest_block(
                   fastest_per_variant(rows)) + _figure_blocks(figures)
 

@@ -82,7 +82,7 @@ def _parts_table(step: WorkloadRow, parts: list[WorkloadRow]) -> Table:
     t = Table(f"{step.variant}, {step.algorithm}: per call (median of its time within the timed steps; "
               "share = of the calls' sum)",
               [Column("#", "count"), Column("part"), Column("collective"), Column("tensors", "count"),
-               Column("size", "size"), Column("median", "time"), Column("share", fmt=lambda v: f"{v:.0%}"),
+               Column("size", "size"), Column("median", "time"), Column("share", "share"),
                Column("algbw GB/s", align="right"), Column("check")])
     for p in parts:
         t.add_row(p.part, p.label, p.collective, p.ntensors, p.nbytes, p.median_s,
@@ -95,10 +95,10 @@ def _overlap_table(rows: list[WorkloadRow]) -> Table:
     t = Table(f"overlap at {rows[0].nranks} ranks: non-blocking collective + compute (OSU definition: "
               "overlap = 100 (1 - (total - compute) / comm alone))",
               [Column("collective"), Column("variant"), Column("size", "size"), Column("comm alone", "time"),
-               Column("compute", "time"), Column("total", "time"), Column("overlap", fmt=lambda v: f"{v:.0f}%"),
+               Column("compute", "time"), Column("total", "time"), Column("overlap", "share"),
                *_tail(several)])
     for r in rows:
-        t.add_row(r.collective, r.variant, r.nbytes, r.comm_s, r.compute_s, r.total_s, r.overlap_pct,
+        t.add_row(r.collective, r.variant, r.nbytes, r.comm_s, r.compute_s, r.total_s, r.overlap_pct / 100,
                   *_tail_cells(r, several))
     return t
 
@@ -109,7 +109,7 @@ def _straggler_table(rows: list[WorkloadRow]) -> Table:
     t = Table(f"straggler at {r0.nranks} ranks: {r0.variant} before each {r0.collective}; "
               "slowdown = (median late - median on time) / delay",
               [Column("algorithm"), Column("size", "size"), Column("on time", "time"),
-               Column("one rank late", "time"), Column("slowdown", fmt=lambda v: f"{v:.2f}".replace("-0.00", "0.00")),
+               Column("one rank late", "time"), Column("slowdown", "slowdown"),
                *_tail(several)])
     for r in rows:
         t.add_row(r.algorithm, r.nbytes, r.baseline_s, r.median_s, r.slowdown, *_tail_cells(r, several))
