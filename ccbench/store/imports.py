@@ -608,19 +608,41 @@ def _row_csv_summary(key: tuple, t: float, count: int) -> Row:
                                algorithm=algorithm, rank_mean_avg_s=None, sync="unknown")
 
 
+class _FirstSeen:
+    """The values seen so far, to tell a repeat without a set of every value: a compact array while they come in
+    increasing order (as files list them), a set only once one comes out of order."""
+
+    __slots__ = ("last", "values", "seen")
+
+    def __init__(self) -> None:
+        self.last, self.values, self.seen = -1, array("q"), None
+
+    def once(self, value: int) -> bool:
+        """Record `value`; False if it was seen before."""
+        if value > self.last and self.seen is None:
+            self.last = value
+            self.values.append(value)
+            return True
+        if self.seen is None:
+            self.seen, self.values = set(self.values), array("q")
+        if value in self.seen:
+            return False
+        self.seen.add(value)
+        return True
+
+
 class _CsvGroup:
     """The cases of a CSV that share collective, algorithm, rank count, dtype and op: what their rows have in
     common, and the sizes seen so far (to refuse a case twice without a set of every case)."""
 
-    __slots__ = ("collective", "algorithm", "nranks", "dtype", "op", "ppn", "itemsize", "template", "last",
-                 "sizes", "seen")
+    __slots__ = ("collective", "algorithm", "nranks", "dtype", "op", "ppn", "itemsize", "template", "sizes")
 
     def __init__(self, collective: str, algorithm: str, nranks: int, dtype: str, op: str, ppn: int | None) -> None:
         self.collective, self.algorithm, self.nranks, self.dtype, self.op = collective, algorithm, nranks, dtype, op
         self.ppn = ppn
         self.itemsize = DTYPES[dtype].itemsize if dtype in DTYPES else 1
         self.template: tuple | None = None  # (its rows' `_Template` or None, busbw factor), made by an import
-        self.last, self.sizes, self.seen = -1, array("q"), None
+        self.sizes = _FirstSeen()
 
     def key(self, nbytes: int) -> tuple:
         """The case's key: (collective, algorithm, nranks, nbytes, dtype, op)."""
@@ -630,40 +652,21 @@ class _CsvGroup:
         return COLLECTIVES[self.collective].count_for(nbytes, self.itemsize, self.nranks)
 
     def once(self, nbytes: int) -> bool:
-        """Record a size of this group; False if it was seen before.  Sizes in increasing order (as files list
-        them) need one compact array; a set is made only when one comes out of order."""
-        if nbytes > self.last and self.seen is None:
-            self.last = nbytes
-            self.sizes.append(nbytes)
-            return True
-        if self.seen is None:
-            self.seen, self.sizes = set(self.sizes), array("q")
-        if nbytes in self.seen:
-            return False
-        self.seen.add(nbytes)
-        return True
+        """Record a size of this group; False if it was seen before."""
+        return self.sizes.once(nbytes)
 
 
 class _Launch:
     """One launch of one case: its times and (with a ``sample`` column) sample numbers, as compact arrays."""
 
-    __slots__ = ("times", "samples", "last", "seen")
+    __slots__ = ("times", "samples")
 
     def __init__(self) -> None:
-        self.times, self.samples, self.last, self.seen = array("d"), array("q"), -1, None
+        self.times, self.samples = array("d"), _FirstSeen()
 
     def once(self, sample: int) -> bool:
-        """Record a sample number; False if it was seen before (as `_CsvGroup.once`)."""
-        if sample > self.last and self.seen is None:
-            self.last = sample
-            self.samples.append(sample)
-            return True
-        if self.seen is None:
-            self.seen, self.samples = set(self.samples), array("q")
-        if sample in self.seen:
-            return False
-        self.seen.add(sample)
-        return True
+        """Record a sample number; False if it was seen before."""
+        return self.samples.once(sample)
 
 
 class _CsvReader:
