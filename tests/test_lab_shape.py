@@ -265,3 +265,20 @@ def test_auto_thread_level_counts_every_lab_hosts_ranks(monkeypatch):
     monkeypatch.setenv("CCBENCH_LAB", json.dumps({"machine_ranks": 2}))
     assert choose_thread_level("auto")[0] == "single"
     assert choose_thread_level("single") == ("single", "requested")
+
+
+def test_show_draws_the_node_map_of_a_run_on_several_nodes():
+    """Two lab hosts of two ranks each, block or cyclic: show's header names each node's ranks and the order; one
+    node says nothing more; hostnames that disagree with the library's map are named."""
+    from ccbench.present.views import topology_line
+
+    block = {"topology": {"node_names": ["ccb-h0", "ccb-h1"], "ranks_of_node": [[0, 1], [2, 3]], "order": "block",
+                          "hostnames_agree": True}}
+    assert topology_line(block) == ("node map (the MPI library's shared-memory split): ccb-h0: ranks 0-1; "
+                                    "ccb-h1: ranks 2-3 (block order)")
+    cyclic = {"topology": {"node_names": ["a", "b"], "ranks_of_node": [[0, 2, 4], [1, 3, 5]], "order": "cyclic"}}
+    assert "a: ranks 0, 2, 4; b: ranks 1, 3, 5 (cyclic order)" in topology_line(cyclic)
+    assert topology_line({"topology": {"node_names": ["vm"], "ranks_of_node": [[0, 1]]}}) == ""
+    assert topology_line({}) == ""
+    odd = {"topology": {"node_names": ["vm"], "ranks_of_node": [[0, 1]], "hostnames_agree": False}}
+    assert "the hostnames do not say the same" in topology_line(odd)

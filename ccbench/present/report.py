@@ -35,7 +35,7 @@ from ccbench.present.table import (
     fmt_time_per_byte,
     to_block,
 )
-from ccbench.present.views import LAUNCH_COLUMNS, launch_cells, launch_count, launch_line
+from ccbench.present.views import LAUNCH_COLUMNS, launch_cells, launch_count, launch_line, topology_line
 from ccbench.store.launches import LAUNCH_SPREAD
 from ccbench.store.run import Run, lab_block
 
@@ -240,6 +240,7 @@ def provenance_blocks(path: Path, meta: Mapping, rows: Sequence, warnings: Seque
                   f"{meta.get('ranks_per_node', '?')} per node"
                   + (" (oversubscribed: more ranks than cores)" if meta.get("oversubscribed") else "")),
         ("hosts (ranks)", ", ".join(f"{h} ({n})" for h, n in hosts.items()) or "?"),
+        *((("node map", topology_line(meta)),) if topology_line(meta) else ()),
         ("cores per node", ", ".join(f"{h}: {n}" for h, n in (meta.get("cores_per_node") or {}).items()) or "?"),
         ("thread level", thread),
         *settings,

@@ -85,6 +85,7 @@ def run_header(meta: dict, path, rows: Sequence = ()) -> str:
         + (f"\n{sampling}" if (sampling := sampling_line(meta.get("config") or {}, meta.get("loop"))) else "")
         + (f"\n{floor}" if (floor := floor_line(meta.get("harness_floor"))) else "")
         + (f"\n{memory}" if (memory := memory_line(meta.get("memory_bandwidth"))) else "")
+        + (f"\n{escape(topo)}" if (topo := topology_line(meta)) else "")
         + (f"\n[yellow]{load}[/]" if (load := load_line(meta.get("load"))) else "")
         + "".join(f"\n{escape(str(v))}" for v in (meta.get("half_types") or {}).values() if v)
         + ("\nimported from " + "; ".join(f"{escape(d['version'])} ({escape(d['path'])}, sha256 {d['sha256'][:12]})"
@@ -92,6 +93,34 @@ def run_header(meta: dict, path, rows: Sequence = ()) -> str:
            + ": the tool's own statistics (no raw samples; compare leaves these cases untested)"
            if meta.get("imported") else "")
     )
+
+
+def _ranks_text(ranks) -> str:
+    """Rank numbers as runs: [0, 1, 2, 5] -> "0-2, 5"."""
+    out, run = [], []
+    for r in sorted(ranks):
+        if run and r == run[-1] + 1:
+            run.append(r)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [r]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ", ".join(out)
+
+
+def topology_line(meta: dict) -> str:
+    """The node map of a run on more than one node (the MPI library's shared-memory split): each node's ranks and
+    the rank order; and where the hostnames disagree with it.  "" for one node, or a run without the record."""
+    topo = meta.get("topology") or {}
+    names, ranks = topo.get("node_names") or [], topo.get("ranks_of_node") or []
+    if len(ranks) < 2 and topo.get("hostnames_agree", True):
+        return ""
+    nodes = "; ".join(f"{n}: ranks {_ranks_text(r)}" for n, r in zip(names, ranks, strict=False))
+    return (f"node map (the MPI library's shared-memory split): {nodes} ({topo.get('order', '?')} order)"
+            + ("" if topo.get("hostnames_agree", True) else "; the hostnames do not say the same (a wrong hostname, "
+               "or ranks that cannot share memory)"))
 
 
 def load_line(load: dict | None) -> str:
