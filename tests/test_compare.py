@@ -1109,3 +1109,16 @@ def test_cold_against_warm_buffers_is_a_provenance_difference():
     assert resolve({"buffers": "cold"}).buffers == "cold" and resolve({}).buffers == "warm"
     with pytest.raises(UsageError, match="config key 'buffers': 'hot'; choose from warm, cold"):
         resolve({"buffers": "hot"})
+
+
+def test_compare_ends_with_its_verdict_counts_and_largest_differences(tmp_path):
+    from ccbench.present.compare import answer_lines
+
+    fast = [[1e-5, 1.1e-5, 0.9e-5]] * 3
+    a = _write_run(tmp_path / "a", [_launch_row(1024, fast), _launch_row(8, fast)])
+    b = _write_run(tmp_path / "b", [_launch_row(1024, [[3e-5, 3.3e-5, 2.7e-5]] * 3), _launch_row(8, fast)])
+    (line,) = answer_lines(compare_runs([open_run(a), open_run(b)]))
+    assert line.startswith("run B vs A: 1 slower, 1 noise of 2 cases; largest: allreduce/ring 1 KiB float32 sum 3x (")
+    c = _write_run(tmp_path / "c", [_launch_row(1024, [[3e-5, 3.3e-5, 2.7e-5]] * 3)], load=_load(0.5))
+    (line,) = answer_lines(compare_runs([open_run(a), open_run(c)]))
+    assert "1 undetermined of 1 case; verdicts withheld: other processes used 50%" in line

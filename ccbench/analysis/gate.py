@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ccbench.core.errors import UsageError
+from ccbench.core.units import format_size, parse_size, parse_time
 from ccbench.core.units import is_time as _is_time
-from ccbench.core.units import parse_size, parse_time
 
 __all__ = ["FAIL_ON", "NOT_A_TIME", "Failure", "Reference", "RefResult", "check_references", "gate_failures",
-           "parse_fail_on", "read_references"]
+           "pair_label", "parse_fail_on", "read_references"]
 
 FAIL_ON = ("slower", "faster", "different")
 #: The verdict of a pair or reference without a usable time (`ccbench.core.units.is_time`: NaN, infinite, zero,
@@ -67,11 +67,12 @@ class Failure:
     ratio_high: float | None
 
 
-def _label(p) -> str:
+def pair_label(p) -> str:
+    """A compared case as a person names it: collective/algorithm size dtype op, a workload row, or a key."""
     if hasattr(p, "workload"):
         return f"{p.workload} {p.variant} {p.algorithm} {p.label}"
     if hasattr(p, "collective") and hasattr(p, "nbytes"):
-        return f"{p.collective}/{p.algorithm} {p.nbytes} B {p.dtype} {p.op}"
+        return f"{p.collective}/{p.algorithm} {format_size(p.nbytes)} {p.dtype} {p.op}"
     names = [f.name for f in dataclasses.fields(p)]  # another kind's pair: its key, between "other" and "nranks_a"
     return " ".join(str(getattr(p, n)) for n in names[names.index("other") + 1:names.index("nranks_a")])
 
@@ -87,7 +88,7 @@ def gate_failures(pairs: Iterable, what: str, margin: float, unmatched=None, wit
         out.append(Failure(other, "every case (" + "; ".join(why) + ")", "withheld", None, None, None))
     for p in pairs:
         if not (_is_time(p.median_a_s) and _is_time(p.median_b_s)):
-            out.append(Failure(p.other, _label(p), NOT_A_TIME, None, None, None))
+            out.append(Failure(p.other, pair_label(p), NOT_A_TIME, None, None, None))
             continue
         if p.verdict not in ("slower", "faster") or p.ratio_low is None or p.ratio_high is None:
             continue
@@ -95,7 +96,7 @@ def gate_failures(pairs: Iterable, what: str, margin: float, unmatched=None, wit
         faster = p.verdict == "faster" and p.ratio_high <= 1.0 / (1.0 + margin)
         if (what == "slower" and slower) or (what == "faster" and faster) or (what == "different" and
                                                                                (slower or faster)):
-            out.append(Failure(p.other, _label(p), p.verdict, p.ratio, p.ratio_low, p.ratio_high))
+            out.append(Failure(p.other, pair_label(p), p.verdict, p.ratio, p.ratio_low, p.ratio_high))
     for other, (only_a, _) in (unmatched or {}).items():
         if only_a:
             out.append(Failure(other, f"{only_a} case(s) of run A", "missing", None, None, None))

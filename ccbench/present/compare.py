@@ -27,11 +27,12 @@ from ccbench.core.replication import USELESS_WIDTH
 from ccbench.core.units import format_size
 from ccbench.present.generic import key_columns
 from ccbench.present.report import render_markdown
-from ccbench.present.table import Column, Styled, Table, fmt_ratio, render, to_block, to_rich
+from ccbench.present.table import Column, Styled, Table, fmt_ratio, fmt_ratio_interval, render, to_block, to_rich
 from ccbench.present.workload_report import short_algorithm
 from ccbench.store.kinds import kind_named
 
-__all__ = ["SWEEP_VIEW", "VERDICT_COLOUR", "WORKLOAD_VIEW", "CompareView", "compare_view", "summary_table",
+__all__ = ["SWEEP_VIEW", "VERDICT_COLOUR", "WORKLOAD_VIEW", "CompareView", "answer_lines", "compare_view",
+           "summary_table",
            "comparison_files", "figure_panels", "launch_lines", "legend", "markdown_blocks",
            "print_comparison", "print_warnings_and_legend"]
 
@@ -51,6 +52,12 @@ def _interval(p) -> tuple | str | None:
     if p.useless_interval:
         return "too few launches" + (f": {p.launches_needed} needed" if p.launches_needed else "")
     return p.ratio_low, p.ratio_high
+
+
+def _interval_text(p) -> str:
+    """`_interval` as text."""
+    iv = _interval(p)
+    return "-" if iv is None else iv if isinstance(iv, str) else fmt_ratio_interval(iv)
 
 
 def _launches(p) -> str:
@@ -471,8 +478,39 @@ def compare_view(kind: str) -> CompareView:
     return _GENERIC[kind]
 
 
+#: The called differences an answer line names, largest first.
+LARGEST = 3
+
+
+def answer_lines(cmp: Comparison, item: str = "case") -> list[str]:
+    """What a comparison found, one line per other run: its verdict counts and its largest called differences
+    (ratio and interval), or why its verdicts were withheld: the last screen of ``ccbench compare``."""
+    import math
+
+    from ccbench.analysis.gate import pair_label
+
+    base = cmp.runs[0][0]
+    out = []
+    for lab, _, _ in cmp.runs[1:]:
+        ps = [p for p in cmp.pairs if p.other == lab]
+        counts = {v: sum(p.verdict == v for p in ps) for v in VERDICTS}
+        head = (f"run {lab} vs {base}: " + ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts[v])
+                + f" of {len(ps)} {item}{'' if len(ps) == 1 else 's'}")
+        if lab in cmp.withheld:
+            out.append(head + "; verdicts withheld: " + "; ".join(cmp.withheld[lab]))
+            continue
+        called = sorted((p for p in ps if p.verdict in CALLED and p.ratio > 0 and math.isfinite(p.ratio)),
+                        key=lambda p: -abs(math.log(p.ratio)))
+        if called:
+            head += "; largest: " + ", ".join(f"{pair_label(p)} {fmt_ratio(p.ratio)}x ({_interval_text(p)})"
+                                              for p in called[:LARGEST])
+        out.append(head)
+    return out
+
+
 def print_comparison(cmp: Comparison, console) -> None:
-    """Print a comparison (either kind): the runs, warnings and legend, the tables, the summary."""
+    """Print a comparison (either kind): the runs, warnings and legend, the tables, the summary, and last what it
+    found (`answer_lines`)."""
     view = compare_view(cmp.kind)
     tables = view.tables(cmp)
     console.print(to_rich(tables[0]))
@@ -482,3 +520,5 @@ def print_comparison(cmp: Comparison, console) -> None:
     for line in launch_lines(cmp, view.item):
         console.print(line)
     _print_unmatched(cmp, console, view.item)
+    for line in answer_lines(cmp, view.item):
+        console.print(line, markup=False, highlight=False)
