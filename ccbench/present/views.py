@@ -13,6 +13,7 @@ from rich.markup import escape
 from ccbench.analysis.fastest import launch_variation
 from ccbench.analysis.limits import memory_limit
 from ccbench.core.collectives import COLLECTIVES
+from ccbench.core.hardware import cpu_list
 from ccbench.core.hardware import summary as hardware_summary
 from ccbench.core.stats import FLAG_DESCRIPTIONS
 from ccbench.core.units import fmt_time
@@ -95,21 +96,6 @@ def run_header(meta: dict, path, rows: Sequence = ()) -> str:
     )
 
 
-def _ranks_text(ranks) -> str:
-    """Rank numbers as runs: [0, 1, 2, 5] -> "0-2, 5"."""
-    out, run = [], []
-    for r in sorted(ranks):
-        if run and r == run[-1] + 1:
-            run.append(r)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [r]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ", ".join(out)
-
-
 def topology_line(meta: dict) -> str:
     """The node map of a run on more than one node (the MPI library's shared-memory split): each node's ranks and
     the rank order; and where the hostnames disagree with it.  "" for one node, or a run without the record."""
@@ -117,7 +103,7 @@ def topology_line(meta: dict) -> str:
     names, ranks = topo.get("node_names") or [], topo.get("ranks_of_node") or []
     if len(ranks) < 2 and topo.get("hostnames_agree", True):
         return ""
-    nodes = "; ".join(f"{n}: ranks {_ranks_text(r)}" for n, r in zip(names, ranks, strict=False))
+    nodes = "; ".join(f"{n}: ranks {cpu_list(r).replace(',', ', ')}" for n, r in zip(names, ranks, strict=False))
     return (f"node map (the MPI library's shared-memory split): {nodes} ({topo.get('order', '?')} order)"
             + ("" if topo.get("hostnames_agree", True) else "; the hostnames do not say the same (a wrong hostname, "
                "or ranks that cannot share memory)"))
