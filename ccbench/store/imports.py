@@ -1082,10 +1082,21 @@ class _Out:
         if len(self.items) >= self.writer.ROWS:
             self.flush()
 
+    def add_line(self, template, values: tuple, terms) -> None:
+        """One summary row written from its `template`'s text (with its model terms, or none)."""
+        if terms is None:
+            self.items.append(template.lines(values + _NO_TERMS))
+        else:
+            self.modelled += 1
+            steps, sbytes, rbytes = terms
+            self.items.append(template.lines(values + (steps, steps, sbytes, sbytes, rbytes, rbytes)))
+        if len(self.items) >= self.writer.ROWS:
+            self.flush()
+
     def flush(self) -> None:
         if self.items:
             self.writer.extend(self.items)
-            self.items.clear()  # the same list: the writers of OSU and CSV lines append to it
+            self.items.clear()
 
 
 def _with_terms(row: Row, terms: tuple | None) -> Row:
@@ -1107,7 +1118,6 @@ def _write_osu(lines: Iterable[str], where: str, nranks: int | None, cost: CostO
     template = _Template.make(_row(collective, 8, 8, p, 1e-6, 1e-6, 1e-6, dtype), _OSU_FIELDS)
     if collective != "pingpong":
         out.ranks.add(p)
-    items, limit, writer = out.items, out.writer.ROWS, out.writer
     for _, nbytes, size, avg, lo, hi in itertools.chain((first,), records):
         terms = _terms(cost, collective, "native", p, nbytes, None)
         if template is None:
@@ -1119,15 +1129,7 @@ def _write_osu(lines: Iterable[str], where: str, nranks: int | None, cost: CostO
         algbw = nbytes / avg / 1e9
         values = (nbytes, size, a, lo_t, hi_t, algbw, algbw * factor, "null" if lo is None else lo_t,
                   "" if lo is None else lo_t, "null" if hi is None else hi_t, "" if hi is None else hi_t)
-        if terms is None:
-            items.append(template.lines(values + _NO_TERMS))
-        else:
-            out.modelled += 1
-            steps, sbytes, rbytes = terms
-            items.append(template.lines(values + (steps, steps, sbytes, sbytes, rbytes, rbytes)))
-        if len(items) >= limit:
-            writer.extend(items)
-            items.clear()
+        out.add_line(template, values, terms)
     return reader.parsed([])
 
 
@@ -1144,7 +1146,6 @@ def _write_csv(lines: Iterable[str], where: str, cost: CostOf | None, out: _Out)
             check_rows([row], where)
             out.add(row)
         return reader.parsed([])
-    items, limit, writer = out.items, out.writer.ROWS, out.writer
     for g, nbytes, t in reader.summaries():
         if g.template is None:
             factor = COLLECTIVES[g.collective].busbw_factor(g.nranks) if g.collective != "barrier" else 0.0
@@ -1160,15 +1161,7 @@ def _write_csv(lines: Iterable[str], where: str, cost: CostOf | None, out: _Out)
         a = repr(t)
         algbw = nbytes / t / 1e9
         values = (nbytes, count, a, a, a, algbw, algbw * factor, "null", "", "null", "")
-        if terms is None:
-            items.append(template.lines(values + _NO_TERMS))
-        else:
-            out.modelled += 1
-            steps, sbytes, rbytes = terms
-            items.append(template.lines(values + (steps, steps, sbytes, sbytes, rbytes, rbytes)))
-        if len(items) >= limit:
-            writer.extend(items)
-            items.clear()
+        out.add_line(template, values, terms)
     reader.finish()
     return reader.parsed([])
 
