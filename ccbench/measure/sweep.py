@@ -4,6 +4,7 @@ The run directory, signals, --resume, the watchdog, fault injection and progress
 session layer's (`ccbench.measure.session`), shared with the workload driver.
 """
 
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -128,12 +129,10 @@ def _cold_calls(case: Case, bufs, alg, target, sets: int) -> tuple[Callable[[], 
             np.copyto(pool[j], a)
             args[i] = pool[j]
         calls.append(call_of(case.collective, alg.fn, target, *args, **bufs.kwargs))
-    state = [0]
+    turn = itertools.cycle(calls).__next__  # the next set's call: one C-level step inside the timed region
 
     def call() -> None:
-        k = state[0]
-        state[0] = k + 1 if k + 1 < sets else 0
-        calls[k]()
+        turn()()
 
     return call, pools
 
