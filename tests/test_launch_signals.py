@@ -107,7 +107,7 @@ def _processes_with(text: str) -> list[int]:
     return out
 
 
-def _start_sweep(tmp_path):
+def _start_sweep(tmp_path, new_group: bool = False):
     import subprocess
     import sys
     import time
@@ -115,7 +115,7 @@ def _start_sweep(tmp_path):
     res = tmp_path / "unique-results-dir"
     proc = subprocess.Popen([sys.executable, "-m", "ccbench", "launch", "-n", "2", "-C", "allreduce", "-s", "8:8M",
                              "--budget", "0.3", "--target-rse", "0.00001", "--results-dir", str(res), "--no-show"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=new_group)
     deadline = time.time() + 60
     while time.time() < deadline:  # until a row is on disk
         found = list(res.glob("*/cases.jsonl"))
@@ -166,3 +166,15 @@ def test_run_records_of_a_killed_ccbench_are_removed(tmp_path):
         (tmp_path / n).write_text("")
     _remove_stale_records(str(tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:])
+
+
+def test_ctrl_c_in_a_terminal_stops_the_run_interrupted_and_ends_with_how_to_continue(tmp_path):
+    """A terminal's Ctrl-C signals its whole foreground process group.  When the launcher and the ranks were in it,
+    hydra answered with its own clean-up and killed the ranks mid-case: the run ended `failed`, with hydra's
+    messages last.  The launcher runs in its own group now; ccbench passes the stop on once."""
+    proc, run = _start_sweep(tmp_path, new_group=True)
+    os.killpg(proc.pid, signal.SIGINT)  # what the terminal does: ccbench leads the group it was started in
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert open_run(run).meta["status"] == "interrupted"
+    assert err.strip().splitlines()[-1].startswith("ccbench: stopped by ") and f"--resume {run}" in err

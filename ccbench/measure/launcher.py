@@ -286,9 +286,11 @@ class Job:
     signal: int | None = None  # the first stop signal (SIGTERM, SIGINT) this process got during the job
 
 
-#: The signals `run_job` passes on to the launcher: a batch system's or the user's stop (SIGTERM, SIGINT) and a
-#: closed terminal (SIGHUP, passed on as SIGTERM: the ranks stop between items and keep what they measured).
-FORWARDED = {signal.SIGTERM: signal.SIGTERM, signal.SIGINT: signal.SIGINT, signal.SIGHUP: signal.SIGTERM}
+#: The signals `run_job` passes on to the launcher, each as SIGTERM: a batch system's stop (SIGTERM), the user's
+#: Ctrl-C (SIGINT) and a closed terminal (SIGHUP).  The launchers pass SIGTERM on to the ranks, which stop between
+#: items and keep what they measured; hydra answers SIGINT itself instead ("Ctrl-C caught... cleaning up
+#: processes"), killing the ranks before they can close their run, which then ended `failed`.
+FORWARDED = {signal.SIGTERM: signal.SIGTERM, signal.SIGINT: signal.SIGTERM, signal.SIGHUP: signal.SIGTERM}
 
 RECORD_PREFIX = "ccbench-run-"
 
@@ -335,7 +337,11 @@ def run_job(cmd: list[str], env: dict, *, stdout=None) -> Job:
     _remove_stale_records()
     fd, record = tempfile.mkstemp(prefix=f"{RECORD_PREFIX}{os.getpid()}-")
     os.close(fd)
-    proc = subprocess.Popen(cmd, env=dict(env, CCBENCH_RUN_RECORD=record), stdout=stdout,
+    # its own process group: a terminal's Ctrl-C reaches this process alone, which passes it on once (FORWARDED);
+    # in the terminal's group the launcher and every rank got it too, and hydra killed the ranks mid-case.  No
+    # stdin: a background group that reads the terminal is stopped (SIGTTIN), and the ranks read nothing
+    proc = subprocess.Popen(cmd, env=dict(env, CCBENCH_RUN_RECORD=record), stdout=stdout, process_group=0,
+                            stdin=subprocess.DEVNULL,
                             preexec_fn=_die_with(os.getpid()))  # noqa: PLW1509 -- this process runs no threads here
 
     received: list[int] = []
