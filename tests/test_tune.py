@@ -14,21 +14,25 @@ import numpy as np
 import pytest
 from runfiles import derived, tree_state, write_run
 
-from ccbench.algorithms.native_variants import MPICH, OPENMPI, OPENMPI_COLL_IDS
+from ccbench.algorithms.native_variants import MPICH, OPENMPI, OPENMPI_COLL_IDS, mpich_tree_choice
 from ccbench.analysis.tune import (
     Range,
     Selection,
+    Shape,
     SizeChoice,
     crossover_nbytes,
     mpich_json,
     openmpi_json,
     openmpi_rules,
     read_json_with_comment,
+    run_shape,
     select,
     size_ranges,
+    tuning_choice,
 )
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.store.results import Row, RunWriter
+from ccbench.store.run import open_run
 from ccbench.workflow.tune import tune_runs
 
 REPO = Path(__file__).resolve().parent.parent
@@ -205,8 +209,8 @@ def test_openmpi_json_rules():
                           {"msg_size_min": 4096, "msg_size_max": "inf", "alg": "ring"}]
 
 
-def _write_run(path: Path, rows, vendor="MPICH 5.0.2", library="MPICH Version:      5.0.2", skipped=()):
-    return write_run(path, rows, mpi_vendor=vendor, mpi_library=library, skipped=list(skipped))
+def _write_run(path: Path, rows, vendor="MPICH 5.0.2", library="MPICH Version:      5.0.2", skipped=(), **meta):
+    return write_run(path, rows, mpi_vendor=vendor, mpi_library=library, skipped=list(skipped), **meta)
 
 
 def test_tune_writes_once_and_refuses_foreign_input(tmp_path):
@@ -654,7 +658,7 @@ def test_tune_runs_writes_the_classic_rules_and_returns_what_it_chose(tmp_path):
     src = "run r (Open MPI v5.0.11, 4 ranks, 2026-01-01T00:00:00)"
     assert doc["path"] == str(out) and doc["format"] == "openmpi-rules" and doc["library"] == "openmpi"
     assert doc["sources"] == [{"run": "r", "path": str(run), "mpi_library": "Open MPI v5.0.11", "nranks": 4,
-                               "start_time": "2026-01-01T00:00:00"}]
+                               "start_time": "2026-01-01T00:00:00", "shape": None}]
     assert doc["notes"] == [] and [s.run for s in doc["selections"]] == ["r"]
     assert [r.algorithm for r in doc["selections"][0].ranges] == ["native:ring", "native"]
     assert out.read_text() == doc["text"] == openmpi_rules(doc["selections"], src)
@@ -735,7 +739,7 @@ def test_tune_runs_mpich_json_keeps_the_library_s_defaults(tmp_path, monkeypatch
     side = json.loads(Path(doc["path"] + ".source.json").read_text())
     assert side == {"tuning_file": "tuning.mpich.json", "format": "mpich-json", "defaults_from": "MPICH Version: 4.9",
                     "sources": [{"run": "m", "path": str(run), "mpi_library": "MPICH Version:      5.0.2",
-                                 "nranks": 4, "start_time": "2026-01-01T00:00:00"}]}
+                                 "nranks": 4, "start_time": "2026-01-01T00:00:00", "shape": None}]}
     monkeypatch.setattr(tune, "mpich_default_tree", lambda: (FAKE_DEFAULT, "MPICH Version:      5.0.2"))
     doc = tune_runs([run], "mpich-json", str(tmp_path / "same.json"))
     assert doc["notes"] == [] and read_json_with_comment(doc["text"]) == mpich_json(doc["selections"], FAKE_DEFAULT)
@@ -1214,3 +1218,63 @@ def test_tune_ends_with_what_the_file_changes_why_defaults_stay_and_how_to_use_i
     assert by["alltoall at 4 ranks"] == ("alltoall at 4 ranks: the default stays at every size (it was the fastest "
                                          "measured)")
     assert lines[-1] == f"use it: export MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE={Path(doc['path']).resolve()}"
+
+
+@pytest.mark.parametrize(("node_of_rank", "shape"), [
+    ([0, 0, 1, 1], Shape(2, 2, True)),
+    ([0, 1, 0, 1], Shape(2, 2, False)),   # cyclic placement: not node-consecutive
+    ([0, 0, 1, 1, 0], Shape(2, 3, False)),  # node 0's ranks in two blocks
+    ([0, 1, 2, 3], Shape(4, 1, True)),
+    ([0, 0, 0, 0], Shape(1, 4, True)),
+])
+def test_run_shape_reads_the_node_map(node_of_rank, shape):
+    assert run_shape({"topology": {"node_of_rank": node_of_rank}, "nodes": 9, "ranks_per_node": 9}) == shape
+
+
+def test_run_shape_without_a_node_map():
+    assert run_shape({"nodes": 2, "ranks_per_node": 3}) == Shape(2, 3, True)
+    assert run_shape({"nranks": 4}) is None  # an imported run: no shape, its rules hold at any shape
+
+
+def test_mpich_json_keys_each_choice_on_the_shape_it_was_measured_on():
+    """4 ranks measured as 4 nodes x 1, 2 x 2 in blocks and 2 x 2 cyclic, 2 ranks on one node: MPICH's walk (as
+    ccbench answers csel's keys) gives each shape its own choice and the library's default at a shape not measured."""
+    def sel(P, shape, alg):
+        s = _sel("allreduce", P, [Range(8, None, alg)])
+        return dataclasses.replace(s, shape=shape)
+
+    tree = mpich_json([sel(4, Shape(4, 1, True), "native:ring"), sel(4, Shape(2, 2, True), "native:recursive_doubling"),
+                       sel(4, Shape(2, 2, False), "native:reduce_scatter_allgather"),
+                       sel(2, Shape(1, 2, True), "native:ring")], FAKE_DEFAULT)
+    _check_csel_level(tree)
+
+    def walk(P, ppn, consecutive=True):
+        return mpich_tree_choice(tree, "allreduce", P, 1024, ranks_per_node=ppn, node_consecutive=consecutive)[0]
+
+    assert walk(4, 1) == "MPIR_Allreduce_intra_ring"
+    assert walk(4, 2) == "MPIR_Allreduce_intra_recursive_doubling"
+    assert walk(4, 2, consecutive=False) == "MPIR_Allreduce_intra_reduce_scatter_allgather"
+    assert walk(4, 4) == "MPIR_Default_intra_x"  # one node of 4: not measured
+    assert walk(2, None) == "MPIR_Allreduce_intra_ring"  # 2 ranks, one node
+    assert walk(2, 1) == "MPIR_Default_intra_x"  # 2 nodes x 1: not measured
+
+
+def test_tuning_choice_refuses_two_runs_of_one_shape_and_open_mpi_two_shapes_of_one_size(tmp_path):
+    rows = [_row("native", 64, 2e-6), _row("native:ring", 64, 1e-6)]
+    a = _write_run(tmp_path / "a", rows, topology={"node_of_rank": [0, 0, 1, 1]})
+    b = _write_run(tmp_path / "b", rows, topology={"node_of_rank": [0, 1, 0, 1]})
+    c = _write_run(tmp_path / "c", rows, topology={"node_of_rank": [0, 0, 1, 1]})
+    choice = tuning_choice([open_run(a), open_run(b)], "mpich-json")
+    assert [s.shape for s in choice["selections"]] == [Shape(2, 2, True), Shape(2, 2, False)]
+    assert any("comm_avg_ppn" in n for n in choice["notes"])
+    with pytest.raises(UsageError, match=r"^two runs measure allreduce at 4 ranks on 2 nodes x 2 ranks; give one "
+                                         r"run per shape$"):
+        tuning_choice([open_run(a), open_run(c)], "mpich-json")
+    ompi = {"vendor": "Open MPI 5.0.11", "library": "Open MPI v5.0.11"}
+    x = _write_run(tmp_path / "x", rows, topology={"node_of_rank": [0, 0, 1, 1]}, **ompi)
+    y = _write_run(tmp_path / "y", rows, topology={"node_of_rank": [0, 1, 2, 3]}, **ompi)
+    with pytest.raises(UsageError, match=r"keyed on the communicator's size alone"):
+        tuning_choice([open_run(x), open_run(y)], "openmpi-rules")
+    notes = tuning_choice([open_run(x)], "openmpi-rules")["notes"]
+    assert notes == ["allreduce at 4 ranks was measured on 2 nodes x 2 ranks; Open MPI's rules cannot ask the "
+                     "shape, so they apply at 4 ranks on any nodes"]

@@ -363,7 +363,8 @@ def mpich_value_of(collective: str, function: str) -> str | None:
 
 
 def mpich_tree_choice(tree: dict, collective: str, nranks: int, nbytes: int, *, itemsize: int = 4,
-                      ranks_per_node: int | None = None, commutative: bool = True) -> tuple[str | None, str]:
+                      ranks_per_node: int | None = None, commutative: bool = True,
+                      node_consecutive: bool = True) -> tuple[str | None, str]:
     """(function, why): the algorithm MPICH's selection tree picks for one call, or (None, why not).
 
     Walks the tree as ``csel.c`` does: at each level the first key whose condition holds.  The
@@ -372,7 +373,10 @@ def mpich_tree_choice(tree: dict, collective: str, nranks: int, nbytes: int, *, 
     alltoall; ``total_msg_size`` = the whole gathered or reduced buffer for allgather and
     reduce_scatter; csel.c's ``get_avg_msgsize`` / ``get_total_msgsize``), ``count`` = nbytes /
     itemsize, and a communicator with a node hierarchy (``comm_hierarchy=parent``) unless
-    every rank is on a node of its own (``ranks_per_node`` = 1; MPICH's MPIR_Comm_commit).
+    every rank is on a node of its own (``ranks_per_node`` = 1; MPICH's MPIR_Comm_commit).  The shape keys:
+    ``comm_avg_ppn`` = `ranks_per_node` (all ranks on one node where not given) and ``is_node_consecutive``
+    (each node's ranks consecutive: `node_consecutive`; never on a flat communicator, as
+    ``MPII_Comm_is_node_consecutive`` answers).
     """
     name = MPICH_TREE_COLL.get(collective)
     node = tree.get(f"collective={name}") if name else None
@@ -390,7 +394,8 @@ def mpich_tree_choice(tree: dict, collective: str, nranks: int, nbytes: int, *, 
     facts = {"comm_type": "intra", "comm_size": P, "avg_msg_size": avg, "total_msg_size": n, "count": count,
              "is_commutative": "yes" if commutative else "no", "is_op_built_in": "yes",
              "comm_hierarchy": "flat" if ranks_per_node == 1 else "parent", "is_multi_threaded": "no",
-             "is_sendbuf_inplace": "no", "is_block_regular": "yes", "is_node_consecutive": "yes"}
+             "is_sendbuf_inplace": "no", "is_block_regular": "yes", "comm_avg_ppn": ranks_per_node or P,
+             "is_node_consecutive": "yes" if node_consecutive and ranks_per_node != 1 else "no"}
 
     def holds(key: str) -> bool | None:
         m = _COND.match(key)

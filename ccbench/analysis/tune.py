@@ -89,7 +89,7 @@ from ccbench.store.launches import pool_rows
 from ccbench.store.run import Run
 
 __all__ = ["DEFAULT", "DEFAULT_VERIFY_LAUNCHES", "EXTENSIONS", "FORMATS", "LEVEL", "VERDICTS", "Range", "Selection",
-           "SizeChoice",
+           "Shape", "SizeChoice", "run_shape",
            "check_verify_launches", "crossover_nbytes", "decide_sizes", "launch_arrays", "model_crossover_nbytes",
            "file_env", "mpich_json", "openmpi_json", "openmpi_rules", "pool_side", "read_json_with_comment",
            "select", "size_ranges", "tuning_choice", "tuning_file", "verdict", "verification_rows"]
@@ -181,6 +181,36 @@ class Selection:
     choices: list[SizeChoice]
     ranges: list[Range] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    shape: "Shape | None" = None  # where it was measured: nodes x ranks per node, placement (None: not recorded)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The shape of the communicator a choice was measured on, as MPICH's selection tree can ask it (csel.c:
+    ``comm_avg_ppn`` = ranks / nodes, ``is_node_consecutive`` = each node's ranks are consecutive)."""
+
+    nodes: int
+    ppn: int
+    consecutive: bool
+
+    def __str__(self) -> str:
+        return f"{self.nodes} node{'s' if self.nodes != 1 else ''} x {self.ppn} ranks" + (
+            "" if self.consecutive or self.nodes == 1 else ", ranks not consecutive on their nodes")
+
+
+def run_shape(meta: dict) -> Shape | None:
+    """The run's `Shape` from its run.json (the node map: ``topology.node_of_rank``, else ``nodes`` and
+    ``ranks_per_node``); None where neither is recorded (imported runs)."""
+    topo = meta.get("topology") or {}
+    node_of = topo.get("node_of_rank")
+    if isinstance(node_of, list) and node_of:
+        nodes = len(set(node_of))
+        runs = sum(1 for i, n in enumerate(node_of) if i == 0 or n != node_of[i - 1])  # blocks of one node's ranks
+        return Shape(nodes, -(-len(node_of) // nodes), runs == nodes)
+    nodes, ppn = meta.get("nodes"), meta.get("ranks_per_node")
+    if isinstance(nodes, int) and isinstance(ppn, int) and nodes > 0 and ppn > 0:
+        return Shape(nodes, ppn, True)  # before the node map was stored: ranks were placed in blocks
+    return None
 
 
 def _writable(library: str, collective: str, algorithm: str) -> bool:
@@ -445,6 +475,31 @@ def _mpich_sizes(sel: Selection, key: str | None, default: dict) -> dict:
     return node
 
 
+def _mpich_shapes(sels: list[Selection], key: str | None, default: dict) -> dict:
+    """The rules of one rank count, under the shapes they were measured on: exactly each measured ranks per node
+    (``comm_avg_ppn``) and node placement (``is_node_consecutive``), the default at every other shape, so that no
+    choice made at one shape is applied to another.  A selection of unknown shape holds at every shape."""
+    if len(sels) == 1 and sels[0].shape is None:
+        return _mpich_sizes(sels[0], key, default)
+    node: dict = {}
+    below = 0
+    by_ppn = defaultdict(list)
+    for s in sels:
+        by_ppn[s.shape.ppn].append(s)
+    for ppn in sorted(by_ppn):
+        if ppn - 1 > below:
+            node[f"comm_avg_ppn<={ppn - 1}"] = default
+        placed = {s.shape.consecutive: s for s in by_ppn[ppn]}
+        if ppn == 1 or (len(placed) == 1 and by_ppn[ppn][0].shape.nodes == 1):  # placement cannot differ
+            node[f"comm_avg_ppn<={ppn}"] = _mpich_sizes(by_ppn[ppn][0], key, default)
+        else:  # MPICH: a flat communicator (one rank per node) is never node-consecutive
+            node[f"comm_avg_ppn<={ppn}"] = {f"is_node_consecutive={'yes' if c else 'no'}": _mpich_sizes(
+                placed[c], key, default) if c in placed else default for c in (True, False)}
+        below = ppn
+    node["comm_avg_ppn=any"] = default
+    return node
+
+
 def mpich_json(selections: list[Selection], default_tree: dict) -> dict:
     """MPICH's complete selection tree: `default_tree` with the tuned collectives replaced."""
     tree = json.loads(json.dumps(default_tree))
@@ -467,11 +522,14 @@ def mpich_json(selections: list[Selection], default_tree: dict) -> dict:
         # (MPICH's allgather recursive_doubling, ...), so no rule is carried to another count
         sizes: dict = {}
         below = 0
-        for s in sorted(sels, key=lambda s: s.nranks):
-            if s.nranks - 1 > below:
-                sizes[f"comm_size<={s.nranks - 1}"] = default
-            sizes[f"comm_size<={s.nranks}"] = _mpich_sizes(s, key, default)
-            below = s.nranks
+        by_size = defaultdict(list)
+        for s in sels:
+            by_size[s.nranks].append(s)
+        for P in sorted(by_size):
+            if P - 1 > below:
+                sizes[f"comm_size<={P - 1}"] = default
+            sizes[f"comm_size<={P}"] = _mpich_shapes(by_size[P], key, default)
+            below = P
         sizes["comm_size=any"] = default
         if coll in ("allreduce", "reduce"):  # fewer elements than the power of two of the ranks
             intra["count<pow2"] = default
@@ -587,19 +645,41 @@ def tuning_choice(runs: list[Run], fmt: str) -> dict:
         if lib != want:
             raise UsageError(f"{path} was measured with {meta.get('mpi_library', '?')!r}; {fmt} is for "
                              f"{LIBRARIES[want]}")
-        sels = select(run.rows, want, path.name, _not_applicable(meta))
+        shape = run_shape(meta)
+        sels = [dataclasses.replace(s, shape=shape) for s in select(run.rows, want, path.name, _not_applicable(meta))]
         if not sels:
             raise UsageError(f"{path} has no measured native:<alg> variants to choose from; run e.g. "
                              "ccbench launch -n 4 -C allreduce -a native,native:all")
         selections += sels
         sources.append({"run": path.name, "path": str(path), "mpi_library": meta.get("mpi_library"),
-                        "nranks": meta.get("nranks"), "start_time": meta.get("start_time")})
-    seen = Counter((s.collective, s.nranks) for s in selections)
-    dup = [k for k, v in seen.items() if v > 1]
-    if dup:
-        raise UsageError(f"two runs measure {dup[0][0]} at {dup[0][1]} ranks; give one run per rank count")
+                        "nranks": meta.get("nranks"), "start_time": meta.get("start_time"),
+                        "shape": None if shape is None else str(shape)})
     return {"format": fmt, "library": want, "ext": EXTENSIONS[fmt], "selections": selections, "sources": sources,
-            "notes": []}
+            "notes": _shape_notes(selections, want)}
+
+
+def _shape_notes(selections: list[Selection], library: str) -> list[str]:
+    """Refuse two runs of one collective at one shape (or, for Open MPI, whose rules know only the communicator's
+    size, at one rank count); say where a choice will hold at shapes it was not measured on."""
+    per_count = defaultdict(list)
+    for s in selections:
+        per_count[(s.collective, s.nranks)].append(s)
+    notes = []
+    for (coll, P), sels in per_count.items():
+        shapes = [s.shape for s in sels]
+        if len(sels) > 1 and (library == "openmpi" or None in shapes):
+            why = (f" ({', '.join(map(str, shapes))}: Open MPI's rules are keyed on the communicator's size alone)"
+                   if None not in shapes else "")
+            raise UsageError(f"two runs measure {coll} at {P} ranks; give one run per rank count{why}")
+        if len(set(shapes)) < len(shapes):
+            raise UsageError(f"two runs measure {coll} at {P} ranks on {shapes[0]}; give one run per shape")
+        if library == "openmpi" and shapes[0] is not None and shapes[0].nodes > 1:
+            notes.append(f"{coll} at {P} ranks was measured on {shapes[0]}; Open MPI's rules cannot ask the shape, "
+                         f"so they apply at {P} ranks on any nodes")
+    if library == "mpich" and any(s.shape is not None for s in selections):
+        notes.append("each choice is keyed on the shape it was measured on (MPICH's comm_avg_ppn and "
+                     "is_node_consecutive); at every other shape the library keeps its default")
+    return notes
 
 
 def tuning_file(choice: dict, default: tuple[dict, str] | None = None) -> dict:

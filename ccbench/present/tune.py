@@ -36,7 +36,8 @@ def _note(c) -> str:
 
 def selection_table(s) -> Table:
     """One `ccbench.analysis.tune.Selection`: per size what the file names, the runner-up, the default, the tests."""
-    t = Table(f"{s.collective} at {s.nranks} ranks ({s.dtype}{'/' + s.op if s.op != 'none' else ''}) "
+    where = f" on {s.shape}" if s.shape is not None and s.shape.nodes > 1 else ""
+    t = Table(f"{s.collective} at {s.nranks} ranks{where} ({s.dtype}{'/' + s.op if s.op != 'none' else ''}) "
               f"from run {s.run}: what the file names per size",
               [Column("size", "size"), Column("file names", overflow="fold"), Column("time", "time"),
                Column("runner-up", overflow="fold"), Column("time ", "time"), Column("ratio", align="right"),

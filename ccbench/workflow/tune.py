@@ -18,6 +18,7 @@ from ccbench.analysis.tune import (
     check_verify_launches,
     file_env,
     pool_side,
+    run_shape,
     tuning_choice,
     tuning_file,
     verification_rows,
@@ -123,6 +124,12 @@ def verify(doc: dict, results_dir: str | Path | None = None, say=print, launches
                     raise CCBenchError(f"verification launch {k} {side} the file failed ({job.why}); its runs are "
                                        f"in {where}")
                 done[side].append((k, open_run(job.run_dir).rows))
+        here = run_shape(open_run(entry["with"][0]["run"]).meta)
+        moved = sorted({str(s.shape) for s in sels if s.shape is not None and here is not None and s.shape != here})
+        if moved:  # a choice made at one shape, verified at another: the library keeps its default here
+            entry["shape_note"] = (f"the file's choices were measured on {', '.join(moved)}; these launches ran on "
+                                   f"{here}, where the file keeps the library's default")
+            say(f"verify: note: {entry['shape_note']}")
         without, with_file = pool_side(done["without"]), pool_side(done["with"])
         for s in sels:
             for c in s.choices:
