@@ -184,6 +184,55 @@ def test_lab_block_records_shape_and_links():
     assert lab_block(STATE, Shape(2, 1), role="baseline")["baseline"] is None
 
 
+PAIRED = dict(STATE, pairs={"ccb-h0,ccb-h2": {"delay_s": 5e-3, "rate_bps": 3e8}})
+
+
+def test_a_pair_with_a_link_of_its_own_replaces_the_hosts_links_between_them():
+    from ccbench.lab.link import host_queues, pair_links
+
+    # both directions of the pair take its link; other traffic to those hosts keeps the host's ingress
+    assert link_params(PAIRED, "ccb-h2", "ccb-h0") == link_params(PAIRED, "ccb-h0", "ccb-h2") == (5e-3, 3e8)
+    assert link_params(PAIRED, "ccb-h2", "ccb-h1") == (3e-3, 1e8) and link_params(PAIRED, "ccb-h0", "ccb-h1") == \
+        (1e-3, 1e9)
+    # its packets have a queue of their own in each host, matched before the host's queue for every other packet
+    assert host_queues(PAIRED, "ccb-h0") == [(3, "ccb-h2"), (0, None)]
+    assert host_queues(PAIRED, "ccb-h2") == [(1, "ccb-h0"), (0, None)]
+    assert host_queues(PAIRED, "ccb-h1") == [(0, None)] and host_queues(STATE, "ccb-h0") == [(0, None)]
+    assert pair_links(PAIRED, ["ccb-h2", "ccb-h0"]) == {"ccb-h2,ccb-h0": {"delay_s": 5e-3, "rate_bps": 3e8}}
+    assert pair_links(PAIRED, ["ccb-h0", "ccb-h1"]) == {}
+
+
+def test_lab_block_records_the_pairs_links_among_the_hosts_used():
+    from ccbench.measure.lab import lab_block
+
+    same = dict(PAIRED, links={}, pairs={"ccb-h0,ccb-h1": {"delay_s": 1e-3, "rate_bps": 1e9}})
+    two = lab_block(same, Shape(2, 1))
+    assert two["pairs"] == {"ccb-h0,ccb-h1": {"delay_s": 1e-3, "rate_bps": 1e9}} and two["delay_s"] == 1e-3
+    slow = lab_block(dict(same, pairs={"ccb-h1,ccb-h0": {"delay_s": 4e-3, "rate_bps": 1e9}}), Shape(2, 1))
+    assert slow["pairs"] == {"ccb-h0,ccb-h1": {"delay_s": 4e-3, "rate_bps": 1e9}}
+    assert slow["delay_s"] is None and slow["rate_bps"] == 1e9  # two delays on the hosts used: none to fit against
+    assert lab_block(PAIRED, Shape(2, 1))["pairs"] == {}  # the pair's hosts 0 and 2 are not both used
+
+
+@pytest.mark.parametrize("pair,line", [
+    ("1,1", "--pair 1,1: a pair is two different hosts (a host's own link is --host 1)"),
+    ("0,7", "--pair 0,7: the lab's hosts are 0 to 2"),
+    ("0-1", "--pair '0-1': expected two host numbers, e.g. --pair 0,1"),
+    ("0,1,2", "--pair '0,1,2': expected two host numbers, e.g. --pair 0,1"),
+])
+def test_lab_set_refuses_a_bad_pair_and_changes_nothing(tmp_path, pair, line):
+    lab_dir = tmp_path / "lab"
+    lab_dir.mkdir()
+    state = lab_dir / "state.json"
+    state.write_text(json.dumps(dict(STATE, status="up", emulator={"pid": None, "kind": "userspace"})))
+    before = state.read_text()
+    r = _ccbench("lab", "set", "--pair", "0,2", "--pair", pair, "--delay", "3ms",
+                 env={"CCBENCH_LAB_DIR": str(lab_dir)})
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == [f"ccbench: error: {line}"]
+    assert state.read_text() == before and sorted(p.name for p in lab_dir.iterdir()) == ["state.json"]
+
+
 @pytest.mark.parametrize("bind,shape,cores,chosen,cpus", [
     ("auto", Shape(2, 1), [0, 1], "core", {"ccb-h0": [0], "ccb-h1": [1]}),  # one core each: as before
     ("auto", Shape(2, 2), [0, 1], "none", {}),  # 4 ranks on 2 cores: nobody pinned

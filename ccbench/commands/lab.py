@@ -9,12 +9,14 @@ __all__ = ["COMMANDS"]
 
 
 def _link_summary(state: dict) -> str:
-    from ccbench.lab.link import format_delay, format_rate, link_params
+    from ccbench.lab.link import format_delay, format_rate, link_params, pair_links
 
     out = f"delay {format_delay(state['delay_s'])}, rate {format_rate(state['rate_bps'])}"
     own = [f"{ns}: delay {format_delay(d)}, rate {format_rate(r)}"
            for ns in state["namespaces"] if ns in (state.get("links") or {})
            for d, r in [link_params(state, ns)]]
+    own += [f"pair {key.replace(',', '-')}: delay {format_delay(v['delay_s'])}, rate {format_rate(v['rate_bps'])}"
+            for key, v in pair_links(state, state["namespaces"]).items()]
     return out + (f" (own links: {'; '.join(own)})" if own else "")
 
 
@@ -94,44 +96,58 @@ def up_cmd(hosts, ppn, delay, rate, shaper, baseline, results_dir):
 @lab.command("set")
 @click.option("--host", "hosts", type=int, multiple=True,
               help="Set only this host's link (its ingress; repeatable), e.g. --host 1 --delay 2ms. "
-                   "Without it every host gets the new delay and rate, and hosts' own settings are dropped.")
+                   "Without it (or --pair) every host gets the new delay and rate, and hosts' and pairs' own "
+                   "settings are dropped.")
+@click.option("--pair", "pairs", multiple=True, metavar="I,J",
+              help="Give the link between hosts I and J (both ways) its own delay and rate (repeatable): it replaces "
+                   "the two hosts' links for their traffic to each other; what is not given stays the pair's, else "
+                   "the lab's. Userspace shaper only.")
 @click.option("--delay", help="New one-way delay (default: unchanged).")
 @click.option("--rate", help="New rate (default: unchanged).")
 @click.option("--baseline/--no-baseline", default=None,
               help="Measure the zero-delay baseline again (default: when the rate changes).")
 @click.option("--results-dir", default="results", show_default=True, help="Where a baseline run is stored.")
-def set_cmd(hosts, delay, rate, baseline, results_dir):
-    """Change the links' delay and rate, of every host or of the hosts named (restarts the emulator; the hosts stay)."""
+def set_cmd(hosts, pairs, delay, rate, baseline, results_dir):
+    """Change the links' delay and rate: of every host, the hosts named or the pairs named (restarts the emulator)."""
     from ccbench.analysis.lab_check import baseline_fit
     from ccbench.commands.common import new_console
     from ccbench.core.errors import UsageError
     from ccbench.lab import core
-    from ccbench.lab.link import link_params, parse_delay, parse_rate
+    from ccbench.lab.link import link_params, pair_key, parse_delay, parse_rate
     from ccbench.measure.lab import measure_baseline
 
     new_delay = parse_delay(delay) if delay is not None else None
     new_rate = parse_rate(rate) if rate is not None else None
-    if hosts and new_delay is None and new_rate is None:
-        raise UsageError("--host needs --delay or --rate: what should the host's link become?")
+    if (hosts or pairs) and new_delay is None and new_rate is None:
+        raise UsageError(f"{'--host' if hosts else '--pair'} needs --delay or --rate: what should the link become?")
     state = core.load_state()
     if state is None or state.get("status") != "up":
         raise CCBenchError("no lab is up: `ccbench lab up` first")
     bad = [h for h in hosts if not 0 <= h < state["hosts"]]
     if bad:
         raise UsageError(f"--host {bad[0]}: the lab's hosts are 0 to {state['hosts'] - 1}")
-    if hosts:  # the hosts' own links; the baseline is measured at the lab's rate, which stays
-        links = dict(state.get("links") or {})
+    named = [_pair_of(text, state["hosts"]) for text in pairs]
+    if named and (state.get("emulator") or {}).get("kind") == core.NETEM_NAME:
+        raise UsageError("--pair needs the userspace shaper (`ccbench lab up --shaper userspace`): this lab's links "
+                         "are the kernel's netem on each host's switch port")
+    if hosts or pairs:  # the hosts' and pairs' own links; the baseline is measured at the lab's rate, which stays
+        links, own = dict(state.get("links") or {}), dict(state.get("pairs") or {})
         for h in dict.fromkeys(hosts):
             d, r = link_params(state, core.host_ns(h))
             links[core.host_ns(h)] = {"delay_s": d if new_delay is None else new_delay,
                                       "rate_bps": r if new_rate is None else new_rate}
+        for i, j in dict.fromkeys(named):
+            key = pair_key(core.host_ns(i), core.host_ns(j))
+            was = own.get(key) or {"delay_s": state["delay_s"], "rate_bps": state["rate_bps"]}
+            own[key] = {"delay_s": was["delay_s"] if new_delay is None else new_delay,
+                        "rate_bps": was["rate_bps"] if new_rate is None else new_rate}
         rate_changed = False
-        core.restart_emulator(state, state["delay_s"], state["rate_bps"], links=links)
+        core.restart_emulator(state, state["delay_s"], state["rate_bps"], links=links, pairs=own)
     else:
         delay_s = new_delay if new_delay is not None else state["delay_s"]
         rate_bps = new_rate if new_rate is not None else state["rate_bps"]
         rate_changed = rate_bps != state["rate_bps"]
-        core.restart_emulator(state, delay_s, rate_bps, links={})
+        core.restart_emulator(state, delay_s, rate_bps, links={}, pairs={})
     console = new_console()
     console.print(f"lab links now: {_link_summary(state)}; {_shaper_summary(state)}")
     if baseline or (baseline is None and rate_changed):
@@ -142,6 +158,21 @@ def set_cmd(hosts, delay, rate, baseline, results_dir):
         state["baseline"] = None
         core.save_state(state)
         _print_baseline(console, None)
+
+
+def _pair_of(text: str, nhosts: int) -> tuple[int, int]:
+    """(I, J), I < J, from ``--pair I,J``; one line for anything else (not two hosts of the lab, the same twice)."""
+    from ccbench.core.errors import UsageError
+
+    parts = [p.strip() for p in str(text).split(",")]
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise UsageError(f"--pair {text!r}: expected two host numbers, e.g. --pair 0,1")
+    i, j = sorted(int(p) for p in parts)
+    if j >= nhosts:
+        raise UsageError(f"--pair {text}: the lab's hosts are 0 to {nhosts - 1}")
+    if i == j:
+        raise UsageError(f"--pair {text}: a pair is two different hosts (a host's own link is --host {i})")
+    return i, j
 
 
 @lab.command("run", context_settings={"ignore_unknown_options": True})

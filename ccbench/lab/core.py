@@ -20,6 +20,10 @@ Layout (every name starts with ``ccb``; nothing outside these namespaces is touc
   (`ccbench.lab.emulator`) holding every host's queue.  Both act on the packets going
   to a host: each host's ingress is its link.  Every host has the lab's delay and rate unless
   ``lab set --host I`` gave it its own (``state["links"]``, `ccbench.lab.link.link_params`);
+  a pair of hosts given a link of its own (``lab set --pair I,J``, ``state["pairs"]``; userspace
+  shaper only) gets, in each of the two hosts, a rule ``-s ADDRESS-OF-THE-OTHER -j NFQUEUE
+  --queue-num 1+OTHER`` before the one above, so that its packets wait in a queue, and on a
+  link, of their own (`ccbench.lab.link.host_queues`);
 - ``hydra-launcher`` in `state_dir()`: the script hydra starts each host's proxy with
   (``mpiexec -launcher rsh -launcher-exec``; `ccbench.lab.hostexec` enters the host).
 
@@ -38,7 +42,7 @@ from pathlib import Path
 
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.lab import shape as lab_shape
-from ccbench.lab.link import link_params
+from ccbench.lab.link import host_queues, link_params
 
 __all__ = [
     "HOST_IF",
@@ -161,9 +165,10 @@ def preflight() -> str | None:
     """Why a lab cannot be built here, or None when it can (root, ip, iptables, netns)."""
     if os.geteuid() != 0:
         return "the lab needs root (network namespaces, iptables, NFQUEUE)"
-    for tool in ("ip", "iptables", "unshare", "umount"):
+    for tool in ("ip", "iptables", "iptables-restore", "unshare", "umount"):
         if not shutil.which(tool):
-            return (f"the lab needs {tool!r}" + (" (Debian: apt-get install iptables)" if tool == "iptables" else ""))
+            return (f"the lab needs {tool!r}" + (" (Debian: apt-get install iptables)" if tool.startswith("iptables")
+                                                 else ""))
     r = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
     if r.returncode != 0:
         return f"network namespaces unavailable: {r.stderr.strip()}"
@@ -276,22 +281,47 @@ def _start_emulator(state: dict, timeout_s: float = 20.0) -> None:
         time.sleep(0.02)
 
 
-def restart_emulator(state: dict, delay_s: float, rate_bps: float, links: dict | None = None) -> None:
+def _apply_rules(state: dict) -> None:
+    """Each host's NFQUEUE rules, anew: one per pair with a link of its own, then the one for every other packet.
+
+    The host's mangle table is replaced in one step (iptables-restore(8) commits a table atomically), so that no
+    packet passes unqueued while the rules change.
+    """
+    for ns in state["namespaces"]:
+        rules = [f"-A PREROUTING -i {HOST_IF}" + (f" -s {host_addr(state['namespaces'].index(src))}/32" if src else "")
+                 + f" -j NFQUEUE --queue-num {queue}" for queue, src in host_queues(state, ns, QUEUE)]
+        table = "\n".join(["*mangle", ":PREROUTING ACCEPT [0:0]", *rules, "COMMIT", ""])
+        r = subprocess.run(["ip", "netns", "exec", ns, "iptables-restore", "-w"], input=table, capture_output=True,
+                           text=True)
+        if r.returncode != 0:
+            raise CCBenchError(f"iptables-restore in {ns} failed: {(r.stderr or r.stdout).strip()}")
+
+
+def _links(links: dict) -> dict:
+    return {k: {"delay_s": float(v["delay_s"]), "rate_bps": float(v["rate_bps"])} for k, v in links.items()}
+
+
+def restart_emulator(state: dict, delay_s: float, rate_bps: float, links: dict | None = None,
+                     pairs: dict | None = None) -> None:
     """Stop the running emulator, wait for it to exit, start one with new link parameters.
 
     `delay_s` and `rate_bps` are every host's; `links` (host namespace -> ``{"delay_s",
-    "rate_bps"}``) replaces the hosts' own settings (None: they stay).  With netem, the
-    qdiscs are replaced instead.
+    "rate_bps"}``) replaces the hosts' own settings, `pairs` (``"a,b"`` -> the same) the
+    pairs' (None: they stay).  With netem, the qdiscs are replaced instead (no pairs there).
     """
+    if _netem(state) and pairs:
+        raise UsageError("links per pair need the userspace shaper (`ccbench lab up --shaper userspace`)")
     state.update(delay_s=float(delay_s), rate_bps=float(rate_bps))
     if links is not None:
-        state["links"] = {ns: {"delay_s": float(v["delay_s"]), "rate_bps": float(v["rate_bps"])}
-                          for ns, v in links.items()}
+        state["links"] = _links(links)
+    if pairs is not None:
+        state["pairs"] = _links(pairs)
     if _netem(state):
         _apply_netem(state)
         save_state(state)
         return
     _stop_emulator(state)
+    _apply_rules(state)
     _start_emulator(state)
 
 
@@ -337,7 +367,7 @@ def up(hosts: int, delay_s: float, rate_bps: float, shaper: str = "auto", ppn: i
                            "run `ccbench lab down` first")
     state = {"prefix": PREFIX, "hosts": hosts, "ppn": ppn, "namespaces": [host_ns(i) for i in range(hosts)],
              "hostnames": [host_ns(i) for i in range(hosts)], "uts": {}, "launcher": str(launcher_path()),
-             "links": {},
+             "links": {}, "pairs": {},
              "switch": SWITCH_NS, "bridge": BRIDGE, "interface": HOST_IF, "subnet": SUBNET,
              "addresses": [host_addr(i) for i in range(hosts)], "queue": QUEUE,
              "delay_s": float(delay_s), "rate_bps": float(rate_bps), "emulator": None, "baseline": None,
@@ -370,9 +400,7 @@ def up(hosts: int, delay_s: float, rate_bps: float, shaper: str = "auto", ppn: i
             state["emulator"] = {"pid": None, "kind": NETEM_NAME, "priority": None}
             _apply_netem(state)
         else:
-            for ns in state["namespaces"]:
-                _sh("ip", "netns", "exec", ns, "iptables", "-w", "-t", "mangle", "-A", "PREROUTING", "-i", HOST_IF,
-                    "-j", "NFQUEUE", "--queue-num", str(QUEUE))
+            _apply_rules(state)
             _start_emulator(state)
         state["status"] = "up"
         save_state(state)

@@ -9,7 +9,10 @@ whole: nfnetlink_queue.c segments them otherwise) and copies only the packet's f
 bytes (NFQA_CAP_LEN gives the full length).  Each packet's release time comes from
 `ccbench.lab.link.Link`, with the host's own delay and rate where it has them
 (`ccbench.lab.link.link_params`); due packets are accepted with one NFQNL_MSG_VERDICT_BATCH per
-queue (release times never decrease, so "every id up to the last due one" is exact).
+queue (release times never decrease, so "every id up to the last due one" is exact).  A pair
+of hosts with a link of its own has a queue of its own in each of the two hosts (a socket
+each, `ccbench.lab.link.host_queues`), so its packets never wait behind the host's other
+traffic and the batch verdicts stay exact.
 
 Timing: it sleeps in select(2) until `SPIN_S` before the next release and then spins
 (timer wake-ups are ~100 us late), at real-time priority (SCHED_FIFO, sched(7)) so
@@ -33,7 +36,7 @@ from collections import deque
 from pathlib import Path
 
 from ccbench.lab import netlink as nl
-from ccbench.lab.link import Link, link_params
+from ccbench.lab.link import Link, host_queues, link_params
 
 __all__ = ["LATENESS_EDGES_S", "SPIN_S", "main", "open_queue"]
 
@@ -124,10 +127,10 @@ def open_queue(netns_path: str | None, queue: int, backlog: list) -> socket.sock
 
 
 class _Queue:
-    """One namespace's queue: its socket, link, pending (release time, packet id) FIFO and counters."""
+    """One queue of a namespace: its socket, link, pending (release time, packet id) FIFO and counters."""
 
-    def __init__(self, name: str, sock: socket.socket, queue: int, link: Link) -> None:
-        self.name, self.sock, self.queue, self.link = name, sock, queue, link
+    def __init__(self, name: str, sock: socket.socket, queue: int, link: Link, host: str | None = None) -> None:
+        self.name, self.sock, self.queue, self.link, self.host = name, sock, queue, link, host or name
         self.pending: deque = deque()
         self.packets = self.bytes = self.released = self.verdict_errors = self.overruns = 0
         self.max_pending = 0
@@ -165,7 +168,7 @@ def run(state: dict, stats_path: Path) -> None:
                 "lateness_edges_s": [e if e != float("inf") else None for e in LATENESS_EDGES_S],
                 "lateness_counts": list(lateness), "max_lateness_s": worst[0],
                 "sum_lateness_s": worst[1],
-                "links": {q.name: {"delay_s": q.link.delay_s, "rate_bps": q.link.rate_bps,
+                "links": {q.name: {"host": q.host, "delay_s": q.link.delay_s, "rate_bps": q.link.rate_bps,
                                    "packets": q.packets, "bytes": q.bytes, "released": q.released,
                                    "pending": len(q.pending), "max_pending": q.max_pending,
                                    "verdict_errors": q.verdict_errors, "overruns": q.overruns}
@@ -178,13 +181,15 @@ def run(state: dict, stats_path: Path) -> None:
     signal.signal(signal.SIGINT, on_signal)
     try:
         for host in state["namespaces"]:
-            backlog: list = []
-            sock = open_queue(f"/run/netns/{host}", qnum, backlog)
-            q = _Queue(host, sock, qnum, Link(*link_params(state, host)))
-            now = clock()
-            for pid, length in backlog:
-                q.pending.append((q.link.release(now, length), pid))
-            queues.append(q)
+            for num, src in host_queues(state, host, qnum):
+                backlog: list = []
+                sock = open_queue(f"/run/netns/{host}", num, backlog)
+                q = _Queue(host if src is None else f"{host}<-{src}", sock, num, Link(*link_params(state, host, src)),
+                           host)
+                now = clock()
+                for pid, length in backlog:
+                    q.pending.append((q.link.release(now, length), pid))
+                queues.append(q)
         priority = _realtime()
         _write_json(stats_path, stats(True))
         _loop(queues, clock, lateness, worst, lambda: _write_json(stats_path, stats(True)))

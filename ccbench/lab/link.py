@@ -11,13 +11,20 @@ Rates are written as tc writes them (tc(8), "RATES"): bits per second with decim
 prefixes ``kbit``, ``mbit``, ``gbit``, ``tbit`` (1e3, 1e6, 1e9, 1e12), binary ones ``kibit``
 ... ``tibit``, or ``bps``-style bytes per second (``kbps``, ``mbps``, ``gbps`` = 8e3, 8e6, 8e9
 bit/s); a bare number is bits per second.  Delays are times: ``500us``, ``2ms``, ``0``.
+
+Which link a packet crosses (`link_params`, `host_queues`): a packet to host J from host I
+takes the link of the pair (I, J) where ``lab set --pair I,J`` gave that pair one (both
+directions, a link of its own: its own serialiser, shared by nothing else), otherwise J's
+ingress link (J's own ``lab set --host J`` setting, else the lab's), which every other
+packet to J shares.
 """
 
 import re
 
 from ccbench.core.errors import UsageError
 
-__all__ = ["Link", "format_delay", "format_rate", "link_params", "parse_delay", "parse_rate"]
+__all__ = ["Link", "format_delay", "format_rate", "host_queues", "link_params", "pair_key", "pair_links",
+           "parse_delay", "parse_rate"]
 
 _NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 _RATE_UNITS = {"": 1.0, "bit": 1.0, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
@@ -71,10 +78,35 @@ def format_delay(delay_s: float) -> str:
     return f"{delay_s:.6g}s"
 
 
-def link_params(state: dict, host: str) -> tuple[float, float]:
-    """(delay_s, rate_bps) of `host`'s link (its ingress) in a lab's state: its own setting, else the lab's."""
-    own = (state.get("links") or {}).get(host) or {}
+def pair_key(a: str, b: str) -> str:
+    """The key of the link between hosts `a` and `b` in a lab's ``pairs`` (``lab set --pair``): ``"a,b"``."""
+    return f"{a},{b}"
+
+
+def _pair(state: dict, a: str, b: str) -> dict | None:
+    pairs = state.get("pairs") or {}
+    return pairs.get(pair_key(a, b)) or pairs.get(pair_key(b, a))
+
+
+def link_params(state: dict, host: str, src: str | None = None) -> tuple[float, float]:
+    """(delay_s, rate_bps) of the link a packet to `host` crosses in a lab's state: the pair (`src`, `host`)'s own
+    link where it has one, else `host`'s ingress (its own setting, else the lab's)."""
+    own = (_pair(state, src, host) if src is not None else None) or (state.get("links") or {}).get(host) or {}
     return float(own.get("delay_s", state["delay_s"])), float(own.get("rate_bps", state["rate_bps"]))
+
+
+def pair_links(state: dict, hosts: list[str]) -> dict:
+    """The pairs among `hosts` with links of their own: ``{"a,b": {"delay_s", "rate_bps"}}`` (a before b in
+    `hosts`' order)."""
+    return {pair_key(a, b): dict(zip(("delay_s", "rate_bps"), link_params(state, b, a), strict=True))
+            for i, a in enumerate(hosts) for b in hosts[i + 1:] if _pair(state, a, b)}
+
+
+def host_queues(state: dict, host: str, queue: int = 0) -> list[tuple[int, str | None]]:
+    """The NFQUEUE queues of `host`'s ingress, in the order its rules match: ``(queue + 1 + I, host I)`` for each
+    host I whose pair with `host` has a link of its own, then ``(queue, None)``, every other packet."""
+    hosts = list(state["namespaces"])
+    return [(queue + 1 + i, h) for i, h in enumerate(hosts) if h != host and _pair(state, h, host)] + [(queue, None)]
 
 
 class Link:

@@ -34,7 +34,7 @@ from ccbench.core.choices import BINDINGS
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.lab import core
 from ccbench.lab.hostexec import CPUS_ENV
-from ccbench.lab.link import link_params
+from ccbench.lab.link import link_params, pair_links
 from ccbench.lab.shape import Shape, check_fits, check_ppn_divides, resolve
 from ccbench.store.results import free_path
 
@@ -110,16 +110,19 @@ def _uniform(values: list[float]) -> float | None:
 def lab_block(state: dict, shape: Shape, role: str = "measurement") -> dict:
     """The ``lab`` block of a run's provenance: the shape, what was injected on which link, by what, the baseline.
 
-    ``delay_s`` and ``rate_bps`` are the links' when every host used has the same ones (what
-    ``ccbench fit`` compares against), else None; ``links`` has each host's.
+    ``delay_s`` and ``rate_bps`` are the links' when every host used and every pair of them has the same
+    ones (what ``ccbench fit`` compares against), else None; ``links`` has each host's, ``pairs`` each pair's
+    among them that has a link of its own (``lab set --pair``: it replaces the two hosts' links between them).
     """
     base = state.get("baseline")
     used = state["namespaces"][: shape.hosts]
     links = {ns: dict(zip(("delay_s", "rate_bps"), link_params(state, ns), strict=True)) for ns in used}
+    pairs = pair_links(state, used)
+    every = [*links.values(), *pairs.values()]
     return {"hosts": shape.hosts, "ppn": shape.ppn, "ranks": shape.ranks, "order": shape.order,
             "machine_ranks": shape.ranks, "host_of_rank": shape.host_of_rank(), "lab_hosts": state["hosts"],
-            "role": role, "delay_s": _uniform([v["delay_s"] for v in links.values()]),
-            "rate_bps": _uniform([v["rate_bps"] for v in links.values()]), "links": links,
+            "role": role, "delay_s": _uniform([v["delay_s"] for v in every]),
+            "rate_bps": _uniform([v["rate_bps"] for v in every]), "links": links, "pairs": pairs,
             "emulator": (state.get("emulator") or {}).get("kind"),
             "emulator_priority": (state.get("emulator") or {}).get("priority"),
             "shaper_choice": state.get("shaper_choice"), "subnet": state["subnet"],
@@ -161,11 +164,13 @@ def _fresh_emulator_counts(state: dict, after: float, timeout_s: float = 3.0) ->
 
 def _traffic(nhosts: int, before: dict, after: dict, emu0: dict, emu1: dict) -> dict:
     links = {}
+    def total(emu: dict, ns: str, key: str) -> int:  # over the host's queues: its ingress, its pairs' own
+        return sum(v.get(key, 0) for name, v in emu["links"].items() if v.get("host", name) == ns)
+
     for ns in before:
         d = {k: after[ns][k] - before[ns][k] for k in before[ns]}
-        e0, e1 = emu0["links"].get(ns, {}), emu1["links"].get(ns, {})
-        d["emulated_packets"] = e1.get("released", 0) - e0.get("released", 0)
-        d["emulated_bytes"] = e1.get("bytes", 0) - e0.get("bytes", 0)
+        d["emulated_packets"] = total(emu1, ns, "released") - total(emu0, ns, "released")
+        d["emulated_bytes"] = total(emu1, ns, "bytes") - total(emu0, ns, "bytes")
         links[ns] = d
     lat0, lat1 = emu0.get("lateness_counts") or [], emu1.get("lateness_counts") or []
     lateness = [b - a for a, b in zip(lat0, lat1, strict=False)] if lat0 and lat1 else None
@@ -262,7 +267,7 @@ def measure_baseline(fit, results_dir: str = "results") -> dict:
 
     The emulator is restarted at zero delay on every link (the lab's rate), the sweep runs
     between hosts 0 and 1, one rank each (a run of its own, tagged ``lab-baseline``), the
-    emulator is restarted with the lab's links (hosts' own settings included), and the alpha
+    emulator is restarted with the lab's links (hosts' and pairs' own settings included), and the alpha
     fitted by `fit` (rows as dicts -> {"alpha_s", "alpha_ci_s", "rate_bps", "statistic"}; the
     caller passes ``ccbench.analysis.lab_check.baseline_fit``) is stored in the lab's state as
     its baseline.
@@ -272,14 +277,15 @@ def measure_baseline(fit, results_dir: str = "results") -> dict:
     state = core.load_state()
     if state is None or state.get("status") != "up":
         raise CCBenchError("no lab is up")
-    delay, rate, links = state["delay_s"], state["rate_bps"], dict(state.get("links") or {})
-    core.restart_emulator(state, 0.0, rate, links={})
+    delay, rate, links, pairs = (state["delay_s"], state["rate_bps"], dict(state.get("links") or {}),
+                                 dict(state.get("pairs") or {}))
+    core.restart_emulator(state, 0.0, rate, links={}, pairs={})
     try:
         code, run_dir, traffic = run_on_lab([*SWEEP_ARGS, "--no-show", "--results-dir", results_dir,
                                              "--tag", "lab-baseline"], nranks=2, ppn=1, role="baseline", quiet=True)
     finally:
         state = core.load_state()
-        core.restart_emulator(state, delay, rate, links=links)
+        core.restart_emulator(state, delay, rate, links=links, pairs=pairs)
     if code or run_dir is None:
         raise CCBenchError(f"the zero-delay baseline run failed (exit code {code})")
     if not traffic["crossed_links"]:
