@@ -6,7 +6,9 @@ inside the node; `node_map` turns them into the ``topology`` record (each rank's
 node-local rank, the nodes' ranks and names, the rank order) and the ``nodes`` and
 ``ranks_per_node`` keys follow from it.  ``hosts`` counts the ranks per hostname, as before;
 ``topology.hostnames_agree`` says whether hostnames and the library's nodes tell the same
-story.  Ranks are grouped by the kernel they run on (its boot id) to decide whether they
+story.  A sweep with ``--placement`` runs on the launch's communicator re-ranked (`placed`); its
+topology is the re-ranked one's, and ``topology.placement`` records each rank's rank in the launch.
+Ranks are grouped by the kernel they run on (its boot id) to decide whether they
 oversubscribe the cores: hosts of the emulated lab are nodes to MPI but share one machine.
 
 Also the launcher facts readable before MPI starts (this rank, ranks on this node), which
@@ -30,7 +32,7 @@ from ccbench.measure import hardware
 
 __all__ = ["BIND_ENV", "choose_thread_level", "collect", "env_rank", "env_local_ranks", "gather_hardware",
            "gather_topology", "launch_binding", "machine_id", "node_map", "oversubscribed", "own_cores",
-           "rank_order", "usable_cores"]
+           "placed", "rank_order", "usable_cores"]
 
 #: The variable through which `ccbench.measure.launcher.prepare_launcher` tells the ranks how it bound them.
 BIND_ENV = "CCBENCH_BIND"
@@ -259,6 +261,29 @@ def gather_topology(comm, hostnames: list[str]) -> dict:
         local.Free()
     got = comm.allgather((*mine, machine_id()))
     return node_map([g[0] for g in got], [g[1] for g in got], hostnames, [g[2] for g in got])
+
+
+def placed(comm, placement) -> tuple[object, dict]:
+    """(`comm` re-ranked as `placement` says, the placement record) -- collective.
+
+    `placement` is a config's (`ccbench.core.placement.parse_placement`); None keeps `comm`.  The
+    new communicator is ``comm.Split(0, key)`` with each rank's position in the order as its key
+    (MPI-4.0 sec. 7.4.2: ranks in the order of their keys); the order comes from `comm`'s own
+    node map.  A bad order (not a permutation of this run's ranks) is refused on every rank alike.
+    """
+    from ccbench.core.placement import placement_order
+
+    P = comm.Get_size()
+    if placement is None:
+        return comm, {"placement": "launch", "original_rank": list(range(P))}
+    from mpi4py import MPI
+
+    launch = gather_topology(comm, comm.allgather(MPI.Get_processor_name()))
+    order = placement_order(placement, launch["node_of_rank"])  # the same on every rank, errors included
+    kind = "given" if isinstance(placement, tuple) else str(placement).split(":")[0]
+    seed = int(str(placement).split(":")[1]) if kind == "random" else None
+    new = comm.Split(0, order.index(comm.Get_rank()))
+    return new, {"placement": kind, "seed": seed, "original_rank": order, "launch_order": launch["order"]}
 
 
 def collect(comm, cfg_dict: dict, thread: tuple[str, str], argv: list[str]) -> dict:

@@ -138,10 +138,10 @@ def test_allreduce_order_follows_the_model_on_the_slow_link(lab):
     assert meas[1] / meas[0] >= 1.5 and meas[1] >= 1 / 1.1, f"RD / ring: {meas[0]:.2f} at 8 B, {meas[1]:.2f} at 4 MiB"
 
 
-def _pingpong(lab, *lab_args, delay=None):
-    """One lab run of an 8 B ping-pong; (run.json, the case row)."""
+def _pingpong(lab, *lab_args, run_args=()):
+    """One lab run of an 8 B ping-pong between ranks 0 and 1; (run.json, the case row)."""
     ccb("lab", "run", *lab_args, "--", "-C", "pingpong", "-s", "8", "--budget", "0.2", "--warmup", "2",
-        "--min-reps", "20", "--max-reps", "60", "--results-dir", str(lab), "--no-show")
+        "--min-reps", "20", "--max-reps", "60", "--results-dir", str(lab), "--no-show", *run_args)
     run = newest_run(lab)
     meta = json.loads((run / "run.json").read_text())
     (row,) = [json.loads(line) for line in (run / "cases.jsonl").read_text().splitlines()]
@@ -176,6 +176,51 @@ def test_hosts_of_two_ranks_are_nodes_to_mpi(lab):
     assert meta["lab"]["delay_s"] is None  # no single injected delay on the hosts used
     assert 2e-3 <= row["min_s"] < 2e-3 + 400e-6  # (1 ms + 3 ms) / 2 one way
     assert "ccb-h1: delay 3ms" in ccb("lab", "status").stdout
+
+
+def test_a_pair_of_hosts_with_a_slower_link_of_its_own(lab):
+    """Links at 1 ms, the pair of hosts 0 and 2 at 3 ms (both ways): a ping-pong between hosts 0 and 1 pays 1 ms,
+    one between hosts 0 and 2 (ranks 0 and 1 after --placement 0,2,1) 3 ms; the run records the pair's link."""
+    ccb("lab", "set", "--delay", "1ms", "--no-baseline")
+    ccb("lab", "set", "--pair", "0,2", "--delay", "3ms", "--no-baseline")
+    assert "pair ccb-h0-ccb-h2: delay 3ms" in ccb("lab", "status").stdout
+    meta, row = _pingpong(lab, "-n", "3", "--ppn", "1")
+    assert meta["lab"]["pairs"] == {"ccb-h0,ccb-h2": {"delay_s": 3e-3, "rate_bps": meta["lab"]["links"]["ccb-h0"]
+                                                      ["rate_bps"]}} and meta["lab"]["delay_s"] is None
+    fast = row["min_s"]
+    meta, row = _pingpong(lab, "-n", "3", "--ppn", "1", run_args=("--placement", "0,2,1"))
+    topo = meta["topology"]
+    assert topo["placement"]["original_rank"] == [0, 2, 1] and topo["node_names"] == ["ccb-h0", "ccb-h2", "ccb-h1"]
+    slow = row["min_s"]  # ranks 0 and 1 now on hosts 0 and 2: the pair's own link
+    # each pays its link's delay plus the software's own cost (which other jobs on the 2 cores inflate): the fast
+    # pair stays near 1 ms, the slow one is slower by the 2 ms injected on top
+    assert 1e-3 <= fast < 1e-3 + 600e-6 and 3e-3 <= slow
+    assert abs(slow - fast - 2e-3) < 400e-6, f"0-2 ping-pong {slow * 1e6:.0f} us, 0-1 {fast * 1e6:.0f} us"
+
+
+def test_placement_re_ranks_the_lab_hosts_ranks(lab):
+    """2 hosts x 2 ranks launched block, run with --placement cyclic: the sweep's ranks alternate between the hosts,
+    the hierarchical allreduce finds the two nodes and is exact; on one rank per host it is refused."""
+    ccb("lab", "set", "--delay", "1ms", "--no-baseline")
+    ccb("lab", "run", "-n", "4", "--ppn", "2", "--", "-C", "allreduce", "-a", "ring,hierarchical", "-s", "8,64K",
+        "--budget", "0.2", "--min-reps", "3", "--max-reps", "10", "--placement", "cyclic", "--results-dir", str(lab),
+        "--no-show")
+    run = newest_run(lab)
+    topo = json.loads((run / "run.json").read_text())["topology"]
+    assert topo["node_of_rank"] == [0, 1, 0, 1] and topo["order"] == "cyclic" and topo["nodes"] == 2
+    assert topo["placement"] == {"placement": "cyclic", "seed": None, "original_rank": [0, 2, 1, 3],
+                                 "launch_order": "block"}
+    rows = [json.loads(line) for line in (run / "cases.jsonl").read_text().splitlines()]
+    assert sorted((r["algorithm"], r["nbytes"]) for r in rows) == [("hierarchical", 8), ("hierarchical", 65536),
+                                                                   ("ring", 8), ("ring", 65536)]
+    assert all(r["nwrong"] == 0 for r in rows)
+    assert "--placement cyclic re-ranked the launch's block order" in ccb("show", str(run)).stdout
+    before = set(lab.iterdir())
+    r = ccb("lab", "run", "-n", "2", "--ppn", "1", "--", "-C", "allreduce", "-a", "hierarchical", "-s", "8",
+            "--results-dir", str(lab), check=False)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "ccbench: error: allreduce/hierarchical cannot run here: no node hierarchy: one rank on each of the 2 nodes"]
+    assert set(lab.iterdir()) == before
 
 
 def test_down_cleans_up_after_a_crash(lab):
