@@ -13,9 +13,10 @@ most 30 s and 500 MB (10^6 bytes) per 100 MB, wall time.
 An import streams: every line is checked as it is read and its row written into a folder aside, fsynced
 once and renamed into place when complete; an OSU row is written from a template, never built as an object.
 A CSV of samples in launches also pools each case over its launches as a replicated run's rows are
-(``ccbench.store.launches.pool_launches``: a 1,000-replicate two-stage bootstrap per case, whose work grows
-with the samples), which the import cannot start before the last line is read; the script times that
-bootstrap apart, on 8 cases of the same shape, and prints it for the 64 beside the CSV's figures.
+(``ccbench.store.launches.pool_launches``: a 1,000-replicate two-stage bootstrap per case, each resampled
+launch's median drawn from its exact law), which the import cannot start before the last line is read; the
+script times that bootstrap apart, on 8 cases of the same shape, and prints it for the 64 beside the CSV's
+figures.
 """
 
 import argparse

@@ -7,6 +7,7 @@ against their nominal value with a binomial allowance of 3 sd, 3 sqrt(p (1 - p) 
 
 import ast
 import inspect
+import itertools
 import math
 
 import numpy as np
@@ -232,6 +233,43 @@ def test_hierarchical_ci_without_launch_effect_is_conservative_or_nominal():
     assert abs(cov2 - 0.95) <= _slack(0.95, n_cases)
 
 
+@pytest.mark.parametrize("x", [[5.0], [2.0, 7.0], [3.0, 1.0, 4.0], [3.0, 1.0, 3.0, 2.0], [9.0, 1.0, 4.0, 1.0, 5.0],
+                               [6.0, 2.0, 8.0, 2.0, 5.0, 1.0]])
+def test_resampled_median_follows_the_exact_bootstrap_law(x):
+    # the median of a resample of n values, over all n^n equally likely index tuples (ties and even n included)
+    x = np.array(x)
+    n = x.size
+    values, counts = np.unique(np.median(x[np.array(list(itertools.product(range(n), repeat=n)))], axis=1),
+                               return_counts=True)
+    law = dict(zip(values.tolist(), (counts / n ** n).tolist(), strict=True))
+    m = 100_000
+    drawn, seen = np.unique(replication._resampled_median(x, m, np.random.default_rng(3)), return_counts=True)
+    assert set(drawn.tolist()) <= set(law)
+    for v, c in zip(drawn.tolist(), seen.tolist(), strict=True):   # each frequency within 6 binomial sd
+        assert abs(c / m - law[v]) <= 6 * math.sqrt(law[v] * (1 - law[v]) / m) + 1e-12
+
+
+def _drawn_median(a, axis=None):
+    """np.median under another name: the bootstrap then draws every resample's n samples (the slow path)."""
+    return np.median(a, axis=axis)
+
+
+@pytest.mark.parametrize("k,n,sigma_b,sigma_w", [(3, 21, 0.3, 0.05), (5, 10, 0.1, 0.3), (4, 9, 0.0, 0.5)])
+def test_hierarchical_ci_exact_median_law_keeps_the_drawn_resamples_interval(k, n, sigma_b, sigma_w):
+    # the median's exact law and the n_k drawn samples give the same intervals in distribution: the same coverage
+    # of the true typical time exp(MU) and the same typical width over 300 simulated cases
+    n_cases = 300
+    cases = _cases(np.random.default_rng(40 + k), n_cases, k, n, sigma_b, sigma_w)
+    true, runs = math.exp(MU), []
+    for stat in (np.median, _drawn_median):
+        cis = [hierarchical_bootstrap_ci(c, stat, n_boot=200, seed=i) for i, c in enumerate(cases)]
+        runs.append((np.mean([c.low_s <= true <= c.high_s for c in cis]),
+                     np.median([math.log(c.high_s / c.low_s) for c in cis])))
+    (cov, width), (cov_drawn, width_drawn) = runs
+    assert cov >= 0.95 - _slack(0.95, n_cases) and abs(cov - cov_drawn) <= _slack(0.95, n_cases)
+    assert width == pytest.approx(width_drawn, rel=0.06)
+
+
 def test_hierarchical_ci_single_launch_is_within_launch_and_flagged():
     x = np.exp(MU + np.random.default_rng(1).normal(0, 0.1, 50))
     ci = hierarchical_bootstrap_ci([x])
@@ -255,10 +293,10 @@ def test_hierarchical_ci_is_deterministic_with_the_seed():
 
 def test_hierarchical_ci_bounded_memory_blocks_give_the_same_interval(monkeypatch):
     case = _cases(np.random.default_rng(6), 1, 3, 101, 0.2, 0.1)[0]
-    whole = hierarchical_bootstrap_ci(case, n_boot=300)
+    whole = hierarchical_bootstrap_ci(case, np.mean, n_boot=300)   # the mean's resamples are drawn in blocks
     monkeypatch.setattr(replication, "_BLOCK_VALUES", 1000)  # ~10 resamples per block
-    assert hierarchical_bootstrap_ci(case, n_boot=300) == whole
-    kept = hierarchical_bootstrap_ci(case, n_boot=300, resample_within=False)
+    assert hierarchical_bootstrap_ci(case, np.mean, n_boot=300) == whole
+    kept = hierarchical_bootstrap_ci(case, np.mean, n_boot=300, resample_within=False)
     assert kept.method.startswith("launch bootstrap") and kept.estimate_s == whole.estimate_s
 
 
