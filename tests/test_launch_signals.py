@@ -178,3 +178,20 @@ def test_ctrl_c_in_a_terminal_stops_the_run_interrupted_and_ends_with_how_to_con
     assert proc.returncode == 128 + signal.SIGINT, err
     assert open_run(run).meta["status"] == "interrupted"
     assert err.strip().splitlines()[-1].startswith("ccbench: stopped by ") and f"--resume {run}" in err
+
+
+@pytest.mark.parametrize("rank", ["0", "1"])
+def test_sigterm_before_the_first_case_ends_the_run_interrupted_not_failed(tmp_path, rank):
+    """SIGTERM between opening the run and its first case (CCBENCH_FAULT's item ``start``) came before the stop
+    signals were caught: the ranks died of it and the run ended `failed`.  Now it stops the run as any SIGTERM."""
+    import subprocess
+
+    env = dict(os.environ, CCBENCH_FAULT=f"term:{rank}:start")
+    r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "2", "-C", "allreduce", "-s", "8", "-i", "5",
+                        "--results-dir", str(tmp_path), "--no-show"], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 128 + signal.SIGTERM, r.stderr
+    (run,) = tmp_path.iterdir()
+    meta = open_run(run).meta
+    assert (meta["status"], meta["signal"], meta["finished_cases"]) == ("interrupted", "SIGTERM", 0)
+    assert f"--resume {run}" in r.stderr.strip().splitlines()[-1]

@@ -105,14 +105,14 @@ def drive(comm, plan: Plan, *, prov: dict, argv: list[str], results_dir, tag: st
                                     row_cls=plan.row_cls, keep=plan.keep, summary=plan.summary)
     if writer is not None and plan.opened:
         writer.update(**plan.opened)
-    if plan.fault is not None:  # CCBENCH_FAULT's item "start": between opening the run and its first item
-        plan.fault.fire(comm, "start")
     done = {tuple(key) for key, _ in finished}
     nbad = sum(bool(bad) for _, bad in finished)
     visits = [(r, it) for r, round_items in enumerate(rounds, 1) for it in round_items if it.key not in done]
     bar = Progress(len(visits), console, plan.noun) if writer is not None and progress else None
     session = Session(comm, writer, watchdog_s=plan.watchdog_s, progress=bar, fault=plan.fault)
     session.watch_peers()
+    if plan.fault is not None:  # CCBENCH_FAULT's item "start": the run open, its stop signals caught, no item begun
+        plan.fault.fire(comm, "start")
     start, end_fields = cpu_times(), {}
     try:
         if resume is None and plan.before is not None:
