@@ -63,3 +63,18 @@ def test_an_import_that_fills_the_disk_keeps_nothing_and_says_so(tmp_path):
     assert "rc=2" in r.stdout, r.stdout + r.stderr
     assert r.stderr.count("\n") == 1 and "No space left on device; nothing was kept" in r.stderr, r.stderr
     assert listing.read_text().split() == []
+
+
+@needs_mount_namespace
+def test_ccbench_launch_on_a_full_disk_ends_in_the_ranks_one_line(tmp_path):
+    """The ranks say the disk is full and which rows they kept; the launcher, finding run.json still 'running' and no
+    room to mark it failed, said a second error (the run keeps its last state: a resume may take it over)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    r = _on_small_disk(disk, "96k", "sh", "-c",
+                       f"timeout 180 {sys.executable} -m ccbench launch -n 2 -C allreduce,bcast -s 8:64K -a native "
+                       f"--min-reps 50 --max-reps 200 --budget 0.05 --results-dir {disk} --no-show; echo rc=$?")
+    out = r.stdout + r.stderr
+    assert "rc=1" in r.stdout and "Traceback" not in out, out[-3000:]
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("ccbench: error:")]
+    assert len(errors) == 1 and "No space left on device" in errors[0] and "finished rows kept" in errors[0], out

@@ -53,9 +53,9 @@ def test_round_trip_and_never_overwrite(tmp_path):
     flags_at = csv_lines[0].split(",").index("flags")
     assert csv_lines[1].split(",")[flags_at] == "few_samples"
     header = csv_lines[0].split(",")
-    assert header[-10:] == ["settings", "launches", "launch_samples", "timing", "rank_mean_min_s", "rank_mean_avg_s",
-                            "rank_mean_max_s", "p90_s", "loop", "buffers"]
-    assert csv_lines[1].split(",")[-10:] == ["", "", "", "per-call", "", "", "", "", "python", "warm"]
+    assert header[-11:] == ["settings", "launches", "launch_samples", "timing", "rank_mean_min_s", "rank_mean_avg_s",
+                            "rank_mean_max_s", "p90_s", "loop", "buffers", "counts"]
+    assert csv_lines[1].split(",")[-11:] == ["", "", "", "per-call", "", "", "", "", "python", "warm", "uniform"]
 
 
 def test_torn_last_line_is_dropped_with_a_warning(tmp_path):
@@ -183,6 +183,33 @@ def test_open_run_needs_finished_cases_only_when_asked(tmp_path):
     (d / "cases.jsonl").unlink()   # lost: not "0 cases, all correct" (every writer creates it with run.json)
     with pytest.raises(UsageError, match=r"has no cases.jsonl: the run's rows are missing"):
         open_run(d)
+
+
+def test_a_run_whose_rows_were_lost_says_how_many(tmp_path):
+    """run.json says complete with 3 finished cases, cases.jsonl holds 1 (cut back, emptied): it was shown as
+    "1 cases, all correct" without a word."""
+    from ccbench.store.run import open_run
+
+    d = _sweep_run(tmp_path, [make_row(nbytes=8), make_row(nbytes=16), make_row(nbytes=32)])
+    meta = json.loads((d / "run.json").read_text())
+    (d / "run.json").write_text(json.dumps(dict(meta, status="complete", finished_cases=3)))
+    assert open_run(d).warnings == []
+    (d / "cases.jsonl").write_text((d / "cases.jsonl").read_text().splitlines(keepends=True)[0])
+    run = open_run(d)
+    assert len(run.rows) == 1
+    assert run.warnings == ["cases.jsonl holds 1 rows, but run.json says 3 finished: 2 are lost"]
+
+
+def test_a_row_without_a_median_time_is_named_when_the_run_is_read(tmp_path):
+    """A NaN median (a run of schema /1, a file edited by hand): fit dropped the row without a word."""
+    from ccbench.store.run import open_run
+
+    d = _sweep_run(tmp_path, [make_row(nbytes=8), make_row(nbytes=16)])
+    rows = [json.loads(x) for x in (d / "cases.jsonl").read_text().splitlines()]
+    rows[1]["median_s"] = None
+    (d / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (warning,) = open_run(d).warnings
+    assert warning.startswith("1 row(s) of cases.jsonl have no median time (null or not finite)")
 
 
 def test_rows_of_another_kind_are_refused(tmp_path):

@@ -8,6 +8,7 @@ Code downstream asks ``run.kind`` and looks things up by it, never re-reading ru
 """
 
 import json
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from ccbench.core.errors import UsageError
 from ccbench.store.kinds import PLUGINS_VAR, RunKind, kind_named
-from ccbench.store.results import READABLE_SCHEMAS, resolve_run, write_json_atomic
+from ccbench.store.results import READABLE_SCHEMAS, WriteError, resolve_run, write_json_atomic
 from ccbench.store.workload_rows import KIND as WORKLOAD
 
 __all__ = ["SWEEP", "WORKLOAD", "Run", "RunKind", "lab_block", "mark_failed", "open_run", "part_provenance"]
@@ -105,6 +106,16 @@ def open_run(run, results_dir="results", *, kinds=None, need_rows: bool = False,
         wanted = " or ".join((kind_named(k).label if kind_named(k) else k) + "s" for k in kinds)
         raise UsageError(f"{str(path)!r} is a {kind!r} run; {what} reads {wanted} only")
     rows, warnings = _read_rows(path, spec)
+    said = meta.get("finished_cases")
+    if isinstance(said, int) and not isinstance(said, bool) and len(rows) < said:  # a truncated or emptied file
+        warnings.append(f"cases.jsonl holds {len(rows)} rows, but run.json says {said} finished: "
+                        f"{said - len(rows)} are lost")
+    # NaN in a run of schema /1, or a file edited by hand: fit, compare and check cannot use such a row
+    medians = (getattr(r, "median_s", 0.0) for r in rows)
+    blank = sum(not (isinstance(m, (int, float)) and math.isfinite(m)) for m in medians)
+    if blank:
+        warnings.append(f"{blank} row(s) of cases.jsonl have no median time (null or not finite): fits and comparisons "
+                        "leave them out, and a check of their cases fails")
     if need_rows and not rows:
         raise UsageError(f"{str(path)!r} has no finished cases")
     return Run(path, meta, rows, warnings, kind)
@@ -142,7 +153,10 @@ def mark_failed(path: str | Path, reason: str) -> bool:
         rows = []
     meta.update(status="failed", failure=reason, end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 finished_cases=len(rows))
-    write_json_atomic(meta_path, meta)
+    try:
+        write_json_atomic(meta_path, meta)
+    except WriteError:  # a full or read-only disk: the run keeps its last state (a resume may take it over)
+        return False
     return True
 
 
