@@ -52,7 +52,10 @@ work on imported runs.  The cost comes in as a function: this stage sits below t
 
 Formats as the tools print them (OMB 7.x ``print_preamble``/``print_stats``; IMB 2021
 ``IMB_output``; nccl-tests ``src/common.cu`` and ``src/util.cu``); parsers are tolerant of
-extra columns and comment lines, and refuse a file that is none of these with one line.
+extra columns and comment lines, and refuse a file that is none of these with one line, and a result line cut
+short: fewer values than its columns, or the file's last line without a line end (a number cut mid-way reads as a
+number all the same).  A CSV's sizes are whole elements of its dtype (whole blocks of P elements where the size
+covers P blocks), as a sweep's are.
 `import_files` streams: OSU files and CSVs are read line by line, every number checked as it comes
 (IMB and nccl-tests files, small, whole: `check_rows`), and the rows written as they are read into a
 folder aside, pushed to disk once and renamed into place when every file is complete; a refused
@@ -62,6 +65,7 @@ file leaves nothing behind.  Pure: no MPI.
 import contextlib
 import csv
 import dataclasses
+import glob
 import hashlib
 import io
 import itertools
@@ -71,6 +75,9 @@ import operator
 import os
 import re
 import shutil
+import signal
+import socket
+import threading
 import time
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -81,7 +88,7 @@ import numpy as np
 
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.dtypes import DTYPES, OPS
-from ccbench.core.errors import UsageError
+from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.core.stats import summarize
 from ccbench.core.units import MAX_SIZE, MAX_TIME_S, MIN_TIME_S, format_size
 from ccbench.core.units import is_time as _is_time
@@ -126,14 +133,14 @@ class Parsed:
         return modelled if modelled is not None else sum(r.steps_max is not None for r in self.rows)
 
 
-def _row(collective: str, nbytes: int, per_rank_bytes: int, nranks: int, avg_s: float, lo: float | None,
+def _row(collective: str, nbytes: int, count: int, nranks: int, avg_s: float, lo: float | None,
          hi: float | None, dtype: str = "uint8", *, op: str | None = None, in_place: bool = False, root: int = 0,
          nwrong: int = 0, timing: str = "per-call") -> Row:
     factor = COLLECTIVES[collective].busbw_factor(nranks) if collective != "barrier" else 0.0
     algbw = nbytes / avg_s / 1e9 if avg_s > 0 else 0.0
     if op is None:
         op = "sum" if COLLECTIVES[collective].reduction else "none"
-    return Row(collective=collective, algorithm="native", nbytes=nbytes, count=per_rank_bytes, dtype=dtype,
+    return Row(collective=collective, algorithm="native", nbytes=nbytes, count=count, dtype=dtype,
                op=op, in_place=in_place, root=root, nranks=nranks,
                samples=0, min_s=lo if lo is not None else avg_s, median_s=avg_s, mean_s=avg_s, p95_s=avg_s,
                p99_s=avg_s, max_s=hi if hi is not None else avg_s, stddev_s=float("nan"), ci_low_s=avg_s,
@@ -159,6 +166,25 @@ def _time_us(text: str, at: str, column: str) -> float:
     if not _is_time(t):
         raise UsageError(f"{at}: {column} {text!r} us {_NOT_A_TIME}")
     return t
+
+
+_ENDED = ("\n", "\r")
+
+
+def _cut_short(where: str, n: int) -> UsageError:
+    """The refusal of a result line at the end of a file without a line end: a file cut short mid-line (a killed
+    job, a full disk, a copy of a file still being written) may have lost the end of its last number, which reads
+    as a number all the same (OSU's "90.12" cut to "90")."""
+    return UsageError(f"{where}, line {n}: the last line has no line end: the file looks cut short (end the line if "
+                      "it is whole)")
+
+
+def _check_last_line(text: str, where: str) -> None:
+    """Refuse a whole file whose last line is a result (it starts with a number) without a line end."""
+    if text and not text.endswith(_ENDED):
+        lines = text.splitlines()
+        if lines[-1].split()[:1] and lines[-1].split()[0].isdigit():
+            raise _cut_short(where, len(lines))
 
 
 _OSU_HEAD = re.compile(r"^#\s*OSU MPI(?:-\w+)?\s+(.+?)\s+(?:Latency\s+)?Test(?:\s+v?([\d.]+))?")
@@ -295,6 +321,8 @@ class _OsuReader:
             if len(parts) < width:  # a line cut short (a killed job, a full disk): never a shorter row
                 raise UsageError(f"{self.where}, line {n}: {len(parts)} values under {width} columns (a line cut "
                                  "short?)")
+            if not line.endswith(_ENDED):  # only the last line of a file can lack one
+                raise _cut_short(self.where, n)
             try:
                 size = int(parts[0])
                 avg = float(parts[ia]) * 1e-6
@@ -341,8 +369,8 @@ class _OsuReader:
 def parse_osu(text: str, nranks: int, where: str = "file") -> Parsed:
     """An OSU Micro-Benchmarks output (module docstring), every number checked (`_OsuReader`)."""
     reader = _OsuReader(where, nranks, from_file=False)
-    rows = [_row(reader.collective, nbytes, size, reader.p, avg, lo, hi, reader.dtype)
-            for _, nbytes, size, avg, lo, hi in reader.records(text.splitlines())]
+    rows = [_row(reader.collective, nbytes, size // DTYPES[reader.dtype].itemsize, reader.p, avg, lo, hi, reader.dtype)
+            for _, nbytes, size, avg, lo, hi in reader.records(text.splitlines(keepends=True))]
     return reader.parsed(rows)
 
 
@@ -353,6 +381,7 @@ def parse_imb(text: str, where: str = "file") -> Parsed:
     blocks = re.split(r"^#-+\n#\s*Benchmarking\s+", text, flags=re.M)
     if version is None or len(blocks) < 2:
         raise UsageError(f"{where}: not an IMB-MPI1 output (no '# Benchmarking NAME' blocks)")
+    _check_last_line(text, where)
     rows = []
     pos = 0
     for block in blocks[1:]:
@@ -391,7 +420,8 @@ def parse_imb(text: str, where: str = "file") -> Parsed:
                 continue
             # IMB reduces MPI_FLOAT and moves MPI_BYTE (its default datatypes)
             dtype = "float32" if COLLECTIVES[collective].reduction else "uint8"
-            rows.append(_row(collective, _size(collective, size, p), size, p, avg, lo, hi, dtype))
+            rows.append(_row(collective, _size(collective, size, p), size // DTYPES[dtype].itemsize, p, avg, lo, hi,
+                             dtype))
     if not rows:
         raise UsageError(f"{where}: IMB blocks, but none of a collective ccbench knows with results")
     return Parsed("IMB-MPI1", version.group(0).strip(), {}, rows)
@@ -441,13 +471,26 @@ def _nccl_row(collective: str, nranks: int, size: int, count: int, type_name: st
               time_us: float, nwrong: float | None, in_place: bool, timing: str) -> Row:
     """One row of nccl-tests: its size is ccbench's nbytes and its count ccbench's count (module docstring)."""
     coll = COLLECTIVES[collective]
-    if not _is_time(time_us * 1e-6):
+    if isinstance(time_us, bool) or not _is_time(time_us * 1e-6):
         raise ValueError(f"time {time_us!r} us {_NOT_A_TIME}")
+    if nwrong is not None and (isinstance(nwrong, bool) or not (math.isfinite(nwrong) and 0 <= nwrong == int(nwrong))):
+        raise ValueError(f"#wrong {nwrong!r} is not a count of elements")
     r = int(root) if str(root).strip().lstrip("-").isdigit() else -1
     op = redop if coll.reduction and redop not in ("none", "") else ("sum" if coll.reduction else "none")
     return _row(collective, size, count, nranks, time_us * 1e-6, None, None, _NCCL_DTYPES.get(type_name, type_name),
                 op=op, in_place=in_place, root=max(r, 0) if coll.rooted else 0,
-                nwrong=int(nwrong) if nwrong is not None and math.isfinite(nwrong) else 0, timing=timing)
+                nwrong=int(nwrong or 0), timing=timing)
+
+
+def _wrong(text: str, counted: bool) -> float | None:
+    """The #wrong column of nccl-tests' text table; an older "error" column (`counted` False), a largest error,
+    must be a number >= 0 and counts no elements (None)."""
+    value = float(text)
+    if counted:
+        return value
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"error {text!r} is not a number >= 0")
+    return None
 
 
 def _nccl_timing(iters, agg) -> str:
@@ -477,10 +520,12 @@ def _parse_nccl_json(doc: dict, nranks: int | None, where: str) -> Parsed:
                 t = part.get("time", part.get("cpu_time"))
                 nwrong = part.get("nwrong")
                 rows.append(_nccl_row(collective, P, int(res["size"]), int(res["count"]), str(res.get("type", "")),
-                                      str(res.get("redop", "none")), str(res.get("root", "-1")), float(t),
-                                      float(nwrong) if nwrong is not None else None, in_place, timing))
+                                      str(res.get("redop", "none")), str(res.get("root", "-1")),
+                                      t if isinstance(t, bool) else float(t),
+                                      nwrong if nwrong is None or isinstance(nwrong, bool) else float(nwrong),
+                                      in_place, timing))
         except (KeyError, TypeError, ValueError) as exc:
-            why = str(exc) if isinstance(exc, ValueError) and "not a time" in str(exc) else "lacks size, count or time"
+            why = str(exc) if isinstance(exc, ValueError) and " is not a " in str(exc) else "lacks size, count or time"
             raise UsageError(f"{where}: a result of the nccl-tests JSON {why}: {json.dumps(res)[:120]}") from None
     if not rows:
         raise UsageError(f"{where}: an nccl-tests JSON file without results")
@@ -515,6 +560,7 @@ def parse_nccl_tests(text: str, nranks: int | None = None, where: str = "file") 
     if head is None or table is None:
         raise UsageError(f"{where}: not an nccl-tests output (no '# nThread ... nGpus ...' line and "
                          "'# size count type ...' table header)")
+    _check_last_line(text, where)
     name, collective = _nccl_collective(text, where)
     per_proc = int(head.group(1)) * int(head.group(2))
     ranks = {int(m.group(1)) for m in re.finditer(r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid", text, re.M)}
@@ -537,6 +583,10 @@ def parse_nccl_tests(text: str, nranks: int | None = None, where: str = "file") 
     # the parameter columns before the first time: size count type [redop] [root] (older versions lack root)
     params = ["size", "count", "type"] + [c for c in table.group(1).split() if c in ("redop", "op", "root")]
     timing = _nccl_timing(options.get("iters"), options.get("agg iters"))
+    # time, algbw, busbw, #wrong out of place, then in place: a line with fewer values was cut short
+    values = 4 * max(1, table.group(1).split().count("time"))
+    # older versions name the fourth column "error": the largest error seen, not a count of wrong elements
+    counted = "error" not in table.group(1).split()
     rows = []
     for line in text[table.end():].splitlines():
         parts = line.split()
@@ -544,8 +594,9 @@ def parse_nccl_tests(text: str, nranks: int | None = None, where: str = "file") 
             continue
         head_cols = dict(zip(params, parts, strict=False))
         rest = parts[len(params):]
-        if len(rest) < 4:
-            raise UsageError(f"{where}: cannot read the line {line.strip()!r}")
+        if len(rest) < values:
+            raise UsageError(f"{where}: {len(rest)} values after the parameters of the line {line.strip()!r}, under "
+                             f"{values} (a line cut short?)")
         try:
             for i, in_place in ((0, False), (4, True)):
                 if len(rest) < i + 4:
@@ -554,9 +605,9 @@ def parse_nccl_tests(text: str, nranks: int | None = None, where: str = "file") 
                 rows.append(_nccl_row(collective, P, int(head_cols["size"]), int(head_cols["count"]),
                                       head_cols["type"], head_cols.get("redop", head_cols.get("op", "none")),
                                       head_cols.get("root", "-1"), float(t),
-                                      None if wrong == "N/A" else float(wrong), in_place, timing))
+                                      None if wrong == "N/A" else _wrong(wrong, counted), in_place, timing))
         except ValueError as exc:
-            why = f": {exc}" if "not a time" in str(exc) else ""
+            why = f": {exc}" if " is not a " in str(exc) else ""
             raise UsageError(f"{where}: cannot read the line {line.strip()!r}{why}") from None
     if not rows:
         raise UsageError(f"{where}: an nccl-tests header but no result lines")
@@ -635,12 +686,16 @@ class _CsvGroup:
     """The cases of a CSV that share collective, algorithm, rank count, dtype and op: what their rows have in
     common, and the sizes seen so far (to refuse a case twice without a set of every case)."""
 
-    __slots__ = ("collective", "algorithm", "nranks", "dtype", "op", "ppn", "itemsize", "template", "sizes")
+    __slots__ = ("collective", "algorithm", "nranks", "dtype", "op", "ppn", "itemsize", "unit", "template", "sizes")
 
     def __init__(self, collective: str, algorithm: str, nranks: int, dtype: str, op: str, ppn: int | None) -> None:
         self.collective, self.algorithm, self.nranks, self.dtype, self.op = collective, algorithm, nranks, dtype, op
         self.ppn = ppn
         self.itemsize = DTYPES[dtype].itemsize if dtype in DTYPES else 1
+        # the sizes a sweep stores are whole elements (whole blocks of P elements where the size covers P blocks):
+        # a size is a multiple of `unit`; a barrier's unit is beyond every size, so that its only size is 0
+        coll = COLLECTIVES[collective]
+        self.unit = MAX_SIZE + 1 if collective == "barrier" else coll.nbytes_for(1, self.itemsize, nranks)
         self.template: tuple | None = None  # (its rows' `_Template` or None, busbw factor), made by an import
         self.sizes = _FirstSeen()
 
@@ -709,6 +764,8 @@ class _CsvReader:
                 if not s or s.startswith("#"):
                     continue
             self.line = n
+            if not ln.endswith(_ENDED):  # only the last line of a file can lack one
+                raise _cut_short(self.where, n)
             yield ln
 
     def records(self) -> Iterator[tuple[_CsvGroup, int, float, int, int | None, int]]:
@@ -729,8 +786,8 @@ class _CsvReader:
                 except ValueError:
                     pass
                 else:
-                    if 0 <= nbytes <= MAX_SIZE and low <= t <= high and launch >= 0 and (sample is None
-                                                                                          or sample >= 0):
+                    if 0 <= nbytes <= MAX_SIZE and low <= t <= high and launch >= 0 and (
+                            sample is None or sample >= 0) and nbytes % g.unit == 0:
                         yield g, nbytes, t, launch, sample, self.line
                         continue
             yield self._line(rec, cells)
@@ -777,6 +834,11 @@ class _CsvReader:
         g = self._by_key.get(key)
         if g is None:
             g = self._by_key[key] = _CsvGroup(*key, ppn)
+        if nbytes % g.unit:
+            what = ("a barrier moves no bytes" if collective == "barrier" else
+                    f"not a whole number of {'blocks of ' + str(nranks) + ' x ' if g.unit != g.itemsize else ''}"
+                    f"{g.itemsize}-byte {dtype if dtype in DTYPES else 'byte'} elements")
+            raise UsageError(f"{where}, line {i}: {case}: {what} (the sizes a sweep stores)")
         self._groups[cells(rec)] = g
         self.layout.setdefault(nranks, set()).add((nodes, ppn))
         return g, nbytes, t, launch, sample, i
@@ -848,7 +910,7 @@ class _CsvReader:
 
 def parse_csv(text: str, where: str = "file") -> Parsed:
     """A CSV of timings, one row per sample or per summary (module docstring); '#' lines are comments."""
-    reader = _CsvReader(text.splitlines(), where)
+    reader = _CsvReader(text.splitlines(keepends=True), where)
     rows = list(reader.rows())
     return reader.parsed(rows)
 
@@ -1114,6 +1176,7 @@ def _write_osu(lines: Iterable[str], where: str, nranks: int | None, cost: CostO
     if first is None:
         return reader.parsed([])
     collective, p, dtype = reader.collective, reader.p, reader.dtype
+    itemsize = DTYPES[dtype].itemsize  # OSU's sizes are bytes; a row's count is elements
     factor = COLLECTIVES[collective].busbw_factor(p) if collective != "barrier" else 0.0
     template = _Template.make(_row(collective, 8, 8, p, 1e-6, 1e-6, 1e-6, dtype), _OSU_FIELDS)
     if collective != "pingpong":
@@ -1121,13 +1184,13 @@ def _write_osu(lines: Iterable[str], where: str, nranks: int | None, cost: CostO
     for _, nbytes, size, avg, lo, hi in itertools.chain((first,), records):
         terms = _terms(cost, collective, "native", p, nbytes, None)
         if template is None:
-            out.add(_with_terms(_row(collective, nbytes, size, p, avg, lo, hi, dtype), terms))
+            out.add(_with_terms(_row(collective, nbytes, size // itemsize, p, avg, lo, hi, dtype), terms))
             continue
         a = repr(avg)
         lo_t = a if lo is None else repr(lo)
         hi_t = a if hi is None else repr(hi)
         algbw = nbytes / avg / 1e9
-        values = (nbytes, size, a, lo_t, hi_t, algbw, algbw * factor, "null" if lo is None else lo_t,
+        values = (nbytes, size // itemsize, a, lo_t, hi_t, algbw, algbw * factor, "null" if lo is None else lo_t,
                   "" if lo is None else lo_t, "null" if hi is None else hi_t, "" if hi is None else hi_t)
         out.add_line(template, values, terms)
     return reader.parsed([])
@@ -1263,16 +1326,63 @@ def _make_folders(root: Path) -> list[Path]:
     return made
 
 
+def _alive(pid: int) -> bool:
+    """Whether process `pid` of this host exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: it exists
+        return True
+    return True
+
+
 def _aside(root: Path) -> Path:
-    """A new hidden folder in `root` to write a run in before it is renamed into place (mode as any run's)."""
+    """A new hidden folder in `root` to write a run in before it is renamed into place (mode as any run's).
+
+    Its name holds this host and process id; folders aside that an import of this host left when it was killed
+    (SIGKILL, which it cannot catch) are removed first.  Another host's, on a shared file system, are left alone.
+    """
+    head = f".import-{socket.gethostname()}-"
+    for old in root.glob(f"{glob.escape(head)}*.importing"):
+        pid = old.name[len(head):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
     for k in itertools.count(1):
-        path = root / f".import-{os.getpid()}-{k}.importing"
+        path = root / f"{head}{os.getpid()}-{k}.importing"
         try:
             path.mkdir()
             return path
-        except FileExistsError:  # left by a killed import of a process with this id
+        except FileExistsError:  # this process's own earlier import, still there
             continue
     raise AssertionError("unreachable")
+
+
+class _Stopped(BaseException):
+    """SIGTERM or SIGHUP during an import: raised where it arrives, so that the folder aside is removed."""
+
+
+@contextlib.contextmanager
+def _stop_signals_raise() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a batch system's limit, a closed terminal) end an import as Ctrl-C does: the folder
+    aside is removed, then one `CCBenchError` with exit code 128 + the signal.  In the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):  # noqa: ARG001
+        raise _Stopped(signum)
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    except _Stopped as exc:
+        error = CCBenchError(f"stopped by {signal.Signals(exc.args[0]).name}: nothing was imported")
+        error.exit_code = 128 + exc.args[0]
+        raise error from None
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def import_files(paths: Sequence[str | Path], fmt: str | None = None, *, nranks: int | None = None,
@@ -1283,13 +1393,20 @@ def import_files(paths: Sequence[str | Path], fmt: str | None = None, *, nranks:
     Each file is read line by line, every number checked at the door as it comes (`check_rows`; OSU and CSV
     line by line), and its rows written as they are read into a folder aside (``RESULTS/.import-*.importing``,
     buffered, fsynced once), which is renamed into place (``RESULTS/DATE_HOST_npP_TAG``) only when every file is
-    complete: a bad file, an interrupt or a full disk leaves no run behind, never one that says it is complete
-    with part of its rows (and a refused file not even the results folder, where the import made it).  Memory
+    complete: a bad file, an interrupt (Ctrl-C; SIGTERM and SIGHUP too, `_stop_signals_raise`) or a full disk
+    leaves no run behind, never one that says it is complete with part of its rows (and a refused file not even
+    the results folder, where the import made it); what a killed import (SIGKILL) left aside goes at the next
+    import on its host (`_aside`).  Memory
     stays bounded: rows are not held, only a CSV's samples (16 bytes each) until its cases are pooled.  The
     ``rows`` of each `Parsed` are read back from the stored run when asked for (``modelled_rows``: without).
     `cost` gives the rows their algorithm's model terms (`with_model_terms`); ranks per node come from a CSV's
     ``ppn`` column.  run.json records each file's path, sha256, tool, version line and the options seen in it.
     """
+    with _stop_signals_raise():
+        return _import_files(paths, fmt, nranks, library, tag, results_dir, cost)
+
+
+def _import_files(paths, fmt, nranks, library, tag, results_dir, cost) -> tuple[Path, list[Parsed]]:
     _check_name(tag, "tag")
     root = Path(results_dir)
     made = _make_folders(root)
