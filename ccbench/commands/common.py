@@ -316,11 +316,11 @@ def _measure_in_mpi(measure, launch_index, show: bool, resume_with: tuple[str, s
 
 
 def start_jobs(head: list[str], argv_of, env: dict, *, replication, kw: dict, nranks: int, resume,
-               resume_with: str = "") -> None:
+               resume_with: str = "", outcome=None) -> None:
     """The launcher's side of every measuring command: one job (``head`` + ``argv_of(kw)``), or, given a
     `replication` (`ccbench.measure.multilaunch.Replication`, None for one job), one job per launch merged into
     one run, shown at the end, then -- stopped by a signal -- how to continue it (`resume_with` ``--resume
-    RUN``); exits with the job's code."""
+    RUN``); exits with the job's code (a merged run's, when all went well: ``outcome(run dir)``, if given)."""
     import sys
 
     if replication is not None:
@@ -334,15 +334,17 @@ def start_jobs(head: list[str], argv_of, env: dict, *, replication, kw: dict, nr
         raise SystemExit(code)
     code = run_launcher([*head, *argv_of(kw)], env)
     if code:
+        code = code or (outcome(merged) if outcome is not None else 0)
         raise SystemExit(code if code > 0 else 128 - code)
 
 
 def measure_or_launch(ctx: click.Context, kw: dict, cfg, resume, *, command: list[str], replication, measure,
-                      item: str = "item") -> None:
+                      item: str = "item", outcome=None) -> None:
     """The body of a measuring command that takes ``--launch N`` (workloads, plug-in kinds): with it, start
     LAUNCHER -n N python -m mpi4py -m ccbench COMMAND ... (`start_jobs`; ``replication(n)`` gives the launches
     of a replicated run, or of the replicated run being resumed); without it, measure here on every rank
-    (`measure_here`, ``measure(thread=, console=)``).  `command`: the words after ``ccbench``."""
+    (`measure_here`, ``measure(thread=, console=)``).  `command`: the words after ``ccbench``; `outcome(run dir)`:
+    the exit code of a merged run of several launches that went well (a kind's ``exit_code``)."""
     import sys
 
     name = " ".join(command)
@@ -363,4 +365,4 @@ def measure_or_launch(ctx: click.Context, kw: dict, cfg, resume, *, command: lis
     several = cfg.launches > 1 or (resume is not None and (resume / "parts").is_dir())
     start_jobs(head, lambda part_kw: to_argv(ctx, dict(part_kw, launch=None, launcher=None)), env,
                replication=replication(n) if several else None, kw=kw, nranks=n, resume=resume,
-               resume_with=f"ccbench {name} --launch {n}")
+               resume_with=f"ccbench {name} --launch {n}", outcome=outcome)

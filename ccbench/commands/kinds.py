@@ -42,7 +42,7 @@ _SETTING_PARAMS = ("warmup", "min_reps", "max_reps", "target_rse", "budget_s", "
 def _param_names(kind) -> list[str]:
     """The parameter names of the kind's own options."""
     names = []
-    for opt in kind.options:
+    for opt in kind.get("options") or ():
         probe = opt(lambda: None)
         names.append(probe.__click_params__[-1].name)
     return names
@@ -105,15 +105,41 @@ def kind_command(kind) -> click.Command:
         def measure(thread, console):
             from ccbench.measure.kind_run import run_kind
 
-            return run_kind(kind, cfg, thread=thread, argv=sys.argv, tag=kw.get("tag") or "", resume=resume,
-                            console=console, launch=kw.get("launch_index"))
+            code, path = run_kind(kind, cfg, thread=thread, argv=sys.argv, tag=kw.get("tag") or "", resume=resume,
+                                  console=console, launch=kw.get("launch_index"))
+            return code or _exit_code(kind, path, kw.get("launch_index")), path
 
         measure_or_launch(click.get_current_context(), kw, cfg, resume, command=[kind.name],
-                          replication=replication, measure=measure, item=kind.item)
+                          replication=replication, measure=measure, item=kind.item,
+                          outcome=_outcome(kind))
 
-    for opt in reversed([*kind.options, *_COMMON]):
+    for opt in reversed([*(kind.get("options") or ()), *_COMMON]):
         run = opt(run)
     return click.command(kind.name, help=kind.summary or f"Measure a {kind.label} (a plug-in's run kind).")(run)
+
+
+def _outcome(kind):
+    """The kind's ``exit_code`` as a function of a run directory; None when it declares none."""
+    judge = kind.get("exit_code")
+    if judge is None:
+        return None
+
+    def of(path) -> int:
+        from ccbench.store.run import open_run
+
+        return judge(open_run(path))
+    return of
+
+
+def _exit_code(kind, path, launch_index) -> int:
+    """The kind's ``exit_code`` of the run just measured, the same on every rank (0: none, or one launch of several,
+    whose merged run the launching process judges)."""
+    judge = _outcome(kind)
+    if judge is None or launch_index is not None:
+        return 0
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD.bcast(judge(path) if path is not None else None, root=0)
 
 
 def kind_command_names() -> list[str]:

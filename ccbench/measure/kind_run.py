@@ -173,9 +173,12 @@ def run_kind(kind: RunKind, cfg: KindConfig, *, thread: tuple[str, str], argv: l
     def same_config(theirs) -> bool:
         return json.loads(json.dumps(theirs)) == stored
 
+    firsts = {it.key for it in items}  # an item of several rows: progress counts it once, by its first row
+
     run_plan = Plan(items, meta=dict(kind=kind.name, timer_resolution_s=timer_res, planned_items=len(items)),
                     same_config=same_config, summary=lambda r: (kind.key_of(r), not r.ok),
-                    progress_line=lambda r: _progress(kind, r), visit_ok=lambda v: getattr(v, "nwrong", 0) == 0,
+                    progress_line=lambda r: _progress(kind, r) if kind.key_of(r) in firsts else None,
+                    visit_ok=lambda v: getattr(v, "nwrong", 0) == 0,
                     row_cls=kind.rows, columns=_columns(kind), order="shuffled", seed=cfg.seed, rounds=cfg.rounds,
                     watchdog_s=cfg.watchdog_s, fault=fault, noun=kind.noun, what=kind.item + "s")
     return drive(comm, run_plan, prov=prov, argv=argv, results_dir=cfg.results_dir, tag=tag, resume=resume,

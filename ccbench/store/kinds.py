@@ -44,7 +44,7 @@ ENTRY_POINT_GROUP = "ccbench.kinds"
 #: The environment variable that names plug-in modules or files (separated by ``os.pathsep``).
 PLUGINS_VAR = "CCBENCH_PLUGINS"
 
-_FACETS = ("row_type", "check", "plan", "matching", "compare_view", "view", "exports")
+_FACETS = ("row_type", "options", "check", "plan", "exit_code", "matching", "compare_view", "view", "exports")
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,9 @@ class RunKind:
     Measuring, for a kind whose command ccbench builds (``ccbench NAME``): `summary` (its one-line
     help), `options` (click options; their values are the run's ``params``), `check`
     (``check(params) -> params``: refuses bad values with a ``UsageError``), `plan` (``plan(ctx) ->
-    [Item]``, see ``ccbench.measure.kind_run``).  The built-in kinds have commands of their own.
+    [Item]``, see ``ccbench.measure.kind_run``), `exit_code` (``exit_code(run) -> int``: what the command ends
+    with once its run is complete, 0 when all is well: a diagnosis's "suspects found").  The sweep and the
+    workload have commands of their own.
 
     Each stage's own part, None for the generic one: `matching` (comparing rows of two runs:
     ``ccbench.analysis.compare.Matching``), `compare_view` (showing a comparison:
@@ -82,6 +84,7 @@ class RunKind:
     options: Sequence = ()
     check: object = None
     plan: object = None
+    exit_code: object = None
     matching: object = None
     compare_view: object = None
     view: object = None
@@ -227,3 +230,9 @@ register(RunKind(
                 "delay_s", "delayed_rank"),
     matching="ccbench.analysis.compare:WORKLOAD_MATCHING", compare_view="ccbench.present.compare:WORKLOAD_VIEW",
     view="ccbench.present.kinds:WORKLOAD_VIEW"))
+register(RunKind(
+    "doctor", "ccbench.store.doctor_rows:DoctorRow", "subject", "diagnosis", "diagnosis", "measurement",
+    key_fields=("test", "subject", "nbytes"), options="ccbench.commands.doctor:OPTIONS",
+    summary="Find the slow node, link or rank: every pair, each node, groups, all ranks; names suspects.",
+    check="ccbench.measure.doctor:check", plan="ccbench.measure.doctor:plan",
+    exit_code="ccbench.analysis.doctor:exit_code", view="ccbench.present.doctor:DOCTOR_VIEW"))
