@@ -184,14 +184,17 @@ class Fault:
     item as ``WORKLOAD:N``, its number in the run's plan from 1 (``ddp:2``), or ``start``:
     after the run directory is opened, before the first item (what `StartupWatch` guards).
 
-    KIND ``slow`` (sweep cases only): ``slow:RANK:COLLECTIVE/ALGORITHM[:SIZE]:DELAY`` makes
+    KIND ``slow`` (sweep cases and diagnoses): ``slow:RANK:COLLECTIVE/ALGORITHM[:SIZE]:DELAY`` makes
     every timed call of the matching cases (every size without SIZE) longer on rank RANK:
     after the call the rank busy-waits, inside the timed region, for DELAY, a fixed time
     (``5us``, ``delay_s``) or a share of the call's own duration (``20%``: the call is timed,
     then 0.2 x that is spun; ``fraction``); a ping-pong's sample is half its round trip, so
     half a fixed delay shows in it.  The known slowdown is what a comparison must find (the
     benchmarks' power figures); the rows it touches carry the flag ``SLOWED``.  Workload
-    items are never slowed.
+    items are never slowed.  In a diagnosis (``ccbench doctor``), ``slow:RANK:doctor:DELAY`` makes
+    every exchange and collective call of rank RANK longer (a slow rank or host), and
+    ``slow:RANK:doctor/PEER:DELAY`` only its pair exchanges with rank PEER (a slow link); there the rank
+    sleeps instead of spinning (``ccbench.measure.doctor``).
     """
 
     kind: str
@@ -226,6 +229,12 @@ class Fault:
         if head and last.isdigit():
             return head == f"{collective}/{algorithm}" and int(last) == nbytes
         return self.item == f"{collective}/{algorithm}"
+
+    def slows_exchange(self, rank: int, peer: int | None) -> bool:
+        """True when this is a diagnosis's slow fault aimed at `rank`'s exchanges with `peer` (None: a collective)."""
+        head, _, who = self.item.partition("/")
+        return (self.kind == "slow" and self.on(rank) and head == "doctor"
+                and (not who or (peer is not None and int(who) == peer)))
 
     def slowed(self, call: Callable[[], object], clock: Callable[[], float] = time.perf_counter) -> Callable[[], None]:
         """`call` followed by the busy wait, both in one call: what the timing loop times instead of `call`.
@@ -284,11 +293,13 @@ def _slow_fault(spec: str, rank: int | None, item: str) -> Fault:
         except UsageError as exc:
             raise bad(str(exc)) from None
     collective, slash, algorithm = name.partition("/")
-    if not slash or not collective or not algorithm:
+    if collective == "doctor" and nbytes is None and (not slash or algorithm.isdigit()):
+        pass  # a diagnosis: every exchange of RANK, or those with rank PEER (doctor/PEER)
+    elif not slash or not collective or not algorithm:
         raise bad(_SLOW_USAGE)
-    if collective not in REGISTRY:
+    elif collective not in REGISTRY:
         raise bad(f"unknown collective {collective!r} (one of {', '.join(REGISTRY)})")
-    if algorithm not in REGISTRY[collective]:
+    elif algorithm not in REGISTRY[collective]:
         raise bad(f"{collective} has no algorithm {algorithm!r}")
     delay_s = fraction = 0.0
     if delay.endswith("%"):
