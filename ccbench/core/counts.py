@@ -1,0 +1,256 @@
+"""Count distributions of the v-collectives: how a case's elements are spread over its blocks (pure, no MPI).
+
+A distribution is named by a spec (``--counts``, config key ``counts``):
+
+* ``uniform`` -- every block the same (the v-collective then moves what its even form moves);
+* ``heavy[:F]`` -- rank 0's block F times each other one's (default F = 4);
+* ``zipf[:S]`` -- block j proportional to (j + 1)^-S, rank 0 the most frequent (Zipf's law; 0 < S <= 10,
+  default 1);
+* ``moe[:E,K,CF[,T]]`` -- mixture-of-experts routing: E experts (default 8) placed on the ranks in contiguous
+  groups, each rank's T tokens (default 1024) routed to the top K (default 2) of a softmax gate over random
+  logits, at most ceil(CF x T x K / E) tokens of one rank to one expert (the capacity factor CF, default 1.25;
+  tokens beyond it are dropped, not sent), as GShard (Lepikhin et al., ICLR 2021) and Switch Transformer
+  (Fedus, Zoph & Shazeer, JMLR 2022) dispatch.  A token's logit for expert e is a standard normal draw plus
+  the expert's popularity, one standard normal draw per expert shared by every token (the token
+  representations' common component seen through the gate): gates without a balancing loss favour a few
+  experts (Shazeer et al., ICLR 2017, section 4), which makes the skew realistic; the softmax is monotone, so
+  the top K probabilities are the top K logits.  ``@SEED`` after the spec (default 0) seeds the draws;
+* ``weights:W0,W1,...`` -- one relative weight per rank, given (P of them);
+* ``~`` before any of them -- every block travels the other way: alltoallv's matrix transposed (``~moe`` is the
+  combine that returns the experts' outputs to the tokens' ranks; ``~heavy`` a heavy sender), and a vector the
+  column sums of that matrix (for ``~heavy`` and ``~zipf`` every rank alike).
+
+For alltoallv a distribution is a P x P matrix, entry (i, j) what rank i sends to rank j: moe's routed tokens;
+for the others every rank sends to rank j in proportion to the weight of j (rank 0 the hot destination).  For
+the other v-collectives it is a vector over the ranks: moe's tokens each rank's experts receive (the column
+sums), the others' weights.  Every rank computes the same counts from the spec and its seed alone -- never
+from a per-rank random stream -- so all ranks agree without communicating.
+
+The weights become integer shares, and a total of N elements is apportioned by the largest-remainder
+(Hamilton) method in exact integer arithmetic: the blocks sum to N, differ from N x share / sum by less than
+one element, and integer weights (uniform, moe's tokens) scaled by a whole factor give exact multiples.
+"""
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from ccbench.core.errors import UsageError
+
+__all__ = ["DISTRIBUTIONS", "Distribution", "apportion", "block_counts", "check_ranks", "moe_routing",
+           "parse_counts", "symmetric", "weights"]
+
+#: name -> (parameter names, defaults) of each distribution
+DISTRIBUTIONS: dict[str, tuple[tuple[str, ...], tuple[float, ...]]] = {
+    "uniform": ((), ()),
+    "heavy": (("F",), (4.0,)),
+    "zipf": (("S",), (1.0,)),
+    "moe": (("E", "K", "CF", "T"), (8, 2, 1.25, 1024)),
+    "weights": (("W0,W1,...",), ()),
+}
+MAX_ZIPF = 10.0
+MAX_HEAVY = 1e6
+#: the largest share of one block (weights are rescaled to integers up to it): N x share fits in int64 for
+#: every N below 2^43 elements
+SHARE_SCALE = 1 << 20
+#: the most gate logits (P x T x E) the moe distribution draws
+MAX_LOGITS = 1 << 27
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A parsed count distribution: its name, parameters, seed, and the canonical spec that names it."""
+
+    name: str
+    params: tuple[float, ...]
+    seed: int = 0
+    reverse: bool = False  # ``~``: every block the other way (the matrix transposed)
+
+    @property
+    def text(self) -> str:
+        """The canonical spec (every parameter given), as rows and run.json record it."""
+        args = ",".join(f"{p:g}" for p in self.params)
+        return ("~" if self.reverse else "") + self.name + (f":{args}" if args else "") + \
+            (f"@{self.seed}" if self.seed else "")
+
+
+def _bad(text: str, why: str) -> UsageError:
+    forms = "uniform, heavy[:F], zipf[:S], moe[:E,K,CF[,T]][@SEED] or weights:W0,W1,... (~ before it: reversed)"
+    return UsageError(f"counts {text!r}: {why}; choose {forms}")
+
+
+def _number(text: str, spec: str, what: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise _bad(spec, f"{what} {text!r} is not a number") from None
+    if not math.isfinite(v):
+        raise _bad(spec, f"{what} must be finite")
+    return v
+
+
+def _whole(v: float, spec: str, what: str, lo: int, hi: int) -> int:
+    if v != int(v) or not lo <= v <= hi:
+        raise _bad(spec, f"{what} must be a whole number from {lo} to {hi}")
+    return int(v)
+
+
+@lru_cache(maxsize=256)
+def parse_counts(text: str) -> Distribution:
+    """The Distribution a spec names (module docstring), or a UsageError saying in one line what is wrong."""
+    if not isinstance(text, str) or not text.strip():
+        raise _bad(str(text), "empty")
+    spec = text.strip()
+    reverse = spec.startswith("~")
+    body, at, seed_text = spec.removeprefix("~").partition("@")
+    name, _, args = body.partition(":")
+    if name not in DISTRIBUTIONS:
+        raise _bad(spec, f"unknown distribution {name!r}")
+    values = [_number(a.strip(), spec, "parameter") for a in args.split(",")] if args else []
+    seed = 0
+    if at:
+        if name != "moe":
+            raise _bad(spec, f"{name} draws nothing at random: only moe takes @SEED")
+        if not seed_text.isdigit() or int(seed_text) >= 2 ** 32:
+            raise _bad(spec, f"seed {seed_text!r} must be a whole number from 0 to {2 ** 32 - 1}")
+        seed = int(seed_text)
+    names, defaults = DISTRIBUTIONS[name]
+    if name == "weights":
+        if not values:
+            raise _bad(spec, "weights needs one weight per rank")
+        if any(v < 0 for v in values) or sum(values) <= 0:
+            raise _bad(spec, "weights must be >= 0 with a positive sum")
+        return Distribution(name, tuple(values), reverse=reverse)
+    if len(values) > len(names):
+        raise _bad(spec, f"{name} takes at most {len(names)} parameters ({','.join(names)})")
+    p = list(values) + list(defaults[len(values):])
+    if name == "heavy" and not 0 < p[0] <= MAX_HEAVY:
+        raise _bad(spec, f"the heavy factor F must be in (0, {MAX_HEAVY:g}]")
+    if name == "zipf" and not 0 < p[0] <= MAX_ZIPF:
+        raise _bad(spec, f"the Zipf exponent S must be in (0, {MAX_ZIPF:g}]")
+    if name == "moe":
+        e = _whole(p[0], spec, "the expert count E", 1, 1 << 16)
+        k = _whole(p[1], spec, "top-K", 1, e)
+        if not 0 < p[2] <= 1000:
+            raise _bad(spec, "the capacity factor CF must be in (0, 1000]")
+        t = _whole(p[3], spec, "the tokens per rank T", 1, 1 << 20)
+        p = [e, k, p[2], t]
+    return Distribution(name, tuple(float(x) for x in p), seed, reverse)
+
+
+def check_ranks(dist: Distribution, nranks: int) -> None:
+    """Refuse (UsageError, one line) a distribution `nranks` ranks cannot hold."""
+    if dist.name == "weights" and len(dist.params) != nranks:
+        raise UsageError(f"counts {dist.text!r} gives {len(dist.params)} weights for {nranks} ranks; give one per rank")
+    if dist.name == "moe":
+        e, _, _, t = dist.params
+        if e < nranks:
+            raise UsageError(f"counts {dist.text!r}: {int(e)} experts cannot be placed on {nranks} ranks (every rank "
+                             "hosts at least one expert); give E >= the rank count")
+        if nranks * t * e > MAX_LOGITS:
+            raise UsageError(f"counts {dist.text!r} at {nranks} ranks draws {int(nranks * t * e):,} gate logits, more "
+                             f"than {MAX_LOGITS:,}; give fewer tokens per rank (the fourth parameter T)")
+
+
+def moe_routing(nranks: int, experts: int, top_k: int, capacity_factor: float, tokens: int,
+                seed: int = 0) -> np.ndarray:
+    """Tokens rank i sends to rank j (a P x P int64 matrix) in one mixture-of-experts dispatch (module docstring).
+
+    Expert e lives on rank e x P // E (contiguous groups).  Each rank's `tokens` go to the `top_k` largest of
+    their gate logits (a per-expert popularity plus per-token noise, standard normals, drawn from `seed`); one
+    rank sends an expert at most ``ceil(capacity_factor x tokens x top_k / experts)`` tokens (GShard's per-group
+    expert capacity) and drops the rest.
+    """
+    rng = np.random.default_rng(seed)
+    popularity = rng.standard_normal(experts)
+    owner = np.arange(experts) * nranks // experts
+    capacity = math.ceil(capacity_factor * tokens * top_k / experts)
+    out = np.zeros((nranks, nranks), dtype=np.int64)
+    for i in range(nranks):
+        logits = rng.standard_normal((tokens, experts)) + popularity
+        chosen = np.argpartition(-logits, top_k - 1, axis=1)[:, :top_k]
+        load = np.minimum(np.bincount(chosen.ravel(), minlength=experts), capacity)
+        np.add.at(out[i], owner, load)
+    return out
+
+
+def weights(dist: Distribution, nranks: int, matrix: bool = False) -> np.ndarray:
+    """The relative block sizes at `nranks` ranks: a vector of P, or (`matrix`, alltoallv) P x P, rows senders."""
+    check_ranks(dist, nranks)
+    P = nranks
+    if dist.name == "moe":
+        e, k, cf, t = dist.params
+        m = moe_routing(P, int(e), int(k), cf, int(t), dist.seed)
+    else:
+        if dist.name == "uniform":
+            w = np.ones(P)
+        elif dist.name == "heavy":
+            w = np.ones(P)
+            w[0] = dist.params[0]
+        elif dist.name == "zipf":
+            w = np.arange(1, P + 1, dtype=np.float64) ** -dist.params[0]
+        else:
+            w = np.array(dist.params, dtype=np.float64)
+        if not matrix and not dist.reverse:
+            return w
+        m = np.broadcast_to(w, (P, P))
+    if dist.reverse:
+        m = m.T
+    return m if matrix else m.sum(axis=0)
+
+
+def _shares(w: np.ndarray) -> np.ndarray:
+    """Weights as non-negative int64 shares: kept where they are whole and at most SHARE_SCALE, else rescaled so
+    the largest is SHARE_SCALE (a relative resolution of 1e-6)."""
+    w = np.asarray(w, dtype=np.float64)
+    top = float(w.max()) if w.size else 0.0
+    if top <= SHARE_SCALE and np.array_equal(w, np.rint(w)):
+        s = w.astype(np.int64)
+    else:
+        s = np.rint(w / top * SHARE_SCALE).astype(np.int64)
+    if w.size and s.sum() == 0:
+        s = (w == top).astype(np.int64)
+    return s
+
+
+def apportion(total: int, shares: np.ndarray) -> np.ndarray:
+    """`total` elements split in proportion to integer `shares` by the largest-remainder (Hamilton) method: int64
+    blocks of the shares' shape, summing to `total`; ties go to the lower index."""
+    s = np.asarray(shares, dtype=np.int64)
+    ssum = int(s.sum())
+    if total < 0 or ssum <= 0:
+        raise ValueError("apportion needs a total >= 0 and shares with a positive sum")
+    if total >= 1 << 43:
+        raise ValueError("apportion: a total of 2^43 elements or more overflows the exact arithmetic")
+    q, r = np.divmod(total * s.ravel(), ssum)
+    left = total - int(q.sum())
+    if left:
+        q[np.argsort(-r, kind="stable")[:left]] += 1
+    return q.reshape(s.shape)
+
+
+@lru_cache(maxsize=16)
+def _shares_of(spec: str, nranks: int, matrix: bool) -> np.ndarray:
+    """The integer shares of a canonical spec at `nranks` ranks (moe's routing drawn once per spec and P)."""
+    return _shares(weights(parse_counts(spec), nranks, matrix))
+
+
+@lru_cache(maxsize=32)
+def _block_counts(spec: str, nranks: int, total: int, matrix: bool) -> np.ndarray:
+    out = apportion(total, _shares_of(spec, nranks, matrix))
+    out.flags.writeable = False
+    return out
+
+
+def block_counts(spec: str, nranks: int, total: int, matrix: bool = False) -> np.ndarray:
+    """The element counts of the blocks of a case of `total` elements at `nranks` ranks (read-only int64): a
+    vector of P, or (`matrix`, alltoallv) P x P with row i what rank i sends.  The same on every rank."""
+    return _block_counts(parse_counts(spec).text, int(nranks), int(total), bool(matrix))
+
+
+def symmetric(spec: str, nranks: int) -> bool:
+    """Whether the distribution sends every pair of ranks the same both ways (in-place alltoallv needs it)."""
+    w = _shares_of(parse_counts(spec).text, nranks, True)
+    return bool(np.array_equal(w, w.T))
