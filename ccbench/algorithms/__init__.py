@@ -21,6 +21,7 @@ from ccbench.algorithms import (
     reduce,  # noqa: F401 - registers
     reduce_scatter,  # noqa: F401 - registers
     scatter,  # noqa: F401 - registers
+    uneven,  # noqa: F401 - registers (the v-collectives)
 )
 from ccbench.algorithms.registry import REGISTRY, Algorithm, Cost, get, register
 

@@ -239,6 +239,73 @@ def alltoall(comm, sendbuf, recvbuf) -> None:
     comm.Alltoall(sendbuf, recvbuf)
 
 
+# -- the v-collectives: the counts travel with the buffers as mpi4py's [buffer, (counts, None)] (no displacements:
+# the blocks lie one after another), or [bytes, (counts, None), datatype] for a half type MPI needs told about.
+# Not [buffer, counts]: with two ranks mpi4py would read the pair of counts as (count, displacement).
+
+
+def _vspec(buf, counts):
+    """A buffer (as `_typed` left it) with its block counts, as mpi4py's vector collectives take it."""
+    if isinstance(buf, np.ndarray):
+        return [buf, (counts, None)]
+    if isinstance(buf, list):
+        return [buf[0], (counts, None), buf[1]]
+    return buf  # None (a rank the buffer means nothing to) or MPI.IN_PLACE
+
+
+def _vector_call(collective: str, sendbuf, recvbuf, op=None, root: int = 0, counts=None, sendcounts=None,
+                 recvcounts=None) -> tuple[str, tuple]:
+    """(mpi4py method, its arguments) of one v-collective call (the counts the same on every rank)."""
+    (sendbuf, recvbuf), op = _typed((sendbuf, recvbuf), op)
+    if collective == "allgatherv":
+        return "Allgatherv", (sendbuf, _vspec(recvbuf, counts))
+    if collective == "gatherv":
+        return "Gatherv", (sendbuf, _vspec(recvbuf, counts), root)
+    if collective == "scatterv":
+        return "Scatterv", (_vspec(sendbuf, counts), recvbuf, root)
+    if collective == "reduce_scatterv":
+        return "Reduce_scatter", (sendbuf, recvbuf, counts, op)
+    return "Alltoallv", (_vspec(sendbuf, sendcounts), _vspec(recvbuf, recvcounts))
+
+
+def _vector(comm, collective: str, *args, **kwargs) -> None:
+    method, values = _vector_call(collective, *args, **kwargs)
+    getattr(comm, method)(*values)
+
+
+@register("allgatherv", "native", source=_SRC, native=True)
+def allgatherv(comm, sendbuf, recvbuf, counts) -> None:
+    """MPI_Allgatherv."""
+    _vector(comm, "allgatherv", sendbuf, recvbuf, counts=counts)
+
+
+@register("gatherv", "native", source=_SRC, native=True)
+def gatherv(comm, sendbuf, recvbuf, counts, root: int = 0) -> None:
+    """MPI_Gatherv."""
+    _vector(comm, "gatherv", sendbuf, recvbuf, root=root, counts=counts)
+
+
+@register("scatterv", "native", source=_SRC, native=True)
+def scatterv(comm, sendbuf, recvbuf, counts, root: int = 0) -> None:
+    """MPI_Scatterv."""
+    _vector(comm, "scatterv", sendbuf, recvbuf, root=root, counts=counts)
+
+
+@register("reduce_scatterv", "native", source=_SRC, native=True)
+def reduce_scatterv(comm, sendbuf, recvbuf, counts, op="sum") -> None:
+    """MPI_Reduce_scatter."""
+    _vector(comm, "reduce_scatterv", sendbuf, recvbuf, op=op, counts=counts)
+
+
+@register("alltoallv", "native", source=_SRC, native=True)
+def alltoallv(comm, sendbuf, recvbuf, sendcounts, recvcounts) -> None:
+    """MPI_Alltoallv."""
+    _vector(comm, "alltoallv", sendbuf, recvbuf, sendcounts=sendcounts, recvcounts=recvcounts)
+
+
+_VECTOR = {"allgatherv": allgatherv, "gatherv": gatherv, "scatterv": scatterv, "reduce_scatterv": reduce_scatterv,
+           "alltoallv": alltoallv}
+
 # collective -> (mpi4py method, the wrapper's parameters it takes in order; "op" resolved to an MPI.Op)
 _DIRECT = {
     "barrier": ("Barrier", ()),
@@ -266,6 +333,11 @@ def direct_call(collective: str, fn, comm, *args, **kwargs):
     the rank).
     """
     fn = inspect.unwrap(fn)  # a native:<alg> variant wraps the same function (its settings act at MPI_Init)
+    if _VECTOR.get(collective) is fn:
+        bound = inspect.signature(fn).bind(comm, *args, **kwargs)
+        bound.apply_defaults()
+        method, values = _vector_call(collective, **{k: v for k, v in bound.arguments.items() if k != "comm"})
+        return functools.partial(getattr(comm, method), *values)
     if collective not in _DIRECT or fn is not _WRAPPERS[collective]:
         return None
     method, names = _DIRECT[collective]

@@ -99,6 +99,24 @@ MPICH: dict[str, tuple[str, list[tuple[str, str]]]] = {
     ]),
     "gather": ("GATHER", [("binomial", "MPIR_Gather_intra_binomial")]),
     "scatter": ("SCATTER", [("binomial", "MPIR_Scatter_intra_binomial")]),
+    "allgatherv": ("ALLGATHERV", [
+        ("brucks", "MPIR_Allgatherv_intra_brucks"),
+        ("recursive_doubling", "MPIR_Allgatherv_intra_recursive_doubling"),
+        ("ring", "MPIR_Allgatherv_intra_ring"),
+    ]),
+    "alltoallv": ("ALLTOALLV", [
+        ("pairwise_sendrecv_replace", "MPIR_Alltoallv_intra_pairwise_sendrecv_replace"),
+        ("scattered", "MPIR_Alltoallv_intra_scattered"),
+    ]),
+    "gatherv": ("GATHERV", [("linear", "MPIR_Gatherv_allcomm_linear")]),
+    "scatterv": ("SCATTERV", [("linear", "MPIR_Scatterv_allcomm_linear")]),
+    # ccbench's reduce_scatterv is MPI_Reduce_scatter
+    "reduce_scatterv": ("REDUCE_SCATTER", [
+        ("noncommutative", "MPIR_Reduce_scatter_intra_noncommutative"),
+        ("pairwise", "MPIR_Reduce_scatter_intra_pairwise"),
+        ("recursive_doubling", "MPIR_Reduce_scatter_intra_recursive_doubling"),
+        ("recursive_halving", "MPIR_Reduce_scatter_intra_recursive_halving"),
+    ]),
 }
 
 # The parameters a selection file must give an algorithm container that takes some (the
@@ -252,6 +270,25 @@ TEXTBOOK: dict[str, dict[str, dict[str, Textbook]]] = {
         },
         "gather": {"binomial": _is("binomial")},
         "scatter": {"binomial": _is("binomial")},
+        "allgatherv": {
+            "brucks": _no("Bruck's allgather with uneven blocks; the registry's allgatherv are ring and linear"),
+            "recursive_doubling": _no("recursive doubling with uneven blocks; not in the registry"),
+            "ring": _is("ring"),
+        },
+        "alltoallv": {
+            "pairwise_sendrecv_replace": _no("in place, the pairs exchange one after another in one global order "
+                                             "(P(P-1)/2 dependent steps); not in the registry"),
+            "scattered": _is("linear", "every send and receive posted at once, in batches of "
+                             "MPIR_CVAR_ALLTOALL_THROTTLE (32): the registry's linear up to 33 ranks"),
+        },
+        "gatherv": {"linear": _is("linear")},
+        "scatterv": {"linear": _is("linear")},
+        "reduce_scatterv": {
+            "pairwise": _is("pairwise"),
+            "recursive_halving": _no("recursive halving with uneven blocks; not in the registry"),
+            "recursive_doubling": _no("recursive doubling (n lg P bytes); not in the registry"),
+            "noncommutative": _no("recursive halving in the order non-commutative ops need; not in the registry"),
+        },
     },
     "openmpi": {
         "barrier": {
@@ -353,7 +390,8 @@ def textbook(collective: str, variant: str, library: str | None) -> Textbook:
 # MPICH's selection tree (maint/tuning/coll/mpir/generic.json, parsed by src/mpi/coll/src/csel.c)
 MPICH_TREE_COLL = {"allreduce": "allreduce", "bcast": "bcast", "reduce": "reduce", "allgather": "allgather",
                    "reduce_scatter": "reduce_scatter_block", "alltoall": "alltoall", "gather": "gather",
-                   "scatter": "scatter", "barrier": "barrier"}
+                   "scatter": "scatter", "barrier": "barrier", "allgatherv": "allgatherv", "alltoallv": "alltoallv",
+                   "gatherv": "gatherv", "scatterv": "scatterv", "reduce_scatterv": "reduce_scatter"}
 _COND = re.compile(r"^([a-z_]+)(<=|<|=)(.+)$")
 
 
@@ -384,9 +422,9 @@ def mpich_tree_choice(tree: dict, collective: str, nranks: int, nbytes: int, *, 
         return None, f"MPICH's selection tree has no {collective}"
     P, n = int(nranks), int(nbytes)
     count = n // max(1, itemsize)
-    if collective == "alltoall":
+    if collective in ("alltoall", "alltoallv"):
         avg = n // max(1, P)
-    elif collective == "reduce_scatter":
+    elif collective in ("reduce_scatter", "reduce_scatterv"):
         avg = n // max(1, P)
     else:
         avg = n

@@ -1,14 +1,16 @@
 """The registry: a plain dict {collective: {algorithm: Algorithm}} filled by a decorator."""
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import NamedTuple
 
 from ccbench.algorithms.p2p import counted
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.errors import UsageError
 
-__all__ = ["REGISTRY", "Algorithm", "Cost", "get", "register"]
+__all__ = ["REGISTRY", "Algorithm", "Cost", "cost_at", "get", "register", "row_keywords"]
 
 
 class Cost(NamedTuple):
@@ -61,7 +63,9 @@ class Algorithm:
     fn: Callable
     summary: str
     native: bool = False
-    cost: Callable[[int, int], Cost] | None = None  # (nranks, nbytes) -> Cost
+    # (nranks, nbytes) -> Cost; a cost may also take keywords of the case (`cost_at`): ranks_per_node (the
+    # node-aware algorithms), counts, itemsize and root (the v-collectives, whose blocks a distribution sizes)
+    cost: Callable[[int, int], Cost] | None = None
     formula: str = ""                                # the cost, for people
     source: str = ""                                 # where the algorithm comes from
     supports: Callable[[int, str], str | None] | None = field(default=None, repr=False)
@@ -95,6 +99,39 @@ class Algorithm:
 
 
 REGISTRY: dict[str, dict[str, Algorithm]] = {name: {} for name in COLLECTIVES}
+
+
+@lru_cache(maxsize=1024)
+def _keywords(fn) -> frozenset | None:
+    """The keyword parameters a cost function takes after (nranks, nbytes): none for a builtin or C callable, None
+    for one that takes any (``**case``)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())[2:]
+    except (TypeError, ValueError):
+        return frozenset()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return frozenset(p.name for p in params)
+
+
+def cost_at(fn: Callable, nranks: int, nbytes: int, **case) -> Cost:
+    """``fn(nranks, nbytes, ...)`` with those of the case's keywords (`case`: ranks_per_node, counts, itemsize,
+    root; None = not known) that `fn` takes: the one way every stage prices a case."""
+    take = _keywords(fn)
+    given = {k: v for k, v in case.items() if v is not None and (take is None or k in take)}
+    return fn(int(nranks), int(nbytes), **given)
+
+
+def row_keywords(row: Mapping) -> dict:
+    """The cost keywords a result row (a mapping) gives: its count distribution, element size and root."""
+    from ccbench.core.dtypes import itemsize_of
+
+    dtype = row.get("dtype")
+    try:
+        itemsize = itemsize_of(dtype) if dtype else None
+    except KeyError:  # a dtype of an imported result this suite does not know
+        itemsize = None
+    return {"counts": row.get("counts"), "itemsize": itemsize, "root": row.get("root")}
 
 
 def register(

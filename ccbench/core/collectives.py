@@ -8,6 +8,13 @@ The bus-bandwidth factor turns algbw = nbytes / time into a figure comparable wi
 link speed: 2(P-1)/P for allreduce, (P-1)/P for the gathers, scatters, reduce-scatter and
 alltoall, 1 for bcast, reduce and ping-pong.
 
+The v-collectives (allgatherv, alltoallv, gatherv, scatterv, reduce_scatterv: MPI_Reduce_scatter) give every
+block its own size, drawn from a count distribution (`ccbench.core.counts`, ``--counts``).  Their size is that
+of their even form holding the same elements: ``count`` is the mean block, ``nbytes`` the whole gathered,
+scattered or reduced buffer (the sum of the P blocks) and, for alltoallv, the sum of all P x P blocks over P
+(the mean send buffer of a rank) -- so a v-case and the even case of the same nbytes move the same bytes in
+total, and the uniform distribution gives the even blocks exactly.
+
 Every case fills its inputs with a deterministic per-rank pattern of small integers, so
 the exact result is known in closed form for every dtype and op (integer-valued floats
 add exactly; unsigned bytes wrap modulo 256 exactly as MPI's do).
@@ -28,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ccbench.core.counts import block_counts
 from ccbench.core.dtypes import is_half, unit_roundoff
 
 __all__ = ["COLLECTIVES", "Collective", "CaseBuffers", "half_scale", "pattern"]
@@ -168,7 +176,15 @@ class Collective:
     rooted: bool = False
     blocked: bool = False   # nbytes covers P blocks of `count` elements
     min_ranks: int = 1
-    make_buffers: Callable | None = None  # (count, nranks, rank, dtype, op, root, in_place, marker)
+    make_buffers: Callable | None = None  # (count, nranks, rank, dtype, op, root, in_place, marker[, counts])
+    uneven: bool = False    # a v-collective: blocks sized by a count distribution (its hook takes ``counts``)
+
+    def buffers(self, count: int, nranks: int, rank: int, dtype, op: str = "sum", root: int = 0,
+                in_place: bool = False, marker=None, counts: str = "uniform") -> "CaseBuffers":
+        """One rank's CaseBuffers (`make_buffers`); `counts`, the spec of the count distribution, for a
+        v-collective (ignored by the others)."""
+        extra = {"counts": counts} if self.uneven else {}
+        return self.make_buffers(count, nranks, rank, dtype, op, root, in_place, marker, **extra)
 
     def count_for(self, nbytes: int, itemsize: int, nranks: int) -> int:
         """Elements per block (or per buffer) for a requested size, at least one if nbytes > 0."""
@@ -298,6 +314,98 @@ def _alltoall(count, P, rank, dtype, op, root, in_place, marker):
     return CaseBuffers((send, recv), {}, [(send, inp)], [(recv, exp)])
 
 
+# -- the v-collectives: block r holds c[r] elements (block_counts), at offset d[r] = c[0] + ... + c[r-1];
+# the counts travel as keywords (counts=, or sendcounts= and recvcounts= for alltoallv), the same on every rank
+
+
+def _vector(counts: str, P: int, count: int) -> tuple[tuple[int, ...], list[int]]:
+    """(block counts, offsets of length P + 1) of a vector v-collective of mean block `count`."""
+    c = tuple(int(x) for x in block_counts(counts, P, count * P))
+    d = [0]
+    for x in c:
+        d.append(d[-1] + x)
+    return c, d
+
+
+def _joined(parts: list, dtype) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
+
+
+def _allgatherv(count, P, rank, dtype, op, root, in_place, marker, counts="uniform"):
+    c, d = _vector(counts, P, count)
+    mine = pattern(rank, 0, c[rank], dtype)
+    recv = _alloc(d[-1], dtype)
+    exp = _joined([pattern(r, 0, c[r], dtype) for r in range(P)], dtype)
+    kw = {"counts": c}
+    if in_place:
+        return CaseBuffers((marker, recv), kw, [(recv[d[rank]:d[rank + 1]], mine)], [(recv, exp)])
+    send = _alloc(c[rank], dtype)
+    return CaseBuffers((send, recv), kw, [(send, mine)], [(recv, exp)])
+
+
+def _gatherv(count, P, rank, dtype, op, root, in_place, marker, counts="uniform"):
+    c, d = _vector(counts, P, count)
+    mine = pattern(rank, 0, c[rank], dtype)
+    kw = {"counts": c, "root": root}
+    if rank != root:
+        send = _alloc(c[rank], dtype)
+        return CaseBuffers((send, None), kw, [(send, mine)], [])
+    recv = _alloc(d[-1], dtype)
+    exp = _joined([pattern(r, 0, c[r], dtype) for r in range(P)], dtype)
+    if in_place:
+        return CaseBuffers((marker, recv), kw, [(recv[d[root]:d[root + 1]], mine)], [(recv, exp)])
+    send = _alloc(c[rank], dtype)
+    return CaseBuffers((send, recv), kw, [(send, mine)], [(recv, exp)])
+
+
+def _scatterv(count, P, rank, dtype, op, root, in_place, marker, counts="uniform"):
+    c, d = _vector(counts, P, count)
+    kw = {"counts": c, "root": root}
+    exp = pattern(root, d[rank], c[rank], dtype)
+    if rank != root:
+        recv = _alloc(c[rank], dtype)
+        return CaseBuffers((None, recv), kw, [], [(recv, exp)])
+    send = _alloc(d[-1], dtype)
+    data = pattern(root, 0, d[-1], dtype)
+    if in_place:  # the root's own block stays where it is in sendbuf
+        return CaseBuffers((send, marker), kw, [(send, data)], [(send, data.copy())])
+    recv = _alloc(c[rank], dtype)
+    return CaseBuffers((send, recv), kw, [(send, data)], [(recv, exp)])
+
+
+def _reduce_scatterv(count, P, rank, dtype, op, root, in_place, marker, counts="uniform"):
+    c, d = _vector(counts, P, count)
+    inp = _red_input(op, rank, P, 0, d[-1], dtype)
+    exp = _red_expected(op, P, d[rank], c[rank], dtype)
+    bound = _bound(dtype, op, P)
+    kw = {"op": op, "counts": c}
+    if in_place:  # input is the whole recvbuf; the result lands in its first c[rank] elements
+        recv = _alloc(d[-1], dtype)
+        return CaseBuffers((marker, recv), kw, [(recv, inp)], [(recv[:c[rank]], exp)], **bound)
+    send = _alloc(d[-1], dtype)
+    recv = _alloc(c[rank], dtype)
+    return CaseBuffers((send, recv), kw, [(send, inp)], [(recv, exp)], **bound)
+
+
+def _alltoallv(count, P, rank, dtype, op, root, in_place, marker, counts="uniform"):
+    # m[i, j]: elements rank i sends rank j, from offset off[i, j] of its input pattern(i, 0, row sum)
+    m = block_counts(counts, P, count * P * P, matrix=True)
+    if in_place and not np.array_equal(m, m.T):
+        raise ValueError(f"alltoallv in place sends and receives the same counts (MPI_IN_PLACE); {counts!r} does "
+                         "not at this size")
+    off = np.cumsum(m, axis=1) - m
+    sendcounts = tuple(int(x) for x in m[rank])
+    recvcounts = tuple(int(x) for x in m[:, rank])
+    inp = pattern(rank, 0, sum(sendcounts), dtype)
+    exp = _joined([pattern(i, int(off[i, rank]), recvcounts[i], dtype) for i in range(P)], dtype)
+    recv = _alloc(sum(recvcounts), dtype)
+    kw = {"sendcounts": sendcounts, "recvcounts": recvcounts}
+    if in_place:
+        return CaseBuffers((marker, recv), kw, [(recv, inp)], [(recv, exp)])
+    send = _alloc(sum(sendcounts), dtype)
+    return CaseBuffers((send, recv), kw, [(send, inp)], [(recv, exp)])
+
+
 def _pingpong(count, P, rank, dtype, op, root, in_place, marker):
     # both receive buffers start poisoned and must end with rank 0's pattern: rank 1's holds
     # the message, rank 0's the echo (not what rank 0 sent, which stays in its send buffer)
@@ -348,6 +456,21 @@ COLLECTIVES: dict[str, Collective] = {
         Collective("alltoall", "block j of rank i to block i of rank j",
                    "send buffer per rank (P blocks)", _factor_spread, blocked=True,
                    make_buffers=_alltoall),
+        Collective("allgatherv", "every rank's block, each of its own size, to every rank (MPI_Allgatherv)",
+                   "receive buffer (P blocks of --counts sizes)", _factor_spread, blocked=True, uneven=True,
+                   make_buffers=_allgatherv),
+        Collective("gatherv", "every rank's block, each of its own size, to the root (MPI_Gatherv)",
+                   "root's receive buffer (P blocks of --counts sizes)", _factor_spread, rooted=True, blocked=True,
+                   uneven=True, make_buffers=_gatherv),
+        Collective("scatterv", "block i of root's buffer, each of its own size, to rank i (MPI_Scatterv)",
+                   "root's send buffer (P blocks of --counts sizes)", _factor_spread, rooted=True, blocked=True,
+                   uneven=True, make_buffers=_scatterv),
+        Collective("reduce_scatterv", "reduction whose block i, of its own size, lands on rank i "
+                   "(MPI_Reduce_scatter)", "send buffer (P blocks of --counts sizes)", _factor_spread,
+                   reduction=True, blocked=True, uneven=True, make_buffers=_reduce_scatterv),
+        Collective("alltoallv", "block j of rank i, each of its own size, to rank j (MPI_Alltoallv)",
+                   "all ranks' send buffers / P (P x P blocks of --counts sizes): the alltoall of the same total",
+                   _factor_spread, blocked=True, uneven=True, make_buffers=_alltoallv),
     )
 }
 
