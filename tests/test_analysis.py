@@ -393,6 +393,23 @@ def test_fastest_per_size_compares_each_size_at_the_launch_level():
     assert out[8]["ratio_low"] < 1.01 < out[8]["ratio_high"]  # a 1% difference, 2% noise per sample
 
 
+def test_fastest_per_size_compares_only_rows_timed_by_one_loop():
+    """--loop compiled times native in C while hand-written algorithms run in Python: a size compares the rows of
+    the loop most of them share (Python on a tie) and names the others, never the two loops against each other."""
+    nat = dataclasses.replace(_pooled("native", 2e-6, EFFECTS, seed=1), loop="compiled")
+    ring = _pooled("ring", 9e-6, EFFECTS, seed=2)
+    rd = _pooled("recursive_doubling", 8e-6, EFFECTS, seed=3)
+    (e,) = fastest_per_size(Curves("allreduce", 4, "float32", "sum", False, 0,
+                                   {"native": [nat], "ring": [ring], "recursive_doubling": [rd]}))
+    assert (e["fastest"], e["runner_up"], e["loop"], e["other_loop"]) == ("recursive_doubling", "ring", "python",
+                                                                           ["native"])
+    (tie,) = fastest_per_size(Curves("allreduce", 4, "float32", "sum", False, 0, {"native": [nat], "ring": [ring]}))
+    assert (tie["fastest"], tie["runner_up"], tie["other_loop"]) == ("ring", None, ["native"])
+    (same,) = fastest_per_size(Curves("allreduce", 4, "float32", "sum", False, 0,
+                                      {"native": [dataclasses.replace(nat, loop="python")], "ring": [ring]}))
+    assert same["fastest"] == "native" and same["other_loop"] == []
+
+
 def test_launch_variation_is_the_variance_components_of_the_rows_launches():
     r = _pooled("native", 10e-6, EFFECTS, seed=1)
     vc = launch_variation(r)

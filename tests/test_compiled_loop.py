@@ -23,8 +23,8 @@ needs_mpicc = pytest.mark.skipif(MPICC is None, reason="no MPI compiler wrapper 
 # -- options ---------------------------------------------------------------------------------
 
 
-def test_loop_defaults_to_python_and_takes_each_choice():
-    assert load_config(None, {}).loop == "python"
+def test_loop_defaults_to_auto_and_takes_each_choice():
+    assert load_config(None, {}).loop == "auto"
     for value in LOOPS:
         assert resolve({"loop": value}).loop == value
 
@@ -295,6 +295,20 @@ def test_auto_falls_back_and_compiled_refuses_without_a_compiler(monkeypatch, tm
     assert used is None and record["used"] == "python" and "mpicc" in record["why"]
     with pytest.raises(UsageError, match="--loop compiled: .*mpicc"):
         compiled.choose(comm, "compiled")
+
+
+def test_auto_times_a_run_with_hand_written_algorithms_in_python_and_says_why():
+    """Native alone: the C loop where it builds (OSU-comparable small-message figures).  Beside hand-written
+    algorithms, which only the Python loop can time: Python for every case, so fastest-per-size compares like with
+    like; --loop compiled keeps native in C.  Decided before the library is touched (no communicator needed)."""
+    from ccbench.present.views import sampling_line
+
+    used, record = compiled.choose(None, "auto", hand_written=True)
+    assert used is None and record == {"requested": "auto", "used": "python", "why": compiled.MIXED}
+    assert sampling_line({}, record) == f"every case timed in Python: {compiled.MIXED}"
+    assert resolve({"dtypes": "bfloat16"}).loop == "auto"  # its cases go to the Python loop (no MPI datatype)
+    with pytest.raises(UsageError, match="bfloat16 cannot be timed by the compiled loop"):
+        resolve({"dtypes": "bfloat16", "loop": "compiled"})
 
 
 def test_show_says_which_loop_timed_the_native_cases():

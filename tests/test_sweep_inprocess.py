@@ -184,7 +184,8 @@ class Here:
     def config(self, **kw):
         values = {"collectives": ["allreduce"], "algorithms": ["native"], "sizes": "8,64", "warmup": 1,
                   "min_reps": 4, "max_reps": 6, "target_rse": 0.05, "budget_s": BUDGET_TICKS * TICK,
-                  "watchdog_s": 0.0, "order": "planned", "results_dir": str(self.tmp_path / "results"), **kw}
+                  "watchdog_s": 0.0, "order": "planned", "results_dir": str(self.tmp_path / "results"),
+                  "loop": "python", **kw}  # the stand-in MPI has no library for the C loop to call
         return resolve(values)
 
     def sweep(self, cfg, **kw):
@@ -360,9 +361,10 @@ class _Loop:
 def test_the_loop_chosen_is_recorded_and_asked_for_every_native_case(here, monkeypatch):
     asked, loop = [], _Loop()
     record = {"requested": "auto", "used": "compiled", "library": "stand-in"}
-    monkeypatch.setattr(compiled, "choose", lambda comm, requested: asked.append((comm, requested)) or (loop, record))
-    code, path = here.sweep(here.config(loop="auto", algorithms=["native", "ring"]))
-    assert code == 0 and asked == [(here.comm, "auto")] and _run(path)[0]["loop"] == record
+    monkeypatch.setattr(compiled, "choose", lambda comm, requested, hand_written=False:
+                        asked.append((comm, requested, hand_written)) or (loop, record))
+    code, path = here.sweep(here.config(loop="compiled", algorithms=["native", "ring"]))
+    assert code == 0 and asked == [(here.comm, "compiled", True)] and _run(path)[0]["loop"] == record
     assert loop.asked == [("allreduce", 2), ("allreduce", 16)]  # the native cases' counts; ring is Python's
     assert [v[2]["loop"] for v in here.visits] == [loop] * 4
 

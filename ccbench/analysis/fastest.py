@@ -177,13 +177,20 @@ def fastest_of(rows: Iterable, name=lambda r: r.algorithm, alpha: float = SIGNIF
 
 def fastest_per_size(g: Curves, alpha: float = SIGNIFICANCE) -> list[dict]:
     """Per size: the correct algorithm with the smallest stored median, the runner-up, and a launch-level
-    verdict (``fastest_of`` of the algorithms' rows at that size, with ``nbytes``)."""
+    verdict (``fastest_of`` of the algorithms' rows at that size, with ``nbytes``).
+
+    Only rows timed by the same loop are compared: where a size has rows of two loops (``--loop compiled``
+    times native in C, hand-written algorithms always run in Python), the loop most of its rows share
+    (Python on a tie, the one every algorithm can use) decides, and ``other_loop`` names the rows left out."""
     out = []
     for n in g.sizes:
-        f = fastest_of((next((r for r in rows if r.nbytes == n), None) for rows in g.by_algorithm.values()),
-                       alpha=alpha)
+        rows = [r for r in (next((r for r in rs if r.nbytes == n), None) for rs in g.by_algorithm.values()) if r]
+        loops = [getattr(r, "loop", "python") for r in rows]
+        loop = max(sorted(set(loops), key=lambda x: x != "python"), key=loops.count) if loops else "python"
+        f = fastest_of([r for r, x in zip(rows, loops, strict=True) if x == loop], alpha=alpha)
         if f is not None:
-            out.append({"nbytes": n, **f})
+            out.append({"nbytes": n, **f, "loop": loop,
+                        "other_loop": [r.algorithm for r, x in zip(rows, loops, strict=True) if x != loop]})
     return out
 
 def size_bands(entries: Sequence[dict]) -> list[tuple[int, int, str]]:

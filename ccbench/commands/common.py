@@ -4,7 +4,7 @@ import os
 
 import click
 
-from ccbench.commands.options import OUT_OPTION, run_options
+from ccbench.commands.options import OUT_OPTION, PLACEMENT_OPTION, run_options
 from ccbench.core.errors import UsageError
 
 __all__ = ["CONFIG_KEYS", "OUT_OPTION", "new_console", "nothing_to_resume",
@@ -50,7 +50,7 @@ SWEEP_OPTIONS = [
     click.option("-a", "--algorithm", "algorithms", help="Algorithms, comma separated (native, ring, ...) or all."),
     click.option("-s", "--sizes", help="Sizes in bytes: 8:1M (x2 sweep), 8:1M:4, or a list 8,4K,1M."),
     click.option("-t", "--dtype", "dtypes", help="Element types: uint8,int32,int64,float16,bfloat16,float32,float64 "
-                                                   "or all (bfloat16 needs ccbench[half] and the Python loop)."),
+                                                   "or all (bfloat16 needs ccbench[half]; it is timed in Python)."),
     click.option("--op", "ops", help="Reduction ops: sum,prod,min,max or all."),
     click.option("--in-place", "in_place", type=click.Choice(["no", "yes", "both"]),
                  help="Out-of-place (no), in-place (yes) or both."),
@@ -62,12 +62,16 @@ SWEEP_OPTIONS = [
     click.option("--timing", help="per-call (default: one synchronised call per sample) or batched[:K] "
                                   "(K back-to-back calls per sample, time / K; IMB, nccl-tests style; K=10)."),
     click.option("--loop", type=click.Choice(["python", "compiled", "auto"]),
-                 help="What times the native collectives: python (default), compiled (a C loop built with the "
-                      "MPI's mpicc on first use; an error without one) or auto (compiled where it builds)."),
+                 help="What times the native collectives: auto (default: the compiled loop where it builds, unless "
+                      "hand-written algorithms share the run, then every case in Python so they compare alike), "
+                      "python, or compiled (a C loop built with the MPI's mpicc on first use; an error without one)."),
     click.option("--buffers", type=click.Choice(["warm", "cold"]),
                  help="warm (default): every call on the same buffers, in cache when they fit; cold: each call on the "
                       "next of several buffer sets together twice the last-level cache, so none is in cache (IMB's "
                       "-off_cache; timed in the Python loop)."),
+    click.option("--counts", help="Block sizes of the v-collectives (allgatherv, alltoallv, gatherv, scatterv, "
+                      "reduce_scatterv): uniform (default), heavy[:F] (rank 0's block F times the others'), zipf[:S], "
+                      "moe[:E,K,CF[,T]][@SEED] (mixture-of-experts routing) or weights:W0,W1,..."),
     click.option("--min-reps", "min_reps", type=int, help="Samples before the RSE rule may stop (default 20)."),
     click.option("--max-reps", "max_reps", type=int, help="Most samples per case (default 1000)."),
     click.option("--target-rse", "target_rse", type=float,
@@ -91,6 +95,7 @@ SWEEP_OPTIONS = [
                  help="Case order within a launch: shuffled (default, seeded, recorded) or as planned."),
     click.option("--seed", type=int, help="Seed of the shuffled case order (default: drawn and recorded)."),
     _RUN["bind"],
+    PLACEMENT_OPTION,
     click.option("--launch-index", "launch_index", type=click.IntRange(1), hidden=True,
                  help="Which of the launches this is (set by ccbench launch)."),
     click.option("--show/--no-show", default=True, help="Print the results table at the end."),
@@ -98,7 +103,7 @@ SWEEP_OPTIONS = [
 CONFIG_KEYS = ("collectives", "algorithms", "sizes", "dtypes", "ops", "in_place", "root", "warmup",
                 "min_reps", "max_reps", "target_rse", "budget_s", "sync", "thread_level", "results_dir",
                 "watchdog_s", "launches", "rounds", "order", "seed", "timing", "iterations", "bind", "loop",
-                "buffers")
+                "buffers", "placement", "counts")
 
 
 def sweep_options(fn):
@@ -329,12 +334,12 @@ def start_jobs(head: list[str], argv_of, env: dict, *, replication, kw: dict, nr
         code, merged = launch_parts(replication, kw, lambda part_kw: [*head, *argv_of(part_kw)], env, run_launcher,
                                     nranks, sys.argv, say=new_console().print, resume=resume)
         show_run(merged, new_console(), show_table=kw.get("show", True), brief=True)
+        code = code or (outcome(merged) if outcome is not None else 0)
         if code > 128:
             click.echo(_continue_line(merged, code, resume_with), err=True)
         raise SystemExit(code)
     code = run_launcher([*head, *argv_of(kw)], env)
     if code:
-        code = code or (outcome(merged) if outcome is not None else 0)
         raise SystemExit(code if code > 0 else 128 - code)
 
 

@@ -4,7 +4,7 @@ import click
 
 from ccbench.core.choices import BINDINGS, THREAD_LEVELS
 
-__all__ = ["BIND_HELP", "OUT_OPTION", "network_options", "run_options"]
+__all__ = ["BIND_HELP", "OUT_OPTION", "PLACEMENT_OPTION", "network_options", "run_options"]
 
 _NETWORK_OPTIONS = [
     click.option("--from", "from_run", metavar="RUN", help="Take alpha, beta, gamma from a run's ping-pong "
@@ -27,6 +27,14 @@ def network_options(fn):
 OUT_OPTION = click.option("--out", type=click.Path(file_okay=False), metavar="DIR",
                           help="Folder for the files written (default: RESULTS-derived/RUN beside the results tree; "
                                "the run itself is never written).")
+
+
+#: Re-rank the communicator before a sweep (``ccbench.core.placement``).
+PLACEMENT_OPTION = click.option(
+    "--placement", metavar="block|cyclic|random[:SEED]|FILE",
+    help="Re-rank the ranks before the sweep: block (each node's ranks consecutive), cyclic (dealt one node at a "
+         "time), random (seeded, recorded), or a permutation of 0..P-1 listing the launch's ranks in their new "
+         "order (a file, one rank per line or comma separated, or the list: 0,2,1,3). Default: the launch's order.")
 
 
 BIND_HELP = ("How the launcher binds the ranks: core, socket or none (given in its own syntax: hydra -bind-to, "

@@ -274,15 +274,19 @@ class CompiledLoop:
 
     def kernel(self, comm, collective: str, count: int, args: tuple, kwargs: dict) -> Kernel | None:
         """The kernel of a native call ``fn(comm, *args, **kwargs)`` with `count` elements per buffer or block;
-        None for a count the C loop's ``int`` cannot hold (`fits_c_int`): the Python loop times that case, with
-        mpi4py's MPI-4 large-count calls, and its row says so (``loop``: python)."""
-        if not fits_c_int(count):
+        None for a count the C loop's ``int`` cannot hold (`fits_c_int`), or a collective it has no code for (the
+        v-collectives): the Python loop times that case (with mpi4py's MPI-4 large-count calls), and its row says so
+        (``loop``: python)."""
+        if not fits_c_int(count) or collective not in CODES:  # the v-collectives: the Python loop
             return None
         from mpi4py import MPI
 
         arrays = [a for a in args if isinstance(a, np.ndarray)]
         # the predefined type mpi4py's buffer interface infers from the array's typecode
-        dtype = MPI.Datatype.fromcode(arrays[0].dtype.char) if arrays else MPI.BYTE
+        try:
+            dtype = MPI.Datatype.fromcode(arrays[0].dtype.char) if arrays else MPI.BYTE
+        except (KeyError, ValueError):  # no predefined MPI type (bfloat16): the Python loop, with its user type
+            return None
         op = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}.get(kwargs.get("op"), MPI.SUM)
 
         def pointer(a) -> tuple[int | None, int]:
@@ -331,16 +335,25 @@ def load(comm) -> CompiledLoop:
     return loop
 
 
-def choose(comm, requested: str) -> tuple[CompiledLoop | None, dict]:
+#: Why ``auto`` times a run with hand-written algorithms in Python (its record's ``why``).
+MIXED = ("hand-written algorithms are timed in Python, so the native cases are too: the algorithms compare "
+         "under one loop (--loop compiled times native in C)")
+
+
+def choose(comm, requested: str, hand_written: bool = False) -> tuple[CompiledLoop | None, dict]:
     """(The compiled loop or None, its record for run.json): the loop a run asked for (``LOOPS``), on every rank alike.
 
     ``compiled`` that cannot be built is a UsageError (one line, exit 2); ``auto`` falls back
-    to the Python loop and says why, in the record and in one line on rank 0's stderr.
+    to the Python loop and says why, in the record and in one line on rank 0's stderr.  ``auto`` in a run that
+    also times `hand_written` algorithms is the Python loop (``MIXED``): OSU-comparable native figures where the
+    run asks for native alone, one loop for every row where it compares algorithms.
     """
     if requested not in LOOPS:
         raise UsageError(f"loop {requested!r}: choose from {', '.join(LOOPS)}")
     if requested == "python":
         return None, {"requested": "python", "used": "python"}
+    if requested == "auto" and hand_written:
+        return None, {"requested": "auto", "used": "python", "why": MIXED}
     try:
         loop = load(comm)
     except LoopUnavailableError as exc:

@@ -16,8 +16,10 @@ from pathlib import Path
 
 from ccbench.core.choices import BINDINGS, BUFFERS, LOOPS, ORDERS, SYNC_METHODS, THREAD_LEVELS
 from ccbench.core.collectives import COLLECTIVES
+from ccbench.core.counts import check_ranks, parse_counts, symmetric
 from ccbench.core.dtypes import DTYPES, OPS, half_available, require
 from ccbench.core.errors import UsageError
+from ccbench.core.placement import node_aware, parse_placement
 from ccbench.core.replication import MAX_LAUNCHES
 from ccbench.core.units import format_size, parse_sizes
 
@@ -26,6 +28,8 @@ __all__ = ["BINDINGS", "Case", "Config", "LOOPS", "MAX_LAUNCHES", "ORDERS", "THR
            "shipped_configs", "shipped_dir"]
 
 MAX_ROUNDS = 100
+#: what ``all`` names among the collectives: every one but the v-collectives, which are named on their own
+EVEN = tuple(c for c, x in COLLECTIVES.items() if not x.uneven)
 WORKLOAD_PREFIX = "workload-"  # shipped workload configs are named workload-<kind>.toml
 
 
@@ -33,7 +37,7 @@ WORKLOAD_PREFIX = "workload-"  # shipped workload configs are named workload-<ki
 class Config:
     """A validated sweep configuration; a field left out of a file or the flags keeps this default."""
 
-    collectives: tuple[str, ...] = tuple(COLLECTIVES)
+    collectives: tuple[str, ...] = EVEN
     algorithms: tuple[str, ...] = ("native",)  # or ("all",)
     sizes: tuple[int, ...] = tuple(parse_sizes("8:1M"))
     dtypes: tuple[str, ...] = ("float32",)
@@ -62,8 +66,14 @@ class Config:
     # (K back-to-back calls per sample, the time / K); a fixed sample count (OSU's -i) or None
     timing: str = "per-call"
     iterations: int | None = None
-    loop: str = "python"  # LOOPS: what times the native cases (hand-written ones are always Python)
+    # LOOPS: what times the native cases (hand-written ones are always Python).  auto: the compiled loop where it
+    # builds, unless the run times hand-written algorithms too (then every case in Python, so they compare alike)
+    loop: str = "auto"
     buffers: str = "warm"  # BUFFERS: warm, or cold (every call on buffers not in cache: IMB's -off_cache)
+    counts: str = "uniform"  # the count distribution of the v-collectives' blocks (`ccbench.core.counts`)
+    # re-rank the communicator before the sweep (`ccbench.core.placement`): None (the launch's order), block,
+    # cyclic, random, random:SEED (a drawn seed is stored here), or a permutation of the ranks
+    placement: str | tuple[int, ...] | None = None
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     def to_dict(self) -> dict:
@@ -158,10 +168,24 @@ def _check_choices(key, items, choices, allow_all=True):
     return items
 
 
+def _collectives(items) -> tuple[str, ...]:
+    """Collective names, ``all`` standing for every one but the v-collectives (`EVEN`): each known, else one line
+    naming the closest."""
+    named = tuple(dict.fromkeys(x for c in items for x in (EVEN if c == "all" else (c,))))
+    return _check_choices("collective", named, tuple(COLLECTIVES), allow_all=False)
+
+
 def collectives_named(text: str) -> tuple[str, ...]:
-    """Collectives given as "allreduce,bcast" (or "all"): each known, else one line naming the closest."""
-    return _check_choices("collective", tuple(c.strip() for c in text.split(",") if c.strip()) or ("",),
-                          tuple(COLLECTIVES))
+    """Collectives given as "allreduce,bcast" (or "all", or "all,alltoallv"): each known, else one line naming the
+    closest."""
+    return _collectives(tuple(c.strip() for c in text.split(",") if c.strip()) or ("",))
+
+
+def _counts(value) -> str:
+    """A count distribution's spec, checked (`ccbench.core.counts.parse_counts`) and made canonical."""
+    if not isinstance(value, str):
+        raise UsageError(f"config key 'counts': expected a distribution such as moe:8,2,1.25, got {value!r}")
+    return parse_counts(value).text
 
 
 def _one_of(key, value, choices) -> str:
@@ -256,14 +280,18 @@ def resolve(values: dict) -> Config:
             out[key] = _one_of(key, value, SYNC_METHODS)
         elif key == "buffers":
             out[key] = _one_of(key, value, BUFFERS)
+        elif key == "counts":
+            out[key] = _counts(value)
         elif key == "order":
             out[key] = _one_of(key, value, ORDERS)
         elif key == "timing":
             out[key] = _timing(value)
         elif key == "iterations":
             out[key] = None if value is None else _number(key, value, int, 1, 10_000_000)
+        elif key == "placement":
+            out[key] = parse_placement(value)
     cfg = Config(**out)
-    colls = _check_choices("collective", cfg.collectives, list(COLLECTIVES))
+    colls = _collectives(cfg.collectives)
     names = sorted({a for c in colls for a in REGISTRY[c]})
     if "native:all" in cfg.algorithms:  # every forced variant of the library's own algorithms
         variants = [a for c in colls for a, alg in REGISTRY[c].items() if alg.settings]
@@ -278,7 +306,7 @@ def resolve(values: dict) -> Config:
     if unused:
         raise UsageError(f"algorithm {unused[0]!r} exists for none of {', '.join(colls)}")
     if cfg.dtypes == ("all",):  # every type this installation can time with this loop (bfloat16: ml_dtypes, Python)
-        dtypes = tuple(d for d in DTYPES if d != "bfloat16" or (cfg.loop == "python" and half_available()))
+        dtypes = tuple(d for d in DTYPES if d != "bfloat16" or (cfg.loop != "compiled" and half_available()))
     else:
         dtypes = _check_choices("dtype", cfg.dtypes, list(DTYPES), allow_all=True)
     _check_half(dtypes, cfg.loop)
@@ -289,10 +317,11 @@ def resolve(values: dict) -> Config:
 
 
 def _check_half(dtypes: tuple[str, ...], loop: str) -> None:
-    """One line before anything runs: bfloat16 without ml_dtypes (naming the install), or bfloat16 with a loop that
-    may be the compiled one, which passes the library's predefined datatypes only (MPI has no bfloat16)."""
+    """One line before anything runs: bfloat16 without ml_dtypes (naming the install), or bfloat16 with the
+    compiled loop, which passes the library's predefined datatypes only (MPI has no bfloat16; under auto its cases
+    go to the Python loop)."""
     require(dtypes)
-    if "bfloat16" in dtypes and loop != "python":
+    if "bfloat16" in dtypes and loop == "compiled":
         raise UsageError(f"dtype bfloat16 cannot be timed by the compiled loop (loop {loop!r}: MPI has no bfloat16 "
                          "datatype to pass it); use --loop python")
 
@@ -415,20 +444,26 @@ class Case:
     op: str
     in_place: bool
     root: int
+    counts: str = "uniform"  # the count distribution of a v-collective's blocks (uniform for the others)
 
     def label(self) -> str:
         """Short human label for logs and error messages."""
         extra = f" {self.op}" if COLLECTIVES[self.collective].reduction else ""
         extra += " in-place" if self.in_place else ""
         extra += f" root={self.root}" if COLLECTIVES[self.collective].rooted else ""
+        extra += f" counts={self.counts}" if COLLECTIVES[self.collective].uneven else ""
         return f"{self.collective}/{self.algorithm} {format_size(self.nbytes)} {self.dtype}{extra}"
 
 
-def plan(cfg: Config, nranks: int) -> tuple[list[Case], list[tuple[str, str]]]:
+def plan(cfg: Config, nranks: int, no_hierarchy: str | None = None) -> tuple[list[Case], list[tuple[str, str]]]:
     """Expand a Config into cases for `nranks` ranks; also return (what, why) of skips.
 
     A named algorithm that cannot run at this rank count is an error; one selected by
-    ``all`` is skipped with its reason.
+    ``all`` is skipped with its reason.  `no_hierarchy` says why the ranks' node map has no
+    two levels (`ccbench.core.placement.hierarchy_missing`; None: it has, or it is not
+    known yet): the hierarchical algorithms then cannot run either.  The v-collectives' cases carry
+    ``cfg.counts``, which must fit `nranks` (one line if not); alltoallv in place needs counts the same
+    both ways, and is refused (``in_place`` yes) or skipped (both) otherwise.
     """
     from ccbench.algorithms import REGISTRY
 
@@ -447,11 +482,21 @@ def plan(cfg: Config, nranks: int) -> tuple[list[Case], list[tuple[str, str]]]:
         places = {"no": (False,), "yes": (True,), "both": (False, True)}[cfg.in_place]
         if coll_name in ("barrier", "pingpong", "bcast"):
             places = (False,)
+        counts = cfg.counts if coll.uneven else "uniform"
+        if coll.uneven:
+            check_ranks(parse_counts(counts), nranks)
+        if coll_name == "alltoallv" and True in places and not symmetric(counts, nranks):
+            why = f"in place it sends and receives the same counts (MPI_IN_PLACE), which {counts} does not"
+            if cfg.in_place == "yes":
+                raise UsageError(f"alltoallv {why}; use --in-place no")
+            skipped.append(("alltoallv in-place", why))
+            places = (False,)
         roots = (range(nranks) if cfg.root == "rotate" else (int(cfg.root),)) if coll.rooted else (0,)
         for alg_name in algs:
             alg = REGISTRY[coll_name][alg_name]
             for op in ops:
-                why = alg.unsupported(nranks, None if op == "none" else op)
+                why = alg.unsupported(nranks, None if op == "none" else op) or (
+                    no_hierarchy if no_hierarchy and node_aware(alg) else None)
                 if why:
                     if "all" not in cfg.algorithms and not alg.native:
                         raise UsageError(f"{coll_name}/{alg_name} cannot run here: {why}")
@@ -470,7 +515,7 @@ def plan(cfg: Config, nranks: int) -> tuple[list[Case], list[tuple[str, str]]]:
                         for in_place in places:
                             for root in roots:
                                 cases.append(Case(coll_name, alg_name, nbytes, count, dtype, op,
-                                                  in_place, root))
+                                                  in_place, root, counts))
     if not cases:
         why = "; ".join(f"{w}: {r}" for w, r in skipped[:3])
         raise UsageError("nothing to run" + (f" ({why})" if why else ""))

@@ -334,4 +334,4 @@ def _run_launches(rep, plan, dest: Path, kw, command_for, env, run_launcher, say
 #: Sweep settings every launch is given explicitly (from the resolved configuration, so a
 #: resumed run's launches get the stored values, not the command line's).
 _CARRIED = ("in_place", "root", "warmup", "min_reps", "max_reps", "target_rse", "budget_s", "sync", "thread_level",
-            "watchdog_s", "bind", "timing", "iterations", "loop", "rounds", "buffers")
+            "watchdog_s", "bind", "timing", "iterations", "loop", "rounds", "buffers", "counts")

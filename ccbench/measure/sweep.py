@@ -54,7 +54,7 @@ def case_bytes(case: Case, nranks: int, sets: int = 0) -> int:
     if coll.make_buffers is None or case.count == 0:
         return 0
     probe, dtype = 1024, DTYPES[case.dtype]
-    bufs = [coll.make_buffers(probe, nranks, r, dtype, case.op, case.root, case.in_place, None)
+    bufs = [coll.buffers(probe, nranks, r, dtype, case.op, case.root, case.in_place, None, case.counts)
             for r in {case.root % nranks, (case.root + 1) % nranks}]
     held = max(b.bytes_held() for b in bufs)
     args = max(sum(a.nbytes for a in b.args if isinstance(a, np.ndarray)) for b in bufs)
@@ -155,8 +155,8 @@ def visit_case(comm, case: Case, settings: TimingSettings, *, fault: Fault | Non
     P, rank = comm.Get_size(), comm.Get_rank()
     coll = COLLECTIVES[case.collective]
     alg = REGISTRY[case.collective][case.algorithm]
-    bufs = coll.make_buffers(case.count, P, rank, DTYPES[case.dtype], case.op, case.root,
-                             case.in_place, MPI.IN_PLACE)
+    bufs = coll.buffers(case.count, P, rank, DTYPES[case.dtype], case.op, case.root,
+                        case.in_place, MPI.IN_PLACE, case.counts)
     # one counting wrapper per communicator for the whole sweep: its scratch arrays and
     # node communicators (hierarchical) are made once, not once per case
     target = comm if alg.native else counted(comm)
@@ -231,7 +231,7 @@ def case_row(comm, case: Case, visits: list[Visit], settings: TimingSettings, ti
         steps_max=steps_max, step_bytes_max=step_bytes_max, reduced_bytes_max=reduced_max,
         nwrong=sum(v.nwrong for v in visits), stop_reason=common_stop([v.stop for v in visits]), sync=settings.sync,
         flags=tuple(s.flags) + ((SLOWED,) if slow else ()) + (("partly_cached",) if last.partly_cached else ()),
-        settings=last.settings, buffers="cold" if last.cold else "warm",
+        settings=last.settings, buffers="cold" if last.cold else "warm", counts=case.counts,
         samples_s=tuple(float(x) for x in samples),
         timing="per-call" if settings.batch == 1 else f"batched:{settings.batch}",
         p90_s=float(np.percentile(samples, 90)), **per_rank, loop="compiled" if last.compiled else "python",
@@ -304,13 +304,26 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     """
     from mpi4py import MPI
 
-    from ccbench.measure.provenance import collect
+    from ccbench.core.placement import hierarchy_missing
+    from ccbench.measure.provenance import collect, placed
 
     comm = MPI.COMM_WORLD
     P = comm.Get_size()
     check_launch(comm)
+    if cfg.placement == "random":  # its seed drawn once, on rank 0, and kept in the configuration (--resume reuses it)
+        import dataclasses
+        import secrets
+
+        seed = comm.bcast(secrets.randbelow(2**32) if comm.Get_rank() == 0 else None, root=0)
+        cfg = dataclasses.replace(cfg, placement=f"random:{seed}")
+    comm, placement = placed(comm, cfg.placement)  # the sweep runs on the re-ranked communicator
     fault = agree(comm, lambda: read_fault(comm.Get_size()))
-    cases, skipped = agree(comm, lambda: plan(cfg, P))
+    prov = collect(comm, cfg.to_dict(), thread, argv)
+    topology = prov.get("topology")
+    if topology is not None:  # the re-ranked communicator's node map, and how it was re-ranked
+        topology["placement"] = placement
+    no_hierarchy = hierarchy_missing((topology or {}).get("node_of_rank"))
+    cases, skipped = agree(comm, lambda: plan(cfg, P, no_hierarchy))
     library = current_library()  # forced variants need their variables set at MPI_Init
     cases, forced_skips = agree(comm, lambda: check_environment(cases, library))
     skipped = skipped + forced_skips
@@ -322,11 +335,12 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
 
     agree(comm, lambda: _check_memory(cases, nlocal, P, sets))
     agree(comm, lambda: _check_sync(cfg.sync, nlocal))
-    prov = collect(comm, cfg.to_dict(), thread, argv)
     settings = TimingSettings.from_config(cfg.per_launch())
     visit_settings = TimingSettings.from_config(cfg.per_launch().per_round())
     timer_res = comm.allreduce(timer_resolution_s(), MPI.MAX)
-    loop, loop_record = compiled.choose(comm, cfg.loop)  # before the run directory: --loop compiled may fail
+    # before the run directory: --loop compiled may fail
+    loop, loop_record = compiled.choose(comm, cfg.loop,
+                                        hand_written=any(not REGISTRY[c.collective][c.algorithm].native for c in cases))
     pairs = sorted({(c.dtype, c.op) for c in cases if COLLECTIVES[c.collective].reduction})
 
     def item(case: Case) -> Item:

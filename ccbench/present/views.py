@@ -97,14 +97,20 @@ def run_header(meta: dict, path, rows: Sequence = ()) -> str:
 
 
 def topology_line(meta: dict) -> str:
-    """The node map of a run on more than one node (the MPI library's shared-memory split): each node's ranks and
-    the rank order; and where the hostnames disagree with it.  "" for one node, or a run without the record."""
+    """The node map of a run on more than one node (the MPI library's shared-memory split): each node's ranks, the
+    rank order and the ``--placement`` that re-ranked the launch; and where the hostnames disagree with it.  "" for
+    one node in the launch's order, or a run without the record."""
+    from ccbench.core.placement import placement_text
+
     topo = meta.get("topology") or {}
     names, ranks = topo.get("node_names") or [], topo.get("ranks_of_node") or []
-    if len(ranks) < 2 and topo.get("hostnames_agree", True):
+    placed = placement_text(topo.get("placement"))
+    if len(ranks) < 2 and topo.get("hostnames_agree", True) and not placed:
         return ""
     nodes = "; ".join(f"{n}: ranks {cpu_list(r).replace(',', ', ')}" for n, r in zip(names, ranks, strict=False))
-    return (f"node map (the MPI library's shared-memory split): {nodes} ({topo.get('order', '?')} order)"
+    launched = (topo.get("placement") or {}).get("launch_order")
+    how = (f"; {placed} re-ranked the launch" + (f"'s {launched} order" if launched else "")) if placed else ""
+    return (f"node map (the MPI library's shared-memory split): {nodes} ({topo.get('order', '?')} order{how})"
             + ("" if topo.get("hostnames_agree", True) else "; the hostnames do not say the same (a wrong hostname, "
                "or ranks that cannot share memory)"))
 
@@ -161,12 +167,17 @@ def sampling_line(cfg: dict, loop: dict | None = None) -> str:
                         else ""))
     elif loop.get("used") == "compiled":
         parts.append("native cases timed by the compiled loop (C, --loop); hand-written algorithms in Python")
+    elif loop.get("requested", "python") != "python" and str(loop.get("why", "")).startswith("hand-written"):
+        parts.append(f"every case timed in Python: {escape(str(loop['why']))}")
     elif loop.get("requested", "python") != "python":
         parts.append(f"--loop {loop['requested']}: timed in Python, the compiled loop was not available"
                      + (f" ({escape(str(loop['why']))})" if loop.get("why") else ""))
     if cfg.get("buffers") == "cold":
         parts.append("cold buffers: each call on the next of several buffer sets, together twice the last-level "
                      "cache, so none is in cache (IMB's -off_cache); timed in the Python loop")
+    if (cfg.get("counts") or "uniform") != "uniform":
+        parts.append(f"the v-collectives' blocks sized by {escape(str(cfg['counts']))} (--counts); their size is "
+                     "that of the even form of the same total")
     timing = cfg.get("timing") or "per-call"
     if timing != "per-call":
         k = timing.partition(":")[2] or "10"
@@ -300,10 +311,12 @@ def answer_lines(rows: Sequence, meta: dict) -> list[str]:
             entries = fastest_per_size(g)
             if entries:
                 decided = sum(1 for e in entries if e["verdict"] == "faster")
+                apart = sorted({a for e in entries for a in e.get("other_loop", ())})
                 parts.append("fastest " + ", ".join(
                     f"{alg} {format_size(lo)}" + ("" if lo == hi else f"-{format_size(hi)}")
                     for lo, hi, alg in size_bands(entries))
-                    + f" ({decided} of {len(entries)} sizes decided at the launch level)")
+                    + f" ({decided} of {len(entries)} sizes decided at the launch level"
+                    + (f"; {', '.join(apart)} not compared: timed by another loop)" if apart else ")"))
         ok = [r for r in (x for rs in g.by_algorithm.values() for x in rs) if r.ok and r.busbw_gbs > 0]
         if ok and g.collective not in ("barrier", "pingpong"):
             top = max(ok, key=lambda r: r.busbw_gbs)
@@ -367,7 +380,7 @@ def algorithms_table(only: Sequence[str] | None = None, library: str | None = No
         return 2
 
     t = Table("collectives and algorithms (a = latency, b = s/byte, g = reduction s/byte; n = size in bytes, "
-              "P = ranks)",
+              "P = ranks; v-collectives: c_r = bytes of rank r's block, m(i,j) = bytes rank i sends rank j)",
               [Column(c, overflow="fold") for c in ("collective", "algorithm", "kind", "cost", "summary")],
               caption=(f"native:<alg>: the library's own algorithms, forced; {LIBRARIES[library]}'s (installed here) "
                        "first, other libraries' last" if library in LIBRARIES else ""))

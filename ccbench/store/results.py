@@ -187,6 +187,9 @@ class Row(StoredRow):
     # the buffers the timed calls used: "warm" (the same ones every call) or "cold" (the next of several sets each
     # call, none in cache: IMB's -off_cache); absent from rows written before it existed, which were warm
     buffers: str = "warm"
+    # the count distribution of a v-collective's blocks (`ccbench.core.counts`: uniform, heavy:F, zipf:S, moe:E,K,CF,T,
+    # weights:...); "uniform" for the even collectives, and in rows written before it existed
+    counts: str = "uniform"
 
     def __post_init__(self):
         if self.nbytes < 0 or self.count < 0 or self.nranks < 1 or self.nwrong < 0:
