@@ -301,6 +301,9 @@ def provenance_differences(a: Mapping, b: Mapping, rows_a: Sequence[Row], rows_b
     if ca != cb:
         out.append(f"provenance differs in buffers: {ca} ({la}) vs {cb} ({lb}): cold buffers are out of cache at "
                    "every call (--buffers)")
+    da, db = ((m.get("config") or {}).get("counts") or "uniform" for m in (a, b))
+    if da != db:
+        out.append(f"provenance differs in the v-collectives' block sizes: {da} ({la}) vs {db} ({lb}) (--counts)")
     ea, eb = a.get("mpi_env") or {}, b.get("mpi_env") or {}
     if ea != eb:
         keys = sorted(k for k in set(ea) | set(eb) if ea.get(k) != eb.get(k))

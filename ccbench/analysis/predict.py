@@ -15,16 +15,14 @@ textbook equivalent (`NativeModel`, from ``ccbench.algorithms.native_variants.te
 the unforced ``native`` as the algorithm the library's selection tree picks at (P, n).
 """
 
-import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 import numpy as np
 
 from ccbench.algorithms.native_variants import mpich_tree_choice, mpich_value_of, textbook
-from ccbench.algorithms.registry import Cost
+from ccbench.algorithms.registry import Cost, cost_at, row_keywords
 from ccbench.analysis.fit import CurveFit, NetworkParams, PathParams, _Record, fit_effective
 from ccbench.core.errors import CCBenchError
 
@@ -60,25 +58,16 @@ TOLERANCE = 0.25  # |measured / predicted - 1| above this flags a case
 # --------------------------------------------------------------------------- basics
 
 
-@lru_cache(maxsize=256)
-def _node_aware(fn) -> bool:
-    """Whether a cost function takes ``ranks_per_node`` (the hierarchical allreduce's does)."""
-    try:
-        return "ranks_per_node" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):  # a builtin or C callable: no keyword to pass
-        return False
-
-
-def _cost(alg, nranks: int, nbytes: int, ranks_per_node: int | None = None) -> Cost:
-    """alg.cost at (nranks, nbytes); a node-aware cost also gets `ranks_per_node` when set."""
+def _cost(alg, nranks: int, nbytes: int, ranks_per_node: int | None = None, **case) -> Cost:
+    """alg.cost at (nranks, nbytes); a node-aware cost also gets `ranks_per_node` when set, a v-collective's the
+    case's count distribution, element size and root (`case`, e.g. a row's ``row_keywords``; `cost_at`)."""
     fn = getattr(alg, "cost", None)
     if fn is None:
         raise CCBenchError(
             f"{getattr(alg, 'collective', '?')}/{getattr(alg, 'name', '?')} has no cost model"
         )
-    if ranks_per_node is not None and _node_aware(fn):
-        return fn(int(nranks), int(nbytes), ranks_per_node=int(ranks_per_node))
-    return fn(int(nranks), int(nbytes))
+    rpn = None if ranks_per_node is None else int(ranks_per_node)
+    return cost_at(fn, nranks, nbytes, ranks_per_node=rpn, **case)
 
 
 def path_of(alg) -> str:
@@ -162,12 +151,13 @@ class NativeModel:
         parts, _ = self.parts(nranks, 1)
         return next((w for w in (a.unsupported(nranks, op) for a in parts) if w), None)
 
-    def cost(self, nranks: int, nbytes: int) -> Cost:
-        """The summed closed-form costs of the textbook parts at (P, n)."""
+    def cost(self, nranks: int, nbytes: int, **case) -> Cost:
+        """The summed closed-form costs of the textbook parts at (P, n) (`case`: what each part's cost takes of the
+        case's keywords, a v-collective's count distribution among them)."""
         parts, note = self.parts(nranks, nbytes)
         if not parts:
             raise CCBenchError(f"{self.collective}/{self.name}: {note}")
-        return _add([_cost(a, nranks, nbytes) for a in parts])
+        return _add([_cost(a, nranks, nbytes, **case) for a in parts])
 
     def describe(self, nranks: int, nbytes: int) -> str:
         """The textbook algorithms it is priced as at (P, n), e.g. "ring" or "scatter/binomial + allgather/ring"."""
@@ -259,7 +249,7 @@ def _registry(algorithms):
 
 
 def predict(
-    alg, nranks: int, nbytes: int, params: NetworkParams, *, ranks_per_node: int | None = None
+    alg, nranks: int, nbytes: int, params: NetworkParams, *, ranks_per_node: int | None = None, **case
 ) -> float:
     """Predicted seconds of one call: Cost(P, n) . (alpha, beta, gamma) (Thakur et al. 2005).
 
@@ -267,9 +257,10 @@ def predict(
     (``NetworkParams.gamma_for``); with ``PathParams`` alpha and beta are its path's too.
     A gamma of None counts as 0 (no reduction cost known).  `ranks_per_node` places the
     ranks on nodes of that many for a node-aware cost (the hierarchical allreduce's); None
-    leaves it at its default, one node.
+    leaves it at its default, one node.  `case` gives a v-collective's cost its ``counts`` (the
+    distribution's spec; default uniform), ``itemsize`` and ``root``.
     """
-    return _time(alg, _cost(alg, nranks, nbytes, ranks_per_node), nbytes, params)
+    return _time(alg, _cost(alg, nranks, nbytes, ranks_per_node, **case), nbytes, params)
 
 
 def predict_sizes(
@@ -330,6 +321,7 @@ def prediction_table(
     collectives: Iterable[str] | None = None,
     two_level: "TwoLevelParams | None" = None,
     ranks_per_node: int | None = None,
+    counts: str | None = None,
 ) -> list[Prediction]:
     """Every modelled algorithm at every rank count and size (skipping unsupported ranks).
 
@@ -338,7 +330,7 @@ def prediction_table(
     hierarchical allreduce, named ``two-level/<name>`` (see `two_level_allreduce_s`); its
     cost terms are then NaN (it mixes two networks).  Node-aware costs (the registry's
     hierarchical allreduce) are priced on nodes of `ranks_per_node` ranks, by default the
-    two-level model's, else one node.
+    two-level model's, else one node.  `counts` sizes the v-collectives' blocks (default uniform).
     """
     ranks, sizes = [int(p) for p in ranks], [int(n) for n in sizes]
     rpn = ranks_per_node_for(ranks_per_node, two_level)
@@ -352,7 +344,7 @@ def prediction_table(
                 for n in sizes:
                     if _unmodelled(alg, P, n) is not None:
                         continue
-                    c = _cost(alg, P, n, rpn)
+                    c = _cost(alg, P, n, rpn, counts=counts)
                     t = _time(alg, c, n, params)
                     tc = c.timing_cost
                     out.append(Prediction(alg.collective, alg.name, P, n, t,
@@ -454,9 +446,10 @@ def estimate_step_overhead(
                 or t is None or not math.isfinite(t) or int(r["nbytes"]) > max_bytes):
             continue
         P, n = int(r["nranks"]), int(r["nbytes"])
-        steps = _cost(alg, P, n, ranks_per_node).timing_cost.alpha
+        case = row_keywords(r)
+        steps = _cost(alg, P, n, ranks_per_node, **case).timing_cost.alpha
         if steps > 0:
-            per_step.append((t - predict(alg, P, n, params, ranks_per_node=ranks_per_node)) / steps)
+            per_step.append((t - predict(alg, P, n, params, ranks_per_node=ranks_per_node, **case)) / steps)
     if not per_step:
         return None
     return float(np.median(per_step)), len(per_step)
@@ -508,7 +501,8 @@ def compare_to_measured(
         P, n = int(r["nranks"]), int(r["nbytes"])
         if _unmodelled(alg, P, n) is not None or _unsupported(alg, P) is not None:
             continue
-        pred = predict(alg, P, n, params, ranks_per_node=ranks_per_node)
+        case = row_keywords(r)
+        pred = predict(alg, P, n, params, ranks_per_node=ranks_per_node, **case)
         ratio = t / pred if pred > 0 else math.nan
         off = not (math.isfinite(ratio) and abs(ratio - 1.0) <= tolerance)
         reasons = []
@@ -525,7 +519,7 @@ def compare_to_measured(
             ):
                 reasons.append("cache")
             if step_overhead_s is not None and step_overhead_s > 0 and r.get("steps_max") is not None:
-                with_o = pred + step_overhead_s * _cost(alg, P, n, ranks_per_node).timing_cost.alpha
+                with_o = pred + step_overhead_s * _cost(alg, P, n, ranks_per_node, **case).timing_cost.alpha
                 if with_o > 0 and abs(t / with_o - 1.0) <= tolerance:
                     reasons.append("per-step overhead")
         describe = getattr(alg, "describe", None)
@@ -568,7 +562,7 @@ def effective_params(
             P, n = int(r["nranks"]), int(r["nbytes"])
             if _unsupported(alg, P) is not None or _unmodelled(alg, P, n) is not None:
                 continue
-            c = _cost(alg, P, n, ranks_per_node).timing_cost
+            c = _cost(alg, P, n, ranks_per_node, **row_keywords(r)).timing_cost
             use.append(r)
             terms.append((c.alpha, c.beta))
             red.append(c.gamma * base.gamma_for(path == "mpi", n, cold=r.get("buffers") == "cold"))

@@ -7,14 +7,15 @@ exact-result check of the collective's buffers, and the algorithm's closed-form 
 beside the counted maximum; ``ccbench.present.trace`` prints them.
 """
 
-import inspect
 import math
 from dataclasses import dataclass
 
 from ccbench.algorithms import REGISTRY, Cost
 from ccbench.algorithms.p2p import CountedComm, Counts, critical_path
+from ccbench.algorithms.registry import cost_at
 from ccbench.algorithms.simcomm import Message, simulate
 from ccbench.core.collectives import COLLECTIVES
+from ccbench.core.counts import check_ranks, parse_counts, symmetric
 from ccbench.core.dtypes import dtype_of, ufunc_of
 from ccbench.core.errors import UsageError
 
@@ -50,6 +51,7 @@ class Trace:
     root: int
     in_place: bool
     ranks_per_node: int | None          # simulated nodes for Split_type; None: one node
+    distribution: str                   # the count distribution of a v-collective's blocks ("uniform" otherwise)
     nbytes: int                         # the collective's size (nccl-tests definition)
     messages: tuple[Message, ...]       # sorted by (step, source, dest)
     counts: tuple[RankCounts, ...]      # one per rank
@@ -115,20 +117,6 @@ def _resolve(collective: str, algorithm: str):
     raise UsageError(f"{why}; hand-written choices: {', '.join(names)}")
 
 
-def _closed_form(alg, nranks: int, nbytes: int, ranks_per_node: int | None) -> Cost | None:
-    """alg.cost at (nranks, nbytes); node-aware costs also get `ranks_per_node` when set."""
-    if alg.cost is None:
-        return None
-    if ranks_per_node is not None:
-        try:
-            params = inspect.signature(alg.cost).parameters
-        except (TypeError, ValueError):  # a builtin or C callable: no keyword to pass
-            params = {}
-        if "ranks_per_node" in params:
-            return alg.cost(nranks, nbytes, ranks_per_node=ranks_per_node)
-    return alg.cost(nranks, nbytes)
-
-
 def trace(
     collective: str,
     algorithm: str,
@@ -139,13 +127,15 @@ def trace(
     root: int = 0,
     in_place: bool = False,
     ranks_per_node: int | None = None,
+    counts: str = "uniform",
 ) -> Trace:
     """Run `algorithm` of `collective` once on `nranks` simulated ranks and record it.
 
     `count` is in elements as the collective's buffers define it (per block for the
     blocked collectives).  `ranks_per_node` groups consecutive ranks into simulated nodes
     for the node-aware algorithms (None: all on one node); it is passed on to a cost
-    function that takes a ``ranks_per_node`` keyword.  Bad input raises UsageError;
+    function that takes a ``ranks_per_node`` keyword.  `counts` is the count distribution of a
+    v-collective's blocks (`ccbench.core.counts`; `count` is then the mean block).  Bad input raises UsageError;
     a bug in the algorithm (a deadlock, a size mismatch) propagates as the simulator
     raises it.
     """
@@ -167,10 +157,15 @@ def trace(
     why = alg.unsupported(nranks, op)
     if why:
         raise UsageError(f"{collective}/{algorithm} cannot run here: {why}")
+    dist = parse_counts(counts).text if coll.uneven else "uniform"
+    check_ranks(parse_counts(dist), nranks)
+    if in_place and collective == "alltoallv" and not symmetric(dist, nranks):
+        raise UsageError(f"alltoallv in place sends and receives the same counts (MPI_IN_PLACE), which {dist} "
+                         "does not")
 
     def body(comm):
         cc = CountedComm(comm)
-        bufs = coll.make_buffers(count, nranks, comm.rank, dt, op, root, in_place, None)
+        bufs = coll.buffers(count, nranks, comm.rank, dt, op, root, in_place, None, dist)
         bufs.fill()
         alg(cc, *bufs.args, **bufs.kwargs)
         return bufs.nwrong(), RankCounts(**{f: getattr(cc.counts, f) for f in Counts.__slots__})
@@ -195,12 +190,14 @@ def trace(
         root=root,
         in_place=in_place,
         ranks_per_node=ranks_per_node,
+        distribution=dist,
         nbytes=nbytes,
         messages=tuple(messages),
         counts=counts,
         counted=counted,
         critical_path=(path_steps, path_bytes),
-        cost=_closed_form(alg, nranks, nbytes, ranks_per_node),
+        cost=None if alg.cost is None else cost_at(alg.cost, nranks, nbytes, ranks_per_node=ranks_per_node,
+                                                   counts=dist, itemsize=dt.itemsize, root=root),
         formula=alg.formula,
         summary=alg.summary,
         source=alg.source,

@@ -108,6 +108,10 @@ def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gam
                              params.gamma_s_per_byte or 0.0)
     tables = predict_table(params, rank_list, size_list, colls, two_level=two, ranks_per_node=ppn,
                            algorithms=algorithms)
+    if colls is None:  # every modelled collective but the v-collectives (their even forms, at uniform counts)
+        from ccbench.core.collectives import COLLECTIVES
+
+        tables = [t for t in tables if not COLLECTIVES[t["collective"]].uneven]
     console = new_console()
     print_predictions(params, source, two, ppn, tables, console)
     if intra_text:

@@ -167,7 +167,9 @@ def show(run_path, results_dir, osu, per_rank, collectives):
 @click.option("--op", default="sum", show_default=True)
 @click.option("--root", type=click.IntRange(0), default=0, show_default=True)
 @click.option("--in-place", is_flag=True, help="Run the in-place variant.")
-def trace(collective, algorithm, nranks, count, dtype, op, root, in_place):
+@click.option("--counts", default="uniform", show_default=True,
+              help="Block sizes of a v-collective: uniform, heavy[:F], zipf[:S], moe[:E,K,CF[,T]][@SEED], weights:...")
+def trace(collective, algorithm, nranks, count, dtype, op, root, in_place, counts):
     """Print an algorithm's step-by-step schedule and traffic, simulated (no MPI needed)."""
     from ccbench.analysis.trace import trace as do_trace
     from ccbench.core.dtypes import dtype_of, ufunc_of
@@ -178,7 +180,7 @@ def trace(collective, algorithm, nranks, count, dtype, op, root, in_place):
     if root >= nranks:
         raise UsageError(f"root {root} does not exist with {nranks} ranks")
     t = do_trace(collective, algorithm, nranks, 2 * nranks if count is None else count,
-                 dtype=dtype, op=op, root=root, in_place=in_place)
+                 dtype=dtype, op=op, root=root, in_place=in_place, counts=counts)
     render(t, new_console())
 
 

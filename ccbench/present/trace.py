@@ -125,6 +125,8 @@ def render(
         extra.append(f"op {t.op}")
     if t.ranks_per_node is not None:
         extra.append(f"{t.ranks_per_node} ranks per node")
+    if coll.uneven:
+        extra.append(f"counts {t.distribution} (count = the mean block)")
     console.print(f"[bold]{escape(t.collective)} / {escape(t.algorithm)}[/]: {escape(t.summary)}",
                   highlight=False)
     console.print(
