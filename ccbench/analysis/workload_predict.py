@@ -10,7 +10,7 @@ import itertools
 
 from ccbench.core.errors import UsageError
 from ccbench.workloads.models import load_model
-from ccbench.workloads.schedule import Schedule, ddp_schedule, moe_schedule, predict_step_s, zero_schedule
+from ccbench.workloads.schedule import DISPATCHES, Schedule, ddp_schedule, moe_schedule, predict_step_s, zero_schedule
 
 __all__ = ["predict_workload"]
 
@@ -31,7 +31,7 @@ def _schedules(kind: str, P: int, model, itemsize: int, bucket_mb: float, first_
     if kind == "zero":
         return [zero_schedule(model, P, v) for v in ("zero2", "ddp_flat", "zero3", "ddp_layer")]
     degrees = [e for e in (eps or sorted({8, P})) if e <= P and P % e == 0]
-    return [moe_schedule(ep=e, **moe) for e in degrees]
+    return [moe_schedule(ep=e, dispatch=d, **moe) for e in degrees for d in DISPATCHES]
 
 
 def predict_workload(kind: str, ranks: list[int], params, *, itemsize: int = 4, model: str = "gpt2",

@@ -143,9 +143,11 @@ def zero(**kw):
 @click.option("--experts-per-rank", "experts_per_rank", type=int, help="Experts per rank (default 2).")
 @click.option("--top-k", "top_k", type=int, help="Experts per token (default 2).")
 @click.option("--capacity-factor", "capacity_factor", type=float, help="Expert capacity factor (default 1).")
+@click.option("--dispatch", help="padded (alltoalls of capacity-padded blocks), routed (alltoallvs of the tokens the "
+                                 "gate routes: the moe count distribution), or padded,routed (default).")
 @_common
 def moe(**kw):
-    """MoE: all-to-all dispatch and combine of tokens, per expert-parallel degree."""
+    """MoE: all-to-all dispatch and combine of tokens, padded and routed, per expert-parallel degree."""
     _measure("moe", kw)
 
 

@@ -109,9 +109,15 @@ def plan_schedules(cfg: WorkloadConfig, P: int, model: Model | None) -> tuple[li
                         add(sch, {"reduce_scatter": rs, "allgather": ag})
     elif cfg.workload == "moe":
         for ep in _ep_degrees(cfg, P):
-            sch = moe_schedule(cfg.tokens, cfg.hidden, cfg.experts_per_rank, ep, cfg.top_k, cfg.capacity_factor)
-            for a in cfg.algorithms:
-                add(sch, {"alltoall": a})
+            for dispatch in cfg.dispatch:
+                sch = moe_schedule(cfg.tokens, cfg.hidden, cfg.experts_per_rank, ep, cfg.top_k, cfg.capacity_factor,
+                                   dispatch)
+                coll = sch.calls[0].collective  # alltoall (padded) or alltoallv (routed)
+                for a in cfg.algorithms:
+                    if a in REGISTRY[coll]:
+                        add(sch, {coll: a})
+                    else:
+                        skipped.append({"what": f"{sch.variant} {coll}/{a}", "why": f"{coll} has no algorithm {a}"})
     if not items:
         why = "; ".join(f"{s['what']}: {s['why']}" for s in skipped[:3])
         raise UsageError("nothing to run" + (f" ({why})" if why else ""))

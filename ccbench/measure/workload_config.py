@@ -23,7 +23,7 @@ from ccbench.measure.config import (
     split_rounds,
 )
 from ccbench.store.workload_rows import WORKLOADS
-from ccbench.workloads.schedule import DDP_BUCKET_MB, DDP_FIRST_BUCKET_MB
+from ccbench.workloads.schedule import DDP_BUCKET_MB, DDP_FIRST_BUCKET_MB, DISPATCHES
 
 __all__ = ["KEYS", "NONBLOCKING", "WorkloadConfig", "load_workload_config", "resolve_workload", "resume_workload",
            "stored_workload"]
@@ -54,6 +54,7 @@ class WorkloadConfig:
     experts_per_rank: int = 2
     top_k: int = 2
     capacity_factor: float = 1.0
+    dispatch: tuple[str, ...] = DISPATCHES        # moe: padded alltoalls and/or routed alltoallvs (moe counts)
     collectives: tuple[str, ...] = ("allreduce",)  # overlap: non-blocking natives; straggler: one
     sizes: tuple[int, ...] = ()                    # overlap/straggler sizes; overlap: empty = the model's buckets
     compute_s: float = 0.0                         # overlap: 0 = as long as the collective alone (OSU)
@@ -110,7 +111,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "ddp": ("model", "dtype", "algorithms", "modes", "bucket_mb", "first_bucket_mb", *_TIMING),
     "zero": ("model", "dtype", "variants", "rs_algorithms", "ag_algorithms", "algorithms", *_TIMING),
     "moe": ("dtype", "algorithms", "ep", "tokens", "hidden", "experts_per_rank", "top_k", "capacity_factor",
-            *_TIMING),
+            "dispatch", *_TIMING),
     "overlap": ("model", "dtype", "collectives", "sizes", "bucket_mb", "first_bucket_mb", "compute_s",
                 "test_calls", *_TIMING),
     "straggler": ("dtype", "collectives", "algorithms", "sizes", "delay_s", "delayed_rank", *_TIMING),
@@ -180,7 +181,7 @@ def resolve_workload(workload: str, values: dict) -> WorkloadConfig:
             close = difflib.get_close_matches(key, allowed, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise UsageError(f"unknown {workload} key {key!r}{hint}; valid keys: {', '.join(sorted(allowed))}")
-        if key in _NAMES or key in ("modes", "variants"):
+        if key in _NAMES or key in ("modes", "variants", "dispatch"):
             out[key] = _as_list(key, value)
         elif key == "model":
             if not isinstance(value, str) or not value:
@@ -230,6 +231,7 @@ def resolve_workload(workload: str, values: dict) -> WorkloadConfig:
     cfg = WorkloadConfig(**out)
     _choices("modes", cfg.modes, DDP_MODES)
     _choices("variants", cfg.variants, ZERO_VARIANTS)
+    _choices("dispatch", cfg.dispatch, DISPATCHES)
     if workload == "straggler":
         from ccbench.core.collectives import COLLECTIVES
 

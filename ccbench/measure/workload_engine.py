@@ -17,7 +17,8 @@ import numpy as np
 
 from ccbench.algorithms.p2p import counted
 from ccbench.core.collectives import COLLECTIVES
-from ccbench.workloads.schedule import Schedule
+from ccbench.core.counts import block_counts
+from ccbench.workloads.schedule import Call, Schedule
 
 __all__ = ["ComputeKernel", "DelayedSync", "StepBuffers", "measure_overlap", "step_calls"]
 
@@ -38,16 +39,28 @@ class StepBuffers:
         self.layout = []  # per call: (send offset, send elems, recv offset, recv elems)
         so = ro = 0
         for c in schedule.calls:
-            sn, rn = self._sizes(c.collective, c.count)
+            sn, rn = self._sizes(c)
             self.layout.append((so, sn, ro, rn))
             so, ro = so + sn, ro + rn
         self.send = np.zeros(so, dtype=self.dtype)
         self.recv = np.zeros(ro, dtype=self.dtype)
 
-    def _sizes(self, coll: str, count: int) -> tuple[int, int]:
-        P = self.P
+    def _sizes(self, c: Call) -> tuple[int, int]:
+        P, count = self.P, c.count
+        if c.collective == "alltoallv":  # this rank's row (sent) and column (received) of the count matrix
+            m = block_counts(c.counts, P, count * P * P, matrix=True)
+            return int(m[self.rank].sum()), int(m[:, self.rank].sum())
         return {"allreduce": (count, count), "reduce_scatter": (P * count, count),
-                "allgather": (count, P * count), "alltoall": (P * count, P * count)}[coll]
+                "allgather": (count, P * count), "alltoall": (P * count, P * count)}[c.collective]
+
+    def call_kwargs(self, i: int) -> dict:
+        """The keywords of call `i` after its buffers: the op of a reduction, a v-collective's counts."""
+        c = self.schedule.calls[i]
+        if c.collective == "alltoallv":
+            m = block_counts(c.counts, self.P, c.count * self.P * self.P, matrix=True)
+            return {"sendcounts": tuple(int(x) for x in m[self.rank]),
+                    "recvcounts": tuple(int(x) for x in m[:, self.rank])}
+        return {"op": "sum"} if COLLECTIVES[c.collective].reduction else {}
 
     @property
     def nbytes_allocated(self) -> int:
@@ -59,8 +72,8 @@ class StepBuffers:
 
     def _hook(self, i: int):
         c = self.schedule.calls[i]
-        cb = COLLECTIVES[c.collective].make_buffers(c.count, self.P, self.rank, self.dtype, "sum", 0, False, None)
-        return cb
+        return COLLECTIVES[c.collective].buffers(c.count, self.P, self.rank, self.dtype, "sum", 0, False, None,
+                                                  c.counts)
 
     def fill(self) -> None:
         """Fresh inputs in every send region, the poison value in every receive region."""
@@ -100,9 +113,8 @@ def step_calls(comm, schedule: Schedule, algorithms: dict, bufs: StepBuffers) ->
     for i, c in enumerate(schedule.calls):
         alg = algorithms[c.collective]
         target = comm if alg.native else counted(comm)
-        kw = {"op": "sum"} if COLLECTIVES[c.collective].reduction else {}
         send, recv = bufs.views(i)
-        out.append(functools.partial(alg.fn, target, send, recv, **kw))
+        out.append(functools.partial(alg.fn, target, send, recv, **bufs.call_kwargs(i)))
     return out
 
 

@@ -7,17 +7,21 @@ registry's closed-form costs.
 
 Sizes follow nccl-tests (`ccbench.core.collectives`): a call's ``count`` is elements per buffer
 for allreduce and elements per block for the blocked collectives (reduce-scatter,
-allgather, all-to-all), so a call moves ``Collective.nbytes_for(count, itemsize, P)`` bytes.
+allgather, all-to-all), so a call moves ``Collective.nbytes_for(count, itemsize, P)`` bytes.  A routed MoE
+dispatch is an alltoallv whose blocks follow the gate's routing (``Call.counts``, `ccbench.core.counts`); its
+``count`` is then the mean block.
 """
 
 import math
 from dataclasses import dataclass, field
 
+from ccbench.algorithms.registry import cost_at
 from ccbench.core.collectives import COLLECTIVES
+from ccbench.core.counts import MAX_LOGITS, parse_counts, weights
 from ccbench.core.errors import UsageError
 from ccbench.workloads.models import Model
 
-__all__ = ["DDP_FIRST_BUCKET_MB", "DDP_BUCKET_MB", "Call", "Schedule", "ddp_buckets", "ddp_schedule",
+__all__ = ["DDP_FIRST_BUCKET_MB", "DDP_BUCKET_MB", "DISPATCHES", "Call", "Schedule", "ddp_buckets", "ddp_schedule",
            "moe_block_tokens", "moe_schedule", "overlap_pct", "predict_step_s", "straggler_slowdown",
            "zero_schedule"]
 
@@ -32,11 +36,12 @@ DDP_FIRST_BUCKET_MB = 1.0
 class Call:
     """One collective call of a step."""
 
-    collective: str          # allreduce | reduce_scatter | allgather | alltoall
-    count: int               # elements per buffer (allreduce) or per block (blocked collectives)
+    collective: str          # allreduce | reduce_scatter | allgather | alltoall | alltoallv
+    count: int               # elements per buffer (allreduce) or per block (blocked collectives; v: the mean)
     label: str               # what it is: "bucket 3", "h.5 backward reduce-scatter", ...
     tensors: tuple[int, ...] = ()  # indices of the model tensors it carries
     payload: int = 0         # elements of model data it carries (before FSDP's padding)
+    counts: str = "uniform"  # a v-collective's count distribution (`ccbench.core.counts`)
 
     def nbytes(self, itemsize: int, nranks: int) -> int:
         """Bytes as nccl-tests defines them for this collective (`Collective.nbytes_for`)."""
@@ -193,13 +198,41 @@ def moe_block_tokens(tokens: int, experts_per_rank: int, ep: int, top_k: int = 1
     return experts_per_rank * cap
 
 
+#: How a MoE layer moves its tokens: padded (all-to-alls of capacity-padded blocks) or routed (all-to-allvs of the
+#: tokens the gate routes)
+DISPATCHES = ("padded", "routed")
+
+
 def moe_schedule(tokens: int, hidden: int, experts_per_rank: int, ep: int, top_k: int = 1,
-                 capacity_factor: float = 1.0) -> Schedule:
-    """One MoE layer's dispatch and combine all-to-alls on an expert-parallel group of `ep` ranks."""
-    block = moe_block_tokens(tokens, experts_per_rank, ep, top_k, capacity_factor) * hidden
-    calls = (Call("alltoall", block, "dispatch", (), tokens * top_k * hidden),
-             Call("alltoall", block, "combine", (), tokens * top_k * hidden))
-    return Schedule("moe", f"ep={ep}", calls, group_ranks=ep)
+                 capacity_factor: float = 1.0, dispatch: str = "padded") -> Schedule:
+    """One MoE layer's dispatch and combine on an expert-parallel group of `ep` ranks.
+
+    ``padded`` (variant ``ep=N``): all-to-alls of blocks padded to the experts' capacity, as GShard and
+    DeepSpeed-MoE send them (`moe_block_tokens`).  ``routed`` (``ep=N routed``): all-to-allvs of the tokens the
+    gate routes -- the ``moe`` count distribution of `ccbench.core.counts` with E = experts_per_rank x ep,
+    top_k, capacity_factor and `tokens` per rank, tokens over capacity dropped, none padded -- as dispatchers
+    that exchange per-rank split sizes do (Megatron-Core's all-to-all token dispatcher); the combine sends them
+    back (the distribution reversed, ``~moe``).  Each call's mean block is the routed tokens x hidden over ep^2,
+    rounded up.  Where drawing the routing would take more than ``MAX_LOGITS`` gate logits, it is drawn for
+    fewer tokens per rank (its shape; the bytes are still the routed share of `tokens`).
+    """
+    if dispatch == "padded":
+        block = moe_block_tokens(tokens, experts_per_rank, ep, top_k, capacity_factor) * hidden
+        calls = (Call("alltoall", block, "dispatch", (), tokens * top_k * hidden),
+                 Call("alltoall", block, "combine", (), tokens * top_k * hidden))
+        return Schedule("moe", f"ep={ep}", calls, group_ranks=ep)
+    if dispatch != "routed":
+        raise UsageError(f"unknown MoE dispatch {dispatch!r}; choose from {', '.join(DISPATCHES)}")
+    moe_block_tokens(tokens, experts_per_rank, ep, top_k, capacity_factor)  # the same checks
+    experts = experts_per_rank * ep
+    drawn = max(1, min(tokens, MAX_LOGITS // (ep * experts)))
+    spec = parse_counts(f"moe:{experts},{top_k},{capacity_factor:g},{drawn}").text
+    routed = int(weights(parse_counts(spec), ep, matrix=True).sum()) * tokens / drawn  # tokens sent, all ranks
+    mean = math.ceil(routed * hidden / (ep * ep))
+    payload = round(routed / ep) * hidden
+    calls = (Call("alltoallv", mean, "dispatch", (), payload, spec),
+             Call("alltoallv", mean, "combine", (), payload, "~" + spec))
+    return Schedule("moe", f"ep={ep} routed", calls, group_ranks=ep)
 
 
 # -- measures and predictions --------------------------------------------------------
@@ -238,6 +271,6 @@ def predict_step_s(schedule: Schedule, algorithms: dict, nranks: int, itemsize: 
     gamma = float(getattr(params, "gamma_s_per_byte", None) or 0.0)
     total = 0.0
     for c in schedule.calls:  # Cost(P, n) . (alpha, beta, gamma), as ccbench.analysis.predict.predict
-        cost = algorithms[c.collective].cost(int(P), int(c.nbytes(itemsize, P)))
+        cost = cost_at(algorithms[c.collective].cost, P, c.nbytes(itemsize, P), counts=c.counts, itemsize=itemsize)
         total += cost.time_s(float(params.alpha_s), float(params.beta_s_per_byte), gamma)
     return total
