@@ -157,6 +157,17 @@ def _buffers(coll: str, count: int, P: int, rank: int, root: int, dt) -> tuple[t
         return (e(count), e(P * count) if rank == root else None), {"root": root}
     if coll == "scatter":
         return (e(P * count) if rank == root else None, e(count)), {"root": root}
+    even = (count,) * P  # the v-collectives with uniform counts: the even blocks (uneven ones: test_uneven.py)
+    if coll == "allgatherv":
+        return (e(count), e(P * count)), {"counts": even}
+    if coll == "alltoallv":
+        return (e(P * count), e(P * count)), {"sendcounts": even, "recvcounts": even}
+    if coll == "gatherv":
+        return (e(count), e(P * count) if rank == root else None), {"counts": even, "root": root}
+    if coll == "scatterv":
+        return (e(P * count) if rank == root else None, e(count)), {"counts": even, "root": root}
+    if coll == "reduce_scatterv":
+        return (e(P * count), e(count)), red | {"counts": even}
     raise KeyError(f"no buffers for {coll}: add them here")
 
 
@@ -240,6 +251,7 @@ CHEAP = {
     ("scatter", "linear"), ("scatter", "binomial"), ("gather", "linear"),
     ("gather", "binomial"), ("reduce", "binomial"), ("reduce", "linear"),
     ("allreduce", "binomial"), ("allreduce", "linear"), ("allreduce", "hierarchical"),
+    ("gatherv", "linear"), ("gatherv", "binomial"), ("scatterv", "linear"), ("scatterv", "binomial"),
 }
 # Rings, pairwise and direct exchanges: every rank makes O(P) steps, so the schedule holds
 # O(P^2) messages (2 million for the ring allreduce at 1,024 ranks, a minute here to record
@@ -248,7 +260,8 @@ CHEAP = {
 QUADRATIC = {
     ("allreduce", "ring"), ("bcast", "scatter_allgather"), ("allgather", "ring"),
     ("allgather", "linear"), ("reduce_scatter", "pairwise"), ("alltoall", "pairwise"),
-    ("alltoall", "linear"),
+    ("alltoall", "linear"), ("allgatherv", "ring"), ("allgatherv", "linear"), ("alltoallv", "pairwise"),
+    ("alltoallv", "linear"), ("reduce_scatterv", "pairwise"), ("reduce_scatterv", "ring"),
 }
 SAMPLED_P = (255, 256, 1000, 1024, 4095, 4096)
 # Everything else makes O(log P) steps per rank, some (MPICH's power-of-two fold, the

@@ -108,7 +108,8 @@ def test_native_blocking_items_can_be_compiled_the_others_say_why():
     items, _, _ = _plan_items(zero, 2, model)
     assert [it.python_why for it in items] == [None, "reduce_scatter=pairwise is hand-written (Python)"] * 2
     items, _, _ = _plan_items(resolve_workload("moe", {"algorithms": "native,bruck", "ep": "2"}), 4, None)
-    assert [it.python_why for it in items] == [None, "alltoall=bruck is hand-written (Python)"]
+    assert [it.python_why for it in items] == [None, "alltoall=bruck is hand-written (Python)",
+                                               "the compiled loop has no alltoallv"]  # routed: alltoallv, no bruck
     items, _, _ = _plan_items(resolve_workload("overlap", {"sizes": "4K,64K"}), 2, None)
     assert all(it.python_why.startswith("non-blocking calls overlapped with compute") for it in items)
     items, _, _ = _plan_items(resolve_workload("straggler", {"algorithms": "native,ring", "sizes": "1K"}), 2, None)

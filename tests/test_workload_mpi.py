@@ -97,6 +97,7 @@ def test_moe_every_degree_zero_wrong(results):
     assert code == 0
     steps = [r for r in rows if r.part == -1]
     assert {r.group_ranks for r in steps} == {d for d in range(2, P + 1) if P % d == 0}
+    assert {r.algorithm for r in steps if r.variant.endswith(" routed")} == {"alltoallv=native", "alltoallv=pairwise"}
     assert all(r.nwrong == 0 for r in rows)
 
 
