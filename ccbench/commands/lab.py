@@ -55,8 +55,51 @@ def lab():
     network and UTS namespace with its own hostname; it measures the zero-delay baseline),
     `ccbench lab run -- OPTIONS` runs `ccbench run OPTIONS` with R ranks per host (shared
     memory inside a host, the emulated links between hosts), `ccbench fit RUN` then shows
-    fitted against injected delay and rate, and `ccbench lab down` removes everything.
+    fitted against injected delay and rate, and `ccbench lab down` removes everything.  With
+    `lab up --slurm` the hosts are also Slurm nodes: `ccbench lab slurm sbatch -N 2 JOB` submits.
     """
+
+
+def _slurm_env(state: dict) -> dict:
+    """What every task of a job on the lab's Slurm gets: the lab's MPI transport and its provenance block.
+
+    The block describes the lab as Slurm sees it (every host, ppn CPUs each, role ``slurm``); which hosts a
+    job used and where its ranks ran are the run's ``slurm`` and ``topology`` records.
+    """
+    import json
+
+    from ccbench.lab.shape import Shape
+    from ccbench.measure.lab import LAB_ENV, lab_block
+
+    block = dict(lab_block(state, Shape(state["hosts"], int(state.get("ppn") or 1)), role="slurm"),
+                 host_of_rank=None, order=None)
+    return {**LAB_ENV, "CCBENCH_LAB": json.dumps(block)}
+
+
+def _refresh_slurm_env() -> None:
+    """Give the lab's Slurm jobs the links and baseline the state now has (after `lab set`, a baseline)."""
+    from ccbench.lab import core
+    from ccbench.lab.slurm import write_task_env
+
+    state = core.load_state()
+    if state and state.get("slurm"):
+        write_task_env(_slurm_env(state))
+
+
+def _slurm_summary(state: dict) -> tuple[str, bool]:
+    """(one line on the lab's Slurm: controller, nodes and their states, daemons; whether every daemon runs)."""
+    from ccbench.lab import core
+    from ccbench.lab.slurm import node_states
+
+    s = state["slurm"]
+    daemons = state.get("daemons") or []
+    dead = [d for d in daemons if not core.daemon_alive(d)]
+    nodes = node_states() if not dead else {}
+    where = ", ".join(f"{n} {nodes.get(n, '?')}" for n in s["nodes"])
+    procs = ", ".join(f"{d['name']} on {d['host']} (pid {d['pid']}" + (", NOT RUNNING)" if d in dead else ")")
+                      for d in daemons)
+    return (f"Slurm: controller {s['controller']}, nodes {where} ({s['cpus_per_node']} CPUs each, srun "
+            f"--mpi={s['mpi']}); {procs}; submit with `ccbench lab slurm sbatch ...`"), not dead
 
 
 @lab.command("up")
@@ -71,8 +114,11 @@ def lab():
 @click.option("--baseline/--no-baseline", default=True, show_default=True,
               help="Measure the software's own latency with a zero-delay ping-pong sweep (a few seconds).")
 @click.option("--results-dir", default="results", show_default=True, help="Where the baseline run is stored.")
-def up_cmd(hosts, ppn, delay, rate, shaper, baseline, results_dir):
-    """Create the hosts, links and emulator (refused when a lab is already up)."""
+@click.option("--slurm", is_flag=True,
+              help="Also run Slurm: a controller on host 0 and one slurmd per host (node ccb-hI, ppn CPUs); submit "
+                   "with `ccbench lab slurm sbatch ...`. Needs Debian's slurmctld, slurmd, slurm-client and munge.")
+def up_cmd(hosts, ppn, delay, rate, shaper, baseline, results_dir, slurm):
+    """Create the hosts, links and emulator (refused when a lab is already up), and Slurm with --slurm."""
     from ccbench.analysis.lab_check import baseline_fit
     from ccbench.commands.common import new_console
     from ccbench.lab import core
@@ -80,17 +126,28 @@ def up_cmd(hosts, ppn, delay, rate, shaper, baseline, results_dir):
     from ccbench.measure.lab import measure_baseline
 
     delay_s, rate_bps = parse_delay(delay), parse_rate(rate)
+    if slurm:
+        from ccbench.lab.slurm import preflight
+
+        why = preflight()
+        if why:
+            raise CCBenchError(why)
     console = new_console()
     state = core.up(hosts, delay_s, rate_bps, shaper, ppn=ppn)
     console.print(f"lab up: {_shape_summary(state)}, {_link_summary(state)}; {_shaper_summary(state)}")
-    if baseline:
-        console.print("measuring the zero-delay baseline (ping-pong, 8 B to 4 MiB) ...")
-        try:
-            base = measure_baseline(baseline_fit, results_dir)
-        except BaseException:
-            core.down()
-            raise
-        _print_baseline(console, base)
+    try:
+        if slurm:
+            from ccbench.lab import slurm as lab_slurm
+
+            lab_slurm.up(state, _slurm_env(state))
+            console.print(_slurm_summary(state)[0])
+        if baseline:
+            console.print("measuring the zero-delay baseline (ping-pong, 8 B to 4 MiB) ...")
+            _print_baseline(console, measure_baseline(baseline_fit, results_dir))
+            _refresh_slurm_env()
+    except BaseException:
+        core.down()
+        raise
 
 
 @lab.command("set")
@@ -158,6 +215,7 @@ def set_cmd(hosts, pairs, delay, rate, baseline, results_dir):
         state["baseline"] = None
         core.save_state(state)
         _print_baseline(console, None)
+    _refresh_slurm_env()
 
 
 def _pair_of(text: str, nhosts: int) -> tuple[int, int]:
@@ -230,13 +288,36 @@ def status_cmd():
             console.print(f"  {ns}: {v['packets']} packets, {v['bytes']} bytes, {v['pending']} pending, "
                           f"{v['overruns']} overruns")
     _print_baseline(console, state.get("baseline"))
-    if not alive:
+    running = True
+    if state.get("slurm"):
+        line, running = _slurm_summary(state)
+        console.print(line)
+    if not (alive and running):
         raise SystemExit(1)
+
+
+@lab.command("slurm", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def slurm_cmd(command):
+    """Run a Slurm command on the lab's Slurm (on host 0): ccbench lab slurm sbatch -N 2 --ntasks-per-node 2 JOB."""
+    from ccbench.lab import core
+    from ccbench.lab.slurm import client
+
+    state = core.load_state()
+    if state is None:
+        raise CCBenchError("no lab is up: `ccbench lab up --hosts N --ppn R --slurm` first")
+    if not state.get("slurm"):
+        raise CCBenchError("this lab runs no Slurm: `ccbench lab down`, then `ccbench lab up --slurm`")
+    try:
+        code = client(list(command)).returncode
+    except FileNotFoundError:
+        raise CCBenchError(f"{command[0]}: no such command") from None
+    raise SystemExit(code)
 
 
 @lab.command("down")
 def down_cmd():
-    """Remove every namespace, link, rule and process the lab created (also after a crash)."""
+    """Remove every namespace, link, rule, daemon and process the lab created (also after a crash)."""
     from ccbench.commands.common import new_console
     from ccbench.lab import core
 

@@ -25,10 +25,13 @@ Layout (every name starts with ``ccb``; nothing outside these namespaces is touc
   --queue-num 1+OTHER`` before the one above, so that its packets wait in a queue, and on a
   link, of their own (`ccbench.lab.link.host_queues`);
 - ``hydra-launcher`` in `state_dir()`: the script hydra starts each host's proxy with
-  (``mpiexec -launcher rsh -launcher-exec``; `ccbench.lab.hostexec` enters the host).
+  (``mpiexec -launcher rsh -launcher-exec``; `ccbench.lab.hostexec` enters the host);
+- daemons the lab runs inside its hosts (Slurm's, `ccbench.lab.slurm`): their files in
+  `daemon_dir()`, their pids in the state (``state["daemons"]``).
 
-The state (hosts, link parameters, the emulator's pid, the zero-delay baseline) is a JSON
-file in `state_dir()`; `down` works from it and, after a crash, from the name prefix.
+The state (hosts, link parameters, the emulator's pid, the daemons' pids, the zero-delay baseline) is a JSON
+file in `state_dir()`; `down` works from it and, after a crash, from the name prefix (every daemon lives in
+a lab namespace, so ending the namespaces' processes ends it too).
 """
 
 import json
@@ -48,6 +51,8 @@ __all__ = [
     "HOST_IF",
     "PREFIX",
     "SUBNET",
+    "daemon_alive",
+    "daemon_dir",
     "down",
     "emulator_alive",
     "free_memory_bytes",
@@ -63,6 +68,7 @@ __all__ = [
     "restart_emulator",
     "save_state",
     "state_dir",
+    "stop_daemons",
     "up",
     "usable_cores",
     "uts_path",
@@ -99,6 +105,11 @@ def host_addr(i: int) -> str:
 def state_dir() -> Path:
     """Where the lab keeps its state, the emulator's log and statistics."""
     return Path(os.environ.get("CCBENCH_LAB_DIR", "/run/ccbench-lab"))
+
+
+def daemon_dir() -> Path:
+    """Where daemons the lab runs (Slurm's) keep their configuration, logs and state; `down` removes it."""
+    return state_dir() / "daemons"
 
 
 def uts_path(ns: str) -> Path:
@@ -195,6 +206,35 @@ def _pid_is_emulator(pid: int) -> bool:
     except OSError:
         return False
     return b"ccbench.lab.emulator" in cmd
+
+
+def daemon_alive(record: dict) -> bool:
+    """Whether the daemon `record` (``{"name", "pid", ...}``) still runs: its pid lives and its program is `name`."""
+    try:
+        argv0 = Path(f"/proc/{int(record['pid'])}/cmdline").read_bytes().split(b"\0")[0]
+    except (OSError, KeyError, TypeError, ValueError):
+        return False
+    return Path(argv0.decode(errors="replace")).name == record.get("name")
+
+
+def stop_daemons(records: list[dict], timeout_s: float = 10.0) -> list[str]:
+    """SIGTERM the daemons `records` name (last started first), SIGKILL what still runs after `timeout_s`.
+
+    A pid whose program is not the recorded one (the daemon died and the pid was reused) is left alone.
+    Returns what was stopped, as ``name on host (pid N)``.
+    """
+    alive = [r for r in reversed(records) if daemon_alive(r)]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for r in alive:
+            if daemon_alive(r):
+                try:
+                    os.kill(int(r["pid"]), sig)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + timeout_s
+        while any(daemon_alive(r) for r in alive) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return [f"{r['name']}" + (f" on {r['host']}" if r.get("host") else "") + f" (pid {r['pid']})" for r in alive]
 
 
 def _netem(state: dict) -> bool:
@@ -362,7 +402,7 @@ def up(hosts: int, delay_s: float, rate_bps: float, shaper: str = "auto", ppn: i
     why = preflight()
     if why:
         raise CCBenchError(why)
-    if load_state() is not None or lab_namespaces() or (state_dir() / "uts").is_dir():
+    if load_state() is not None or lab_namespaces() or (state_dir() / "uts").is_dir() or daemon_dir().exists():
         raise CCBenchError("a lab is already up (or a crashed one left namespaces behind): "
                            "run `ccbench lab down` first")
     state = {"prefix": PREFIX, "hosts": hosts, "ppn": ppn, "namespaces": [host_ns(i) for i in range(hosts)],
@@ -449,8 +489,8 @@ def _remove_uts() -> list[str]:
 
 def down() -> list[str]:
     """Remove everything the lab created (also after a crash); return what was removed."""
-    removed = []
     state = load_state() or {}
+    removed = stop_daemons(list(state.get("daemons") or []))
     if not _netem(state) and emulator_alive(state):
         _stop_emulator(state)
         removed.append(f"emulator (pid {state['emulator']['pid']})")
@@ -459,6 +499,9 @@ def down() -> list[str]:
         _sh("ip", "netns", "del", ns, check=False)
         removed.append(f"namespace {ns}" + (f" ({len(killed)} processes ended)" if killed else ""))
     removed += _remove_uts()
+    if daemon_dir().exists():
+        shutil.rmtree(daemon_dir(), ignore_errors=True)
+        removed.append(f"the daemons' files ({daemon_dir()})")
     d = state_dir()
     for name in ("state.json", "state.json.tmp", "emulator-stats.json", "emulator-stats.json.tmp", "emulator.log",
                  launcher_path().name, launcher_path().name + ".tmp"):
