@@ -15,9 +15,13 @@ repo=$PWD
 
 # shellcheck source=tests/ci_tier.sh
 source tests/ci_tier.sh
+# shellcheck source=tests/slurm/packages.sh
+source tests/slurm/packages.sh
 tier_init slurm
 [[ $(id -u) -eq 0 ]] || skip_or_fail "not root: cannot install and start Slurm daemons"
-command -v apt-get >/dev/null || skip_or_fail "no apt-get: cannot install Slurm"
+t0=$SECONDS
+slurm_packages
+echo "slurm: packages ready ($((SECONDS - t0)) s)"
 
 if [[ -z "${VIRTUAL_ENV:-}" && -f .venv/bin/activate ]]; then
   # shellcheck disable=SC1091
@@ -25,19 +29,6 @@ if [[ -z "${VIRTUAL_ENV:-}" && -f .venv/bin/activate ]]; then
 fi
 python -c 'import ccbench, mpi4py' 2>/dev/null || { echo "slurm: FAIL: ccbench/mpi4py not importable by $(command -v python)"; exit 1; }
 venv=${VIRTUAL_ENV:-}
-
-t0=$SECONDS
-if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v sbatch >/dev/null \
-   || ! command -v munged >/dev/null; then
-  export DEBIAN_FRONTEND=noninteractive
-  out=$(apt-get update -qq 2>&1) || skip_or_fail "apt-get update failed: ${out##*$'\n'}"
-  out=$(apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge 2>&1) \
-    || skip_or_fail "apt-get install slurmctld slurmd slurm-client munge failed: ${out##*$'\n'}"
-  for cmd in slurmctld slurmd sbatch squeue sinfo scontrol scancel munged; do
-    command -v "$cmd" >/dev/null || skip_or_fail "$cmd not found after installing the Slurm packages"
-  done
-fi
-echo "slurm: packages ready ($((SECONDS - t0)) s)"
 
 work=$(mktemp -d /tmp/ccbench-slurm.XXXXXX)
 chmod 755 "$work"
