@@ -9,12 +9,13 @@ import json
 import math
 
 from ccbench.analysis.doctor import Diagnosis, diagnose
+from ccbench.analysis.levels import Levels, pair_levels
 from ccbench.core.units import format_size, human_time
 from ccbench.present.generic import rows_table
 from ccbench.present.kinds import KindView
 from ccbench.present.table import Column, Styled, Table, render, to_block
 
-__all__ = ["DOCTOR_VIEW", "answer_line", "heatmap_figure", "host_table", "suspects_table"]
+__all__ = ["DOCTOR_VIEW", "answer_line", "heatmap_figure", "host_table", "levels_table", "suspects_table"]
 
 #: Most hosts the terminal's per-host table lists (the slowest between nodes); the report lists all.
 SCREEN_HOSTS = 12
@@ -27,6 +28,31 @@ def suspects_table(d: Diagnosis) -> Table:
     for s in d.suspects:
         t.add_row(s.kind, Styled(s.name, "red bold"), s.effect, f"{s.launches} of {s.of}", "; ".join(s.evidence))
     return t
+
+
+def levels_table(lv: Levels) -> Table:
+    """The link levels found from the pair times alone (``ccbench.analysis.levels``), fastest first, with where the
+    node map puts their pairs and each level's two-point alpha and bandwidth."""
+    small, large = lv.sizes
+    t = Table(f"link levels found from the pair times alone (each pair's fastest {format_size(small)} time; alpha and "
+              f"bandwidth through {format_size(small)} and {format_size(large)}, median over the level's pairs)",
+              [Column("level", "count"), Column("node map says"), Column("pairs", "count"),
+               Column(f"{format_size(small)} one-way, fastest"), Column("alpha", "time"),
+               Column("bandwidth GB/s", fmt=lambda v: f"{v:.3g}")])
+    for i, v in enumerate(lv.levels, 1):
+        lo, hi = v.range_s
+        t.add_row(i, v.where, v.pairs, human_time(lo) if lo == hi else f"{human_time(lo)}-{human_time(hi)}",
+                  v.alpha_s, v.bandwidth_gbs)
+    return t
+
+
+def _level_notes(lv: Levels | None) -> list[str]:
+    if lv is None:
+        return []
+    out = [f"the node map disagrees with the pair times: {x}" for x in lv.disagree[:5]]
+    if len(lv.disagree) > 5:
+        out.append(f"... and {len(lv.disagree) - 5} more pairs (the report lists them)")
+    return out
 
 
 def host_table(d: Diagnosis, limit: int | None = None) -> Table:
@@ -66,10 +92,13 @@ def _show(run, console, show_table: bool = True, brief: bool = False) -> None:
     from ccbench.present.views import run_header
 
     d = diagnose(run.rows, run.meta)
+    lv = pair_levels(run.rows)
     console.print(run_header(run.meta, run.path, run.rows))
     tables: list = []
     if show_table and not brief:
         tables.append(rows_table(run.spec, run.rows))
+    if lv is not None:
+        tables.append(levels_table(lv))
     if d.per_host:
         tables.append(host_table(d, SCREEN_HOSTS))
     if d.suspects:
@@ -80,7 +109,7 @@ def _show(run, console, show_table: bool = True, brief: bool = False) -> None:
     bad = sum(not r.ok for r in run.rows)
     if bad:
         console.print(f"[red bold]{bad} measurement(s) with WRONG data[/]")
-    for line in [*run.warnings, *d.notes]:
+    for line in [*run.warnings, *d.notes, *_level_notes(lv)]:
         console.print(f"note: {line}", style="yellow", markup=False, highlight=False)
     console.print(answer_line(d), style="red bold" if d.suspects else "green", markup=False, highlight=False)
 
@@ -120,6 +149,7 @@ def _report(run) -> dict:
 
     kind, path, meta, rows = run.spec, run.path, run.meta, run.rows
     d = diagnose(rows, meta)
+    lv = pair_levels(rows)
     plots = have_matplotlib()
     images: dict[str, bytes] = {}
     blocks: list = [("h", 1, f"ccbench diagnosis: {path.name}"),
@@ -139,6 +169,10 @@ def _report(run) -> dict:
     blocks += provenance_blocks(path, meta, rows, run.warnings, [], settings=[],
                                 cases=f"{len(rows)} measurements", describe=lambda r: f"{r.test} {r.subject}")
     blocks += no_figures_blocks(plots)
+    if lv is not None:
+        blocks += [("h", 2, "Link levels"), *to_block(levels_table(lv))]
+        if lv.disagree:
+            blocks += [("p", "Pairs the node map places otherwise than their times:"), ("ul", lv.disagree)]
     for n, (labels, matrix) in d.pair_matrix.items() if plots else ():
         if len(labels) > 1:
             name = add_figure(heatmap_figure(labels, matrix, f"pair matrix, {format_size(n)}: one-way time"),
@@ -155,7 +189,7 @@ def _report(run) -> dict:
         blocks += to_block(host_table(d))
     blocks += [("h", 2, "Every measurement"), *to_block(rows_table(kind, rows))]
     files = page_files(blocks, f"ccbench diagnosis: {path.name}", images)
-    files["suspects.json"] = json.dumps(d.to_dict(), indent=2) + "\n"
+    files["suspects.json"] = json.dumps({**d.to_dict(), "levels": lv.to_dict() if lv else None}, indent=2) + "\n"
     return {"files": files, "meta": meta, "path": path, "rows": rows, "figures": plots, "diagnosis": d}
 
 
