@@ -243,7 +243,9 @@ def _pair_of(text: str, nhosts: int) -> tuple[int, int]:
                    "none, core, or socket (hydra's).")
 @click.argument("run_args", nargs=-1, type=click.UNPROCESSED)
 def run_cmd(nranks, ppn, order, bind, run_args):
-    """Run `ccbench run RUN_ARGS` on the lab's hosts: ccbench lab run -n 4 --ppn 2 -- -C pingpong -s 8:4M:2."""
+    """Run `ccbench run RUN_ARGS` on the lab's hosts: ccbench lab run -n 4 --ppn 2 -- -C pingpong -s 8:4M:2.
+
+    RUN_ARGS that start with a kind's name run that kind instead: ccbench lab run -- doctor --sizes 8,1M."""
     from ccbench.commands.common import new_console
     from ccbench.core.units import format_size
     from ccbench.measure.lab import run_on_lab

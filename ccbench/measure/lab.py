@@ -60,11 +60,14 @@ def _mpiexec() -> str:
 
 def lab_command(shape: Shape, run_args: list[str], mpiexec: str = "mpiexec", python: str = sys.executable,
                 bind_flags=("-bind-to", "none"), launcher: str = "hydra-launcher") -> list[str]:
-    """The hydra command: mpiexec in host 0's network namespace, one proxy per host through `launcher`."""
+    """The hydra command: mpiexec in host 0's network namespace, one proxy per host through `launcher`.  The ranks
+    run ``ccbench run RUN_ARGS``, or ``ccbench KIND ARGS`` where RUN_ARGS start with a measuring kind's name
+    (``doctor ...``) instead of an option."""
     hosts = [core.host_ns(i) for i in range(shape.hosts)]
+    command = [] if run_args and not run_args[0].startswith("-") else ["run"]
     return ["ip", "netns", "exec", hosts[0], mpiexec, "-launcher", "rsh", "-launcher-exec", launcher,
             "-localhost", core.host_addr(0), "-hosts", shape.hydra_hosts(hosts), *bind_flags,
-            "-n", str(shape.ranks), python, "-m", "mpi4py", "-m", "ccbench", "run", *run_args]
+            "-n", str(shape.ranks), python, "-m", "mpi4py", "-m", "ccbench", *command, *run_args]
 
 
 def lab_binding(requested: str, shape: Shape, cores: list[int]):

@@ -223,6 +223,32 @@ def test_placement_re_ranks_the_lab_hosts_ranks(lab):
     assert set(lab.iterdir()) == before
 
 
+def test_doctor_finds_the_two_link_levels_and_names_a_slow_host(lab):
+    """ccbench doctor on the lab, from the pair times alone: 2 hosts x 2 ranks at 1 ms give two levels that agree
+    with the node map, the one between hosts at the injected delay, the one inside a host 10x faster or more; then
+    4 hosts x 1 rank with host 2's link 3 ms slower: the diagnosis names host ccb-h2 and exits 4."""
+    from ccbench.analysis.doctor import diagnose
+    from ccbench.analysis.levels import pair_levels
+    from ccbench.store.run import open_run
+
+    ccb("lab", "set", "--delay", "1ms", "--no-baseline")
+    ccb("lab", "run", "-n", "4", "--ppn", "2", "--", "doctor", "--sizes", "8,1M", "--results-dir", str(lab),
+        "--no-show")
+    lv = pair_levels(open_run(newest_run(lab)).rows)
+    inside, between = lv.levels
+    print(f"\ndoctor levels: inside alpha {inside.alpha_s * 1e6:.1f} us, between alpha {between.alpha_s * 1e6:.1f} us, "
+          f"{between.bandwidth_gbs:.3g} GB/s")
+    assert (inside.where, between.where, lv.disagree) == ("inside nodes", "between nodes", [])
+    assert 1e-3 <= between.alpha_s < 1e-3 + 400e-6 and inside.alpha_s * 10 <= between.alpha_s
+    ccb("lab", "set", "--host", "2", "--delay", "4ms", "--no-baseline")
+    r = ccb("lab", "run", "-n", "4", "--ppn", "1", "--", "doctor", "--sizes", "8", "--results-dir", str(lab),
+            "--no-show", check=False)
+    run = open_run(newest_run(lab))
+    d = diagnose(run.rows, run.meta)
+    assert r.returncode == 4, r.stderr[-2000:]
+    assert [(s.kind, s.name) for s in d.suspects] == [("host", "ccb-h2")] and d.exclude == ["ccb-h2"]
+
+
 def test_down_cleans_up_after_a_crash(lab):
     from ccbench.lab import core
 
