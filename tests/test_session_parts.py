@@ -413,9 +413,9 @@ def _refusal(monkeypatch, spec):
 def test_an_unknown_collective_is_refused_with_the_list_of_known_ones(monkeypatch):
     from ccbench.algorithms import REGISTRY
 
-    why = _refusal(monkeypatch, "slow:1:allgatherv/ring:5us")
+    why = _refusal(monkeypatch, "slow:1:allgatherw/ring:5us")
     head, known = why.split(" (one of ")
-    assert head == "unknown collective 'allgatherv'" and known.endswith(")")
+    assert head == "unknown collective 'allgatherw'" and known.endswith(")")
     assert known[:-1].split(", ") == list(REGISTRY) and "allreduce" in REGISTRY
 
 

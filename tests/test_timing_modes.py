@@ -27,8 +27,9 @@ def test_batched_fixed_count_is_recorded_per_row_and_shown(tmp_path):
                         and x.stop_reason == "iterations" for x in rows)
     shown = subprocess.run([sys.executable, "-m", "ccbench", "show", str(run)], capture_output=True, text=True,
                            cwd=REPO, timeout=60, env={"COLUMNS": "250", "PATH": ""})
-    assert "timing batched:4: each sample is 4 back-to-back calls" in shown.stdout
-    assert "12 samples per case, fixed (OSU's -i), after 2 untimed calls (-x)" in shown.stdout
+    text = " ".join(shown.stdout.split())  # the sampling line wraps at the terminal's width
+    assert "timing batched:4: each sample is 4 back-to-back calls" in text
+    assert "12 samples per case, fixed (OSU's -i), after 2 untimed calls (-x)" in text
 
 
 def test_bad_timing_is_one_line(tmp_path):
