@@ -136,10 +136,13 @@ class KindContext:
 
 
 def _progress(kind: RunKind, row) -> str:
-    from ccbench.core.units import fmt_time
+    """A row's plain-log line: its key (a size written as one: ``nbytes``), median, samples, correct or not."""
+    from ccbench.core.units import fmt_time, format_size
 
-    return (f"{' '.join(str(v) for v in kind.key_of(row))}: median {fmt_time(row.median_s)}, {row.samples} samples, "
-            + ("ok" if row.ok else f"WRONG {row.nwrong}"))
+    key = " ".join(format_size(v) if f == "nbytes" else str(v) for f, v in zip(kind.key_fields, kind.key_of(row),
+                                                                                 strict=True))
+    return f"{key}: median {fmt_time(row.median_s)}, {row.samples} samples, " + ("ok" if row.ok else
+                                                                                 f"WRONG {row.nwrong}")
 
 
 def _columns(kind: RunKind) -> list[str]:
