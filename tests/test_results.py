@@ -53,9 +53,9 @@ def test_round_trip_and_never_overwrite(tmp_path):
     flags_at = csv_lines[0].split(",").index("flags")
     assert csv_lines[1].split(",")[flags_at] == "few_samples"
     header = csv_lines[0].split(",")
-    assert header[-11:] == ["settings", "launches", "launch_samples", "timing", "rank_mean_min_s", "rank_mean_avg_s",
-                            "rank_mean_max_s", "p90_s", "loop", "buffers", "counts"]
-    assert csv_lines[1].split(",")[-11:] == ["", "", "", "per-call", "", "", "", "", "python", "warm", "uniform"]
+    assert header[-12:] == ["settings", "launches", "launch_samples", "timing", "rank_mean_min_s", "rank_mean_avg_s",
+                            "rank_mean_max_s", "p90_s", "loop", "buffers", "counts", "setup_s"]
+    assert csv_lines[1].split(",")[-12:] == ["", "", "", "per-call", "", "", "", "", "python", "warm", "uniform", ""]
 
 
 def test_torn_last_line_is_dropped_with_a_warning(tmp_path):

@@ -76,6 +76,10 @@ class Algorithm:
     # "steps" of its error bound in half precision (steps x u x sum|x|; Higham, Accuracy and Stability
     # of Numerical Algorithms, ch. 4); see `additions_at`
     additions: Callable[[int], int] | None = field(default=None, repr=False)
+    # a persistent algorithm (MPI-4 ``<coll>_init``, or persistent point-to-point requests): ``setup(comm, *args,
+    # **kwargs) -> (call, free)`` does the set-up once per case (timed apart, the row's ``setup_s``); each ``call()``
+    # is one Start+Wait; ``free()`` releases the requests.  `fn` does the three in one go
+    setup: Callable | None = field(default=None, repr=False)
 
     def __call__(self, comm, *args, **kwargs):
         if not self.native:
@@ -145,12 +149,13 @@ def register(
     native: bool = False,
     settings: dict[str, dict[str, str]] | None = None,
     additions: Callable[[int], int] | None = None,
+    setup: Callable | None = None,
 ):
     """Decorator: add `fn` to the registry as algorithm `name` of `collective`.
 
     The summary shown by ``ccbench list`` is the first line of the function's docstring.
     `additions` (reductions): P -> the most sequential additions on any element's path
-    (`Algorithm.additions_at`).
+    (`Algorithm.additions_at`); `setup`: a persistent algorithm's set-up (`Algorithm.setup`).
     """
 
     def deco(fn):
@@ -158,7 +163,7 @@ def register(
             raise ValueError(f"{collective}/{name} registered twice")
         summary = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else name
         REGISTRY[collective][name] = Algorithm(
-            collective, name, fn, summary, native, cost, formula, source, supports, settings, additions
+            collective, name, fn, summary, native, cost, formula, source, supports, settings, additions, setup
         )
         return fn
 

@@ -336,8 +336,8 @@ def load(comm) -> CompiledLoop:
 
 
 #: Why ``auto`` times a run with hand-written algorithms in Python (its record's ``why``).
-MIXED = ("hand-written algorithms are timed in Python, so the native cases are too: the algorithms compare "
-         "under one loop (--loop compiled times native in C)")
+MIXED = ("hand-written and persistent algorithms are timed in Python, so the native cases are too: the algorithms "
+         "compare under one loop (--loop compiled times plain native in C)")
 
 
 def choose(comm, requested: str, hand_written: bool = False) -> tuple[CompiledLoop | None, dict]:
@@ -345,8 +345,9 @@ def choose(comm, requested: str, hand_written: bool = False) -> tuple[CompiledLo
 
     ``compiled`` that cannot be built is a UsageError (one line, exit 2); ``auto`` falls back
     to the Python loop and says why, in the record and in one line on rank 0's stderr.  ``auto`` in a run that
-    also times `hand_written` algorithms is the Python loop (``MIXED``): OSU-comparable native figures where the
-    run asks for native alone, one loop for every row where it compares algorithms.
+    also times `hand_written` algorithms (or persistent ones, which only Python times) is the Python loop
+    (``MIXED``): OSU-comparable native figures where the run asks for native alone, one loop for every row where it
+    compares algorithms.
     """
     if requested not in LOOPS:
         raise UsageError(f"loop {requested!r}: choose from {', '.join(LOOPS)}")

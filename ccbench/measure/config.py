@@ -498,7 +498,7 @@ def plan(cfg: Config, nranks: int, no_hierarchy: str | None = None) -> tuple[lis
                 why = alg.unsupported(nranks, None if op == "none" else op) or (
                     no_hierarchy if no_hierarchy and node_aware(alg) else None)
                 if why:
-                    if "all" not in cfg.algorithms and not alg.native:
+                    if "all" not in cfg.algorithms and (not alg.native or alg.setup):  # named: refused
                         raise UsageError(f"{coll_name}/{alg_name} cannot run here: {why}")
                     skipped.append((f"{coll_name}/{alg_name}" + (f" {op}" if op != "none" else ""), why))
                     continue

@@ -101,6 +101,7 @@ class Visit:
     settings: dict                  # the forced variant's settings (``variant_settings``)
     cold: int = 0                   # buffer sets the timed calls cycled through (``--buffers cold``; 0: warm)
     partly_cached: bool = False     # cold, but its sets together fit in the last-level cache
+    setup_s: float | None = None    # a persistent algorithm's set-up time, the maximum over ranks (seconds)
 
 
 #: The most buffer sets a cold case cycles through (each a call object of its own).
@@ -117,7 +118,17 @@ def cold_sets(case: Case, llc_bytes: int) -> int:
     return max(2, min(MAX_COLD_SETS, -(-2 * llc_bytes // per)))
 
 
-def _cold_calls(case: Case, bufs, alg, target, sets: int) -> tuple[Callable[[], object], list]:
+def _call(case: Case, alg, target, args, kwargs, frees: list) -> Callable[[], object]:
+    """What the timing loop calls for `alg` on these buffers (``call_of``); a persistent algorithm's set-up is made
+    here, once (its ``free`` appended to `frees`)."""
+    if alg.setup is None:
+        return call_of(case.collective, alg.fn, target, *args, **kwargs)
+    call, free = alg.setup(target, *args, **kwargs)
+    frees.append(free)
+    return call
+
+
+def _cold_calls(case: Case, bufs, alg, target, sets: int, frees: list) -> tuple[Callable[[], object], list]:
     """A callable that runs the case on the next of `sets` buffer sets at each call (views into one pool per
     buffer, each set's inputs copied from `bufs`' filled ones), and the pools (to keep them alive)."""
     arrays = [(i, a) for i, a in enumerate(bufs.args) if isinstance(a, np.ndarray)]
@@ -128,7 +139,7 @@ def _cold_calls(case: Case, bufs, alg, target, sets: int) -> tuple[Callable[[], 
         for (i, a), pool in zip(arrays, pools, strict=True):
             np.copyto(pool[j], a)
             args[i] = pool[j]
-        calls.append(call_of(case.collective, alg.fn, target, *args, **bufs.kwargs))
+        calls.append(_call(case, alg, target, args, bufs.kwargs, frees))
     turn = itertools.cycle(calls).__next__  # the next set's call: one C-level step inside the timed region
 
     def call() -> None:
@@ -146,7 +157,7 @@ def visit_case(comm, case: Case, settings: TimingSettings, *, fault: Fault | Non
     (``Fault.slowed``; validation runs the plain call) and flags the row ``SLOWED``.
     `clock` reads this rank's time in seconds (default: the timing loop's, time.perf_counter).
     With `loop` (a `ccbench.measure.compiled.CompiledLoop`) a native case is timed and validated
-    by the compiled loop (the row's ``loop``: "compiled"); hand-written and slowed cases stay in Python.
+    by the compiled loop (the row's ``loop``: "compiled"); hand-written, persistent and slowed cases stay in Python.
     With `cold` > 1 (``--buffers cold``: `cold_sets`) each timed call runs on the next of that many buffer sets,
     in the Python loop; validation runs on the first.
     """
@@ -160,8 +171,14 @@ def visit_case(comm, case: Case, settings: TimingSettings, *, fault: Fault | Non
     # one counting wrapper per communicator for the whole sweep: its scratch arrays and
     # node communicators (hierarchical) are made once, not once per case
     target = comm if alg.native else counted(comm)
-    # native: the bound mpi4py method itself (no Python frame inside the timed region)
-    call = call_of(case.collective, alg.fn, target, *bufs.args, **bufs.kwargs)
+    # native: the bound mpi4py method itself (no Python frame inside the timed region); a persistent algorithm's
+    # set-up (``<coll>_init``) made once here and timed apart, the maximum over ranks as for a sample
+    frees: list = []
+    if alg.setup:
+        comm.Barrier()
+    start = time.perf_counter()
+    call = _call(case, alg, target, bufs.args, bufs.kwargs, frees)
+    setup_s = comm.allreduce(time.perf_counter() - start, op=MPI.MAX) if alg.setup else None
     bufs.fill()
     library = current_library() if alg.settings else None
     if alg.settings:  # a forced algorithm of the library: NotApplicableError where it refuses the call
@@ -170,10 +187,10 @@ def visit_case(comm, case: Case, settings: TimingSettings, *, fault: Fault | Non
     pools = None
     timed = call
     if cold > 1:
-        timed, pools = _cold_calls(case, bufs, alg, target, cold)
+        timed, pools = _cold_calls(case, bufs, alg, target, cold, frees)
     timed = fault.slowed(timed, clock or time.perf_counter) if slow and fault.on(rank) else timed
     kernel = (loop.kernel(comm, case.collective, case.count, bufs.args, bufs.kwargs)
-              if loop is not None and alg.native and not slow and cold <= 1 else None)
+              if loop is not None and alg.native and alg.setup is None and not slow and cold <= 1 else None)
     local: list = []
     samples, stop = measure(comm, timed if kernel is None else kernel, settings, clock=clock, local_out=local)
     # validation: fresh inputs, poisoned outputs, one more call, exact comparison;
@@ -189,10 +206,12 @@ def visit_case(comm, case: Case, settings: TimingSettings, *, fault: Fault | Non
     comm.Allreduce(MPI.IN_PLACE, total, MPI.SUM)
     mx = np.array([c[0], c[1], c[4], c[5], c[6]], dtype=np.int64)
     comm.Allreduce(MPI.IN_PLACE, mx, MPI.MAX)
+    for free in frees:
+        free()
     del pools
     return Visit(samples, stop, local[0], int(total[0]), (int(total[1]), int(total[2]), *(int(v) for v in mx)),
                  slow, kernel is not None, variant_settings(alg, library), cold if cold > 1 else 0,
-                 cold > 1 and cold * case.nbytes < 2 * llc_bytes)
+                 cold > 1 and cold * case.nbytes < 2 * llc_bytes, setup_s)
 
 
 def case_row(comm, case: Case, visits: list[Visit], settings: TimingSettings, timer_res_s: float = 1e-9, *,
@@ -235,6 +254,7 @@ def case_row(comm, case: Case, visits: list[Visit], settings: TimingSettings, ti
         samples_s=tuple(float(x) for x in samples),
         timing="per-call" if settings.batch == 1 else f"batched:{settings.batch}",
         p90_s=float(np.percentile(samples, 90)), **per_rank, loop="compiled" if last.compiled else "python",
+        setup_s=None if last.setup_s is None else max(v.setup_s for v in visits),  # the slowest visit's set-up
     )
 
 
@@ -340,7 +360,8 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     timer_res = comm.allreduce(timer_resolution_s(), MPI.MAX)
     # before the run directory: --loop compiled may fail
     loop, loop_record = compiled.choose(comm, cfg.loop,
-                                        hand_written=any(not REGISTRY[c.collective][c.algorithm].native for c in cases))
+                                        hand_written=any(not (a := REGISTRY[c.collective][c.algorithm]).native
+                                                         or a.setup for c in cases))
     pairs = sorted({(c.dtype, c.op) for c in cases if COLLECTIVES[c.collective].reduction})
 
     def item(case: Case) -> Item:

@@ -190,6 +190,10 @@ class Row(StoredRow):
     # the count distribution of a v-collective's blocks (`ccbench.core.counts`: uniform, heavy:F, zipf:S, moe:E,K,CF,T,
     # weights:...); "uniform" for the even collectives, and in rows written before it existed
     counts: str = "uniform"
+    # a persistent algorithm's set-up (``<coll>_init``, or its persistent point-to-point requests), made once per
+    # case outside the timed calls: its time, the maximum over ranks (seconds); None for the others, and in rows
+    # written before it existed
+    setup_s: float | None = None
 
     def __post_init__(self):
         if self.nbytes < 0 or self.count < 0 or self.nranks < 1 or self.nwrong < 0:
