@@ -192,3 +192,20 @@ def test_all_beside_named_algorithms_is_every_unforced_one_plus_those():
     assert named.algorithms == ("all", "ring")
     with pytest.raises(UsageError, match="unknown 'rign'"):
         load_config(None, {"collectives": ["allreduce"], "algorithms": ["all", "rign"]})
+
+
+def test_a_collective_without_a_persistent_form_is_refused_when_named_and_skipped_under_all(monkeypatch):
+    """native-persistent where the library lacks <Method>_init: one line when named, a skip with its reason under
+    `all`, the blocking native still planned."""
+    from ccbench.algorithms import native
+
+    monkeypatch.setattr(native, "_persistent_missing",
+                        lambda coll: "the MPI library (MPI 3.1) has no MPI_Allreduce_init" if coll == "allreduce"
+                        else None)
+    with pytest.raises(UsageError, match="allreduce/native-persistent cannot run here: .*MPI_Allreduce_init"):
+        plan(load_config(None, {"collectives": "allreduce", "algorithms": "native-persistent", "sizes": "8"}), 2)
+    cases, skipped = plan(load_config(None, {"collectives": "allreduce,bcast", "algorithms": "all", "sizes": "8"}), 2)
+    assert ("allreduce/native-persistent sum", "the MPI library (MPI 3.1) has no MPI_Allreduce_init") in skipped
+    algs = {(c.collective, c.algorithm) for c in cases}
+    assert ("allreduce", "native") in algs and ("bcast", "native-persistent") in algs
+    assert ("allreduce", "native-persistent") not in algs

@@ -47,7 +47,7 @@ def _ops(monkeypatch):
 def test_the_direct_call_is_the_wrappers_call(coll):
     args, kwargs = ARGS[coll]
     for name, alg in REGISTRY[coll].items():
-        if not alg.native:
+        if not alg.native or alg.setup:
             continue
         via_wrapper, direct = _Recorder(), _Recorder()
         alg.fn(via_wrapper, *args, **kwargs)
@@ -69,3 +69,35 @@ def test_no_direct_call_for_ping_pong_or_a_hand_written_algorithm():
     assert direct_call("pingpong", REGISTRY["pingpong"]["native"].fn, rec, "S", "R") is None
     assert direct_call("allreduce", REGISTRY["allreduce"]["ring"].fn, rec, "S", "R") is None
     assert rec.calls == []
+
+
+class _Request:
+    """A stand-in persistent request: records its starts, waits and release."""
+
+    def __init__(self, log):
+        self.Start, self.Wait, self.Free = (lambda: log.append("Start"), lambda: log.append("Wait"),
+                                            lambda: log.append("Free"))
+
+
+@pytest.mark.parametrize("coll", sorted(ARGS))
+def test_the_persistent_request_is_made_from_the_same_call(coll):
+    """native-persistent makes <Method>_init with the arguments the blocking call takes, once; each call starts and
+    waits on it; the one-shot function makes, runs and frees it."""
+    args, kwargs = ARGS[coll]
+    alg, plain = REGISTRY[coll]["native-persistent"], _Recorder()
+    direct_call(coll, REGISTRY[coll]["native"].fn, plain, *args, **kwargs)()
+    (method, values), = plain.calls
+    made, log = [], []
+
+    class Comm(_Recorder):
+        def __getattr__(self, name):
+            return lambda *a: made.append((name, a)) or _Request(log)
+
+    call, free = alg.setup(Comm(), *args, **kwargs)
+    call()
+    call()
+    free()
+    assert made == [(method + "_init", values)] and log == ["Start", "Wait", "Start", "Wait", "Free"]
+    log.clear()
+    alg.fn(Comm(), *args, **kwargs)
+    assert log == ["Start", "Wait", "Free"] and alg.native and "native-persistent" not in REGISTRY["pingpong"]

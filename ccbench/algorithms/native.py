@@ -24,7 +24,7 @@ from ccbench.algorithms.p2p import reduce_half
 from ccbench.algorithms.registry import register
 from ccbench.core.dtypes import OPS
 
-__all__ = ["call_of", "direct_call", "half_path", "reduce_local_of"]
+__all__ = ["call_of", "direct_call", "half_path", "persistent_call", "reduce_local_of"]
 
 _MPI_OPS: dict = {}
 # numpy dtype -> _Wire, or None where mpi4py passes the array as it is; made on first use (after MPI_Init)
@@ -362,3 +362,60 @@ def call_of(collective: str, fn, comm, *args, **kwargs):
     if collective == "pingpong" and inspect.unwrap(fn) is pingpong:  # its wrapper stays as lean as a bare loop
         args = tuple(a.view(np.uint16) if isinstance(a, np.ndarray) and _wire(a.dtype) else a for a in args)
     return functools.partial(fn, comm, *args, **kwargs)
+
+
+# -- MPI-4 persistent collectives (MPI 4.0, section 6.13): the same call as ``native``, made once as a persistent
+# request by ``<Method>_init`` with the same arguments, then started and completed per call.
+
+
+def _method_of(collective: str) -> str:
+    """The mpi4py method the library's own `collective` calls ("Allreduce", "Allgatherv", ...)."""
+    return _DIRECT[collective][0] if collective in _DIRECT else _vector_call(collective, None, None)[0]
+
+
+def _persistent_missing(collective: str) -> str | None:
+    """Why the installed library has no persistent form of `collective` (None: it has, or MPI is not loaded yet)."""
+    import sys
+
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None or not mpi.Is_initialized():
+        return None
+    method = _method_of(collective)
+    if mpi.Get_version() < (4, 0) or not hasattr(mpi.Comm, f"{method}_init"):
+        return f"the MPI library (MPI {'.'.join(map(str, mpi.Get_version()))}) has no MPI_{method}_init"
+    return None
+
+
+def persistent_call(collective: str, comm, *args, **kwargs):
+    """(call, free): the persistent request of what ``native`` calls for these arguments, made here by
+    ``<Method>_init`` (the set-up); ``call()`` is one Start and Wait of it, ``free()`` releases it."""
+    direct = direct_call(collective, _VECTOR.get(collective) or _WRAPPERS[collective], comm, *args, **kwargs)
+    values = direct.args if isinstance(direct, functools.partial) else ()
+    request = getattr(comm, f"{_method_of(collective)}_init")(*values)
+    start, wait = request.Start, request.Wait
+
+    def call() -> None:
+        start()
+        wait()
+
+    return call, request.Free
+
+
+def _register_persistent() -> None:
+    for coll in (*_DIRECT, *_VECTOR):
+        name = _method_of(coll)
+
+        def setup(comm, *args, _coll=coll, **kwargs):
+            return persistent_call(_coll, comm, *args, **kwargs)
+
+        def once(comm, *args, _setup=setup, **kwargs) -> None:
+            call, free = _setup(comm, *args, **kwargs)
+            call()
+            free()
+
+        once.__doc__ = f"MPI_{name}_init once per case, then MPI_Start + MPI_Wait per call (MPI-4 persistent)."
+        register(coll, "native-persistent", source="the MPI library, MPI-4 persistent collectives (MPI 4.0, 6.13)",
+                 native=True, setup=setup, supports=lambda P, op, _c=coll: _persistent_missing(_c))(once)
+
+
+_register_persistent()
