@@ -49,6 +49,9 @@ class _Request:
     def __init__(self, send: bool, msg: tuple) -> None:
         self.send, self.msg = send, msg
 
+    def Free(self) -> None:  # noqa: N802 - a persistent request released
+        pass
+
 
 class _World:
     """The plans of every world rank, and the Splits resolved so far (kept across reruns)."""
@@ -88,6 +91,11 @@ class _PlanComm:
 
     def Irecv(self, buf, source: int, tag: int = 0) -> _Request:  # noqa: N802
         return _Request(False, self._msg(source, buf, tag))
+
+    Send_init, Recv_init = Isend, Irecv  # persistent requests: the same messages, recorded at each Waitall
+
+    def Startall(self, requests) -> None:  # noqa: N802
+        pass
 
     def Waitall(self, requests) -> None:  # noqa: N802
         self._plan.append((tuple(r.msg for r in requests if r.send),
@@ -247,7 +255,7 @@ def test_unmatched_messages_are_caught():
 ALL_P = (2, 3, 5, 7, 8, 12, 16, 31, 64, 100, 255, 256, 1000, 1024, 4095, 4096)
 # A rank of these makes few steps (a root up to P-1) and no O(P) set-up: whole schedules up to 4,096 ranks.
 CHEAP = {
-    ("bcast", "binomial"), ("bcast", "linear"), ("bcast", "pipelined_chain"),
+    ("bcast", "binomial"), ("bcast", "binomial-persistent"), ("bcast", "linear"), ("bcast", "pipelined_chain"),
     ("scatter", "linear"), ("scatter", "binomial"), ("gather", "linear"),
     ("gather", "binomial"), ("reduce", "binomial"), ("reduce", "linear"),
     ("allreduce", "binomial"), ("allreduce", "linear"), ("allreduce", "hierarchical"),
@@ -258,7 +266,7 @@ CHEAP = {
 # and walk).  Whole schedules up to 100 ranks; beyond, the traffic of a few ranks is counted
 # (`test_busiest_rank_beyond_whole_schedules`).
 QUADRATIC = {
-    ("allreduce", "ring"), ("bcast", "scatter_allgather"), ("allgather", "ring"),
+    ("allreduce", "ring"), ("allreduce", "ring-persistent"), ("bcast", "scatter_allgather"), ("allgather", "ring"),
     ("allgather", "linear"), ("reduce_scatter", "pairwise"), ("alltoall", "pairwise"),
     ("alltoall", "linear"), ("allgatherv", "ring"), ("allgatherv", "linear"), ("alltoallv", "pairwise"),
     ("alltoallv", "linear"), ("reduce_scatterv", "pairwise"), ("reduce_scatterv", "ring"),
@@ -282,6 +290,7 @@ def _dtree_blocks(P: int, nbytes: int) -> int:
 #: Non-blocked algorithms that cut the vector into blocks: (P, nbytes) -> how many blocks.
 SPLIT = {
     ("allreduce", "ring"): lambda P, n: P,
+    ("allreduce", "ring-persistent"): lambda P, n: P,
     ("bcast", "scatter_allgather"): lambda P, n: P,
     ("allreduce", "rabenseifner"): lambda P, n: pof2_below(P),
     ("reduce", "rabenseifner"): lambda P, n: pof2_below(P),

@@ -11,7 +11,12 @@ assumption (Thakur, Rabenseifner & Gropp 2005, section 2):
 * ``step_bytes``: bytes on those steps; a step moving s bytes out and r bytes in costs
   max(s, r).
 
-and ``reduced_bytes``, the bytes combined by local reductions (the gamma term).  The
+and ``reduced_bytes``, the bytes combined by local reductions (the gamma term).
+
+Persistent schedules (MPI 4.0 section 3.9, persistent communication requests) make their
+requests once with ``persistent_step`` (MPI_Send_init / MPI_Recv_init) and run each step per
+call as ``Startall(step)`` then ``Waitall(step.requests)``: counted as the same step of
+Isend/Irecv would be, so a persistent schedule counts what its blocking twin counts.  The
 closed-form cost of every algorithm is tested against the maximum of these over ranks.
 
 Half precision (float16, bfloat16): a message carries the buffer's 16-bit words as they are
@@ -30,6 +35,7 @@ from ccbench.core.dtypes import OPS
 __all__ = [
     "CountedComm",
     "Counts",
+    "PersistentStep",
     "as_ufunc",
     "block_bounds",
     "counted",
@@ -66,6 +72,22 @@ class Counts:
         return tuple(getattr(self, name) for name in self.__slots__)
 
 
+class PersistentStep:
+    """One step of persistent point-to-point requests, made once (`CountedComm.persistent_step`) and started per
+    call (`CountedComm.Startall`): the requests and what one start sends and receives."""
+
+    __slots__ = ("requests", "sends", "sent_bytes", "recvs", "recv_bytes")
+
+    def __init__(self, requests: list, sends: int, sent_bytes: int, recvs: int, recv_bytes: int) -> None:
+        self.requests, self.sends, self.sent_bytes = requests, sends, sent_bytes
+        self.recvs, self.recv_bytes = recvs, recv_bytes
+
+    def free(self) -> None:
+        """Release the requests (MPI_Request_free)."""
+        for r in self.requests:
+            r.Free()
+
+
 class CountedComm:
     """A communicator wrapper that counts messages, bytes and reduced bytes.
 
@@ -73,19 +95,19 @@ class CountedComm:
     from the array, as mpi4py does.
     """
 
-    __slots__ = ("comm", "rank", "size", "counts", "_waitall", "_scratch", "_pend", "_nodes")
+    __slots__ = ("comm", "rank", "size", "counts", "_waitall", "_startall", "_scratch", "_pend", "_nodes")
 
     def __init__(self, comm) -> None:
         self.comm = comm
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
         self.counts = Counts()
-        waitall = getattr(comm, "Waitall", None)
+        waitall, startall = getattr(comm, "Waitall", None), getattr(comm, "Startall", None)
         if waitall is None:  # a real mpi4py communicator
             from mpi4py import MPI
 
-            waitall = MPI.Request.Waitall
-        self._waitall = waitall
+            waitall, startall = MPI.Request.Waitall, MPI.Prequest.Startall
+        self._waitall, self._startall = waitall, startall
         self._scratch: dict = {}
         # pending Isend/Irecv batch: msgs out, bytes out, msgs in, bytes in
         self._pend = [0, 0, 0, 0]
@@ -148,6 +170,28 @@ class CountedComm:
         self._pend[2] += 1
         self._pend[3] += buf.nbytes
         return self.comm.Irecv(_words(buf) if buf.itemsize == 2 else buf, source, tag)
+
+    def persistent_step(self, sends=(), recvs=()) -> PersistentStep:
+        """A step of persistent requests: MPI_Send_init for each ``(buf, dest, tag)`` of `sends`, MPI_Recv_init for
+        each ``(buf, source, tag)`` of `recvs` (the set-up; nothing is counted until a step starts)."""
+        reqs = [self.comm.Send_init(_words(b) if b.itemsize == 2 else b, d, t) for b, d, t in sends]
+        reqs += [self.comm.Recv_init(_words(b) if b.itemsize == 2 else b, src, t) for b, src, t in recvs]
+        return PersistentStep(reqs, len(sends), sum(b.nbytes for b, _, _ in sends), len(recvs),
+                              sum(b.nbytes for b, _, _ in recvs))
+
+    def Startall(self, step: PersistentStep) -> None:  # noqa: N802
+        """Start a persistent step (MPI_Startall), counted as Isend/Irecv of the same messages; complete it with
+        ``Waitall(step.requests)``."""
+        c, p = self.counts, self._pend
+        c.msgs_sent += step.sends
+        c.bytes_sent += step.sent_bytes
+        c.msgs_recv += step.recvs
+        c.bytes_recv += step.recv_bytes
+        p[0] += step.sends
+        p[1] += step.sent_bytes
+        p[2] += step.recvs
+        p[3] += step.recv_bytes
+        self._startall(step.requests)
 
     def Waitall(self, requests: list) -> None:  # noqa: N802
         """Complete a batch of Isend/Irecv; it costs max(#sends, #recvs) steps."""

@@ -1,8 +1,8 @@
 """An in-process simulated communicator: one thread per rank, no MPI needed.
 
 Hand-written algorithms run on it unchanged (they use only Send, Recv, Sendrecv, Isend,
-Irecv and Waitall), which lets the tests cover many rank counts quickly and lets
-`ccbench trace` print an algorithm's schedule without a launcher.
+Irecv and Waitall, and the persistent Send_init, Recv_init and Startall), which lets the
+tests cover many rank counts quickly and lets `ccbench trace` print an algorithm's schedule without a launcher.
 
 Semantics are deliberately strict: every send is synchronous (it completes only when a
 matching receive has taken the data), so an algorithm that would deadlock under MPI's
@@ -86,6 +86,9 @@ class _Request:
 
     def Wait(self) -> None:  # noqa: N802 - mpi4py naming
         self.world.comm(self.rank).Waitall([self])
+
+    def Free(self) -> None:  # noqa: N802
+        """MPI_Request_free (nothing to release in the simulation)."""
 
 
 class SimWorld:
@@ -288,6 +291,22 @@ class SimComm:
             req = _Request(w, "recv", self.wrank, peer, tag, buf, 0, self.ctx)
             w._post(req)
         return req
+
+    def Send_init(self, buf: np.ndarray, dest: int, tag: int = 0) -> _Request:  # noqa: N802
+        """A persistent send, inactive until `Startall` posts it (as often as it is started)."""
+        return _Request(self.world, "send", self.wrank, self._world(dest), tag, buf, 0, self.ctx)
+
+    def Recv_init(self, buf: np.ndarray, source: int, tag: int = 0) -> _Request:  # noqa: N802
+        """A persistent receive, inactive until `Startall` posts it."""
+        return _Request(self.world, "recv", self.wrank, self._world(source), tag, buf, 0, self.ctx)
+
+    def Startall(self, requests: list) -> None:  # noqa: N802
+        """Post persistent requests again, each as the Isend/Irecv it stands for."""
+        w = self.world
+        with w.cond:
+            for req in requests:
+                req.done, req.step = False, (w.clocks[self.wrank] + 1 if req.kind == "send" else 0)
+                w._post(req)
 
     def Waitall(self, requests: list) -> None:  # noqa: N802
         w = self.world
