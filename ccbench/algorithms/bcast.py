@@ -10,10 +10,11 @@ schedule can be written as if the root were rank 0.  None of these functions use
 
 from functools import lru_cache
 
-from ccbench.algorithms.p2p import block_bounds
+from ccbench.algorithms.p2p import block_bounds, counted
 from ccbench.algorithms.registry import Cost, register
 
-__all__ = ["SEGMENT_BYTES", "binomial", "linear", "pipelined_chain", "scatter_allgather"]
+__all__ = ["SEGMENT_BYTES", "binomial", "binomial_persistent", "binomial_persistent_setup", "linear",
+           "pipelined_chain", "scatter_allgather"]
 
 #: Segment size of `pipelined_chain` in bytes.  A multiple of 8, so that every dtype's
 #: segment holds a whole number of elements and the segment count depends on bytes only.
@@ -263,3 +264,51 @@ def pipelined_chain(comm, buf, root: int = 0) -> None:
         for lo in range(seg, end, seg):
             comm.Sendrecv(buf[lo - seg:lo], nxt, 0, buf[lo:lo + seg], prev, 0)
         comm.Send(buf[end - seg:end], nxt)
+
+
+# -- persistent schedules (registered last: the blocking algorithms keep their order) ------------
+
+
+def binomial_persistent_setup(comm, buf, root: int = 0):
+    """(call, free) of the persistent binomial tree: `binomial`'s receive from the parent and sends to the children
+    made once as persistent requests (MPI 4.0 section 3.9), each a step of its own as in `binomial`."""
+    comm = counted(comm)
+    P, rank = comm.size, comm.rank
+    vr, mask, steps = (rank - root) % P, 1, []
+    while mask < P:
+        if vr & mask:
+            steps.append(comm.persistent_step(recvs=[(buf, (rank - mask) % P, 0)]))
+            break
+        mask <<= 1
+    mask >>= 1
+    while mask:
+        if vr + mask < P:
+            steps.append(comm.persistent_step(sends=[(buf, (rank + mask) % P, 0)]))
+        mask >>= 1
+    startall, waitall = comm.Startall, comm.Waitall
+
+    def call() -> None:
+        for step in steps:
+            startall(step)
+            waitall(step.requests)
+
+    return call, lambda: [step.free() for step in steps]
+
+
+@register(
+    "bcast",
+    "binomial-persistent",
+    cost=_binomial_cost,
+    formula="ceil(lg P) a + ceil(lg P) n b   (binomial's messages)",
+    source=_THAKUR + " (MPICH MPIR_Bcast_intra_binomial); persistent requests: MPI 4.0 section 3.9",
+    setup=binomial_persistent_setup,
+)
+def binomial_persistent(comm, buf, root: int = 0) -> None:
+    """Binomial-tree broadcast on persistent point-to-point requests, made once per case and started per call.
+
+    The same messages as `binomial` (so its textbook cost), each a persistent request made at set-up
+    and run per call by MPI_Startall + MPI_Waitall.  Called once, it makes, runs and frees them.
+    """
+    call, free = binomial_persistent_setup(comm, buf, root)
+    call()
+    free()
