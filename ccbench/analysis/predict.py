@@ -188,14 +188,16 @@ def model_registry(library: str | None, *, selection_tree: dict | None = None, a
     ``native``: for MPICH with its `selection_tree` (``ccbench.measure.library.mpich_default_tree``),
     the algorithm it picks at (P, n) (``native_variants.mpich_tree_choice``); otherwise not
     modelled, and said so.  `measured` (collective, algorithm) pairs limit the native entries to
-    those (the reasons too); None keeps all.
+    those (the reasons too) and let the persistent algorithms in; None keeps all natives, no persistent one.
     """
     reg = _registry(algorithms)
     want = None if measured is None else set(measured)
     out: dict = {}
     why: dict[str, str] = {}
     for coll, algs in reg.items():
-        mine = {n: a for n, a in algs.items() if getattr(a, "cost", None) is not None}
+        # a persistent schedule sends its blocking twin's messages (the same model): left out unless measured
+        mine = {n: a for n, a in algs.items() if getattr(a, "cost", None) is not None
+                and (not getattr(a, "setup", None) or (want is not None and (coll, n) in want))}
         for name, alg in algs.items():
             if not getattr(alg, "native", False) or coll == "pingpong" or (want is not None
                                                                           and (coll, name) not in want):

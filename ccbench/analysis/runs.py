@@ -553,10 +553,10 @@ def predict_table(
     Node-aware costs (the hierarchical allreduce) are priced on nodes of `ranks_per_node`
     ranks, by default the two-level model's, else all ranks on one node.
     """
-    if algorithms is None:
+    if algorithms is None:  # every algorithm but the persistent twins (their blocking twin's messages and model)
         from ccbench.algorithms import REGISTRY  # imports no MPI
 
-        algorithms = REGISTRY
+        algorithms = {c: {n: a for n, a in algs.items() if a.setup is None} for c, algs in REGISTRY.items()}
     _check_params(params)
     ranks, sizes = [int(p) for p in ranks], [int(n) for n in sizes]
     rpn = ranks_per_node_for(ranks_per_node, two_level)

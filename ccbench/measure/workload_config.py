@@ -140,12 +140,19 @@ def _algorithms(key: str, names: tuple[str, ...], collectives: list[str]) -> tup
     # forced native variants (native:<alg>) are chosen by environment variables read at MPI_Init:
     # they need a launch of their own, so a workload, one launch, cannot mix them
     forced = {a for c in collectives for a, alg in REGISTRY[c].items() if getattr(alg, "settings", None)}
+    # persistent algorithms make their requests once per buffers: a step's calls, each on buffers of its own,
+    # would time that set-up on every call
+    persistent = {a for c in collectives for a, alg in REGISTRY[c].items() if getattr(alg, "setup", None)}
     if names == ("all",):
-        return tuple(a for a in valid if a not in forced)
+        return tuple(a for a in valid if a not in forced | persistent)
     bad = [a for a in names if a in forced]
     if bad:
         raise UsageError(f"{key}: {bad[0]!r} is forced through the MPI library's environment at start-up; "
                          "set its variables yourself and measure it as native")
+    bad = [a for a in names if a in persistent]
+    if bad:
+        raise UsageError(f"{key}: {bad[0]!r} is persistent (set up once per case, started per call): a workload "
+                         "would time its set-up in every call; measure it with ccbench run")
     return _choices(key, names, valid)
 
 
