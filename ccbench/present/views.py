@@ -194,7 +194,8 @@ def sampling_line(cfg: dict, loop: dict | None = None) -> str:
 
 
 def _order(r: Row) -> tuple:
-    return (r.algorithm != "native", r.algorithm, r.dtype, r.op, r.in_place, r.root, r.nbytes)
+    base = r.algorithm.removesuffix("-persistent")  # a persistent algorithm next to its blocking twin
+    return (base != "native", base, r.algorithm, r.dtype, r.op, r.in_place, r.root, r.nbytes)
 
 
 def _by_collective(rows: Sequence[Row]) -> list[tuple[str, list[Row], list[str]]]:
@@ -254,14 +255,21 @@ def rows_tables(rows: list[Row], launches: bool | None = None, per_rank: bool = 
     for coll, group, vary in _by_collective(rows):
         P = group[0].nranks
         factor = COLLECTIVES[coll].busbw_factor(P)
+        setup = any(r.setup_s is not None for r in group)  # persistent algorithms: their set-up beside the calls
         t = Table(f"{coll} at {P} ranks - size: {_size_title(coll, per_rank)}; busbw = algbw x {factor:.3g}",
                   [Column("algorithm"), Column("size", "size"), *[Column(k.replace("_", " ")) for k in vary],
                    Column("median", "time"), Column("95% CI", "time_ci", no_wrap=True), Column("min", "time"),
                    Column("busbw GB/s", fmt=lambda v: f"{v:.3f}", align="right"), Column("n", "count"),
+                   *((Column("set-up", "time"),) if setup else ()),
                    *(LAUNCH_COLUMNS if launches else ()), Column("stop"), Column("flags"), Column("check")])
+        if setup:
+            t.caption = ("set-up: a persistent algorithm's requests (MPI_<coll>_init, or MPI_Send_init/MPI_Recv_init), "
+                         "made once per case outside the timed calls, the slowest rank's time; median: one "
+                         "MPI_Start + MPI_Wait of them")
         for r in sorted(group, key=_order):
             t.add_row(r.algorithm, _size(r, per_rank), *[getattr(r, k) for k in vary], r.median_s,
                       (r.ci_low_s, r.ci_high_s), r.min_s, r.busbw_gbs if coll != "barrier" else None, r.samples,
+                      *((r.setup_s,) if setup else ()),
                       *(launch_cells(r) if launches else ()), r.stop_reason.replace(";", sep.replace(",", ";")),
                       sep.join(r.flags), "ok" if r.ok else Styled(f"FAILED ({r.nwrong} wrong)", "red bold"))
         tables.append(t)
