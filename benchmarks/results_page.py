@@ -678,6 +678,46 @@ def _tuning(ref: Path) -> list:
     ]
 
 
+def _newcomer(ref: Path) -> tuple[list, list[str]]:
+    (path,) = sorted((ref / "newcomer").glob("newcomer_aa_*.json"))
+    doc = json.loads(path.read_text())
+    rows = [[x["experiment"], x["setting"], str(x["cases"]), f"{x['called']} ({x['share']:.0%})",
+             "/".join(f"{v:.0%}" for v in x["other_load"]), "yes" if x["withheld"] else "no", x["goal"]] for x in doc]
+    aa = [x for x in doc if x["experiment"].startswith("A/A")]
+    known = [x for x in doc if not x["experiment"].startswith("A/A")]
+    short = [f"The README's main job run twice and compared: {_span([x['share'] for x in aa], lambda v: f'{v:.0%}')} "
+             f"of {aa[0]['cases']} cases called different, idle and with other work on the cores; thread level "
+             f"single against multiple called in {_pct([x['share'] for x in known])} of its cases."]
+    return [("h", 2, "The README's main job, compared with itself"),
+            ("p", "The same command twice, then `ccbench compare`: every case called faster or slower is a false "
+                  "verdict.  A known difference (thread level single against multiple, 4 ranks on 2 cores) shows "
+                  "that the verdicts still find what is there.  Other load: the share of the machine's CPU other "
+                  "processes took during each run; compare withholds the verdicts of a run measured under load."),
+            ("p", f"Machine: 2 cores (the benchmark file records no more).  Measured {_file_date(path)}.  Command: "
+                  f"`python benchmarks/newcomer_aa.py`.  Files: `{_rel(path)}`."),
+            _table(["experiment", "setting", "cases", "called", "other load", "withheld", "goal"], rows, {2, 3})], short
+
+
+def _doctor(ref: Path) -> tuple[list, list[str]]:
+    (path,) = sorted((ref / "doctor").glob("doctor_aa_*.json"))
+    doc = json.loads(path.read_text())
+    h, s = doc["healthy"], doc["slowed"]
+    rows = [["healthy", str(h["diagnoses"]), str(h["nobody"]), "-", str(h["others_named"]),
+             f"{h['median_seconds']:.1f} s"],
+            [f"one rank slowed ({doc['fault']})", str(s["diagnoses"]), str(s["nobody"]), str(s["slowed_named"]),
+             str(s["others_named"]), f"{s['median_seconds']:.1f} s"]]
+    most = max(h["named_counts"].values(), default=0)
+    short = [f"`ccbench doctor` named a slowed rank in {s['slowed_named']} of {s['diagnoses']} diagnoses and nobody "
+             f"on a healthy run in {h['nobody']} of {h['diagnoses']}."]
+    return [("h", 2, "Finding a slow rank"),
+            ("p", "Repeated diagnoses of one machine, healthy and with one rank slowed by a fault, alternated.  "
+                  f"On a healthy run no rank was named more than {most} time{'s' if most != 1 else ''}."),
+            ("p", f"Machine: 2 cores, 4 ranks (oversubscribed on purpose).  Measured {_file_date(path)}.  Command: "
+                  f"`python benchmarks/doctor_aa.py` (each diagnosis `{doc['command']}`).  Files: `{_rel(path)}`."),
+            _table(["setting", "diagnoses", "named nobody", "named the slowed rank", "named another",
+                    "time each"], rows, {1, 2, 3, 4, 5})], short
+
+
 # --------------------------------------------------------------------------- the page
 
 
@@ -688,6 +728,8 @@ def render(ref: Path = REPO / "reference") -> str:
     models, s3, pingpong = _models(ref)
     crossval, s4 = _crossval(ref)
     limits, s5 = _limits(ref)
+    newcomer, s6 = _newcomer(ref)
+    doctor, s7 = _doctor(ref)
     blocks = [
         ("h", 1, "Results on reference machines"),
         ("p", "What ccbench measured on this project's own machines.  Use it to know what to expect, not as a "
@@ -695,9 +737,9 @@ def render(ref: Path = REPO / "reference") -> str:
         ("p", f"This page is generated from the files in `reference/` by `{REGENERATE}`; do not edit it by hand.  "
               "The tests regenerate it and fail when it differs."),
         ("h", 2, "In short"),
-        ("ul", s1 + s2 + s3 + s4 + s5),
-        *replication, *_durations(ref), *fidelity, *_algorithms(ref), *models, *crossval, *limits, *_lab(ref),
-        *_workloads(ref, pingpong), *_tuning(ref),
+        ("ul", s1 + s6 + s2 + s3 + s4 + s5 + s7),
+        *replication, *newcomer, *_durations(ref), *fidelity, *_algorithms(ref), *models, *crossval, *limits, *_lab(ref),
+        *_workloads(ref, pingpong), *_tuning(ref), *doctor,
     ]
     return render_markdown(blocks)
 
