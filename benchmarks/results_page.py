@@ -738,8 +738,8 @@ def render(ref: Path = REPO / "reference") -> str:
               "The tests regenerate it and fail when it differs."),
         ("h", 2, "In short"),
         ("ul", s1 + s6 + s2 + s3 + s4 + s5 + s7),
-        *replication, *newcomer, *_durations(ref), *fidelity, *_algorithms(ref), *models, *crossval, *limits, *_lab(ref),
-        *_workloads(ref, pingpong), *_tuning(ref), *doctor,
+        *replication, *newcomer, *_durations(ref), *fidelity, *_algorithms(ref), *models, *crossval, *limits,
+        *_lab(ref), *_workloads(ref, pingpong), *_tuning(ref), *doctor,
     ]
     return render_markdown(blocks)
 
