@@ -111,8 +111,8 @@ def test_launch_without_n_starts_a_rank_per_core_and_resume_takes_the_run_s_coun
 
 
 def test_dash_a_all_says_what_it_chose_and_what_it_left_out(tmp_path):
-    """-a all is every hand-written algorithm and native; the library's forced variants are left out, and the first
-    line says how many and how to add them; with native:all beside it nothing is left out."""
+    """-a all is every hand-written algorithm and native; the library's forced variants and the persistent forms are
+    left out, and the first line says how many and how to add them; with native:all beside it no variant is."""
     import os
     import subprocess
     import sys
@@ -128,4 +128,6 @@ def test_dash_a_all_says_what_it_chose_and_what_it_left_out(tmp_path):
     line = first_line("all")
     assert line.startswith("-a all: 8 algorithms over 1 collective(s)")
     assert "forced variants of MPICH's own algorithms left out (add native:all" in line
-    assert "left out" not in first_line("all,native:all")
+    assert line.endswith("the persistent forms left out (name them: native-persistent, ring-persistent)")
+    both = first_line("all,native:all,native-persistent")
+    assert "forced variants" not in both and both.endswith("(name them: ring-persistent)")

@@ -81,6 +81,12 @@ class Algorithm:
     # is one Start+Wait; ``free()`` releases the requests.  `fn` does the three in one go
     setup: Callable | None = field(default=None, repr=False)
 
+    @property
+    def in_all(self) -> bool:
+        """Whether ``-a all`` takes it: every algorithm but the library's forced variants (``native:all``) and the
+        persistent forms (named on their own: the set of ``all`` stays the one a stored run was planned with)."""
+        return not self.settings and self.setup is None
+
     def __call__(self, comm, *args, **kwargs):
         if not self.native:
             comm = counted(comm)

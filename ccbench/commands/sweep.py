@@ -80,7 +80,7 @@ def _all_note(cfg, launcher_version: str) -> str | None:
     from ccbench.algorithms import REGISTRY
     from ccbench.algorithms.native_variants import LIBRARIES, library_of_launcher, variant_names
 
-    chosen = {c: [a for a, x in REGISTRY[c].items() if not x.settings] for c in cfg.collectives}
+    chosen = {c: [a for a, x in REGISTRY[c].items() if x.in_all] for c in cfg.collectives}
     n = sum(len(v) for v in chosen.values())
     line = (f"-a all: {n} algorithms over {len(chosen)} collective(s), the library's own (native) and every "
             "hand-written one")
@@ -89,6 +89,10 @@ def _all_note(cfg, launcher_version: str) -> str | None:
     if left and library:
         line += (f"; {len(left)} forced variants of {LIBRARIES[library]}'s own algorithms left out (add native:all "
                  "to time them, one launch per variant)")
+    persistent = sorted({a for c in cfg.collectives for a, x in REGISTRY[c].items()
+                         if x.setup is not None and a not in cfg.algorithms})
+    if persistent:
+        line += f"; the persistent forms left out (name them: {', '.join(persistent)})"
     return line
 
 

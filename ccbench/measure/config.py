@@ -474,8 +474,8 @@ def plan(cfg: Config, nranks: int, no_hierarchy: str | None = None) -> tuple[lis
         raise UsageError(f"root {cfg.root} does not exist with {nranks} ranks")
     for coll_name in cfg.collectives:
         coll = COLLECTIVES[coll_name]
-        # `all` is every algorithm but the forced variants of the library's (native:all)
-        every = [a for a, x in REGISTRY[coll_name].items() if not x.settings] if "all" in cfg.algorithms else []
+        # `all` is every algorithm but the forced variants of the library's (native:all) and the persistent forms
+        every = [a for a, x in REGISTRY[coll_name].items() if x.in_all] if "all" in cfg.algorithms else []
         algs = every + [a for a in cfg.algorithms if a in REGISTRY[coll_name] and a not in every]
         dtypes = cfg.dtypes if coll_name != "barrier" else cfg.dtypes[:1]
         ops = cfg.ops if coll.reduction else ("none",)
