@@ -192,10 +192,11 @@ def test_a_pair_of_hosts_with_a_slower_link_of_its_own(lab):
     topo = meta["topology"]
     assert topo["placement"]["original_rank"] == [0, 2, 1] and topo["node_names"] == ["ccb-h0", "ccb-h2", "ccb-h1"]
     slow = row["min_s"]  # ranks 0 and 1 now on hosts 0 and 2: the pair's own link
-    # each pays its link's delay plus the software's own cost (which other jobs on the 2 cores inflate): the fast
-    # pair stays near 1 ms, the slow one is slower by the 2 ms injected on top
-    assert 1e-3 <= fast < 1e-3 + 600e-6 and 3e-3 <= slow
-    assert abs(slow - fast - 2e-3) < 400e-6, f"0-2 ping-pong {slow * 1e6:.0f} us, 0-1 {fast * 1e6:.0f} us"
+    # each pays its own link's delay plus the software's cost (which other work on the 2 cores inflates): each is
+    # held to its own injected delay; their difference would add the two minima's noise (a 0-1 minimum of 1.49 ms
+    # beside a 0-2 one of 3.07 ms was seen once on an idle machine)
+    assert 1e-3 <= fast < 1e-3 + 600e-6, f"0-1 ping-pong {fast * 1e6:.0f} us"
+    assert 3e-3 <= slow < 3e-3 + 600e-6, f"0-2 ping-pong {slow * 1e6:.0f} us"
 
 
 def test_placement_re_ranks_the_lab_hosts_ranks(lab):
