@@ -31,7 +31,7 @@ Source: Thakur, Rabenseifner & Gropp, "Optimization of Collective Communication 
 (named at each algorithm).
 """
 
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import NamedTuple
 
 import numpy as np
@@ -293,7 +293,8 @@ def _node_of(counts: tuple, root: int, rank: int) -> _Node:
 _node = lru_cache(maxsize=1024)(_node_of)
 
 
-def _tree_cost(P: int, nbytes: int, counts: str, itemsize: int, root: int, gather: bool) -> Cost:
+def _tree_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1, root: int = 0, *,
+               gather: bool) -> Cost:
     """The cost of the binomial gatherv (`gather`) or scatterv from its plans: a gather receives its children's
     subtrees, smallest first, then sends its own up; a scatter does the reverse."""
     isz = max(1, int(itemsize))
@@ -311,23 +312,16 @@ def _tree_cost(P: int, nbytes: int, counts: str, itemsize: int, root: int, gathe
     return _plan_cost(plans)
 
 
-def _rooted_direct_cost(P: int, nbytes: int, counts: str, itemsize: int, root: int) -> Cost:
+def _rooted_direct_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1, root: int = 0) -> Cost:
+    """A flat tree (linear gatherv or scatterv): P-1 messages through the root's link, every block but its own."""
     c = _blocks(P, nbytes, counts, itemsize)
     return Cost(0, 0.0) if P == 1 else Cost(P - 1, float(c.sum() - c[int(root) % P]))
-
-
-def _gv_linear_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1, root: int = 0) -> Cost:
-    return _rooted_direct_cost(P, nbytes, counts, itemsize, root)
-
-
-def _gv_binomial_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1, root: int = 0) -> Cost:
-    return _tree_cost(P, nbytes, counts, itemsize, root, gather=True)
 
 
 @register(
     "gatherv",
     "linear",
-    cost=_gv_linear_cost,
+    cost=_rooted_direct_cost,
     formula="(P-1) a + (n - c_root) b",
     source="flat tree, as MPICH MPIR_Gatherv_allcomm_linear / Open MPI ompi_coll_base_gatherv_intra_basic_linear",
 )
@@ -352,7 +346,7 @@ def gatherv_linear(comm, sendbuf, recvbuf, counts, root: int = 0) -> None:
 @register(
     "gatherv",
     "binomial",
-    cost=_gv_binomial_cost,
+    cost=partial(_tree_cost, gather=True),
     formula="ceil(lg P) a + (n - c_root) b at the root; critical path from the tree, enumerated (a heavy block "
             "deep in the tree is carried up every level)",
     source=_THAKUR + " (MPICH MPIR_Gather_intra_binomial's tree) with each subtree's own counts; trees for "
@@ -394,18 +388,10 @@ def gatherv_binomial(comm, sendbuf, recvbuf, counts, root: int = 0) -> None:
         np.copyto(recvbuf[:node.root_offset], tmp[split:])
 
 
-def _sv_linear_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1, root: int = 0) -> Cost:
-    return _rooted_direct_cost(P, nbytes, counts, itemsize, root)
-
-
-def _sv_binomial_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1, root: int = 0) -> Cost:
-    return _tree_cost(P, nbytes, counts, itemsize, root, gather=False)
-
-
 @register(
     "scatterv",
     "linear",
-    cost=_sv_linear_cost,
+    cost=_rooted_direct_cost,
     formula="(P-1) a + (n - c_root) b",
     source="flat tree, as MPICH MPIR_Scatterv_allcomm_linear / Open MPI ompi_coll_base_scatterv_intra_basic_linear",
 )
@@ -426,7 +412,7 @@ def scatterv_linear(comm, sendbuf, recvbuf, counts, root: int = 0) -> None:
 @register(
     "scatterv",
     "binomial",
-    cost=_sv_binomial_cost,
+    cost=partial(_tree_cost, gather=False),
     formula="ceil(lg P) a + (n - c_root) b at the root; critical path from the tree, enumerated",
     source=_THAKUR + " (MPICH MPIR_Scatter_intra_binomial's tree) with each subtree's own counts; trees for "
            "irregular scatters: Traff, 'Hierarchical gather/scatter algorithms with graceful degradation', IPDPS 2004",
