@@ -182,9 +182,11 @@ def _pair_visit(ctx, act, pairs: list, nbytes: int, fault, polite: bool) -> list
             other, first = 1 - sub.Get_rank(), rank < peer
             buf = np.zeros(nbytes, dtype=np.uint8)
 
+            there, back = (sub.Send, sub.Recv) if first else (sub.Recv, sub.Send)
+
             def call():  # the lower rank sends first, the upper answers
-                for send in (first, not first):
-                    (sub.Send if send else sub.Recv)(buf, other, _TAG)
+                there(buf, other, _TAG)
+                back(buf, other, _TAG)
 
             slow = fault is not None and fault.slows_exchange(rank, peer)
             own, stop = _timed(ctx, sub, call, fault, slow)
