@@ -185,7 +185,7 @@ def fastest_per_size(g: Curves, alpha: float = SIGNIFICANCE) -> list[dict]:
     out = []
     for n in g.sizes:
         rows = [r for r in (next((r for r in rs if r.nbytes == n), None) for rs in g.by_algorithm.values()) if r]
-        loops = [getattr(r, "loop", "python") for r in rows]
+        loops = [r.loop for r in rows]
         loop = max(sorted(set(loops), key=lambda x: x != "python"), key=loops.count) if loops else "python"
         f = fastest_of([r for r, x in zip(rows, loops, strict=True) if x == loop], alpha=alpha)
         if f is not None:
