@@ -304,7 +304,8 @@ def test_auto_times_a_run_with_hand_written_algorithms_in_python_and_says_why():
     from ccbench.present.views import sampling_line
 
     used, record = compiled.choose(None, "auto", hand_written=True)
-    assert used is None and record == {"requested": "auto", "used": "python", "why": compiled.MIXED}
+    assert used is None and record == {"requested": "auto", "used": "python", "why": compiled.MIXED,
+                                        "mixed": True}
     assert sampling_line({}, record) == f"every case timed in Python: {compiled.MIXED}"
     assert resolve({"dtypes": "bfloat16"}).loop == "auto"  # its cases go to the Python loop (no MPI datatype)
     with pytest.raises(UsageError, match="bfloat16 cannot be timed by the compiled loop"):

@@ -354,7 +354,7 @@ def choose(comm, requested: str, hand_written: bool = False) -> tuple[CompiledLo
     if requested == "python":
         return None, {"requested": "python", "used": "python"}
     if requested == "auto" and hand_written:
-        return None, {"requested": "auto", "used": "python", "why": MIXED}
+        return None, {"requested": "auto", "used": "python", "why": MIXED, "mixed": True}
     try:
         loop = load(comm)
     except LoopUnavailableError as exc:

@@ -167,7 +167,7 @@ def sampling_line(cfg: dict, loop: dict | None = None) -> str:
                         else ""))
     elif loop.get("used") == "compiled":
         parts.append("native cases timed by the compiled loop (C, --loop); hand-written algorithms in Python")
-    elif loop.get("requested", "python") != "python" and str(loop.get("why", "")).startswith("hand-written"):
+    elif loop.get("mixed"):  # auto, beside algorithms only Python times
         parts.append(f"every case timed in Python: {escape(str(loop['why']))}")
     elif loop.get("requested", "python") != "python":
         parts.append(f"--loop {loop['requested']}: timed in Python, the compiled loop was not available"
