@@ -21,6 +21,7 @@ from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
+from ccbench.analysis.fit import NetworkParams
 from ccbench.core.units import fmt_time, format_size
 from ccbench.present.report import render_markdown
 from ccbench.present.table import Column, Table, fmt_ratio, to_block
@@ -341,7 +342,7 @@ def _algorithms(ref: Path) -> list:
 # --------------------------------------------------------------------------- models
 
 
-def _models(ref: Path) -> tuple[list, list[str], dict]:
+def _models(ref: Path) -> tuple[list, list[str], NetworkParams]:
     from ccbench.analysis.runs import fit_run
     from ccbench.present.model_tables import gamma_line
 
@@ -349,21 +350,20 @@ def _models(ref: Path) -> tuple[list, list[str], dict]:
     run = open_run(path)
     fit = fit_run(run)
     rows, large = [], None
-    for name, doc in fit["checks_by_params"].items():
-        for s in doc["summary"]:
-            if s["collective"] == "allreduce":
-                large = s["large_bytes"]
-                rows.append([name + (" (used)" if name == fit["network"]["used_for_predictions"] else ""), s["kind"],
-                             str(s["cases"]), str(s["off"]), fmt_ratio(s["median_ratio"]),
-                             fmt_ratio(s["worst_ratio"]), fmt_ratio(s["median_ratio_large"]),
-                             fmt_ratio(s["worst_ratio_large"])])
-    eff = {s["kind"]: s for s in fit["checks_by_params"]["effective"]["summary"] if s["collective"] == "allreduce"}
-    big = sorted({c["nbytes"] for c in fit["model_checks"] if c["nbytes"] >= large})
+    for name, checks in fit.checks_by_params.items():
+        for s in checks.summary:
+            if s.collective == "allreduce":
+                large = s.large_bytes
+                rows.append([name + (" (used)" if name == fit.network.used_for_predictions else ""), s.kind,
+                             str(s.cases), str(s.off), fmt_ratio(s.median_ratio), fmt_ratio(s.worst_ratio),
+                             fmt_ratio(s.median_ratio_large), fmt_ratio(s.worst_ratio_large)])
+    eff = {s.kind: s for s in fit.checks_by_params["effective"].summary if s.collective == "allreduce"}
+    big = sorted({c.nbytes for c in fit.model_checks if c.nbytes >= large})
     sizes = f"{format_size(big[0])}-{format_size(big[-1])}"
     summary = [f"From a 4-rank run's own fit, the median measured/predicted time of allreduce at {sizes} was "
-               f"{fmt_ratio(eff['hand-written']['median_ratio_large'])} (hand-written) and "
-               f"{fmt_ratio(eff['native']['median_ratio_large'])} (native)."]
-    pp = fit["network"]["pingpong"]
+               f"{fmt_ratio(eff['hand-written'].median_ratio_large)} (hand-written) and "
+               f"{fmt_ratio(eff['native'].median_ratio_large)} (native)."]
+    pp = fit.network.pingpong
     blocks = [
         ("h", 2, "Model checks"),
         ("p", "How far measured times are from the alpha-beta-gamma model, per parameter set (`ccbench fit`'s "
@@ -374,8 +374,8 @@ def _models(ref: Path) -> tuple[list, list[str], dict]:
         ("p", summary[0] + f"  The sizes at and above {format_size(large)}: "
               f"{' and '.join(map(format_size, big))}."),
         ("p", f"The reduction rates the fit used (`ccbench fit`'s gamma line): "
-              f"{gamma_line(fit['network']['effective']['numpy'])}."),
-        ("p", f"The ping-pong fit: alpha {fmt_time(pp['alpha_s'])}, {pp['bandwidth_gbs']:.3g} GB/s."),
+              f"{gamma_line(fit.network.effective.numpy)}."),
+        ("p", f"The ping-pong fit: alpha {fmt_time(pp.alpha_s)}, {pp.bandwidth_gbs:.3g} GB/s."),
     ]
     return blocks, summary, pp
 
@@ -489,7 +489,7 @@ def _lab(ref: Path) -> list:
     (allreduce,) = [r for r in measured if r.meta["nranks"] != 2]
     rows, shares, base_alphas, fits = [], [], [], []
     for run in pingpong:
-        lab = fit_run(run)["lab"]
+        lab = fit_run(run).lab
         fits.append(lab)
         inj = lab["injected"]
         base_alphas.append(lab["baseline"]["alpha_s"])
@@ -568,7 +568,7 @@ def _lab(ref: Path) -> list:
 # --------------------------------------------------------------------------- training workloads
 
 
-def _workloads(ref: Path, pingpong: dict) -> list:
+def _workloads(ref: Path, pingpong: NetworkParams) -> list:
     from ccbench.algorithms import REGISTRY
     from ccbench.analysis.runs import given_params
     from ccbench.workloads.models import load_model
@@ -625,7 +625,7 @@ def _workloads(ref: Path, pingpong: dict) -> list:
     big = slowdowns("bcast", 256 << 10)
     delay = runs[("straggler", "allreduce")].rows[0]
     P = 1024
-    alpha, bw = fmt_time(pingpong["alpha_s"]).replace(" ", ""), f"{pingpong['bandwidth_gbs']:.3g}GB/s"
+    alpha, bw = fmt_time(pingpong.alpha_s).replace(" ", ""), f"{pingpong.bandwidth_gbs:.3g}GB/s"
     params, _ = given_params(None, alpha, bw, None)
     model = load_model("gpt2")
     pred = {(mode, alg): t(predict_step_s(ddp_schedule(model, 4, mode), {"allreduce": REGISTRY["allreduce"][alg]},

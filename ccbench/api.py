@@ -13,7 +13,7 @@ from ccbench.analysis.compare import Comparison
 from ccbench.analysis.fastest import fastest_per_size, fastest_per_variant, group_rows
 from ccbench.analysis.fit import NetworkParams
 from ccbench.analysis.predict import TOLERANCE, TwoLevelParams
-from ccbench.analysis.runs import fit_run, params_from_run, predict_table
+from ccbench.analysis.runs import RunFit, fit_run, params_from_run, predict_table
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.core.units import parse_inverse_rate, parse_ranks, parse_sizes, parse_time
 from ccbench.store.run import WORKLOAD, Run
@@ -32,10 +32,10 @@ def open_run(run, results_dir="results") -> Run:
     return run if isinstance(run, Run) else _open_run(run, results_dir)
 
 
-def fit(run, results_dir="results", *, write: bool = False, out=None, tolerance: float = TOLERANCE) -> dict:
-    """What ``ccbench fit`` computes for a run, as the ``fits.json`` document (schema ``ccbench.fits/1``).
+def fit(run, results_dir="results", *, write: bool = False, out=None, tolerance: float = TOLERANCE) -> RunFit:
+    """What ``ccbench fit`` computes for a run, as a `RunFit` (``to_dict()`` is ``fits.json``, ``ccbench.fits/1``).
 
-    Keys: ``network`` (``pingpong`` and ``joint`` alpha-beta-gamma with their 95% bootstrap
+    Its fields: ``network`` (``pingpong`` and ``joint`` alpha-beta-gamma with their 95% bootstrap
     intervals, their ``comparison``, ``step_overhead``, ``reduction_paths``), ``curves`` (every
     curve's segmented alpha + beta n fit), ``model_checks`` (each modelled case against its
     prediction; ``off`` beyond `tolerance`), ``who_wins``.  With `write`, ``fits.json`` and
@@ -45,7 +45,7 @@ def fit(run, results_dir="results", *, write: bool = False, out=None, tolerance:
     if write:
         from ccbench.workflow.fit import fit as fit_and_write
 
-        return fit_and_write(run, results_dir, out, tolerance=tolerance).doc
+        return fit_and_write(run, results_dir, out, tolerance=tolerance).fit
     return fit_run(open_run(run, results_dir), tolerance=tolerance)
 
 

@@ -136,11 +136,11 @@ def test_fit_without_pingpong_notes_it_and_uses_the_joint_fit(run_copy):
     jl.write_text("".join(ln + "\n" for ln in jl.read_text().splitlines()
                           if json.loads(ln)["collective"] != "pingpong"))
     doc = fit_run(open_run(run_copy))
-    assert doc["network"]["pingpong"] is None
-    assert doc["network"]["used_for_predictions"] == "effective"  # from the collective rows alone
-    assert doc["network"]["joint"] is not None
-    assert any("no ping-pong rows" in n for n in doc["notes"])
-    assert doc["model_checks"]
+    assert doc.network.pingpong is None
+    assert doc.network.used_for_predictions == "effective"  # from the collective rows alone
+    assert doc.network.joint is not None
+    assert any("no ping-pong rows" in n for n in doc.notes)
+    assert doc.model_checks
 
 
 # --------------------------------------------------------------------------- predict
@@ -190,13 +190,12 @@ def test_predict_from_run(run_copy):
     res = CliRunner().invoke(cli, ["predict", "--from", str(run_copy), "--params", "pingpong", "-n", "1024",
                                    "-s", "8,1M", "-C", "allreduce,bcast"], env=ENV)
     assert res.exit_code == 0, res.output
-    pp = doc["network"]["pingpong"]
+    params = doc.network.pingpong
     assert "fitted to run run-np2" in res.output
-    assert f"alpha = {fmt_time(pp['alpha_s'])}" in res.output
-    assert f"beta = {pp['beta_s_per_byte']:.4g} s/B" in res.output
+    assert f"alpha = {fmt_time(params.alpha_s)}" in res.output
+    assert f"beta = {params.beta_s_per_byte:.4g} s/B" in res.output
     assert "predicted allreduce at 1024 ranks" in res.output
     assert "predicted bcast at 1024 ranks" in res.output
-    params = NetworkParams.from_dict(pp)
     cells = _cells(res.output, "predicted bcast at 1024 ranks", "1 MiB")
     assert cells[1] == fmt_time(predict(REGISTRY["bcast"]["binomial"], 1024, 1 << 20, params))
     assert not list(run_copy.glob("fits*"))  # predict writes nothing

@@ -85,18 +85,18 @@ def test_fit_is_the_commands_fit_and_writes_only_when_asked(tmp_path):
     doc = ccbench.fit(copy)
     assert sorted(p.name for p in copy.iterdir()) == before  # nothing written
     ref = fit_run(open_run(DATA / "run-np2"))
-    assert doc["network"] == ref["network"] and doc["curves"] == ref["curves"]
-    assert doc["model_checks"] == ref["model_checks"] and doc["who_wins"] == ref["who_wins"]
+    assert doc.network == ref.network and doc.curves == ref.curves
+    assert doc.model_checks == ref.model_checks and doc.who_wins == ref.who_wins
     written = ccbench.fit(ccbench.open_run(copy), write=True)
-    assert written["curves"] == ref["curves"]
+    assert written.curves == ref.curves
     assert sorted(p.name for p in copy.iterdir()) == before  # the run is only read
     assert sorted(p.name for p in (tmp_path.parent / f"{tmp_path.name}-derived" / "run-np2").iterdir()) == [
         "fits.csv", "fits.json"]
     ccbench.fit(copy, write=True, out=tmp_path / "mine")
     assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["fits.csv", "fits.json"]
     strict = ccbench.fit(copy, tolerance=0.5)
-    assert strict["provenance"]["tolerance"] == 0.5
-    assert sum(c["off"] for c in strict["model_checks"]) < sum(c["off"] for c in doc["model_checks"])
+    assert strict.tolerance == 0.5
+    assert sum(c.off for c in strict.model_checks) < sum(c.off for c in doc.model_checks)
 
 
 def test_network_params_from_a_run_or_given():

@@ -97,8 +97,8 @@ def test_alpha_without_the_harness_floor():
 
     floor = {"empty_s": 5e-7, "zero_count_s": {"allreduce": 3e-6, "pingpong": 2e-6}}
     got = _floor(floor, NetworkParams(alpha_s=5e-6, beta_s_per_byte=1e-10))
-    assert got["alpha_without_floor_s"] == pytest.approx(3e-6) and got["zero_count_s"] == floor["zero_count_s"]
-    assert "alpha_without_floor_s" not in _floor(floor, None)
+    assert got.alpha_without_floor_s == pytest.approx(3e-6) and got.zero_count_s == floor["zero_count_s"]
+    assert _floor(floor, None).alpha_without_floor_s is None
     assert _floor(None, None) is None
     line = floor_line(floor)
     assert line.startswith("harness floor: an empty call costs 500 ns") and "allreduce 3 us, pingpong 2 us" in line

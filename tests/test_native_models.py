@@ -206,5 +206,5 @@ def test_a_sweep_stores_its_mpich_selection_tree_and_fit_prices_native_from_it(t
     assert sel["version"] == meta["mpi_library"].splitlines()[0].strip()
     assert any(k.startswith("collective=") for k in sel["tree"])
     doc = fit_run(open_run(run), n_boot=50)
-    native = [c for c in doc["model_checks"] if c["algorithm"] == "native" and c["collective"] == "allreduce"]
-    assert {c["nbytes"] for c in native} == {8, 65536} and all(c["modelled_as"] for c in native)
+    native = [c for c in doc.model_checks if c.algorithm == "native" and c.collective == "allreduce"]
+    assert {c.nbytes for c in native} == {8, 65536} and all(c.modelled_as for c in native)

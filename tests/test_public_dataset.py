@@ -50,17 +50,17 @@ def test_every_converted_sample_is_kept(tmp_path):
 def test_fit_gives_finite_joint_parameters_and_model_checks(tmp_path):
     run, _ = _import(tmp_path)
     doc = fit_run(open_run(run))
-    joint = doc["network"]["joint"]
-    assert 2.9e-6 < joint["alpha_s"] < 3.0e-6
-    assert math.isfinite(joint["beta_s_per_byte"]) and joint["beta_s_per_byte"] > 0
-    assert round(1e-9 / joint["beta_s_per_byte"], 2) == 3.63  # GB/s, quoted in docs/models.md
-    assert joint["gamma_s_per_byte"] >= 0  # fitted at its bound 0 here
+    joint = doc.network.joint
+    assert 2.9e-6 < joint.alpha_s < 3.0e-6
+    assert math.isfinite(joint.beta_s_per_byte) and joint.beta_s_per_byte > 0
+    assert round(1e-9 / joint.beta_s_per_byte, 2) == 3.63  # GB/s, quoted in docs/models.md
+    assert joint.gamma_s_per_byte >= 0  # fitted at its bound 0 here
     # no local-reduction timings in the source: no effective parameters
-    assert not doc["network"]["effective"]
-    checks = [c for c in doc["model_checks"] if c["algorithm"] in ("ring", "recursive_doubling")]
-    assert {(c["algorithm"], c["nbytes"]) for c in checks} == {(a, n) for a in ("ring", "recursive_doubling")
-                                                               for n in SIZES}
-    big = [c["ratio"] for c in checks if c["nbytes"] >= 65536]
+    assert not doc.network.effective
+    checks = [c for c in doc.model_checks if c.algorithm in ("ring", "recursive_doubling")]
+    assert {(c.algorithm, c.nbytes) for c in checks} == {(a, n) for a in ("ring", "recursive_doubling")
+                                                         for n in SIZES}
+    big = [c.ratio for c in checks if c.nbytes >= 65536]
     assert all(math.isfinite(x) and x > 0 for x in big)
     assert 0.5 < statistics.median(big) < 2 and 0.5 < min(big) and max(big) < 2
     assert (round(statistics.median(big), 2), round(min(big), 2), round(max(big), 2)) == (1.11, 0.78, 1.81)

@@ -194,7 +194,7 @@ def test_report_parameters_come_from_the_fit_library(report):
     d = report["dir"]
     doc = json.loads((d / "fits.json").read_text())
     again = fit_run(open_run(report["path"]), n_boot=200)
-    again = json.loads(json.dumps(again))  # as stored: tuples are JSON lists
+    again = json.loads(json.dumps(again.to_dict()))  # as stored: tuples are JSON lists
     assert doc["curves"] == again["curves"] and doc["network"] == again["network"]
     md = (d / "report.md").read_text()
     pp = doc["network"]["pingpong"]
@@ -239,12 +239,12 @@ def test_lab_block_shows_injected_vs_fitted(run_copy):
     md = (res["dir"] / "report.md").read_text()
     head, rows = _md_table(md, "### Injected vs fitted (emulated lab)")
     assert head == ["quantity", "injected", "fitted", "95% CI", "fitted / injected"]
-    lab_fit = (res["doc"].get("lab") or {}).get("fitted")  # the lab's own fit, when the fit library has it
+    lab_fit = (res["fit"].lab or {}).get("fitted")  # the lab's own fit, when the fit library has it
     if lab_fit:
         alpha, gbs = lab_fit["alpha_s"], lab_fit["rate_bps"] / 8e9
     else:
-        pp = res["doc"]["network"]["pingpong"]
-        alpha, gbs = pp["alpha_s"], pp["bandwidth_gbs"]
+        pp = res["fit"].network.pingpong
+        alpha, gbs = pp.alpha_s, pp.bandwidth_gbs
     assert rows[0][:3] == ["one-way latency α", "5 µs", human_time(alpha)]
     assert rows[1][:3] == ["bandwidth (GB/s)", "1.25", f"{gbs:.3g}"]
     assert rows[1][4] == f"{gbs / 1.25:.3g}"

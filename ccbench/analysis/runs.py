@@ -17,7 +17,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -26,9 +26,11 @@ from ccbench.analysis.fit import (
     CONFIDENCE,
     N_BOOT,
     SEED,
+    CurveFit,
     NetworkParams,
+    ParamComparison,
     PathParams,
-    _jsonable,
+    _Record,
     compare_params,
     fit_curves,
     fit_joint,
@@ -39,7 +41,9 @@ from ccbench.analysis.fit import (
 )
 from ccbench.analysis.predict import (
     TOLERANCE,
+    ModelCheck,
     TwoLevelParams,
+    WhoWins,
     compare_to_measured,
     effective_params,
     estimate_step_overhead,
@@ -56,6 +60,13 @@ from ccbench.store.run import SWEEP, Run
 
 __all__ = [
     "FITS_SCHEMA",
+    "CheckSummary",
+    "HarnessFloor",
+    "NativePricing",
+    "NetworkFits",
+    "ParamChecks",
+    "RunFit",
+    "StepOverhead",
     "PARAM_SETS",
     "TWO_LEVEL_LEADERS",
     "check_summary",
@@ -218,33 +229,74 @@ def param_sets(rows: list[dict], meta: Mapping, notes: list[str], *, models=None
     return sets, "", "no parameters: the run has neither ping-pong nor modelled collective rows"
 
 
-def check_summary(checks: list, large_bytes: int = LARGE_BYTES) -> list[dict]:
-    """Per collective and path: cases, cases off, the median and worst measured/predicted, overall and >= large_bytes.
+@dataclass(frozen=True)
+class CheckSummary(_Record):
+    """The model checks of one collective and kind (native or hand-written) under one parameter set.
 
-    ``worst`` is the ratio farthest from 1 on a log scale.
+    ``median_ratio`` and ``worst_ratio`` (the ratio farthest from 1 on a log scale) of measured /
+    predicted over every case, and the same over the cases of ``large_bytes`` or more.
     """
-    groups: dict[tuple, list] = {}
+
+    collective: str
+    kind: str
+    cases: int
+    off: int
+    median_ratio: float | None
+    worst_ratio: float | None
+    large_bytes: int
+    large_cases: int
+    median_ratio_large: float | None
+    worst_ratio_large: float | None
+
+
+@dataclass(frozen=True)
+class ParamChecks(_Record):
+    """The model checks under one parameter set: the summary per collective and kind, and the cases off."""
+
+    summary: tuple[CheckSummary, ...]
+    off: tuple[ModelCheck, ...]
+
+
+def check_summary(checks: Iterable[ModelCheck], large_bytes: int = LARGE_BYTES) -> list[CheckSummary]:
+    """Per collective and path: cases, cases off, median and worst measured/predicted, overall and >= large_bytes."""
+    groups: dict[tuple, list[ModelCheck]] = {}
     for c in checks:
-        c = c.to_dict() if hasattr(c, "to_dict") else c
-        kind = "native" if c["path"] == "mpi" else "hand-written"
-        groups.setdefault((c["collective"], kind), []).append(c)
+        groups.setdefault((c.collective, "native" if c.path == "mpi" else "hand-written"), []).append(c)
+
+    def stats(sel):
+        r = [c.ratio for c in sel if c.ratio is not None and math.isfinite(c.ratio) and c.ratio > 0]
+        if not r:
+            return None, None
+        return float(np.median(r)), float(max(r, key=lambda v: abs(math.log(v))))
+
     out = []
     for (coll, kind), cs in groups.items():
-        def stats(sel):
-            r = [c["ratio"] for c in sel if c["ratio"] is not None and math.isfinite(c["ratio"]) and c["ratio"] > 0]
-            if not r:
-                return None, None
-            return float(np.median(r)), float(max(r, key=lambda v: abs(math.log(v))))
-        med, worst = stats(cs)
-        big = [c for c in cs if c["nbytes"] >= large_bytes]
-        med_big, worst_big = stats(big)
-        out.append({"collective": coll, "kind": kind, "cases": len(cs), "off": sum(bool(c["off"]) for c in cs),
-                    "median_ratio": med, "worst_ratio": worst, "large_bytes": large_bytes, "large_cases": len(big),
-                    "median_ratio_large": med_big, "worst_ratio_large": worst_big})
+        big = [c for c in cs if c.nbytes >= large_bytes]
+        out.append(CheckSummary(coll, kind, len(cs), sum(bool(c.off) for c in cs), *stats(cs), large_bytes,
+                                len(big), *stats(big)))
     return out
 
 
-def _floor(floor: Mapping | None, pingpong: NetworkParams | None) -> dict | None:
+@dataclass(frozen=True)
+class HarnessFloor(_Record):
+    """The run's harness floor: an empty timed call, a zero-count call per collective, and ping-pong's alpha
+    without the zero-byte ping-pong (None where the run has no ping-pong)."""
+
+    empty_s: float | None
+    zero_count_s: Mapping[str, float]
+    alpha_without_floor_s: float | None = None
+
+
+@dataclass(frozen=True)
+class StepOverhead(_Record):
+    """The software cost per step of the hand-written algorithms beyond alpha (`predict.estimate_step_overhead`)."""
+
+    seconds: float
+    cases: int
+    max_bytes: int = 1024
+
+
+def _floor(floor: Mapping | None, pingpong: NetworkParams | None) -> HarnessFloor | None:
     """The run's harness floor and ping-pong's alpha without it (alpha minus a zero-byte ping-pong's one-way time).
 
     A zero-byte ping-pong through the same loop moves no data, so its time is the cost of the
@@ -253,14 +305,35 @@ def _floor(floor: Mapping | None, pingpong: NetworkParams | None) -> dict | None
     """
     if not floor:
         return None
-    out = {"empty_s": floor.get("empty_s"), "zero_count_s": dict(floor.get("zero_count_s") or {})}
-    zero = out["zero_count_s"].get("pingpong")
-    if pingpong is not None and pingpong.alpha_s is not None and zero is not None:
-        out["alpha_without_floor_s"] = pingpong.alpha_s - zero
-    return out
+    zero = dict(floor.get("zero_count_s") or {})
+    rest = None
+    if pingpong is not None and pingpong.alpha_s is not None and zero.get("pingpong") is not None:
+        rest = pingpong.alpha_s - zero["pingpong"]
+    return HarnessFloor(floor.get("empty_s"), zero, rest)
 
 
-def _native_models(rows: list[dict], models: Mapping, unmodelled: Mapping[str, str]) -> list[dict]:
+@dataclass(frozen=True)
+class PricedAs(_Record):
+    """One textbook algorithm a native algorithm is priced as (or why not), at its (ranks, bytes) points."""
+
+    text: str
+    points: tuple[tuple[int, int], ...]
+
+    def to_dict(self) -> dict:
+        return {"as": self.text, "points": [list(p) for p in self.points]}
+
+
+@dataclass(frozen=True)
+class NativePricing(_Record):
+    """How one measured native algorithm is priced: as which textbook algorithm where, or why not (``reason``)."""
+
+    collective: str
+    algorithm: str
+    modelled_as: tuple[PricedAs, ...] | None
+    reason: str | None
+
+
+def _native_models(rows: list[dict], models: Mapping, unmodelled: Mapping[str, str]) -> list[NativePricing]:
     """What each measured native algorithm is priced as, at the run's rank counts and sizes (or why not)."""
     out = []
     seen: dict[tuple, set] = {}
@@ -270,16 +343,14 @@ def _native_models(rows: list[dict], models: Mapping, unmodelled: Mapping[str, s
     for (coll, name), points in seen.items():
         alg = models.get(coll, {}).get(name)
         if alg is None:
-            out.append({"collective": coll, "algorithm": name, "modelled_as": None,
-                        "reason": unmodelled.get(f"{coll}/{name}", "not modelled")})
+            out.append(NativePricing(coll, name, None, unmodelled.get(f"{coll}/{name}", "not modelled")))
             continue
         as_ = {}
         for P, n in sorted(points):
             why = alg.unmodelled(P, n)
-            as_.setdefault(why or alg.describe(P, n), []).append([P, n])
-        out.append({"collective": coll, "algorithm": name,
-                    "modelled_as": [{"as": k, "points": v} for k, v in as_.items()],
-                    "reason": None if getattr(alg, "selected", False) else (alg.parts(*sorted(points)[0])[1] or None)})
+            as_.setdefault(why or alg.describe(P, n), []).append((P, n))
+        reason = None if getattr(alg, "selected", False) else (alg.parts(*sorted(points)[0])[1] or None)
+        out.append(NativePricing(coll, name, tuple(PricedAs(k, tuple(v)) for k, v in as_.items()), reason))
     return out
 
 
@@ -305,8 +376,73 @@ def _csv_rows(curves) -> list[dict]:
     return out
 
 
-def fit_run(run: Run, *, n_boot: int = N_BOOT, tolerance: float = TOLERANCE) -> dict:
-    """Fit an open stored run (`ccbench.store.run.open_run`); return the document ``fits.json`` holds.
+@dataclass(frozen=True)
+class NetworkFits(_Record):
+    """The network parameters of a fitted run: every set it supports, how they compare, which one predicts.
+
+    ``pingpong``: ping-pong alpha and beta with the local reduction's gammas; ``joint``: fitted over the
+    hand-written rows' counted traffic; ``effective``: per path, fitted to the collectives themselves;
+    ``comparison``: joint against ping-pong, parameter by parameter; ``used_for_predictions`` and ``why``:
+    the set the model checks and who-wins use (`param_sets`); ``reduction_paths``: gamma per path and
+    temperature (`fit.gamma_per_path`); ``harness_floor``; ``step_overhead`` of the hand-written algorithms.
+    """
+
+    pingpong: NetworkParams | None
+    joint: NetworkParams | None
+    effective: PathParams | None
+    comparison: tuple[ParamComparison, ...]
+    used_for_predictions: str | None
+    why: str
+    reduction_paths: tuple[dict, ...]
+    harness_floor: HarnessFloor | None
+    step_overhead: StepOverhead | None
+
+    @property
+    def used(self) -> NetworkParams | PathParams | None:
+        """The parameter set the predictions use (None: no set could be fitted)."""
+        return getattr(self, self.used_for_predictions) if self.used_for_predictions else None
+
+
+@dataclass(frozen=True)
+class RunFit(_Record):
+    """What ``ccbench fit`` derives from a stored sweep; ``to_dict()`` is the ``fits.json`` document.
+
+    ``curves``: every measured curve's single-line and segmented fit; ``network``: the parameter sets
+    (`NetworkFits`); ``native_models``: what each native algorithm is priced as; ``model_checks``: every
+    modelled case against its prediction under the set used, ``checks_by_params`` the same summarised
+    under every set; ``who_wins``: measured against predicted winners per size; ``lab``: injected
+    against fitted link parameters for a run on the emulated lab (None elsewhere).
+    """
+
+    schema: str
+    source_run: str
+    source_path: str
+    source_provenance: Mapping
+    provenance: Mapping
+    warnings: tuple[str, ...]
+    notes: tuple[str, ...]
+    network: NetworkFits
+    native_models: tuple[NativePricing, ...]
+    curves: tuple[CurveFit, ...]
+    model_checks: tuple[ModelCheck, ...]
+    checks_by_params: Mapping[str, ParamChecks]
+    who_wins: tuple[WhoWins, ...]
+    lab: Mapping | None = None
+
+    @property
+    def tolerance(self) -> float:
+        """The relative tolerance beyond which a model check is off."""
+        return self.provenance["tolerance"]
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        if self.lab is None:
+            del d["lab"]
+        return d
+
+
+def fit_run(run: Run, *, n_boot: int = N_BOOT, tolerance: float = TOLERANCE) -> RunFit:
+    """Fit an open stored run (`ccbench.store.run.open_run`): a `RunFit`, whose ``to_dict()`` ``fits.json`` holds.
 
     Fits every (collective, algorithm, nranks, dtype, op, in_place, root) curve
     (`ccbench.analysis.fit.fit_curves`), every parameter set the run supports (`param_sets`:
@@ -317,22 +453,21 @@ def fit_run(run: Run, *, n_boot: int = N_BOOT, tolerance: float = TOLERANCE) -> 
     who wins where under the set "auto" picks (``network.used_for_predictions`` and ``why``).
     Writes nothing (`fit_files` gives the files' text; ``ccbench.workflow.fit`` writes them).
     """
-    doc, _ = _fit(run, n_boot=n_boot, tolerance=tolerance)
-    return doc
+    return _fit(run, n_boot=n_boot, tolerance=tolerance)
 
 
-def fit_files(run: Run, *, n_boot: int = N_BOOT, tolerance: float = TOLERANCE) -> tuple[dict, dict[str, str]]:
-    """`fit_run`'s document and the text of the files that keep it: {".json": fits.json, ".csv": fits.csv}."""
-    doc, curves = _fit(run, n_boot=n_boot, tolerance=tolerance)
+def fit_files(run: Run, *, n_boot: int = N_BOOT, tolerance: float = TOLERANCE) -> tuple[RunFit, dict[str, str]]:
+    """`fit_run`'s result and the text of the files that keep it: {".json": fits.json, ".csv": fits.csv}."""
+    fit = _fit(run, n_boot=n_boot, tolerance=tolerance)
     buf = io.StringIO(newline="")
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS)
     w.writeheader()
-    w.writerows(_csv_rows(curves))
-    text = json.dumps(_jsonable(doc), indent=2, allow_nan=False) + "\n"  # the lab block may hold NaN
-    return doc, {".json": text, ".csv": buf.getvalue()}
+    w.writerows(_csv_rows(fit.curves))
+    text = json.dumps(fit.to_dict(), indent=2, allow_nan=False) + "\n"
+    return fit, {".json": text, ".csv": buf.getvalue()}
 
 
-def _fit(run: Run, *, n_boot: int, tolerance: float) -> tuple[dict, list]:
+def _fit(run: Run, *, n_boot: int, tolerance: float) -> RunFit:
     if run.kind != SWEEP:
         raise UsageError(f"{str(run.path)!r} is a {run.kind} run, not a {SWEEP} run: use ccbench show or "
                          "ccbench workload")
@@ -346,58 +481,41 @@ def _fit(run: Run, *, n_boot: int, tolerance: float) -> tuple[dict, list]:
     models, unmodelled = run_models(rows, meta, notes)
     sets, chosen, why = param_sets(rows, meta, notes, models=models, **kw)
     pingpong, joint = sets.get("pingpong"), sets.get("joint")
-    params = sets.get(chosen)
-    doc: dict = {
-        "schema": FITS_SCHEMA,
-        "source_run": path.name,
-        "source_path": str(path),
-        "source_provenance": {k: meta.get(k) for k in _PROVENANCE_KEYS if k in meta},
-        "provenance": {"ccbench": __version__, "numpy": np.__version__,
-                       "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "n_boot": n_boot,
-                       "seed": SEED, "confidence": CONFIDENCE, "tolerance": tolerance},
-        "warnings": list(warnings),
-        "notes": notes,
-        "network": {
-            "pingpong": pingpong.to_dict() if pingpong else None,
-            "joint": joint.to_dict() if joint else None,
-            "effective": sets["effective"].to_dict() if "effective" in sets else None,
-            "comparison": ([c.to_dict() for c in compare_params(pingpong, joint)]
-                           if pingpong and joint else []),
-            "used_for_predictions": chosen or None,
-            "why": why,
-            "reduction_paths": gamma_per_path(meta.get("reduce_local") or [], **kw),
-            "harness_floor": _floor(meta.get("harness_floor"), pingpong),
-        },
-        "native_models": _native_models(rows, models, unmodelled),
-        "curves": [c.to_dict() for c in curves],
-        "model_checks": [],
-        "checks_by_params": {},
-        "who_wins": [],
-    }
     # the hierarchical allreduce is priced at the run's ranks per node when it spans nodes
     ppn = meta.get("ranks_per_node") if (meta.get("nodes") or 1) > 1 else None
     overhead = estimate_step_overhead(rows, pingpong, ranks_per_node=ppn) if pingpong is not None else None
-    doc["network"]["step_overhead"] = (None if overhead is None else
-                                       {"seconds": overhead[0], "cases": overhead[1], "max_bytes": 1024})
+    by_params, model_checks = {}, ()
     for name, ps in sets.items():
         checks = compare_to_measured(rows, ps, algorithms=models, tolerance=tolerance,
                                      oversubscribed=bool(meta.get("oversubscribed")),
                                      curve_breakpoints=curves,
                                      step_overhead_s=overhead[0] if overhead and name == "pingpong" else None,
                                      ranks_per_node=ppn)
-        doc["checks_by_params"][name] = {"summary": check_summary(checks),
-                                         "off": [c.to_dict() for c in checks if c.off]}
+        by_params[name] = ParamChecks(tuple(check_summary(checks)), tuple(c for c in checks if c.off))
         if name == chosen:
-            doc["model_checks"] = [c.to_dict() for c in checks]
-    if params is not None:
-        doc["who_wins"] = [w.to_dict() for w in who_wins(rows, params, algorithms=models, ranks_per_node=ppn)]
+            model_checks = tuple(checks)
+    winners = ()
+    if chosen:
+        winners = tuple(who_wins(rows, sets[chosen], algorithms=models, ranks_per_node=ppn))
     else:
         notes.append("no network parameters: predictions and who-wins skipped")
+    lab = None
     if meta.get("lab"):  # an emulated-lab run: fitted against injected delay and rate
         from ccbench.analysis.lab_check import fitted_vs_injected
 
-        doc["lab"] = fitted_vs_injected(rows, meta["lab"], n_boot=n_boot)
-    return doc, curves
+        lab = fitted_vs_injected(rows, meta["lab"], n_boot=n_boot)
+    network = NetworkFits(
+        pingpong, joint, sets.get("effective"),
+        tuple(compare_params(pingpong, joint)) if pingpong and joint else (),
+        chosen or None, why, tuple(gamma_per_path(meta.get("reduce_local") or [], **kw)),
+        _floor(meta.get("harness_floor"), pingpong),
+        None if overhead is None else StepOverhead(overhead[0], overhead[1]))
+    return RunFit(
+        FITS_SCHEMA, path.name, str(path), {k: meta.get(k) for k in _PROVENANCE_KEYS if k in meta},
+        {"ccbench": __version__, "numpy": np.__version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+         "n_boot": n_boot, "seed": SEED, "confidence": CONFIDENCE, "tolerance": tolerance},
+        tuple(warnings), tuple(notes), network, tuple(_native_models(rows, models, unmodelled)), tuple(curves),
+        model_checks, by_params, winners, lab)
 
 
 # --------------------------------------------------------------------------- predict

@@ -26,7 +26,7 @@ def fit(run_path, results_dir, out):
     from ccbench.workflow.fit import fit as fit_and_write
 
     res = fit_and_write(run_path, results_dir, out)
-    print_fit(res.doc, new_console(), res.files)
+    print_fit(res.fit, new_console(), res.files)
 
 
 @click.command("predict")

@@ -28,7 +28,7 @@ def _sweep_summary(res: dict, console) -> None:
             console.print(to_rich(fastest_table(
                 f"fastest per size: {label} (runner-up compared at the launch level)", entries,
                 Column("size", "size"), lambda e: e["nbytes"])))
-    for note in res["doc"].get("notes", []):
+    for note in res["fit"].notes:
         console.print(f"[yellow]note: {note}[/]")
     _no_figures(res, console)
     pngs = [f for f in res["files"] if f.endswith(".png")]

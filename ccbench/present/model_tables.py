@@ -79,25 +79,25 @@ def params_line(params, source: str) -> str:
     return line
 
 
-def effective_table(eff: Mapping) -> Table:
-    """Effective parameters per path (``fits.json`` network.effective): alpha and bandwidth with CIs, fit quality."""
+def effective_table(eff) -> Table:
+    """Effective parameters per path (a `PathParams`): alpha and bandwidth with CIs, fit quality."""
     t = Table("effective parameters per path (fitted to the run's collectives at the measured gamma; 95% CI)",
               [Column("path"), Column("alpha", align="right"), Column("95% CI", align="right"),
                Column("bandwidth GB/s", align="right"), Column("95% CI ", align="right"), Column("rows", "count"),
                Column("R2", "r2"), Column("max rel resid", "share")])
     for label, key in (("hand-written (numpy)", "numpy"), ("native (MPI library)", "mpi")):
-        p = eff[key]
-        b = p.get("beta_ci_s_per_byte")
-        t.add_row(label, fmt_time(p["alpha_s"]), _ci(p.get("alpha_ci_s"), fmt_time), gbs(p["beta_s_per_byte"]),
-                  f"[{gbs(b[1])}, {gbs(b[0])}]" if b and None not in b else "-", p.get("n_points"), p.get("r2"),
-                  p.get("max_rel_residual"))
-    t.caption = "; ".join(eff.get("notes") or ())
+        p = getattr(eff, key)
+        b = p.beta_ci_s_per_byte
+        t.add_row(label, fmt_time(p.alpha_s), _ci(p.alpha_ci_s, fmt_time), gbs(p.beta_s_per_byte),
+                  _ci(b[::-1], gbs) if b else "-", p.n_points, p.r2, p.max_rel_residual)
+    t.caption = "; ".join(eff.notes)
     return t
 
 
 def checks_table(by_params: Mapping, used: str | None) -> Table:
-    """The model checks under each parameter set: per collective and kind, median and worst measured / predicted."""
-    big = next((x["large_bytes"] for xs in by_params.values() for x in xs["summary"]), 0)
+    """The model checks under each parameter set (`ParamChecks` by name): per collective and kind, median and
+    worst measured / predicted."""
+    big = next((x.large_bytes for xs in by_params.values() for x in xs.summary), 0)
     t = Table(f"model checks under each parameter set (ratio = measured / predicted; worst = farthest from 1); "
               f"predictions use: {used}",
               [Column("parameters"), Column("collective"), Column("kind"), Column("cases", "count"),
@@ -105,9 +105,9 @@ def checks_table(by_params: Mapping, used: str | None) -> Table:
                Column("worst", "model_ratio"), Column(f"median >= {format_size(big)}", "model_ratio"),
                Column(f"worst >= {format_size(big)}", "model_ratio")])
     for name, block in by_params.items():
-        for x in block["summary"]:
-            t.add_row(name + (" (used)" if name == used else ""), x["collective"], x["kind"], x["cases"], x["off"],
-                      x["median_ratio"], x["worst_ratio"], x["median_ratio_large"], x["worst_ratio_large"])
+        for x in block.summary:
+            t.add_row(name + (" (used)" if name == used else ""), x.collective, x.kind, x.cases, x.off,
+                      x.median_ratio, x.worst_ratio, x.median_ratio_large, x.worst_ratio_large)
     return t
 
 
@@ -116,22 +116,22 @@ def native_table(models: list) -> Table:
     t = Table("native algorithms modelled (priced as their textbook algorithm, with the library's gamma)",
               [Column("collective"), Column("algorithm"), Column("priced as"), Column("note")])
     for m in models:
-        if m["modelled_as"] is None:
-            t.add_row(m["collective"], m["algorithm"], "-", m["reason"])
+        if m.modelled_as is None:
+            t.add_row(m.collective, m.algorithm, "-", m.reason)
             continue
-        as_ = "; ".join(x["as"] + ("" if len(m["modelled_as"]) == 1 else
-                                   f" at {', '.join(format_size(n) for _, n in x['points'])}")
-                        for x in m["modelled_as"])
-        t.add_row(m["collective"], m["algorithm"], as_, m["reason"] or "")
+        as_ = "; ".join(x.text + ("" if len(m.modelled_as) == 1 else
+                                  f" at {', '.join(format_size(n) for _, n in x.points)}")
+                        for x in m.modelled_as)
+        t.add_row(m.collective, m.algorithm, as_, m.reason or "")
     return t
 
 
-def network_table(net: dict) -> Table:
-    """Network parameters: ping-pong + local reduction against the joint fit, with CIs and their ratio."""
-    pp, jt = net.get("pingpong"), net.get("joint")
-    ratios = {c["parameter"]: c for c in net.get("comparison", [])}
+def network_table(net) -> Table:
+    """Network parameters (`NetworkFits`): ping-pong + local reduction against the joint fit, with CIs and ratio."""
+    pp, jt = net.pingpong, net.joint
+    ratios = {c.parameter: c for c in net.comparison}
     t = Table("network parameters (95% CI): alpha latency, bandwidth = 1/beta (GB/s = 1e9 B/s), "
-              f"gamma time per reduced byte; predictions use: {net.get('used_for_predictions')}",
+              f"gamma time per reduced byte; predictions use: {net.used_for_predictions}",
               [Column("parameter"), *[Column(h, align="right") for h in (
                   "ping-pong + reduce_local", "95% CI", "joint (counted traffic)", "95% CI", "joint / ping-pong",
                   "CIs overlap")]])
@@ -141,16 +141,14 @@ def network_table(net: dict) -> Table:
     for key, (label, fmt, ci_key) in fmts.items():
         cells = [label]
         for est in (pp, jt):
-            v = est.get(key) if est else None
-            cells += [fmt(v) if v is not None else "-",
-                      _ci(est.get(ci_key) if est else None, fmt)]
-            if key == "beta_s_per_byte" and cells[-1] != "-":  # bandwidth bounds swap
-                lo, hi = est[ci_key]
-                cells[-1] = f"[{gbs(hi)}, {gbs(lo)}]"
+            v, ci = (getattr(est, key), getattr(est, ci_key)) if est else (None, None)
+            if key == "beta_s_per_byte" and ci:  # bandwidth bounds swap
+                ci = ci[::-1]
+            cells += [fmt(v) if v is not None else "-", _ci(ci, fmt)]
         c = ratios.get(key)
-        cells += [f"{c['ratio']:.3g}" + (" (of beta)" if key == "beta_s_per_byte" else "")
-                  if c and c.get("ratio") is not None else "-",
-                  "-" if not c or c.get("cis_overlap") is None else ("yes" if c["cis_overlap"] else "no")]
+        cells += [f"{c.ratio:.3g}" + (" (of beta)" if key == "beta_s_per_byte" else "")
+                  if c and c.ratio is not None else "-",
+                  "-" if not c or c.cis_overlap is None else ("yes" if c.cis_overlap else "no")]
         t.add_row(*cells)
     return t
 
@@ -186,11 +184,11 @@ def reduction_table(paths: list[dict]) -> Table | None:
     return t
 
 
-def _segments_text(seg: dict) -> str:
-    return "\n".join(f"{format_size(s['nbytes_lo'])}-{format_size(s['nbytes_hi'])}  "
-                     f"{fmt_time(s['alpha_s'])} {_ci(s['alpha_ci_s'], fmt_time)}  "
-                     f"{gbs(s['beta_s_per_byte'])} [{gbs(s['beta_ci_s_per_byte'][1])}, "
-                     f"{gbs(s['beta_ci_s_per_byte'][0])}]" for s in seg["segments"])
+def _segments_text(seg) -> str:
+    return "\n".join(f"{format_size(s.nbytes_lo)}-{format_size(s.nbytes_hi)}  "
+                     f"{fmt_time(s.alpha_s)} {_ci(s.alpha_ci_s, fmt_time)}  "
+                     f"{gbs(s.beta_s_per_byte)} [{gbs(s.beta_ci_s_per_byte[1])}, "
+                     f"{gbs(s.beta_ci_s_per_byte[0])}]" for s in seg.segments)
 
 
 def curves_table(curves: list) -> Table:
@@ -201,11 +199,10 @@ def curves_table(curves: list) -> Table:
                Column("R2", "r2"), Column("max rel resid", "share"),
                Column("flags")])
     for c in curves:
-        seg = c["segmented"]
-        t.add_row(c["collective"], c["algorithm"], c["nranks"],
-                  f"{c['dtype']}/{c['op']}" if c["op"] else str(c["dtype"]), _segments_text(seg),
-                  ", ".join(format_size(b) for b in seg["breakpoints_bytes"]) or "-", seg["r2"],
-                  seg["max_rel_residual"], ",".join(c["flags"]))
+        seg = c.segmented
+        t.add_row(c.collective, c.algorithm, c.nranks, f"{c.dtype}/{c.op}" if c.op else str(c.dtype),
+                  _segments_text(seg), ", ".join(format_size(b) for b in seg.breakpoints_bytes) or "-", seg.r2,
+                  seg.max_rel_residual, ",".join(c.flags))
     return t
 
 
@@ -213,17 +210,16 @@ def who_wins_tables(who: list) -> list[Table]:
     """Per collective: the measured fastest against the predicted winner per size, and predicted crossovers."""
     out = []
     for w in who:
-        t = Table(f"who wins: {w['collective']} (agreement "
-                  + ("-" if w["agreement"] is None else f"{w['agreement']:.0%}") + ")",
+        t = Table(f"who wins: {w.collective} (agreement "
+                  + ("-" if w.agreement is None else f"{w.agreement:.0%}") + ")",
                   [Column("P", "count"), Column("size", "size"), Column("measured fastest"),
                    Column("fastest modelled"), Column("predicted"), Column("agree"),
                    Column("margin", fmt=lambda v: f"{v:.0%}")])
-        for r in w["rows"]:
-            t.add_row(r["nranks"], r["nbytes"], r["measured_winner"], r["measured_winner_modelled"],
-                      r["predicted_winner"],
-                      None if r["agree"] is None else ("yes" if r["agree"] else Styled("no", "red")), r["margin"])
-        xs = [f"{x['faster_below']} -> {x['faster_above']} at {format_size(round(x['nbytes']))} (P={x['nranks']})"
-              for x in w["crossovers"]]
+        for r in w.rows:
+            t.add_row(r.nranks, r.nbytes, r.measured_winner, r.measured_winner_modelled, r.predicted_winner,
+                      None if r.agree is None else ("yes" if r.agree else Styled("no", "red")), r.margin)
+        xs = [f"{x.faster_below} -> {x.faster_above} at {format_size(round(x.nbytes))} (P={x.nranks})"
+              for x in w.crossovers]
         t.caption = "predicted crossovers: " + ("; ".join(xs) if xs else "none in the measured range")
         out.append(t)
     return out
@@ -231,15 +227,15 @@ def who_wins_tables(who: list) -> list[Table]:
 
 def off_table(checks: list, tolerance: float) -> Table:
     """The modelled cases whose measurement is off the prediction by more than `tolerance`, with likely reasons."""
-    off = [c for c in checks if c["off"]]
+    off = [c for c in checks if c.off]
     t = Table(f"predicted vs measured: {len(off)} of {len(checks)} modelled cases off by more "
               f"than {tolerance:.0%} (ratio = measured / predicted)",
               [Column("collective"), Column("algorithm"), Column("P", "count"), Column("size", "size"),
                Column("measured", "time"), Column("predicted", "time"), Column("ratio", "model_ratio"),
                Column("priced as"), Column("likely reason")])
     for c in off:
-        t.add_row(c["collective"], c["algorithm"], c["nranks"], c["nbytes"], c["measured_s"], c["predicted_s"],
-                  c["ratio"], c.get("modelled_as") or "-", ", ".join(c["reasons"]) or "unknown")
+        t.add_row(c.collective, c.algorithm, c.nranks, c.nbytes, c.measured_s, c.predicted_s, c.ratio,
+                  c.modelled_as or "-", ", ".join(c.reasons) or "unknown")
     return t
 
 
@@ -292,50 +288,49 @@ def prediction_tables(rows: list[dict]) -> list[Table]:
     return tables
 
 
-def print_fit(doc: dict, console, files=()) -> None:
-    """`ccbench fit`'s view of a fit document (``ccbench.analysis.runs.fit_run``), ending with the `files` written."""
-    src = doc["source_provenance"]
-    console.print(f"[bold]fits of {doc['source_path']}[/] ({src.get('mpi_library', '?')}, "
+def print_fit(fit, console, files=()) -> None:
+    """`ccbench fit`'s view of a `RunFit` (``ccbench.analysis.runs.fit_run``), ending with the `files` written."""
+    src = fit.source_provenance
+    console.print(f"[bold]fits of {fit.source_path}[/] ({src.get('mpi_library', '?')}, "
                   f"{src.get('nranks', '?')} ranks{', oversubscribed' if src.get('oversubscribed') else ''})")
-    for w in doc["warnings"] + doc["notes"]:
+    for w in fit.warnings + fit.notes:
         console.print(f"[yellow]note: {w}[/]")
-    net = doc["network"]
+    net = fit.network
     console.print(to_rich(network_table(net)))
-    if net.get("effective"):
-        console.print(to_rich(effective_table(net["effective"])))
-    paths = reduction_table(net.get("reduction_paths") or [])
+    if net.effective:
+        console.print(to_rich(effective_table(net.effective)))
+    paths = reduction_table(net.reduction_paths)
     if paths is not None:
         console.print(to_rich(paths))
-    used = net.get("used_for_predictions")
+    used = net.used_for_predictions
     if used:
-        chosen = net.get(used) or {}
-        console.print(f"model checks and who-wins use the {used} parameters ({net.get('why')}); "
-                      + gamma_line(chosen.get("numpy", chosen)))
-    floor = doc["network"].get("harness_floor")
-    if floor and floor.get("alpha_without_floor_s") is not None:
-        rest = floor["alpha_without_floor_s"]
-        console.print(f"harness floor: a zero-byte ping-pong takes {fmt_time(floor['zero_count_s']['pingpong'])} one "
+        console.print(f"model checks and who-wins use the {used} parameters ({net.why}); "
+                      + gamma_line(getattr(net.used, "numpy", net.used)))
+    floor = net.harness_floor
+    if floor and floor.alpha_without_floor_s is not None:
+        rest = floor.alpha_without_floor_s
+        console.print(f"harness floor: a zero-byte ping-pong takes {fmt_time(floor.zero_count_s['pingpong'])} one "
                       "way through this loop; "
                       + (f"ping-pong alpha without it: {fmt_time(rest)} (the transport's latency; the rest is the "
                          "Python path, mpi4py and the library's entry)" if rest > 0 else
                          f"alpha is {fmt_time(-rest)} below it: the transport's latency is hidden beneath the "
                          "Python path here (alpha is a fitted intercept, the floor a measured zero-byte call)"))
-    over = doc["network"].get("step_overhead")
+    over = net.step_overhead
     if over:
         console.print(f"software overhead per step of the hand-written algorithms, beyond alpha: "
-                      f"{fmt_time(over['seconds'])} (median over {over['cases']} cases <= {over['max_bytes']} B)"
+                      f"{fmt_time(over.seconds)} (median over {over.cases} cases <= {over.max_bytes} B)"
                       + ("; negative: they pay less per step than this alpha, which is itself inflated "
-                         "(ping-pong on oversubscribed cores?), so it explains no case" if over["seconds"] < 0 else ""))
-    if doc.get("lab"):
-        console.print(to_rich(lab_table(doc["lab"])))
-    console.print(to_rich(curves_table(doc["curves"])))
-    if doc.get("native_models"):
-        console.print(to_rich(native_table(doc["native_models"])))
-    render(who_wins_tables(doc["who_wins"]), console)
-    if doc.get("checks_by_params"):
-        console.print(to_rich(checks_table(doc["checks_by_params"], used)))
-    if doc["model_checks"]:
-        console.print(to_rich(off_table(doc["model_checks"], doc["provenance"]["tolerance"])))
+                         "(ping-pong on oversubscribed cores?), so it explains no case" if over.seconds < 0 else ""))
+    if fit.lab:
+        console.print(to_rich(lab_table(fit.lab)))
+    console.print(to_rich(curves_table(fit.curves)))
+    if fit.native_models:
+        console.print(to_rich(native_table(fit.native_models)))
+    render(who_wins_tables(fit.who_wins), console)
+    if fit.checks_by_params:
+        console.print(to_rich(checks_table(fit.checks_by_params, used)))
+    if fit.model_checks:
+        console.print(to_rich(off_table(fit.model_checks, fit.tolerance)))
     if files:
         console.print("wrote " + " and ".join(str(f) for f in files))
 

@@ -165,12 +165,12 @@ def ci_label(rows: Sequence) -> str:
     return "95% CI over launches" if any(r.n_launches > 1 for r in rows) else "95% CI of median"
 
 
-def latency_figure(curves: Mapping[str, Sequence], fits: Mapping[str, Sequence[Mapping]], title: str,
+def latency_figure(curves: Mapping[str, Sequence], fits: Mapping[str, Sequence], title: str,
                    xlabel: str = "size"):
     """Median time vs size (log-log) per algorithm, 95% CI bands, fitted alpha + beta n dashed.
 
     `curves`: {algorithm: rows (``ccbench.store.results.Row``) sorted by size}; `fits`:
-    {algorithm: segments (dicts with nbytes_lo, nbytes_hi, alpha_s, beta_s_per_byte)} from
+    {algorithm: segments (``ccbench.analysis.fit.Segment``: nbytes_lo, nbytes_hi, alpha_s, beta_s_per_byte)} from
     ``ccbench.analysis.fit`` (Hockney's model, segmented at protocol changes).  The bands are the
     stored intervals: over launches for rows of several launches (the legend says which, ``ci_label``).
     """
@@ -189,9 +189,9 @@ def latency_figure(curves: Mapping[str, Sequence], fits: Mapping[str, Sequence[M
         sizes += x
         times += [r.ci_low_s for r in rows] + [r.ci_high_s for r in rows]
         for seg in fits.get(name, ()):
-            lo, hi = max(seg["nbytes_lo"], 1), max(seg["nbytes_hi"], 1)
+            lo, hi = max(seg.nbytes_lo, 1), max(seg.nbytes_hi, 1)
             n = np.geomspace(lo, hi, 32) if hi > lo else np.array([lo])
-            t = seg["alpha_s"] + seg["beta_s_per_byte"] * n
+            t = seg.alpha_s + seg.beta_s_per_byte * n
             ax.plot(n, t, linestyle="--", linewidth=1.0, color=colors[name], alpha=0.9)
     if fits:
         ax.plot([], [], linestyle="--", color="grey", label="fitted α + β·n")
@@ -231,8 +231,8 @@ def busbw_figure(curves: Mapping[str, Sequence], title: str, xlabel: str = "size
     return fig
 
 
-def predicted_figure(checks: Sequence[Mapping], title: str, tolerance: float):
-    """Measured vs predicted time per modelled case (``ccbench.analysis.predict.ModelCheck`` dicts).
+def predicted_figure(checks: Sequence, title: str, tolerance: float):
+    """Measured vs predicted time per modelled case (``ccbench.analysis.predict.ModelCheck``).
 
     The diagonal is a perfect model; the band is +-`tolerance` around it.
     """
@@ -240,12 +240,12 @@ def predicted_figure(checks: Sequence[Mapping], title: str, tolerance: float):
 
     fig = _new_figure(7.6, 6.0)
     ax = fig.add_subplot()
-    names = sorted(dict.fromkeys(c["algorithm"] for c in checks), key=algorithm_order)
+    names = sorted(dict.fromkeys(c.algorithm for c in checks), key=algorithm_order)
     colors = _colors(names)
     allv = []
     for name in names:
-        pts = [(c["predicted_s"], c["measured_s"]) for c in checks
-               if c["algorithm"] == name and c["predicted_s"] and c["predicted_s"] > 0]
+        pts = [(c.predicted_s, c.measured_s) for c in checks
+               if c.algorithm == name and c.predicted_s and c.predicted_s > 0]
         if pts:
             ax.scatter(*zip(*pts, strict=True), s=22, color=colors[name], label=name, zorder=3)
             allv += [v for p in pts for v in p]

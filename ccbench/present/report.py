@@ -156,18 +156,17 @@ def launch_blocks(rows: Sequence, name) -> list:
 # --------------------------------------------------------------------------- analyses
 
 
-def _curve_segments(doc: Mapping, g: Curves) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
-    for c in doc.get("curves", []):
-        if (c["collective"], c["nranks"], c["dtype"], c["op"], c["in_place"], c["root"]) == g.key:
-            out[c["algorithm"]] = list(c["segmented"]["segments"])
-    return out
+def _curves(fit, g: Curves) -> list:
+    """The fitted curves (`CurveFit`) of the group `g` in a `RunFit` (none without one)."""
+    return [c for c in (fit.curves if fit else ())
+            if (c.collective, c.nranks, c.dtype, c.op, c.in_place, c.root) == g.key]
 
 
-def _checks(doc: Mapping, g: Curves) -> list[dict]:
-    return [c for c in doc.get("model_checks", [])
-            if (c["collective"], c["nranks"], c["dtype"], c["op"]) == (g.collective, g.nranks, g.dtype, g.op)
-            and c["algorithm"] in g.by_algorithm]
+def _checks(fit, g: Curves) -> list:
+    """The model checks (`ModelCheck`) of the group `g` in a `RunFit` (none without one)."""
+    return [c for c in (fit.model_checks if fit else ())
+            if (c.collective, c.nranks, c.dtype, c.op) == (g.collective, g.nranks, g.dtype, g.op)
+            and c.algorithm in g.by_algorithm]
 
 
 # --------------------------------------------------------------------------- page model
@@ -281,9 +280,9 @@ def provenance_blocks(path: Path, meta: Mapping, rows: Sequence, warnings: Seque
     return blocks
 
 
-def _network_blocks(doc: Mapping, meta: Mapping) -> list:
-    net = doc.get("network") or {}
-    pp, jt = net.get("pingpong"), net.get("joint")
+def _network_blocks(fit, meta: Mapping) -> list:
+    net = fit.network
+    pp, jt = net.pingpong, net.joint
     if not pp and not jt:
         return []
     t = Table("", [Column("parameter"), *[Column(h, align="right") for h in (
@@ -296,8 +295,8 @@ def _network_blocks(doc: Mapping, meta: Mapping) -> list:
     ):
         cells = [label]
         for est in (pp, jt):
-            v = est.get(key) if est else None
-            ci = interval(est.get(ci_key)) if est else None
+            v = getattr(est, key) if est else None
+            ci = interval(getattr(est, ci_key)) if est else None
             cells += [None if v is None else Cell(value(v), quantity),
                       None if ci is None else Cell(ci, quantity + "_ci")]
         t.add_row(*cells)
@@ -305,15 +304,15 @@ def _network_blocks(doc: Mapping, meta: Mapping) -> list:
               ("p", "Hockney's model T(n) = α + β·n with γ per reduced byte (Thakur, Rabenseifner & Gropp, "
                     "IJHPCA 2005), fitted by `ccbench fit`'s library (relative-weighted least squares, 95% "
                     "bootstrap intervals over the raw samples). Predictions below use: "
-                    f"{net.get('used_for_predictions') or 'none'}."),
+                    f"{net.used_for_predictions or 'none'}."),
               *to_block(t)]
     lab = lab_block(meta)
     if lab:
-        blocks += _lab_blocks(lab, pp, doc.get("lab"))
+        blocks += _lab_blocks(lab, pp, fit.lab)
     return blocks
 
 
-def _lab_blocks(lab: Mapping, pp: Mapping | None, block: Mapping | None) -> list:
+def _lab_blocks(lab: Mapping, pp, block: Mapping | None) -> list:
     """Injected (emulated lab) vs fitted one-way delay and bandwidth.
 
     ``delay_s`` is the one-way delay the lab adds to every message and ``rate_bps`` its
@@ -349,10 +348,10 @@ def _lab_blocks(lab: Mapping, pp: Mapping | None, block: Mapping | None) -> list
     elif pp:
         what = "the run's ping-pong fit (medians; α includes the hosts' own latency)"
         if isinstance(delay, (int, float)):
-            time_row("one-way latency α", delay, pp.get("alpha_s"), _interval(pp.get("alpha_ci_s")))
-        beta = pp.get("beta_s_per_byte")
+            time_row("one-way latency α", delay, pp.alpha_s, _interval(pp.alpha_ci_s))
+        beta = pp.beta_s_per_byte
         fitted_gbs = 1e-9 / beta if beta and beta > 0 else None
-        bw_ci = _bw_interval(pp.get("beta_ci_s_per_byte"))
+        bw_ci = _bw_interval(pp.beta_ci_s_per_byte)
     else:
         return []
     if isinstance(rate, (int, float)) and rate > 0:
@@ -440,7 +439,7 @@ def _limit_table(g: Curves, lim: MemoryLimit) -> list:
             *to_block(t)]
 
 
-def _collective_blocks(g: Curves, doc: Mapping, figures: Mapping[str, str], tolerance: float,
+def _collective_blocks(g: Curves, fit, figures: Mapping[str, str], tolerance: float,
                        limit: MemoryLimit | None = None) -> list:
     coll = COLLECTIVES.get(g.collective)
     algs = list(g.by_algorithm)
@@ -473,38 +472,37 @@ def _collective_blocks(g: Curves, doc: Mapping, figures: Mapping[str, str], tole
     if len(algs) > 1 and fast:
         blocks += fastest_blocks("Fastest algorithm per size", "cases", fast, Column("size", "size"),
                                  lambda f: f["nbytes"])
-    curves = [c for c in doc.get("curves", [])
-              if (c["collective"], c["nranks"], c["dtype"], c["op"], c["in_place"], c["root"]) == g.key]
+    curves = _curves(fit, g)
     if curves:
         t = Table("", [Column("algorithm"), Column("sizes", "size_range", align="left"), Column("α", "time"),
                        Column("95% CI", "time_ci"), Column("1/β GB/s", "bandwidth"), Column("95% CI", "bandwidth_ci"),
                        Column("R²", "r2"), Column("max rel. resid.", "share"), Column("flags")])
-        for c in sorted(curves, key=lambda c: algorithm_order(c["algorithm"])):
-            seg = c["segmented"]
-            for s in seg["segments"]:
-                t.add_row(c["algorithm"], (s["nbytes_lo"], s["nbytes_hi"]), s["alpha_s"], _interval(s["alpha_ci_s"]),
-                          gbs_of_beta(s["beta_s_per_byte"]), _bw_interval(s["beta_ci_s_per_byte"]), seg["r2"],
-                          seg["max_rel_residual"], ", ".join(c["flags"]) or "-")
+        for c in sorted(curves, key=lambda c: algorithm_order(c.algorithm)):
+            seg = c.segmented
+            for s in seg.segments:
+                t.add_row(c.algorithm, (s.nbytes_lo, s.nbytes_hi), s.alpha_s, _interval(s.alpha_ci_s),
+                          gbs_of_beta(s.beta_s_per_byte), _bw_interval(s.beta_ci_s_per_byte), seg.r2,
+                          seg.max_rel_residual, ", ".join(c.flags) or "-")
         blocks += [("h", 3, "Fitted parameters"),
                    ("p", "T(n) = α + β·n per curve, segmented at protocol changes (number of segments by "
                          "BIC), 95% bootstrap CIs; bandwidth = 1/β in GB/s."),
                    *to_block(t)]
-    checks = _checks(doc, g)
+    checks = _checks(fit, g)
     if checks:
-        off = [c for c in checks if c["off"]]
-        line = (f"Predicted vs measured ({(doc.get('network') or {}).get('used_for_predictions')} parameters): "
+        off = [c for c in checks if c.off]
+        line = (f"Predicted vs measured ({fit.network.used_for_predictions} parameters): "
                 f"{len(checks) - len(off)} of {len(checks)} modelled cases within ±{tolerance:.0%}.")
-        ww = next((w for w in doc.get("who_wins", []) if w["collective"] == g.collective), None)
-        if ww and ww.get("agreement") is not None:
-            line += f" The predicted fastest algorithm matches the measured one at {ww['agreement']:.0%} of sizes."
+        ww = next((w for w in fit.who_wins if w.collective == g.collective), None)
+        if ww and ww.agreement is not None:
+            line += f" The predicted fastest algorithm matches the measured one at {ww.agreement:.0%} of sizes."
         blocks += [("h", 3, "Model check"), ("p", line)]
         if off:
             t = Table("", [Column("algorithm"), Column("size", "size"), Column("measured", "time"),
                            Column("predicted", "time"), Column("measured / predicted", "model_ratio"),
                            Column("likely reason")])
             for c in off:
-                t.add_row(c["algorithm"], c["nbytes"], c["measured_s"], c["predicted_s"], c["ratio"],
-                          ", ".join(c["reasons"]) or "unknown")
+                t.add_row(c.algorithm, c.nbytes, c.measured_s, c.predicted_s, c.ratio,
+                          ", ".join(c.reasons) or "unknown")
             blocks += to_block(t)
     flagged = [f"{r.algorithm} {format_size(r.nbytes)}: {', '.join(r.flags)}"
                for a in algs for r in g.by_algorithm[a] if r.flags]
@@ -518,11 +516,11 @@ def _collective_blocks(g: Curves, doc: Mapping, figures: Mapping[str, str], tole
     return blocks
 
 
-def group_figure(g: Curves, doc: Mapping | None, kind: str):
+def group_figure(g: Curves, fit, kind: str):
     """One figure of a variant group: "latency", "busbw" or "predicted"; None when there is nothing to draw.
 
     Only sizes above 0 B with a positive median are drawn, and only groups with two or
-    more such sizes; "latency" adds the fitted segments of `doc` (a ``fit_run`` document) and
+    more such sizes; "latency" adds the fitted segments of `fit` (a `RunFit`, or None) and
     its bands are the stored intervals (over launches for a run of several, as its legend says),
     "predicted" needs its model checks.
     """
@@ -536,19 +534,19 @@ def group_figure(g: Curves, doc: Mapping | None, kind: str):
     if kind == "latency":
         k = max(r.n_launches for rs in curves.values() for r in rs)
         over = f" (geometric mean of {k} launches' medians)" if k > 1 else ""
-        return latency_figure(curves, _curve_segments(doc or {}, g), f"{label}: median time per call{over}",
+        segments = {c.algorithm: list(c.segmented.segments) for c in _curves(fit, g)}
+        return latency_figure(curves, segments, f"{label}: median time per call{over}",
                               size_label(g.collective))
     if kind == "busbw":
         if g.collective in ("barrier",):
             return None
         return busbw_figure(curves, f"{label}: bus bandwidth", size_label(g.collective))
     if kind == "predicted":
-        checks = _checks(doc or {}, g)
+        checks = _checks(fit, g)
         if not checks:
             return None
-        used = (doc.get("network") or {}).get("used_for_predictions")
-        return predicted_figure(checks, f"{label}: measured vs predicted (parameters from {used})",
-                                doc["provenance"]["tolerance"])
+        return predicted_figure(checks, f"{label}: measured vs predicted (parameters from "
+                                f"{fit.network.used_for_predictions})", fit.tolerance)
     raise ValueError(f"unknown figure kind {kind!r}")
 
 
@@ -633,7 +631,7 @@ def build_sweep_report(run: Run, *, n_boot: int | None = None) -> dict:
     """The report of a stored collective sweep, as files to write (``ccbench.workflow.report`` writes them).
 
     Returns {"files": {name: text or PNG bytes}, "groups": [Curves], "fastest": {label: ``fastest_per_size``
-    entries}, "doc": the fit document, "meta", "path", "rows", "figures": whether it has them}.  Figures need
+    entries}, "fit": the `RunFit`, "meta", "path", "rows", "figures": whether it has them}.  Figures need
     matplotlib (the ``report`` extra); without it the page says how to add them and holds every table.
     """
     from ccbench.analysis.runs import fit_files
@@ -642,8 +640,7 @@ def build_sweep_report(run: Run, *, n_boot: int | None = None) -> dict:
     plots = have_matplotlib()
     path, meta, rows, warnings = run.path, run.meta, run.rows, run.warnings
     kw = {} if n_boot is None else {"n_boot": n_boot}
-    doc, fit_texts = fit_files(run, **kw)  # fits.json as `ccbench fit` writes it
-    tolerance = doc["provenance"]["tolerance"]
+    fit, fit_texts = fit_files(run, **kw)  # fits.json as `ccbench fit` writes it
     groups = group_rows(rows)
     per_coll: dict[str, int] = {}
     for g in groups:
@@ -656,9 +653,9 @@ def build_sweep_report(run: Run, *, n_boot: int | None = None) -> dict:
                           f"{len(rows)} cases. Every time, interval and bandwidth below is a stored row of "
                           "cases.jsonl; fitted values are in fits.json beside this page. "
                           + launch_sentence(meta, rows))]
-    blocks += provenance_blocks(path, meta, rows, warnings, doc.get("notes", []))
+    blocks += provenance_blocks(path, meta, rows, warnings, fit.notes)
     blocks += no_figures_blocks(plots)
-    blocks += _network_blocks(doc, meta)
+    blocks += _network_blocks(fit, meta)
     limit = memory_limit(meta.get("memory_bandwidth"))
     blocks += limit_blocks(limit, groups)
     fastest = {}
@@ -668,14 +665,14 @@ def build_sweep_report(run: Run, *, n_boot: int | None = None) -> dict:
         figures: dict[str, str] = {}
         for kind, alt in (("latency", "latency vs size"), ("busbw", "bus bandwidth vs size"),
                           ("predicted", "predicted vs measured")) if plots else ():
-            fig = group_figure(g, doc, kind)
+            fig = group_figure(g, fit, kind)
             if fig is not None:
                 figures[add_figure(fig, f"{slug}-{kind}.png", images)] = f"{label}: {alt}"
-        blocks += _collective_blocks(g, doc, figures, tolerance, limit)
+        blocks += _collective_blocks(g, fit, figures, fit.tolerance, limit)
         fastest[label] = fastest_per_size(g)
     files = page_files(blocks, f"ccbench report: {path.name}", images)
     files["fits.json"] = fit_texts[".json"]
-    return {"files": files, "groups": groups, "fastest": fastest, "doc": doc, "meta": meta, "path": path,
+    return {"files": files, "groups": groups, "fastest": fastest, "fit": fit, "meta": meta, "path": path,
             "rows": rows, "figures": plots}
 
 

@@ -39,11 +39,11 @@ def plot_run(run, results_dir="results", collectives: str | None = None, kind: s
                          "with -C (and one variant)")
     if output is not None and output.exists():
         raise UsageError(f"{str(output)!r} exists; it is never overwritten (choose another name)")
-    doc = fit_run(r) if kind in ("latency", "predicted") else None
+    fit = fit_run(r) if kind in ("latency", "predicted") else None
     per_coll: dict[str, int] = {}
     for g in groups:
         per_coll[g.collective] = per_coll.get(g.collective, 0) + 1
-    figs = [(g, group_figure(g, doc, kind)) for g in groups]
+    figs = [(g, group_figure(g, fit, kind)) for g in groups]
     figs = [(g, f) for g, f in figs if f is not None]
     if not figs:
         raise UsageError(f"no {kind} figure to draw for {', '.join(dict.fromkeys(g.collective for g in groups))} "

@@ -90,8 +90,7 @@ def test_fits_recover_injected_delay_and_rate(lab, delay, rate, delay_s, rate_bp
     for ns in ("ccb-h0", "ccb-h1"):  # every message went through the emulated link, both ways
         assert traffic["links"][ns]["rx_bytes"] >= one_way
         assert traffic["links"][ns]["emulated_bytes"] >= one_way
-    doc = fit_run(open_run(run))
-    lab_fit = doc["lab"]
+    lab_fit = fit_run(open_run(run)).lab
     print(f"\n{delay} {rate}: alpha {lab_fit['fitted']['alpha_s'] * 1e6:.1f} us, baseline "
           f"{lab_fit['baseline']['alpha_s'] * 1e6:.1f} us, fitted delay {lab_fit['fitted_delay_s'] * 1e6:.1f} us "
           f"(error {lab_fit['delay_error_s'] * 1e6:+.1f} us), fitted rate {lab_fit['fitted']['rate_bps'] / 1e6:.1f} "
