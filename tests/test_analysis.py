@@ -241,6 +241,17 @@ def _no_pingpong(tmp_path):
     (["predict", "--from", "NOPP", "--alpha", "2us", "-n", "64"], "either --from RUN or --alpha"),
     (["predict", "--from", "/nonexistent/run", "-n", "64"], "no run at"),
     (["fit", "/nonexistent/run"], "no run at"),
+    (["predict", "--alpha", "1ms", "--beta", "1e-8", "-n", "4", "--placement", "block"],
+     "--placement prices two levels"),
+    (["predict", "--alpha", "1ms", "--beta", "1e-8", "-n", "4", "--intra-alpha", "2us", "--intra-beta", "1e-10",
+      "--ppn", "2", "--acked-from", "256"], "--acked-from goes with --placement"),
+    (["predict", "--alpha", "1ms", "--beta", "1e-8", "-n", "4", "--intra-alpha", "2us", "--intra-beta", "1e-10",
+      "--ppn", "2", "--placement", "block", "--acked-from", "0"], "at least 1 byte"),
+    (["predict", "--alpha", "1ms", "--beta", "1e-8", "-n", "4", "--intra-alpha", "2us", "--intra-beta", "1e-10",
+      "--ppn", "2", "--placement", "0,1,1,3"], "not a permutation"),
+    (["predict", "--alpha", "1ms", "--beta", "1e-8", "-n", "6", "--intra-alpha", "2us", "--intra-beta", "1e-10",
+      "--ppn", "4", "--placement", "cyclic"], "divisible by --ppn"),
+    (["predict", "--against", "x", "--from", "y", "--placement", "cyclic"], "--against takes the rank count"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path, capsys):
     if "NOPP" in args:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ccbench.analysis.placed import placed_time, schedule_time
+from ccbench.analysis.placed import placed_time, schedule_time, timed_schedule
 from ccbench.analysis.predict import TwoLevelParams
 from ccbench.core.errors import UsageError
 
@@ -96,3 +96,51 @@ def test_what_cannot_be_priced_is_refused():
         placed_time("allreduce", "hierarchical", [0, 0, 1], 8, two())
     with pytest.raises(UsageError, match="placed predictions take 1 to"):
         placed_time("allreduce", "ring", [], 8, two())
+
+
+def test_the_critical_path_names_the_level_of_every_message_on_it():
+    """Ring allreduce, 4 ranks on 2 nodes, latency only: block alternates a node's shared memory and the link
+    (3 D + 3 eps), cyclic crosses the link at each of its 2 (P - 1) steps; with acknowledged sends every crossing is
+    a round trip."""
+    from ccbench.analysis.placed import placed_schedule
+
+    params = two(intra_alpha=EPS, inter_alpha=D)
+    block = placed_schedule("allreduce", "ring", [0, 0, 1, 1], 8, params)
+    assert block.levels == "iBiBiB" and block.time_s == pytest.approx(3 * D + 3 * EPS)
+    assert [h.dst for h in block.path] == [(h.src + 1) % 4 for h in block.path]  # a ring: each to its successor
+    assert placed_schedule("allreduce", "ring", [0, 1, 0, 1], 8, params).levels == "BBBBBB"
+    acked = placed_schedule("allreduce", "ring", [0, 0, 1, 1], 1024, two(inter_alpha=D), acked_from=256)
+    assert acked.levels == "RRRRRR" and acked.time_s == pytest.approx(12 * D)
+    # a batch that waits only for its own previous one adds no message; one with no message at all has none
+    assert timed_schedule([[(((1, 8, 0),), ())], [((), ((0, 8, 0),))]], [0, 1], params).levels == "B"
+    assert timed_schedule([[], []], [0, 1], params).levels == "-"
+
+
+def test_placed_predictions_price_every_hand_written_algorithm_under_each_placement():
+    from ccbench.analysis.placed import placed_predictions, placement_nodes
+
+    assert placement_nodes("block", 4, 2) == [0, 0, 1, 1] and placement_nodes("cyclic", 4, 2) == [0, 1, 0, 1]
+    assert placement_nodes((3, 2, 1, 0), 4, 2) == [1, 1, 0, 0]
+    rows = placed_predictions(two(intra_alpha=EPS, inter_alpha=D), 4, [8], ["allreduce"], {"b": "block", "c": "cyclic"})
+    by = {(r.algorithm, r.placement): r for r in rows}
+    assert by[("ring", "c")].time_s == pytest.approx(6 * D) and by[("ring", "c")].between == 6
+    assert by[("ring", "b")].between == 3 and by[("ring", "b")].steps == 6
+    assert "native" not in {r.algorithm for r in rows} and "ring-persistent" not in {r.algorithm for r in rows}
+    with pytest.raises(UsageError, match="divisible by --ppn"):
+        placed_predictions(two(ppn=3), 4, [8], ["allreduce"])
+    with pytest.raises(UsageError, match="1 to 256 ranks"):
+        placed_predictions(two(ppn=2), 258, [8], ["allreduce"])
+
+
+def test_predict_placement_from_the_command_line():
+    from click.testing import CliRunner
+
+    from ccbench.cli import cli
+
+    base = ["predict", "--alpha", "1ms", "--beta", "1e-8", "-n", "4", "-s", "8", "-C", "allreduce"]
+    two_level = ["--intra-alpha", "2us", "--intra-beta", "1e-10", "--ppn", "2"]
+    res = CliRunner().invoke(cli, [*base, *two_level, "--placement", "block,cyclic"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    ring = next(ln for ln in res.output.splitlines() if "│ ring " in ln)
+    assert "iBiBiB" in ring and "BBBBBB" in ring
+    assert res.output.strip().splitlines()[-1].startswith("fastest: 8 B ")

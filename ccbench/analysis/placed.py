@@ -31,28 +31,68 @@ MPI's: messages of one source, destination and tag in the order they were sent.
 
 import heapq
 from collections import defaultdict, deque
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from ccbench.algorithms import REGISTRY
 from ccbench.algorithms.p2p import CountedComm
 from ccbench.algorithms.simcomm import simulate
+from ccbench.analysis.fit import _Record
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.dtypes import dtype_of
 from ccbench.core.errors import UsageError
 from ccbench.core.placement import node_aware
 
-__all__ = ["MAX_RANKS", "placed_time", "schedule_time"]
+__all__ = ["MAX_RANKS", "Hop", "Timed", "placed_schedule", "placed_time", "schedule_time", "timed_schedule"]
 
 #: The simulation runs one thread per rank and a Python event loop over every message.
 MAX_RANKS = 256
 
 
+@dataclass(frozen=True)
+class Hop(_Record):
+    """One message on a schedule's critical path: from rank ``src`` to ``dst``, ``nbytes``, and whether it crossed
+    the link between two nodes (``between``) or stayed inside one; ``ack``: a send held until acknowledged (the
+    sender waited a round trip before its next step)."""
+
+    src: int
+    dst: int
+    nbytes: int
+    between: bool
+    ack: bool = False
+
+
+@dataclass(frozen=True)
+class Timed(_Record):
+    """A schedule's time and its critical path: the chain of messages that decided when the last rank ended."""
+
+    time_s: float
+    path: tuple[Hop, ...]
+
+    @property
+    def levels(self) -> str:
+        """The critical path, one letter per message in order: ``i`` inside a node, ``B`` between nodes, ``R`` a
+        send between nodes held for its acknowledgement (a round trip)."""
+        return "".join("R" if h.ack else "B" if h.between else "i" for h in self.path) or "-"
+
+
 def schedule_time(batches, node_of_rank: list[int], params, acked_from: int | None = None) -> float:
-    """Seconds until the last rank of a schedule ends (the module docstring's rules).
+    """Seconds until the last rank of a schedule ends (the module docstring's rules); `timed_schedule` without the
+    path."""
+    return timed_schedule(batches, node_of_rank, params, acked_from).time_s
+
+
+def timed_schedule(batches, node_of_rank: list[int], params, acked_from: int | None = None) -> Timed:
+    """The time until the last rank of a schedule ends (the module docstring's rules), and its critical path.
 
     `batches[rank]` is that rank's ordered list of ``(sends, recvs)``, each a tuple of ``(peer,
     nbytes, tag)`` (``ccbench.algorithms.simcomm.simulate``'s record); `node_of_rank` the node of
     every rank; `params` a `TwoLevelParams` (intra and inter alpha and beta); `acked_from` the
     smallest send between nodes that completes only when acknowledged (None: every send at once).
+    The critical path is found as in critical-path analysis of message-passing traces (e.g. Schulz,
+    "Extracting critical path graphs from MPI applications", IEEE Cluster 2005): from the batch that ends
+    last, back through whatever ended each batch -- the message that arrived last, the acknowledgement
+    its sends waited for, or its own previous batch.
     """
     P = len(batches)
     if len(node_of_rank) != P:
@@ -60,9 +100,12 @@ def schedule_time(batches, node_of_rank: list[int], params, acked_from: int | No
     ai, bi = params.intra_alpha_s, params.intra_beta_s_per_byte
     ae, be = params.inter_alpha_s, params.inter_beta_s_per_byte
     busy: dict[int, float] = defaultdict(lambda: float("-inf"))  # each node's link: when it is free again
-    arrived: dict[tuple, deque] = defaultdict(deque)  # (source, dest, tag) -> arrival times, in sending order
+    arrived: dict[tuple, deque] = defaultdict(deque)  # (source, dest, tag) -> (arrival, its batch, bytes), in order
     waiting: dict[tuple, int] = {}  # a message some rank's batch still needs -> that rank
-    pos, start, held, end = [0] * P, [0.0] * P, [0.0] * P, 0.0  # held: when the batch's sends complete
+    pos, start, held = [0] * P, [0.0] * P, [0.0] * P  # held: when the batch's sends complete
+    acked: list = [None] * P  # the send that holds the batch longest: (peer, nbytes)
+    cause: dict[tuple, tuple] = {}  # (rank, batch) -> what ended it: ("msg", src, src batch, bytes) / ("ack", ..)
+    end, last = 0.0, None
     ready = [(0.0, r) for r in range(P)]  # (time its next batch starts, rank)
 
     def arrival(src: int, dst: int, nbytes: int, t: float) -> float:
@@ -81,22 +124,32 @@ def schedule_time(batches, node_of_rank: list[int], params, acked_from: int | No
         if missing is not None:
             waiting[missing] = rank
             return
-        times = [arrived[key].popleft() for key, k in need.items() for _ in range(k)]
+        got = [(*arrived[key].popleft(), key[0]) for key, k in need.items() for _ in range(k)]
+        t, why = start[rank], ("prev",)
+        if held[rank] > t:
+            t, why = held[rank], ("ack", *acked[rank])
+        for when, batch, nbytes, src in got:
+            if when > t:
+                t, why = when, ("msg", src, batch, nbytes)
+        cause[(rank, pos[rank])] = why
         pos[rank] += 1
-        heapq.heappush(ready, (max([start[rank], held[rank], *times]), rank))
+        heapq.heappush(ready, (t, rank))
 
     while ready:
         t, rank = heapq.heappop(ready)  # in time order, so that each link takes its messages in that order
         if pos[rank] == len(batches[rank]):
-            end = max(end, t)
+            if last is None or t > end:
+                end, last = t, rank
             continue
         start[rank] = held[rank] = t
         finish_later = []
         for peer, nbytes, *tag in batches[rank][pos[rank]][0]:
             key = (rank, peer, *tag)
-            arrived[key].append(arrival(rank, peer, nbytes, t))
-            if acked_from is not None and nbytes >= acked_from and node_of_rank[peer] != node_of_rank[rank]:
-                held[rank] = max(held[rank], arrived[key][-1] + ae)
+            when = arrival(rank, peer, nbytes, t)
+            arrived[key].append((when, pos[rank], nbytes))
+            if acked_from is not None and nbytes >= acked_from and node_of_rank[peer] != node_of_rank[rank] \
+                    and when + ae > held[rank]:
+                held[rank], acked[rank] = when + ae, (peer, nbytes)
             if key in waiting:
                 finish_later.append(waiting.pop(key))
         for other in finish_later:
@@ -105,7 +158,19 @@ def schedule_time(batches, node_of_rank: list[int], params, acked_from: int | No
     stuck = [r for r in range(P) if pos[r] < len(batches[r])]
     if stuck:
         raise RuntimeError(f"schedule deadlocks: ranks {stuck} wait for messages never sent")
-    return end
+    path: list[Hop] = []
+    rank, i = last, (len(batches[last]) - 1 if last is not None else -1)
+    while i >= 0:
+        why = cause[(rank, i)]
+        if why[0] == "msg":
+            _, src, batch, nbytes = why
+            path.append(Hop(src, rank, nbytes, node_of_rank[src] != node_of_rank[rank]))
+            rank, i = src, batch - 1
+            continue
+        if why[0] == "ack":
+            path.append(Hop(rank, why[1], why[2], True, ack=True))
+        i -= 1
+    return Timed(end, tuple(reversed(path)))
 
 
 def _node_groups(node_of_rank: list[int]) -> list[list[int]]:
@@ -117,7 +182,15 @@ def _node_groups(node_of_rank: list[int]) -> list[list[int]]:
 
 def placed_time(collective: str, algorithm: str, node_of_rank: list[int], nbytes: int, params,
                 dtype: str = "float32", op: str = "sum", root: int = 0, acked_from: int | None = None) -> float:
-    """Predicted seconds of one call of a hand-written algorithm on ranks laid on nodes as `node_of_rank` says.
+    """Predicted seconds of one call of a hand-written algorithm on ranks laid on nodes as `node_of_rank` says
+    (`placed_schedule`'s time)."""
+    return placed_schedule(collective, algorithm, node_of_rank, nbytes, params, dtype, op, root, acked_from).time_s
+
+
+def placed_schedule(collective: str, algorithm: str, node_of_rank: list[int], nbytes: int, params,
+                    dtype: str = "float32", op: str = "sum", root: int = 0, acked_from: int | None = None) -> Timed:
+    """One call of a hand-written algorithm on ranks laid on nodes as `node_of_rank` says: its predicted time and
+    critical path (`timed_schedule`).
 
     The algorithm runs once on the simulated communicator at the count that makes `nbytes` (the
     collective's size definition); `schedule_time` times its batches (`acked_from` as it says).  A
@@ -162,4 +235,56 @@ def placed_time(collective: str, algorithm: str, node_of_rank: list[int], nbytes
             renamed[rename[b]] = [tuple(tuple((rename[peer], n, tag) for peer, n, tag in side) for side in batch)
                                   for batch in plan]
         batches = renamed
-    return schedule_time(batches, node_of_rank, params, acked_from)
+    return timed_schedule(batches, node_of_rank, params, acked_from)
+
+
+@dataclass(frozen=True)
+class PlacedRow(_Record):
+    """One algorithm at one size under one placement of `nranks` ranks on nodes of `ranks_per_node`: its predicted
+    time and what its critical path crosses (``levels``, ``between`` of ``steps`` messages between nodes)."""
+
+    collective: str
+    algorithm: str
+    nranks: int
+    ranks_per_node: int
+    placement: str
+    nbytes: int
+    time_s: float
+    levels: str
+    steps: int
+    between: int
+
+
+def placement_nodes(placement, nranks: int, ranks_per_node: int) -> list[int]:
+    """The node of every rank after `placement` (`ccbench.core.placement.parse_placement`'s value) re-ranks a launch
+    of `nranks` ranks laid out `ranks_per_node` to a node in launch order; ``random`` uses seed 0."""
+    from ccbench.core.placement import placement_order
+
+    launch = [r // ranks_per_node for r in range(nranks)]
+    return [launch[r] for r in placement_order(placement, launch, seed=0)]
+
+
+def placed_predictions(params, nranks: int, sizes, collectives=None, placements=("block", "cyclic"), *,
+                       acked_from: int | None = None) -> list[PlacedRow]:
+    """Every hand-written algorithm of `collectives` (default: every collective with an even form) at each size and
+    placement, on `nranks` ranks in nodes of ``params.ranks_per_node`` (`placed_schedule`); an algorithm that cannot
+    run at `nranks` is left out.  `placements`: `parse_placement` values, or {label: value}."""
+    ppn = params.ranks_per_node
+    if ppn < 1 or nranks % ppn:
+        raise UsageError(f"{nranks} ranks do not fill nodes of {ppn}: give a rank count divisible by --ppn")
+    if not 1 <= nranks <= MAX_RANKS:
+        raise UsageError(f"placed predictions take 1 to {MAX_RANKS} ranks, got {nranks}")
+    names = list(collectives) if collectives else [c for c in REGISTRY if c != "pingpong" and not COLLECTIVES[c].uneven]
+    named = placements.items() if isinstance(placements, Mapping) else ((str(p), p) for p in placements)
+    nodes = {label: placement_nodes(p, nranks, ppn) for label, p in named}
+    out = []
+    for coll in names:
+        for alg in REGISTRY[coll].values():
+            if alg.native or not alg.in_all or alg.unsupported(nranks, "sum"):
+                continue
+            for n in sizes:
+                for label, node_of_rank in nodes.items():
+                    t = placed_schedule(coll, alg.name, node_of_rank, n, params, acked_from=acked_from)
+                    out.append(PlacedRow(coll, alg.name, nranks, ppn, label, int(n), t.time_s, t.levels, len(t.path),
+                                         sum(h.between for h in t.path)))
+    return out

@@ -47,11 +47,18 @@ def fit(run_path, results_dir, out):
               help="Intra-node alpha and beta from a one-node run: its ping-pong, beta no better than the node's "
                    "memory bandwidth shared by --ppn ranks (needs --ppn).")
 @click.option("--ppn", type=int, help="Ranks per node: the hierarchical allreduce's nodes, and the two-level model's.")
+@click.option("--placement", metavar="LIST",
+              help="With the two-level model: time each hand-written algorithm's schedule with the ranks re-ranked "
+                   "block, cyclic, random[:SEED] or as a FILE of ranks (comma list, e.g. block,cyclic), and show "
+                   "the levels its critical path crosses (up to 256 ranks).")
+@click.option("--acked-from", "acked_from", metavar="SIZE",
+              help="With --placement: sends between nodes of at least SIZE complete only when acknowledged "
+                   "(MPI over TCP; default: every send completes at once).")
 @click.option("-n", "ranks", help="Rank counts: 1024,4096 or a range 64:65536:4 (not with --against).")
 @click.option("-s", "--sizes", default="8:64M:8", show_default=True, help="Sizes in bytes: 8:64M[:FACTOR] or 8,4K,1M.")
 @click.option("-C", "--collective", "collectives", help="Collectives, comma separated (default: every modelled one).")
 def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gamma, intra_alpha, intra_beta,
-                intra_from, ppn, ranks, sizes, collectives):
+                intra_from, ppn, placement, acked_from, ranks, sizes, collectives):
     """Predict every modelled algorithm's time at any rank count and size, and the winner per size.
 
     With --against RUN: fit on the --from runs, predict RUN (a larger rank count) and compare.
@@ -61,7 +68,7 @@ def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gam
         from ccbench.present.crossval import print_crossval
         from ccbench.workflow.predict import cross_validation
 
-        if ranks or alpha or beta or gamma or intra_alpha or intra_beta or intra_from or ppn:
+        if ranks or alpha or beta or gamma or intra_alpha or intra_beta or intra_from or ppn or placement:
             raise UsageError("--against takes the rank count and sizes from its run: leave out -n and the "
                              "parameter options")
         doc, written = cross_validation(from_runs, against, results_dir, which=which, collectives=colls,
@@ -106,6 +113,9 @@ def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gam
             raise UsageError("--intra-alpha and --intra-beta must be >= 0")
         two = TwoLevelParams(ia, ib, params.alpha_s, params.beta_s_per_byte, ppn,
                              params.gamma_s_per_byte or 0.0)
+    if placement or acked_from:
+        _predict_placed(params, source, two, rank_list, size_list, colls, placement, acked_from, run)
+        return
     tables = predict_table(params, rank_list, size_list, colls, two_level=two, ranks_per_node=ppn,
                            algorithms=algorithms)
     if colls is None:  # every modelled collective but the v-collectives (their even forms, at uniform counts)
@@ -121,6 +131,45 @@ def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gam
     note = oversubscribed_note(run)
     if note:
         console.print(note, style="yellow", markup=False, highlight=False)
+
+
+def _placements(text: str) -> dict:
+    """{label: placement} of ``--placement``: a comma list of block, cyclic, random[:SEED], or one FILE or rank list."""
+    import re
+
+    from ccbench.core.placement import PLACEMENTS, parse_placement
+
+    parts = [p.strip() for p in text.split(",")]
+    if all(p in PLACEMENTS or re.fullmatch(r"random:\d+", p) for p in parts):
+        return {p: parse_placement(p) for p in dict.fromkeys(parts)}
+    return {text if len(text) <= 24 else "given": parse_placement(text)}
+
+
+def _predict_placed(params, source, two, rank_list, size_list, colls, placement, acked_from, run) -> None:
+    """``predict --placement``: the schedule model (`ccbench.analysis.placed`) per placement, and its answer."""
+    from ccbench.analysis.placed import placed_predictions
+    from ccbench.core.units import parse_size
+    from ccbench.present.model_tables import oversubscribed_note, placed_tables, print_predictions
+    from ccbench.present.table import render
+
+    if two is None:
+        raise UsageError("--placement prices two levels: give --intra-alpha and --intra-beta (or --intra-from RUN) "
+                         "and --ppn")
+    if not placement:
+        raise UsageError("--acked-from goes with --placement")
+    acked = parse_size(acked_from) if acked_from else None
+    if acked is not None and acked < 1:
+        raise UsageError(f"--acked-from must be at least 1 byte, got {acked_from}")
+    places = _placements(placement)
+    rows = [r for P in rank_list for r in placed_predictions(two, P, size_list, colls, places, acked_from=acked)]
+    if not rows:
+        raise UsageError("no hand-written algorithm of these collectives runs at these rank counts")
+    console = new_console()
+    print_predictions(params, source, two, two.ranks_per_node, [], console)
+    note = oversubscribed_note(run)
+    if note:
+        console.print(note, style="yellow", markup=False, highlight=False)
+    render(placed_tables(rows), console)
 
 
 COMMANDS = [fit, predict_cmd]

@@ -356,3 +356,33 @@ def print_predictions(params, source: str, two, ppn, tables: list[dict], console
                      "inter = the parameters above" if two else
                      f"; {ppn} ranks per node (hierarchical allreduce)" if ppn else ""))
     render([prediction_grid_table(tab) for tab in tables], console)
+
+
+def placed_tables(rows: list) -> list[Table]:
+    """`ccbench predict --placement`: per collective and rank count, each algorithm's time under each placement and
+    the levels its critical path crosses, step by step; the caption names the fastest per size."""
+    tables = []
+    for coll, P in dict.fromkeys((r.collective, r.nranks) for r in rows):
+        mine = [r for r in rows if (r.collective, r.nranks) == (coll, P)]
+        places = list(dict.fromkeys(r.placement for r in mine))
+        cols = [Column("size", "size"), Column("algorithm")]
+        for p in places:
+            cols += [Column(p, "time"), Column(f"{p} path")]
+        if len(places) > 1:
+            cols.append(Column(f"{places[1]} / {places[0]}", "ratio"))
+        t = Table(f"{coll} at {P} ranks, {mine[0].ranks_per_node} per node, placed schedules; path: the messages "
+                  "that decided the time, in order (i inside a node, B between nodes, R a round trip between nodes "
+                  "for an acknowledged send)", cols)
+        by = {(r.nbytes, r.algorithm, r.placement): r for r in mine}
+        best = []
+        for n in dict.fromkeys(r.nbytes for r in mine):
+            for alg in dict.fromkeys(r.algorithm for r in mine):
+                got = [by[(n, alg, p)] for p in places]
+                cells = [x for r in got for x in (r.time_s, r.levels)]
+                t.add_row(n, alg, *cells, *([got[1].time_s / got[0].time_s] if len(got) > 1 and got[0].time_s > 0
+                                            else [None] if len(got) > 1 else []))
+            win = min((r for r in mine if r.nbytes == n), key=lambda r: r.time_s)
+            best.append(f"{format_size(n)} {win.algorithm} ({win.placement})")
+        t.caption = "fastest: " + "; ".join(best)
+        tables.append(t)
+    return tables
