@@ -534,7 +534,7 @@ def _lab(ref: Path) -> list:
     ar_rows, ratios = [], []
     for i, n in enumerate(sizes):
         meas = {r.algorithm: r.median_s for r in allreduce.rows if r.nbytes == n}
-        pred = {a: tab["times_s"][a][i] for a in names}
+        pred = {a: tab.times_s[a][i] for a in names}
         ratios += [meas[a] / pred[a] for a in names]
         ar_rows.append([format_size(n), *[f"{fmt_time(meas[a])} ({fmt_time(pred[a])})" for a in names],
                         order(meas), order(pred)])

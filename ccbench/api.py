@@ -13,7 +13,7 @@ from ccbench.analysis.compare import Comparison
 from ccbench.analysis.fastest import fastest_per_size, fastest_per_variant, group_rows
 from ccbench.analysis.fit import NetworkParams
 from ccbench.analysis.predict import TOLERANCE, TwoLevelParams
-from ccbench.analysis.runs import RunFit, fit_run, params_from_run, predict_table
+from ccbench.analysis.runs import PredictionGrid, RunFit, fit_run, params_from_run, predict_table
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.core.units import parse_inverse_rate, parse_ranks, parse_sizes, parse_time
 from ccbench.store.run import WORKLOAD, Run
@@ -81,13 +81,13 @@ def _ints(value, parse) -> list[int]:
 
 
 def predict(params, ranks, sizes="8:64M:8", collectives=None, *, ranks_per_node: int | None = None,
-            two_level: TwoLevelParams | None = None) -> list[dict]:
+            two_level: TwoLevelParams | None = None) -> list[PredictionGrid]:
     """Every modelled algorithm's predicted time per size, and the winner, as ``ccbench predict`` prints them.
 
     `params`: a `NetworkParams` (`network_params`) or a run to take them from.  `ranks`: an int, a
     list, or text (``"1024,4096"``, ``"64:65536:4"``); `sizes`: a list of bytes or text (``"8:64M"``,
-    ``"8,4K,1M"``); `collectives`: a name, a list, or None for every modelled one.  One dict per
-    (collective, nranks): ``sizes``, ``times_s`` {algorithm: seconds per size} and ``winners``.
+    ``"8,4K,1M"``); `collectives`: a name, a list, or None for every modelled one.  One `PredictionGrid`
+    per (collective, nranks): ``sizes``, ``times_s`` {algorithm: seconds per size} and ``winners``.
     `ranks_per_node` places the ranks on nodes for the hierarchical allreduce; `two_level` adds
     the two-level allreduce (``two-level/ring``, ``two-level/rabenseifner``).
     """

@@ -170,10 +170,10 @@ def test_predict_two_level_uses_ring_and_rabenseifner_leaders():
     params = NetworkParams(2e-6, 1e-10, 1e-11)
     two = TwoLevelParams(5e-7, 2.5e-11, 2e-6, 1e-10, 64, 1e-11)
     (tab,) = predict_table(params, [4096], [8, 1 << 20], ["allreduce"], two_level=two)
-    assert "two-level/ring" in tab["times_s"] and "two-level/rabenseifner" in tab["times_s"]
-    assert "two-level/hierarchical" not in tab["times_s"]
+    assert "two-level/ring" in tab.times_s and "two-level/rabenseifner" in tab.times_s
+    assert "two-level/hierarchical" not in tab.times_s
     want = two_level_allreduce_s(REGISTRY["allreduce"]["rabenseifner"], 4096, 1 << 20, two)
-    assert tab["times_s"]["two-level/rabenseifner"][1] == want
+    assert tab.times_s["two-level/rabenseifner"][1] == want
     res = CliRunner().invoke(cli, ["predict", "--alpha", "2us", "--beta", "1e-10", "--intra-alpha",
                                    "0.5us", "--intra-beta", "40GB/s", "--ppn", "64", "-n", "4096",
                                    "-s", "8,1M", "-C", "allreduce"], env=ENV)

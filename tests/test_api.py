@@ -128,14 +128,14 @@ def test_predict_is_the_commands_table():
     from_run = ccbench.predict(DATA / "run-np2", [4096], "8:64M:64", "allreduce", ranks_per_node=64)
     assert from_run == predict_table(params_from_run(open_run(DATA / "run-np2")), [4096], [8, 512, 32768, 2097152],
                                      ["allreduce"], ranks_per_node=64)
-    assert from_run[0]["sizes"] == [8, 512, 32768, 2097152]
+    assert from_run[0].sizes == (8, 512, 32768, 2097152)
 
 
 def test_predict_with_the_two_level_model():
     params = ccbench.network_params(alpha="2us", beta="10GB/s")
     two = ccbench.TwoLevelParams(0.5e-6, 5e-11, params.alpha_s, params.beta_s_per_byte, 64)
     (tab,) = ccbench.predict(params, 4096, "8,1M", "allreduce", two_level=two)
-    assert {"two-level/ring", "two-level/rabenseifner", "hierarchical"} <= set(tab["times_s"])
+    assert {"two-level/ring", "two-level/rabenseifner", "hierarchical"} <= set(tab.times_s)
 
 
 def test_predict_refuses_a_bad_size():

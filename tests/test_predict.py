@@ -305,19 +305,19 @@ def test_prediction_tables_price_hierarchical_on_ppn_or_the_two_level_nodes():
     two = TwoLevelParams(2e-7, 5e-11, A, B, ranks_per_node=8, gamma_s_per_byte=G)
     for kw in ({"ranks_per_node": 8}, {"two_level": two}):
         (tab,) = predict_table(PARAMS, [P], sizes, ["allreduce"], **kw)
-        assert tab["times_s"]["hierarchical"] == pytest.approx(hier, rel=1e-12)
-        assert tab["times_s"]["hierarchical"][1] < tab["times_s"]["binomial"][1]
+        assert tab.times_s["hierarchical"] == pytest.approx(hier, rel=1e-12)
+        assert tab.times_s["hierarchical"][1] < tab.times_s["binomial"][1]
         rows = prediction_table(REGISTRY, [P], sizes, PARAMS, collectives=["allreduce"], **kw)
         got = [r for r in rows if r.algorithm == "hierarchical"]
         assert [r.predicted_s for r in got] == pytest.approx(hier, rel=1e-12)
         assert (got[0].steps, got[0].step_bytes) == (2 * 3 + 2 * 5, 2 * 3 * 8 + 2 * 8 * 31 / 32)
     # ranks per node as given wins over the two-level model's
     (tab,) = predict_table(PARAMS, [P], sizes, ["allreduce"], two_level=two, ranks_per_node=64)
-    assert tab["times_s"]["hierarchical"] == pytest.approx([hierarchical_s(P, 64, n) for n in sizes], rel=1e-12)
-    assert tab["times_s"]["two-level/ring"] == [two_level_allreduce_s(REGISTRY["allreduce"]["ring"], P, n, two)
-                                                for n in sizes]
+    assert tab.times_s["hierarchical"] == pytest.approx([hierarchical_s(P, 64, n) for n in sizes], rel=1e-12)
+    assert tab.times_s["two-level/ring"] == tuple(two_level_allreduce_s(REGISTRY["allreduce"]["ring"], P, n, two)
+                                                  for n in sizes)
     (tab,) = predict_table(PARAMS, [P], sizes, ["allreduce"])
-    assert tab["times_s"]["hierarchical"] == tab["times_s"]["binomial"]  # one node
+    assert tab.times_s["hierarchical"] == tab.times_s["binomial"]  # one node
 
 
 def test_predict_command_takes_ppn_alone(capsys):
@@ -757,9 +757,9 @@ def test_predict_table_leaves_a_gap_where_the_library_choice_has_no_model():
         "avg_msg_size=any": {"algorithm=MPIR_Allreduce_intra_ring": {}}}}}
     models, _ = model_registry("mpich", selection_tree=tree, measured=[("allreduce", "native")])
     (tab,) = predict_table(NetworkParams(1e-6, 1e-10, 1e-11), [4], [8, 1024], ["allreduce"], algorithms=models)
-    assert math.isnan(tab["times_s"]["native"][0]) and tab["times_s"]["native"][1] > 0
+    assert math.isnan(tab.times_s["native"][0]) and tab.times_s["native"][1] > 0
     # priced as the ring; no library gamma given, so numpy's stands in: the same time
-    assert tab["times_s"]["native"][1] == pytest.approx(tab["times_s"]["ring"][1])
+    assert tab.times_s["native"][1] == pytest.approx(tab.times_s["ring"][1])
 
 
 def test_intra_from_takes_ping_pong_and_the_memory_share_of_a_one_node_run(tmp_path, capsys):

@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -60,6 +61,8 @@ from ccbench.store.run import SWEEP, Run
 
 __all__ = [
     "FITS_SCHEMA",
+    "ParamChoice",
+    "PredictionGrid",
     "CheckSummary",
     "HarnessFloor",
     "NativePricing",
@@ -578,8 +581,21 @@ def choose_params(sets: Mapping, chosen: str | None, why: str, which: str, notes
     return chosen, why
 
 
-def run_params(run: Run, which: str = "auto", *, n_boot: int = N_BOOT) -> dict:
-    """The parameters of an open stored run to predict with: {params, name, why, path, models, notes}.
+@dataclass(frozen=True)
+class ParamChoice:
+    """The parameters a prediction from a run uses: the set (``params``, its ``name``, ``why`` it was chosen), the
+    run's ``path``, the algorithms to price (``models``) and the fit's ``notes``."""
+
+    params: NetworkParams | PathParams
+    name: str
+    why: str
+    path: Path
+    models: Mapping
+    notes: tuple[str, ...]
+
+
+def run_params(run: Run, which: str = "auto", *, n_boot: int = N_BOOT) -> ParamChoice:
+    """The parameters of an open stored run to predict with (a `ParamChoice`).
 
     `which` is one of PARAM_SETS or "auto" (`param_sets`: effective, else joint, else
     ping-pong).  ``models`` are the algorithms to price with (hand-written, and the library's
@@ -599,8 +615,7 @@ def run_params(run: Run, which: str = "auto", *, n_boot: int = N_BOOT) -> dict:
     tree = _selection_tree(library, meta, notes)
     pred_models, _ = model_registry(library, selection_tree=tree, ranks_per_node=_ranks_per_node(meta),
                                     measured=[(c, "native") for c in models])
-    return {"params": sets[chosen], "name": chosen, "why": why, "path": path, "models": pred_models,
-            "notes": notes}
+    return ParamChoice(sets[chosen], chosen, why, path, pred_models, tuple(notes))
 
 
 def prediction_inputs(run: Run | None, alpha, beta, gamma, which: str = "auto") -> tuple:
@@ -616,7 +631,7 @@ def prediction_inputs(run: Run | None, alpha, beta, gamma, which: str = "auto") 
     if alpha or beta or gamma:
         raise UsageError("give either --from RUN or --alpha/--beta/--gamma, not both")
     got = run_params(run, which)
-    return got["params"], f"fitted to run {got['path'].name} ({got['path']}): {got['why']}", got["models"]
+    return got.params, f"fitted to run {got.path.name} ({got.path}): {got.why}", got.models
 
 
 def given_params(run: Run | None, alpha, beta, gamma, command: str = "predict") -> tuple[NetworkParams, str]:
@@ -651,6 +666,18 @@ def _check_params(params) -> None:
         raise UsageError("alpha and beta are both needed for predictions")
 
 
+@dataclass(frozen=True)
+class PredictionGrid(_Record):
+    """Every modelled algorithm's predicted seconds at one collective and rank count: ``times_s`` {algorithm: one
+    time per size, NaN where the library's selection at a size has no textbook cost}, ``winners`` one per size."""
+
+    collective: str
+    nranks: int
+    sizes: tuple[int, ...]
+    times_s: Mapping[str, tuple[float, ...]]
+    winners: tuple[str, ...]
+
+
 def predict_table(
     params: NetworkParams,
     ranks: Iterable[int],
@@ -660,21 +687,19 @@ def predict_table(
     two_level: TwoLevelParams | None = None,
     algorithms=None,
     ranks_per_node: int | None = None,
-) -> list[dict]:
+) -> list[PredictionGrid]:
     """Predicted seconds of every modelled algorithm, per collective and rank count.
 
-    Returns one dict per (collective, nranks): ``sizes``, ``times_s`` {algorithm: [s per
-    size]} (algorithms that cannot run at that rank count are left out; NaN where the library's
-    selection at a size has no textbook cost) and
-    ``winners`` (the fastest algorithm per size).  With `two_level`, allreduce also gets
+    Returns one `PredictionGrid` per (collective, nranks) (algorithms that cannot run at that rank
+    count are left out).  With `two_level`, allreduce also gets
     ``two-level/ring`` and ``two-level/rabenseifner`` (`predict.two_level_allreduce_s`).
     Node-aware costs (the hierarchical allreduce) are priced on nodes of `ranks_per_node`
     ranks, by default the two-level model's, else all ranks on one node.
     """
-    if algorithms is None:  # every algorithm but the persistent twins (their blocking twin's messages and model)
+    if algorithms is None:  # what -a all takes: no persistent or non-blocking twin (their blocking twin's model)
         from ccbench.algorithms import REGISTRY  # imports no MPI
 
-        algorithms = {c: {n: a for n, a in algs.items() if a.setup is None} for c, algs in REGISTRY.items()}
+        algorithms = {c: {n: a for n, a in algs.items() if a.in_all} for c, algs in REGISTRY.items()}
     _check_params(params)
     ranks, sizes = [int(p) for p in ranks], [int(n) for n in sizes]
     rpn = ranks_per_node_for(ranks_per_node, two_level)
@@ -702,8 +727,7 @@ def predict_table(
             at: dict[str, dict[int, float]] = {}
             for pr in kept:
                 at.setdefault(pr.algorithm, {})[pr.nbytes] = pr.predicted_s
-            times = {a: [v.get(n, math.nan) for n in sizes] for a, v in at.items()}
+            times = {a: tuple(v.get(n, math.nan) for n in sizes) for a, v in at.items()}
             wins = {w.nbytes: w.algorithm for w in predicted_winners(kept)}
-            out.append({"collective": coll, "nranks": P, "sizes": sizes, "times_s": times,
-                        "winners": [wins[n] for n in sizes]})
+            out.append(PredictionGrid(coll, P, tuple(sizes), times, tuple(wins[n] for n in sizes)))
     return out

@@ -121,7 +121,7 @@ def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gam
     if colls is None:  # every modelled collective but the v-collectives (their even forms, at uniform counts)
         from ccbench.core.collectives import COLLECTIVES
 
-        tables = [t for t in tables if not COLLECTIVES[t["collective"]].uneven]
+        tables = [t for t in tables if not COLLECTIVES[t.collective].uneven]
     console = new_console()
     print_predictions(params, source, two, ppn, tables, console)
     if intra_text:

@@ -335,16 +335,17 @@ def print_fit(fit, console, files=()) -> None:
         console.print("wrote " + " and ".join(str(f) for f in files))
 
 
-def prediction_grid_table(tab: dict) -> Table:
-    """One (collective, rank count) of ``ccbench.analysis.runs.predict_table``: every algorithm per size, the winner."""
+def prediction_grid_table(tab) -> Table:
+    """One (collective, rank count) of ``ccbench.analysis.runs.predict_table`` (a `PredictionGrid`): every algorithm
+    per size, the winner."""
     def head(name: str) -> str:  # long names break after their first / or _
         return (name.replace("/", "/\n", 1) if "/" in name else name.replace("_", "_\n", 1)) if len(name) > 12 else name
 
-    t = Table(f"predicted {tab['collective']} at {tab['nranks']} ranks",
-              [Column("size", "size", no_wrap=True), *[Column(head(a), "time", no_wrap=True) for a in tab["times_s"]],
-               Column("winner", no_wrap=True, min_width=max(map(len, tab["winners"])))])
-    for i, n in enumerate(tab["sizes"]):
-        t.add_row(n, *[None if v[i] != v[i] else v[i] for v in tab["times_s"].values()], tab["winners"][i])
+    t = Table(f"predicted {tab.collective} at {tab.nranks} ranks",
+              [Column("size", "size", no_wrap=True), *[Column(head(a), "time", no_wrap=True) for a in tab.times_s],
+               Column("winner", no_wrap=True, min_width=max(map(len, tab.winners)))])
+    for i, n in enumerate(tab.sizes):
+        t.add_row(n, *[None if v[i] != v[i] else v[i] for v in tab.times_s.values()], tab.winners[i])
     return t
 
 
