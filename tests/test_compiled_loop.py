@@ -319,6 +319,13 @@ def test_show_says_which_loop_timed_the_native_cases():
     assert sampling_line({}, None) == ""
     used = sampling_line({}, {"requested": "compiled", "used": "compiled", "library": "x.so"})
     assert used == "native cases timed by the compiled loop (C, --loop); hand-written algorithms in Python"
+    from types import SimpleNamespace as Row
+
+    rows = [Row(algorithm="native", loop="compiled"), Row(algorithm="native", loop="python"),
+            Row(algorithm="ring", loop="python")]
+    assert sampling_line({}, {"requested": "auto", "used": "compiled"}, rows).startswith(
+        "1 of 2 native cases timed by the compiled loop (C, --loop); the others in Python")
+    assert sampling_line({}, {"requested": "auto", "used": "compiled"}, rows[::2]) == used  # every native case in C
     fell = sampling_line({"timing": "batched:5"}, {"requested": "auto", "used": "python", "why": "no mpicc"})
     assert fell.startswith("--loop auto: timed in Python, the compiled loop was not available (no mpicc); ")
     assert fell.endswith("timing batched:5: each sample is 5 back-to-back calls between synchronisations, "

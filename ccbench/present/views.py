@@ -83,7 +83,7 @@ def run_header(meta: dict, path, rows: Sequence = ()) -> str:
         f"ccbench {meta.get('ccbench', '?')} | {meta.get('start_time', '')}"
         + (f"\nhardware: {escape(hardware)}" if hardware else "")
         + f"\n{launch_line(meta, rows)}"
-        + (f"\n{sampling}" if (sampling := sampling_line(meta.get("config") or {}, meta.get("loop"))) else "")
+        + (f"\n{sampling}" if (sampling := sampling_line(meta.get("config") or {}, meta.get("loop"), rows)) else "")
         + (f"\n{floor}" if (floor := floor_line(meta.get("harness_floor"))) else "")
         + (f"\n{memory}" if (memory := memory_line(meta.get("memory_bandwidth"))) else "")
         + (f"\n{escape(topo)}" if (topo := topology_line(meta)) else "")
@@ -155,8 +155,11 @@ def memory_line(record: dict | None) -> str:
             + (f"; best of {k} launches" if (k := len((record or {}).get("launches") or [])) > 1 else ""))
 
 
-def sampling_line(cfg: dict, loop: dict | None = None) -> str:
-    """How samples were taken, when not the default (one synchronised call each in Python, adaptive count); else ""."""
+def sampling_line(cfg: dict, loop: dict | None = None, rows=None) -> str:
+    """How samples were taken, when not the default (one synchronised call each in Python, adaptive count); else "".
+
+    With the sweep's `rows`, a compiled loop is said of the native cases it timed (each row names its loop): the C
+    loop has no kernel for some calls (v-collectives, persistent requests), which the Python loop times."""
     parts = []
     loop = loop or {}
     items = loop.get("items")
@@ -166,7 +169,13 @@ def sampling_line(cfg: dict, loop: dict | None = None) -> str:
                      + ("; the others in Python (hand-written algorithms, non-blocking calls)" if n < len(items)
                         else ""))
     elif loop.get("used") == "compiled":
-        parts.append("native cases timed by the compiled loop (C, --loop); hand-written algorithms in Python")
+        native = [r for r in rows or () if r.algorithm.startswith("native")]
+        n = sum(r.loop == "compiled" for r in native)
+        if not native or n == len(native):
+            parts.append("native cases timed by the compiled loop (C, --loop); hand-written algorithms in Python")
+        else:
+            parts.append(f"{n} of {len(native)} native cases timed by the compiled loop (C, --loop); the others in "
+                         "Python (calls it has no kernel for), as are hand-written algorithms")
     elif loop.get("mixed"):  # auto, beside algorithms only Python times
         parts.append(f"every case timed in Python: {escape(str(loop['why']))}")
     elif loop.get("requested", "python") != "python":
