@@ -144,3 +144,59 @@ def test_predict_placement_from_the_command_line():
     ring = next(ln for ln in res.output.splitlines() if "│ ring " in ln)
     assert "iBiBiB" in ring and "BBBBBB" in ring
     assert res.output.strip().splitlines()[-1].startswith("fastest: 8 B ")
+
+
+def _diagnosis(folder, hosts=("h0", "h0", "h1", "h1")):
+    """A stored diagnosis of 4 ranks whose pairs take 2 us + n / 10 GB/s inside a host and 1 ms + n / 100 MB/s
+    between hosts."""
+    import itertools
+    import json
+
+    from ccbench.store.doctor_rows import DoctorRow
+
+    run = folder / "20260101-000000_h_np4"
+    run.mkdir(parents=True)
+    ends = [f"{h}:{hosts[:i].count(h)}" for i, h in enumerate(hosts)]
+    rows = []
+    for (i, a), (j, b) in itertools.combinations(enumerate(ends), 2):
+        for n in (8, 1 << 20):
+            t = 1e-3 + n * 1e-8 if hosts[i] != hosts[j] else 2e-6 + n * 1e-10
+            rows.append(DoctorRow("pair", f"{a} <> {b}", n, f"{i},{j}", 2, 1, t, t, t, t, t, samples_s=(t,)))
+    (run / "cases.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
+    (run / "run.json").write_text(json.dumps({"schema": "ccbench.run/2", "kind": "doctor", "nranks": 4, "nodes": 2,
+                                              "ranks_per_node": 2, "status": "complete"}))
+    return run
+
+
+def test_both_levels_come_from_a_diagnosis_and_price_the_placements(tmp_path):
+    from click.testing import CliRunner
+
+    from ccbench.analysis.runs import level_params
+    from ccbench.cli import cli
+    from ccbench.store.run import open_run
+
+    run = _diagnosis(tmp_path)
+    inter, two, text = level_params(open_run(run))
+    assert (two.intra_alpha_s, two.intra_beta_s_per_byte) == pytest.approx((2e-6, 1e-10))
+    assert (inter.alpha_s, inter.beta_s_per_byte) == pytest.approx((1e-3, 1e-8)) and two.ranks_per_node == 2
+    assert "2 link levels" in text and level_params(open_run(run), 4)[1].ranks_per_node == 4
+    res = CliRunner().invoke(cli, ["predict", "--levels-from", str(run), "-n", "4", "-s", "8", "-C", "allreduce",
+                                   "--placement", "block,cyclic"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "measured by diagnosis run 20260101-000000_h_np4" in res.output
+    ring = next(ln for ln in res.output.splitlines() if "│ ring " in ln)
+    assert "iBiBiB" in ring and "BBBBBB" in ring
+
+
+def test_levels_from_refuses_what_has_no_two_levels(tmp_path, capsys):
+    from ccbench.cli import main
+
+    one = _diagnosis(tmp_path / "one", hosts=("h0",) * 4)
+    two = _diagnosis(tmp_path / "two")
+    for args, message in (([str(one)], "shows one link level (inside nodes)"),
+                          (["tests/data/run-np2"], "takes a diagnosis run (ccbench doctor); 'run-np2' is a sweep"),
+                          ([str(two), "--alpha", "1us"], "--levels-from gives both levels")):
+        with pytest.raises(SystemExit) as exc:
+            main(["predict", "-n", "8", "--levels-from", *args])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and message in err and err.count("\n") == 1, err

@@ -564,6 +564,36 @@ def intra_node_params(run: Run, ranks_per_node: int, *, n_boot: int = N_BOOT) ->
     return params.alpha_s, max(mem_beta, pp_beta), text
 
 
+def level_params(run: Run, ranks_per_node: int | None = None) -> tuple[NetworkParams, TwoLevelParams, str]:
+    """(the between-nodes parameters, the two-level model, where they come from) of a diagnosis run
+    (``ccbench doctor``): the link levels its pair times show (`ccbench.analysis.levels.pair_levels`), the fastest
+    as the level inside a node, the slowest as the one between nodes, on nodes of `ranks_per_node` ranks (default:
+    the run's own).  A usage error where the run shows one level only, or holds no pair times at two sizes."""
+    from ccbench.analysis.levels import pair_levels
+    from ccbench.store.doctor_rows import KIND
+
+    name = run.path.name
+    if run.kind != KIND:
+        raise UsageError(f"--levels-from takes a diagnosis run (ccbench doctor); {name!r} is a {run.kind} run")
+    lv = pair_levels(run.rows)
+    if lv is None:
+        raise UsageError(f"run {name!r} has no pair times at two sizes to find link levels in")
+    if len(lv.levels) < 2:
+        raise UsageError(f"run {name!r} shows one link level ({lv.levels[0].where}): a two-level prediction needs "
+                         "pairs inside and between nodes")
+    ppn = ranks_per_node or run.meta.get("ranks_per_node")
+    if not isinstance(ppn, int) or ppn < 1:
+        raise UsageError(f"run {name!r} does not say its ranks per node: give --ppn")
+    inside, between = lv.levels[0], lv.levels[-1]
+    two = TwoLevelParams(inside.alpha_s, inside.beta_s_per_byte, between.alpha_s, between.beta_s_per_byte, ppn)
+    text = (f"measured by diagnosis run {name} ({run.path}): {len(lv.levels)} link levels in its pair times; "
+            f"inside a node ({inside.where}, {inside.pairs} pairs) and between nodes ({between.where}, "
+            f"{between.pairs} pairs), each the median two-point fit of its pairs")
+    if len(lv.levels) > 2:
+        text += f"; the {len(lv.levels) - 2} levels between them are left out"
+    return NetworkParams(between.alpha_s, between.beta_s_per_byte, source="levels"), two, text
+
+
 def choose_params(sets: Mapping, chosen: str | None, why: str, which: str, notes: list[str], subject: str,
                   remedy: str) -> tuple[str, str]:
     """(the parameter set to use, why): `which` as asked, else `param_sets`' choice; a usage error where none fits.

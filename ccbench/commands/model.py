@@ -46,6 +46,9 @@ def fit(run_path, results_dir, out):
 @click.option("--intra-from", "intra_from", metavar="RUN",
               help="Intra-node alpha and beta from a one-node run: its ping-pong, beta no better than the node's "
                    "memory bandwidth shared by --ppn ranks (needs --ppn).")
+@click.option("--levels-from", "levels_from", metavar="RUN",
+              help="Both levels from a diagnosis run (ccbench doctor): the link levels its pair times show, inside "
+                   "and between nodes (--ppn: the run's own unless given).")
 @click.option("--ppn", type=int, help="Ranks per node: the hierarchical allreduce's nodes, and the two-level model's.")
 @click.option("--placement", metavar="LIST",
               help="With the two-level model: time each hand-written algorithm's schedule with the ranks re-ranked "
@@ -58,7 +61,7 @@ def fit(run_path, results_dir, out):
 @click.option("-s", "--sizes", default="8:64M:8", show_default=True, help="Sizes in bytes: 8:64M[:FACTOR] or 8,4K,1M.")
 @click.option("-C", "--collective", "collectives", help="Collectives, comma separated (default: every modelled one).")
 def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gamma, intra_alpha, intra_beta,
-                intra_from, ppn, placement, acked_from, ranks, sizes, collectives):
+                intra_from, levels_from, ppn, placement, acked_from, ranks, sizes, collectives):
     """Predict every modelled algorithm's time at any rank count and size, and the winner per size.
 
     With --against RUN: fit on the --from runs, predict RUN (a larger rank count) and compare.
@@ -68,16 +71,16 @@ def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gam
         from ccbench.present.crossval import print_crossval
         from ccbench.workflow.predict import cross_validation
 
-        if ranks or alpha or beta or gamma or intra_alpha or intra_beta or intra_from or ppn or placement:
+        if ranks or alpha or beta or gamma or intra_alpha or intra_beta or intra_from or levels_from or ppn \
+                or placement:
             raise UsageError("--against takes the rank count and sizes from its run: leave out -n and the "
                              "parameter options")
         doc, written = cross_validation(from_runs, against, results_dir, which=which, collectives=colls,
                                         output=output)
         print_crossval(doc, new_console(), written)
         return
-    from ccbench.analysis.predict import TwoLevelParams
     from ccbench.analysis.runs import predict_table, prediction_inputs
-    from ccbench.core.units import parse_inverse_rate, parse_ranks, parse_sizes, parse_time
+    from ccbench.core.units import parse_ranks, parse_sizes
     from ccbench.present.model_tables import print_predictions
 
     if len(from_runs) > 1:
@@ -88,31 +91,20 @@ def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gam
         raise UsageError("predict needs -n RANKS (or --against RUN)")
     from ccbench.store.run import SWEEP, open_run
 
-    run = open_run(from_runs[0], results_dir, kinds=(SWEEP,), what="predict --from") if from_runs else None
-    params, source, algorithms = prediction_inputs(run, alpha, beta, gamma, which)
-    rank_list, size_list = parse_ranks(ranks), parse_sizes(sizes)
-    two = None
     if ppn is not None and ppn < 1:
         raise UsageError(f"--ppn must be at least 1, got {ppn}")
-    intra_text = None
-    if intra_from:
-        from ccbench.analysis.runs import intra_node_params
-
-        if intra_alpha is not None or intra_beta is not None:
-            raise UsageError("give either --intra-from RUN or --intra-alpha/--intra-beta, not both")
-        if ppn is None:
-            raise UsageError("--intra-from needs --ppn (the ranks that share a node)")
-        ia, ib, intra_text = intra_node_params(open_run(intra_from, results_dir, kinds=(SWEEP,),
-                                                        what="predict --intra-from"), ppn)
-        two = TwoLevelParams(ia, ib, params.alpha_s, params.beta_s_per_byte, ppn, params.gamma_s_per_byte or 0.0)
-    elif intra_alpha is not None or intra_beta is not None:
-        if intra_alpha is None or intra_beta is None or ppn is None:
-            raise UsageError("the two-level model needs all of --intra-alpha, --intra-beta and --ppn")
-        ia, ib = parse_time(intra_alpha, "--intra-alpha"), parse_inverse_rate(intra_beta, "--intra-beta")
-        if ia < 0 or ib < 0:
-            raise UsageError("--intra-alpha and --intra-beta must be >= 0")
-        two = TwoLevelParams(ia, ib, params.alpha_s, params.beta_s_per_byte, ppn,
-                             params.gamma_s_per_byte or 0.0)
+    rank_list, size_list = parse_ranks(ranks), parse_sizes(sizes)
+    run, intra_text = None, None
+    if levels_from:
+        if from_runs or alpha or beta or intra_alpha or intra_beta or intra_from:
+            raise UsageError("--levels-from gives both levels: leave out --from, --alpha, --beta and the --intra "
+                             "options")
+        params, two, source = _level_inputs(levels_from, results_dir, ppn, gamma)
+        algorithms = None
+    else:
+        run = open_run(from_runs[0], results_dir, kinds=(SWEEP,), what="predict --from") if from_runs else None
+        params, source, algorithms = prediction_inputs(run, alpha, beta, gamma, which)
+        two, intra_text = _two_level(params, intra_from, intra_alpha, intra_beta, ppn, results_dir)
     if placement or acked_from:
         _predict_placed(params, source, two, rank_list, size_list, colls, placement, acked_from, run)
         return
@@ -131,6 +123,48 @@ def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gam
     note = oversubscribed_note(run)
     if note:
         console.print(note, style="yellow", markup=False, highlight=False)
+
+
+def _level_inputs(levels_from, results_dir, ppn, gamma) -> tuple:
+    """(inter-node parameters, the two-level model, where they come from) of ``--levels-from RUN``."""
+    from dataclasses import replace
+
+    from ccbench.analysis.runs import level_params
+    from ccbench.core.units import parse_inverse_rate
+    from ccbench.store.run import open_run
+
+    params, two, source = level_params(open_run(levels_from, results_dir, what="predict --levels-from"), ppn)
+    if gamma is not None:
+        g = parse_inverse_rate(gamma, "--gamma")
+        params, two = replace(params, gamma_s_per_byte=g), replace(two, gamma_s_per_byte=g)
+    return params, two, source
+
+
+def _two_level(params, intra_from, intra_alpha, intra_beta, ppn, results_dir) -> tuple:
+    """(the two-level model or None, where its intra-node level comes from or None) of the --intra options."""
+    from ccbench.analysis.predict import TwoLevelParams
+    from ccbench.core.units import parse_inverse_rate, parse_time
+    from ccbench.store.run import SWEEP, open_run
+
+    if intra_from:
+        from ccbench.analysis.runs import intra_node_params
+
+        if intra_alpha is not None or intra_beta is not None:
+            raise UsageError("give either --intra-from RUN or --intra-alpha/--intra-beta, not both")
+        if ppn is None:
+            raise UsageError("--intra-from needs --ppn (the ranks that share a node)")
+        ia, ib, text = intra_node_params(open_run(intra_from, results_dir, kinds=(SWEEP,),
+                                                  what="predict --intra-from"), ppn)
+        return TwoLevelParams(ia, ib, params.alpha_s, params.beta_s_per_byte, ppn,
+                              params.gamma_s_per_byte or 0.0), text
+    if intra_alpha is None and intra_beta is None:
+        return None, None
+    if intra_alpha is None or intra_beta is None or ppn is None:
+        raise UsageError("the two-level model needs all of --intra-alpha, --intra-beta and --ppn")
+    ia, ib = parse_time(intra_alpha, "--intra-alpha"), parse_inverse_rate(intra_beta, "--intra-beta")
+    if ia < 0 or ib < 0:
+        raise UsageError("--intra-alpha and --intra-beta must be >= 0")
+    return TwoLevelParams(ia, ib, params.alpha_s, params.beta_s_per_byte, ppn, params.gamma_s_per_byte or 0.0), None
 
 
 def _placements(text: str) -> dict:
