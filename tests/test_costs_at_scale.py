@@ -255,7 +255,8 @@ def test_unmatched_messages_are_caught():
 ALL_P = (2, 3, 5, 7, 8, 12, 16, 31, 64, 100, 255, 256, 1000, 1024, 4095, 4096)
 # A rank of these makes few steps (a root up to P-1) and no O(P) set-up: whole schedules up to 4,096 ranks.
 CHEAP = {
-    ("bcast", "binomial"), ("bcast", "binomial-persistent"), ("bcast", "linear"), ("bcast", "pipelined_chain"),
+    ("bcast", "binomial"), ("bcast", "binomial-persistent"), ("bcast", "binomial-nonblocking"), ("bcast", "linear"),
+    ("bcast", "pipelined_chain"),
     ("scatter", "linear"), ("scatter", "binomial"), ("gather", "linear"),
     ("gather", "binomial"), ("reduce", "binomial"), ("reduce", "linear"),
     ("allreduce", "binomial"), ("allreduce", "linear"), ("allreduce", "hierarchical"),
@@ -266,7 +267,9 @@ CHEAP = {
 # and walk).  Whole schedules up to 100 ranks; beyond, the traffic of a few ranks is counted
 # (`test_busiest_rank_beyond_whole_schedules`).
 QUADRATIC = {
-    ("allreduce", "ring"), ("allreduce", "ring-persistent"), ("bcast", "scatter_allgather"), ("allgather", "ring"),
+    ("allreduce", "ring"), ("allreduce", "ring-persistent"), ("allreduce", "ring-nonblocking"),
+    ("bcast", "scatter_allgather"), ("allgather", "ring"), ("allgather", "ring-persistent"),
+    ("allgather", "ring-nonblocking"),
     ("allgather", "linear"), ("reduce_scatter", "pairwise"), ("alltoall", "pairwise"),
     ("alltoall", "linear"), ("allgatherv", "ring"), ("allgatherv", "linear"), ("alltoallv", "pairwise"),
     ("alltoallv", "linear"), ("reduce_scatterv", "pairwise"), ("reduce_scatterv", "ring"),
@@ -291,6 +294,7 @@ def _dtree_blocks(P: int, nbytes: int) -> int:
 SPLIT = {
     ("allreduce", "ring"): lambda P, n: P,
     ("allreduce", "ring-persistent"): lambda P, n: P,
+    ("allreduce", "ring-nonblocking"): lambda P, n: P,
     ("bcast", "scatter_allgather"): lambda P, n: P,
     ("allreduce", "rabenseifner"): lambda P, n: pof2_below(P),
     ("reduce", "rabenseifner"): lambda P, n: pof2_below(P),

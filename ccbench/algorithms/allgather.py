@@ -13,8 +13,9 @@ import numpy as np
 
 from ccbench.algorithms.p2p import critical_path, is_in_place
 from ccbench.algorithms.registry import Cost, register
+from ccbench.algorithms.steps import Plan, register_forms
 
-__all__ = ["bruck", "linear", "recursive_doubling", "ring"]
+__all__ = ["bruck", "linear", "recursive_doubling", "ring", "ring_plan"]
 
 _THAKUR = (
     "Thakur, Rabenseifner & Gropp 2005, 'Optimization of Collective Communication "
@@ -68,6 +69,19 @@ def ring(comm, sendbuf, recvbuf) -> None:
         comm.Sendrecv(recvbuf[j * count:(j + 1) * count], right, 0,
                       recvbuf[jn * count:(jn + 1) * count], left, 0)
         j = jn
+
+
+def ring_plan(comm, sendbuf, recvbuf) -> Plan:
+    """`ring`'s P-1 steps on these buffers (`ccbench.algorithms.steps`), its own block copied in by the prologue."""
+    P, rank = comm.size, comm.rank
+    count = recvbuf.size // P
+    left, right, j, steps = (rank - 1) % P, (rank + 1) % P, rank, []
+    for _ in range(P - 1):
+        jn = j - 1 if j else P - 1
+        steps.append((((recvbuf[j * count:(j + 1) * count], right, 0),),
+                      ((recvbuf[jn * count:(jn + 1) * count], left, 0),), None))
+        j = jn
+    return Plan(lambda: _own_block(sendbuf, recvbuf, rank, count), tuple(steps))
 
 
 # -- recursive doubling --------------------------------------------------------------------
@@ -281,3 +295,10 @@ def linear(comm, sendbuf, recvbuf) -> None:
     for i in range(1, P):
         reqs.append(comm.Isend(mine, (rank + i) % P))
     comm.Waitall(reqs)
+
+
+# -- persistent and non-blocking forms (registered last: the blocking algorithms keep their order) ------------
+
+register_forms("allgather", "ring", ring_plan, what="Ring allgather",
+               source=_THAKUR + " (MPICH MPIR_Allgather_intra_ring); Patarasuk & Yuan 2009", cost=_ring_cost,
+               formula="(P-1) a + n(P-1)/P b   (the ring's messages)")

@@ -17,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from ccbench.algorithms.bcast import binomial as binomial_bcast
-from ccbench.algorithms.p2p import as_ufunc, block_bounds, counted, is_in_place, pof2_below
+from ccbench.algorithms.p2p import as_ufunc, block_bounds, is_in_place, pof2_below
 from ccbench.algorithms.reduce import binomial_reduce
 from ccbench.algorithms.reduce_scatter import (
     doubling_allgather,
@@ -26,6 +26,7 @@ from ccbench.algorithms.reduce_scatter import (
     pof2_group,
 )
 from ccbench.algorithms.registry import Cost, register
+from ccbench.algorithms.steps import Plan, register_forms
 
 __all__ = [
     "CHUNK_BYTES",
@@ -36,8 +37,7 @@ __all__ = [
     "rabenseifner",
     "recursive_doubling",
     "ring",
-    "ring_persistent",
-    "ring_persistent_setup",
+    "ring_plan",
 ]
 
 _THAKUR = (
@@ -607,58 +607,31 @@ def hierarchical(comm, sendbuf, recvbuf, op="sum") -> None:
         binomial_bcast(node, recvbuf, 0)
 
 
-# -- persistent schedules (registered last: the blocking algorithms keep their order) ------------
+# -- persistent and non-blocking forms (registered last: the blocking algorithms keep their order) ------------
 
 
-def ring_persistent_setup(comm, sendbuf, recvbuf, op="sum"):
-    """(call, free) of the persistent ring: `ring`'s 2(P-1) steps made once as persistent requests (one
-    MPI_Send_init and one MPI_Recv_init each, MPI 4.0 section 3.9); ``call()`` starts and completes them step by
-    step, reducing after each reduce-scatter step as `ring` does."""
-    comm = counted(comm)
+def ring_plan(comm, sendbuf, recvbuf, op="sum") -> Plan:
+    """`ring`'s 2(P-1) steps on these buffers (`ccbench.algorithms.steps`): a reduce-scatter step receives into a
+    scratch block of its own (held by the requests between calls), then reduces it; an allgather step receives in
+    place."""
     ufunc, P, rank, count = as_ufunc(op), comm.size, comm.rank, recvbuf.size
     steps: list = []
     if P > 1 and count:
         bounds = block_bounds(count, P)
-        tmp = np.empty(bounds[1], recvbuf.dtype)  # its own, held by the requests between calls
+        tmp = np.empty(bounds[1], recvbuf.dtype)
         blocks = [recvbuf[bounds[i]:bounds[i + 1]] for i in range(P)]
         incoming = [tmp[:bounds[i + 1] - bounds[i]] for i in range(P)]
         right, left = (rank + 1) % P, (rank - 1) % P
-        for s in range(P - 1):  # reduce-scatter: receive into scratch, then reduce
+        for s in range(P - 1):  # reduce-scatter
             out, into = (rank - s) % P, (rank - s - 1) % P
-            steps.append((comm.persistent_step([(blocks[out], right, 0)], [(incoming[into], left, 0)]),
-                          (incoming[into], blocks[into])))
-        for s in range(P - 1):  # allgather: receive in place
+            steps.append(([(blocks[out], right, 0)], [(incoming[into], left, 0)],
+                          (ufunc, incoming[into], blocks[into])))
+        for s in range(P - 1):  # allgather
             out, into = (rank + 1 - s) % P, (rank - s) % P
-            steps.append((comm.persistent_step([(blocks[out], right, 0)], [(blocks[into], left, 0)]), None))
-    startall, waitall, reduce_local = comm.Startall, comm.Waitall, comm.reduce_local
-
-    def call() -> None:
-        _start(sendbuf, recvbuf)
-        for step, reduce in steps:
-            startall(step)
-            waitall(step.requests)
-            if reduce is not None:
-                reduce_local(ufunc, *reduce)
-
-    return call, lambda: [step.free() for step, _ in steps]
+            steps.append(([(blocks[out], right, 0)], [(blocks[into], left, 0)], None))
+    return Plan(lambda: _start(sendbuf, recvbuf), tuple(steps))
 
 
-@register(
-    "allreduce",
-    "ring-persistent",
-    cost=_ring_cost,
-    formula="2(P-1)a + 2n(P-1)/P b + n(P-1)/P g   (any P; the ring's messages)",
-    source="Patarasuk & Yuan, JPDC 2009; " + _THAKUR + ", section 4.4; persistent requests: MPI 4.0 section 3.9",
-    additions=lambda P: P - 1,
-    setup=ring_persistent_setup,
-)
-def ring_persistent(comm, sendbuf, recvbuf, op="sum") -> None:
-    """Ring allreduce on persistent point-to-point requests, made once per case and started per call.
-
-    The same messages as `ring` (so its textbook cost), each of its 2(P-1) steps a pair of requests
-    (MPI_Send_init, MPI_Recv_init) made at set-up and run per call by MPI_Startall + MPI_Waitall: what
-    the per-call set-up of Sendrecv costs, apart from the data moved.  Called once, it makes, runs and frees them.
-    """
-    call, free = ring_persistent_setup(comm, sendbuf, recvbuf, op)
-    call()
-    free()
+register_forms("allreduce", "ring", ring_plan, what="Ring allreduce",
+               source="Patarasuk & Yuan, JPDC 2009; " + _THAKUR + ", section 4.4", cost=_ring_cost,
+               formula="2(P-1)a + 2n(P-1)/P b + n(P-1)/P g   (any P; the ring's messages)", additions=lambda P: P - 1)

@@ -10,11 +10,11 @@ schedule can be written as if the root were rank 0.  None of these functions use
 
 from functools import lru_cache
 
-from ccbench.algorithms.p2p import block_bounds, counted
+from ccbench.algorithms.p2p import block_bounds
 from ccbench.algorithms.registry import Cost, register
+from ccbench.algorithms.steps import Plan, register_forms
 
-__all__ = ["SEGMENT_BYTES", "binomial", "binomial_persistent", "binomial_persistent_setup", "linear",
-           "pipelined_chain", "scatter_allgather"]
+__all__ = ["SEGMENT_BYTES", "binomial", "binomial_plan", "linear", "pipelined_chain", "scatter_allgather"]
 
 #: Segment size of `pipelined_chain` in bytes.  A multiple of 8, so that every dtype's
 #: segment holds a whole number of elements and the segment count depends on bytes only.
@@ -266,49 +266,27 @@ def pipelined_chain(comm, buf, root: int = 0) -> None:
         comm.Send(buf[end - seg:end], nxt)
 
 
-# -- persistent schedules (registered last: the blocking algorithms keep their order) ------------
+# -- persistent and non-blocking forms (registered last: the blocking algorithms keep their order) ------------
 
 
-def binomial_persistent_setup(comm, buf, root: int = 0):
-    """(call, free) of the persistent binomial tree: `binomial`'s receive from the parent and sends to the children
-    made once as persistent requests (MPI 4.0 section 3.9), each a step of its own as in `binomial`."""
-    comm = counted(comm)
+def binomial_plan(comm, buf, root: int = 0) -> Plan:
+    """`binomial`'s receive from the parent and sends to the children on this buffer, each a step of its own as in
+    `binomial` (`ccbench.algorithms.steps`)."""
     P, rank = comm.size, comm.rank
     vr, mask, steps = (rank - root) % P, 1, []
     while mask < P:
         if vr & mask:
-            steps.append(comm.persistent_step(recvs=[(buf, (rank - mask) % P, 0)]))
+            steps.append(((), ((buf, (rank - mask) % P, 0),), None))
             break
         mask <<= 1
     mask >>= 1
     while mask:
         if vr + mask < P:
-            steps.append(comm.persistent_step(sends=[(buf, (rank + mask) % P, 0)]))
+            steps.append((((buf, (rank + mask) % P, 0),), (), None))
         mask >>= 1
-    startall, waitall = comm.Startall, comm.Waitall
-
-    def call() -> None:
-        for step in steps:
-            startall(step)
-            waitall(step.requests)
-
-    return call, lambda: [step.free() for step in steps]
+    return Plan(None, tuple(steps))
 
 
-@register(
-    "bcast",
-    "binomial-persistent",
-    cost=_binomial_cost,
-    formula="ceil(lg P) a + ceil(lg P) n b   (binomial's messages)",
-    source=_THAKUR + " (MPICH MPIR_Bcast_intra_binomial); persistent requests: MPI 4.0 section 3.9",
-    setup=binomial_persistent_setup,
-)
-def binomial_persistent(comm, buf, root: int = 0) -> None:
-    """Binomial-tree broadcast on persistent point-to-point requests, made once per case and started per call.
-
-    The same messages as `binomial` (so its textbook cost), each a persistent request made at set-up
-    and run per call by MPI_Startall + MPI_Waitall.  Called once, it makes, runs and frees them.
-    """
-    call, free = binomial_persistent_setup(comm, buf, root)
-    call()
-    free()
+register_forms("bcast", "binomial", binomial_plan, what="Binomial-tree broadcast",
+               source=_THAKUR + " (MPICH MPIR_Bcast_intra_binomial)", cost=_binomial_cost,
+               formula="ceil(lg P) a + ceil(lg P) n b   (binomial's messages)")

@@ -24,7 +24,7 @@ from ccbench.algorithms.p2p import reduce_half
 from ccbench.algorithms.registry import register
 from ccbench.core.dtypes import OPS
 
-__all__ = ["call_of", "direct_call", "half_path", "persistent_call", "reduce_local_of"]
+__all__ = ["call_of", "direct_call", "half_path", "nonblocking_begin", "persistent_call", "reduce_local_of"]
 
 _MPI_OPS: dict = {}
 # numpy dtype -> _Wire, or None where mpi4py passes the array as it is; made on first use (after MPI_Init)
@@ -419,3 +419,51 @@ def _register_persistent() -> None:
 
 
 _register_persistent()
+
+
+# -- MPI-3 non-blocking collectives (MPI 3.0, section 5.12): the same call as ``native`` as ``I<Method>``, started per
+# call and completed by MPI_Wait (a sweep), or by test calls and the wait spread over a compute (the overlap workload).
+
+
+def _nonblocking_missing(collective: str) -> str | None:
+    """Why the installed library has no non-blocking form of `collective` (None: it has, or MPI is not loaded yet)."""
+    import sys
+
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None or not mpi.Is_initialized():
+        return None
+    if mpi.Get_version() < (3, 0) or not hasattr(mpi.Comm, _i_method(collective)):
+        version = ".".join(map(str, mpi.Get_version()))
+        return f"the MPI library (MPI {version}) has no MPI_I{_method_of(collective).lower()}"
+    return None
+
+
+def _i_method(collective: str) -> str:
+    """The mpi4py method of the non-blocking form ("Iallreduce", "Ibarrier", ...)."""
+    method = _method_of(collective)
+    return f"I{method[0].lower()}{method[1:]}"
+
+
+def nonblocking_begin(collective: str, comm, *args, **kwargs):
+    """``begin``: the non-blocking form of what ``native`` calls for these arguments, bound once; ``begin()`` starts
+    one call (``I<Method>``) and returns its MPI.Request."""
+    direct = direct_call(collective, _VECTOR.get(collective) or _WRAPPERS[collective], comm, *args, **kwargs)
+    values = direct.args if isinstance(direct, functools.partial) else ()
+    return functools.partial(getattr(comm, _i_method(collective)), *values)
+
+
+def _register_nonblocking() -> None:
+    for coll in (*_DIRECT, *_VECTOR):
+
+        def bind(comm, *args, _coll=coll, **kwargs):
+            return nonblocking_begin(_coll, comm, *args, **kwargs)
+
+        def once(comm, *args, _bind=bind, **kwargs) -> None:
+            _bind(comm, *args, **kwargs)().Wait()
+
+        once.__doc__ = f"MPI_I{_method_of(coll).lower()} started per call, then MPI_Wait (MPI-3 non-blocking)."
+        register(coll, "native-nonblocking", source="the MPI library, MPI-3 non-blocking collectives (MPI 3.0, 5.12)",
+                 native=True, nonblocking=bind, supports=lambda P, op, _c=coll: _nonblocking_missing(_c))(once)
+
+
+_register_nonblocking()

@@ -11,7 +11,9 @@ assumption (Thakur, Rabenseifner & Gropp 2005, section 2):
 * ``step_bytes``: bytes on those steps; a step moving s bytes out and r bytes in costs
   max(s, r).
 
-and ``reduced_bytes``, the bytes combined by local reductions (the gamma term).
+and ``reduced_bytes``, the bytes combined by local reductions (the gamma term).  A batch
+completed by ``Testall`` (a non-blocking schedule progressed by test calls) counts as one
+completed by ``Waitall``.
 
 Persistent schedules (MPI 4.0 section 3.9, persistent communication requests) make their
 requests once with ``persistent_step`` (MPI_Send_init / MPI_Recv_init) and run each step per
@@ -95,19 +97,19 @@ class CountedComm:
     from the array, as mpi4py does.
     """
 
-    __slots__ = ("comm", "rank", "size", "counts", "_waitall", "_startall", "_scratch", "_pend", "_nodes")
+    __slots__ = ("comm", "rank", "size", "counts", "_waitall", "_startall", "_testall", "_scratch", "_pend", "_nodes")
 
     def __init__(self, comm) -> None:
         self.comm = comm
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
         self.counts = Counts()
-        waitall, startall = getattr(comm, "Waitall", None), getattr(comm, "Startall", None)
+        waitall, startall, testall = (getattr(comm, name, None) for name in ("Waitall", "Startall", "Testall"))
         if waitall is None:  # a real mpi4py communicator
             from mpi4py import MPI
 
-            waitall, startall = MPI.Request.Waitall, MPI.Prequest.Startall
-        self._waitall, self._startall = waitall, startall
+            waitall, startall, testall = MPI.Request.Waitall, MPI.Prequest.Startall, MPI.Request.Testall
+        self._waitall, self._startall, self._testall = waitall, startall, testall
         self._scratch: dict = {}
         # pending Isend/Irecv batch: msgs out, bytes out, msgs in, bytes in
         self._pend = [0, 0, 0, 0]
@@ -195,12 +197,23 @@ class CountedComm:
 
     def Waitall(self, requests: list) -> None:  # noqa: N802
         """Complete a batch of Isend/Irecv; it costs max(#sends, #recvs) steps."""
+        self._close_batch()
+        self._waitall(requests)
+
+    def Testall(self, requests: list) -> bool:  # noqa: N802
+        """Whether a batch of Isend/Irecv is complete (MPI_Testall, which also progresses it); the batch is counted,
+        as by `Waitall`, when it is."""
+        if not self._testall(requests):
+            return False
+        self._close_batch()
+        return True
+
+    def _close_batch(self) -> None:
         p = self._pend
         c = self.counts
         c.steps += max(p[0], p[2])
         c.step_bytes += max(p[1], p[3])
         p[0] = p[1] = p[2] = p[3] = 0
-        self._waitall(requests)
 
     def reduce_local(self, ufunc: np.ufunc, inbuf: np.ndarray, inoutbuf: np.ndarray) -> None:
         """inoutbuf = inbuf (op) inoutbuf, in place, counted as reduced bytes.

@@ -80,12 +80,17 @@ class Algorithm:
     # **kwargs) -> (call, free)`` does the set-up once per case (timed apart, the row's ``setup_s``); each ``call()``
     # is one Start+Wait; ``free()`` releases the requests.  `fn` does the three in one go
     setup: Callable | None = field(default=None, repr=False)
+    # a non-blocking algorithm (MPI-3 ``I<coll>``, or a hand-written schedule of Isend/Irecv steps):
+    # ``nonblocking(comm, *args, **kwargs) -> begin`` binds the buffers once per case; each ``begin()`` starts one call
+    # and returns its request (``Test() -> bool`` advances it, ``Wait()`` completes it); `fn` is begin + Wait
+    nonblocking: Callable | None = field(default=None, repr=False)
 
     @property
     def in_all(self) -> bool:
-        """Whether ``-a all`` takes it: every algorithm but the library's forced variants (``native:all``) and the
-        persistent forms (named on their own: the set of ``all`` stays the one a stored run was planned with)."""
-        return not self.settings and self.setup is None
+        """Whether ``-a all`` takes it: every algorithm but the library's forced variants (``native:all``), the
+        persistent and the non-blocking forms (named on their own: the set of ``all`` stays the one a stored run was
+        planned with)."""
+        return not self.settings and self.setup is None and self.nonblocking is None
 
     def __call__(self, comm, *args, **kwargs):
         if not self.native:
@@ -156,12 +161,14 @@ def register(
     settings: dict[str, dict[str, str]] | None = None,
     additions: Callable[[int], int] | None = None,
     setup: Callable | None = None,
+    nonblocking: Callable | None = None,
 ):
     """Decorator: add `fn` to the registry as algorithm `name` of `collective`.
 
     The summary shown by ``ccbench list`` is the first line of the function's docstring.
     `additions` (reductions): P -> the most sequential additions on any element's path
-    (`Algorithm.additions_at`); `setup`: a persistent algorithm's set-up (`Algorithm.setup`).
+    (`Algorithm.additions_at`); `setup`: a persistent algorithm's set-up (`Algorithm.setup`); `nonblocking`: a
+    non-blocking algorithm's binding of its buffers (`Algorithm.nonblocking`).
     """
 
     def deco(fn):
@@ -169,8 +176,8 @@ def register(
             raise ValueError(f"{collective}/{name} registered twice")
         summary = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else name
         REGISTRY[collective][name] = Algorithm(
-            collective, name, fn, summary, native, cost, formula, source, supports, settings, additions, setup
-        )
+            collective, name, fn, summary, native, cost, formula, source, supports, settings, additions, setup,
+            nonblocking)
         return fn
 
     return deco

@@ -1,7 +1,7 @@
 """An in-process simulated communicator: one thread per rank, no MPI needed.
 
 Hand-written algorithms run on it unchanged (they use only Send, Recv, Sendrecv, Isend,
-Irecv and Waitall, and the persistent Send_init, Recv_init and Startall), which lets the
+Irecv, Waitall and Testall, and the persistent Send_init, Recv_init and Startall), which lets the
 tests cover many rank counts quickly and lets `ccbench trace` print an algorithm's schedule without a launcher.
 
 Semantics are deliberately strict: every send is synchronous (it completes only when a
@@ -311,6 +311,18 @@ class SimComm:
     def Waitall(self, requests: list) -> None:  # noqa: N802
         w = self.world
         w._wait(self.wrank, lambda: all(r.done for r in requests))
+        self._complete(requests)
+
+    def Testall(self, requests: list) -> bool:  # noqa: N802
+        """True (and the batch completed, as by `Waitall`) when every request has matched; never blocks."""
+        with self.world.cond:
+            if not all(r.done for r in requests):
+                return False
+        self._complete(requests)
+        return True
+
+    def _complete(self, requests: list) -> None:
+        w = self.world
         with w.cond:
             w.clocks[self.wrank] = max([w.clocks[self.wrank]] + [r.step for r in requests])
             w.batches[self.wrank].append(tuple(

@@ -195,9 +195,11 @@ def model_registry(library: str | None, *, selection_tree: dict | None = None, a
     out: dict = {}
     why: dict[str, str] = {}
     for coll, algs in reg.items():
-        # a persistent schedule sends its blocking twin's messages (the same model): left out unless measured
+        # a persistent or non-blocking schedule sends its blocking twin's messages (the same model): left out unless
+        # measured
         mine = {n: a for n, a in algs.items() if getattr(a, "cost", None) is not None
-                and (not getattr(a, "setup", None) or (want is not None and (coll, n) in want))}
+                and (not (getattr(a, "setup", None) or getattr(a, "nonblocking", None))
+                     or (want is not None and (coll, n) in want))}
         for name, alg in algs.items():
             if not getattr(alg, "native", False) or coll == "pingpong" or (want is not None
                                                                           and (coll, name) not in want):
@@ -236,10 +238,15 @@ def model_registry(library: str | None, *, selection_tree: dict | None = None, a
 
 
 def modelled(algorithms) -> list:
-    """The algorithms with a cost model, from a registry-shaped mapping or an iterable."""
+    """The algorithms with a cost model, from a registry-shaped mapping or an iterable; a non-blocking form beside
+    its blocking twin (``<name>-nonblocking``: the twin's messages, so its model) is left out, as its twin's row."""
     if isinstance(algorithms, Mapping):
         algorithms = [a for algs in algorithms.values() for a in algs.values()]
-    return [a for a in algorithms if getattr(a, "cost", None) is not None]
+    algorithms = list(algorithms)
+    names = {(getattr(a, "collective", None), getattr(a, "name", None)) for a in algorithms}
+    return [a for a in algorithms if getattr(a, "cost", None) is not None
+            and not (getattr(a, "nonblocking", None)
+                     and (a.collective, a.name.removesuffix("-nonblocking")) in names)]
 
 
 def _registry(algorithms):

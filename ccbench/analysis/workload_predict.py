@@ -20,8 +20,8 @@ def _modelled(collective: str, P: int) -> list:
     from ccbench.core.collectives import COLLECTIVES
 
     op = "sum" if COLLECTIVES[collective].reduction else None
-    return [a for a in REGISTRY[collective].values()  # a persistent twin: the blocking one's model
-            if a.cost is not None and a.setup is None and a.unsupported(P, op) is None]
+    return [a for a in REGISTRY[collective].values()  # a persistent or non-blocking twin: the blocking one's model
+            if a.cost is not None and a.setup is None and a.nonblocking is None and a.unsupported(P, op) is None]
 
 
 def _schedules(kind: str, P: int, model, itemsize: int, bucket_mb: float, first_bucket_mb: float,

@@ -93,6 +93,10 @@ def _all_note(cfg, launcher_version: str) -> str | None:
                          if x.setup is not None and a not in cfg.algorithms})
     if persistent:
         line += f"; the persistent forms left out (name them: {', '.join(persistent)})"
+    nonblocking = sorted({a for c in cfg.collectives for a, x in REGISTRY[c].items()
+                          if x.nonblocking is not None and a not in cfg.algorithms})
+    if nonblocking:
+        line += f"; the non-blocking forms left out (name them: {', '.join(nonblocking)})"
     return line
 
 

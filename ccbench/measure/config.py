@@ -474,7 +474,8 @@ def plan(cfg: Config, nranks: int, no_hierarchy: str | None = None) -> tuple[lis
         raise UsageError(f"root {cfg.root} does not exist with {nranks} ranks")
     for coll_name in cfg.collectives:
         coll = COLLECTIVES[coll_name]
-        # `all` is every algorithm but the forced variants of the library's (native:all) and the persistent forms
+        # `all` is every algorithm but the forced variants of the library's (native:all), the persistent and the
+        # non-blocking forms
         every = [a for a, x in REGISTRY[coll_name].items() if x.in_all] if "all" in cfg.algorithms else []
         algs = every + [a for a in cfg.algorithms if a in REGISTRY[coll_name] and a not in every]
         dtypes = cfg.dtypes if coll_name != "barrier" else cfg.dtypes[:1]
@@ -498,7 +499,8 @@ def plan(cfg: Config, nranks: int, no_hierarchy: str | None = None) -> tuple[lis
                 why = alg.unsupported(nranks, None if op == "none" else op) or (
                     no_hierarchy if no_hierarchy and node_aware(alg) else None)
                 if why:
-                    if "all" not in cfg.algorithms and (not alg.native or alg.setup):  # named: refused
+                    named = "all" not in cfg.algorithms
+                    if named and (not alg.native or alg.setup or alg.nonblocking):  # named: refused
                         raise UsageError(f"{coll_name}/{alg_name} cannot run here: {why}")
                     skipped.append((f"{coll_name}/{alg_name}" + (f" {op}" if op != "none" else ""), why))
                     continue

@@ -120,7 +120,11 @@ def cold_sets(case: Case, llc_bytes: int) -> int:
 
 def _call(case: Case, alg, target, args, kwargs, frees: list) -> Callable[[], object]:
     """What the timing loop calls for `alg` on these buffers (``call_of``); a persistent algorithm's set-up is made
-    here, once (its ``free`` appended to `frees`)."""
+    here, once (its ``free`` appended to `frees`); a non-blocking one's buffers are bound here, each call one start and
+    its wait."""
+    if alg.nonblocking is not None:
+        begin = alg.nonblocking(target, *args, **kwargs)
+        return lambda: begin().Wait()
     if alg.setup is None:
         return call_of(case.collective, alg.fn, target, *args, **kwargs)
     call, free = alg.setup(target, *args, **kwargs)
@@ -157,7 +161,8 @@ def visit_case(comm, case: Case, settings: TimingSettings, *, fault: Fault | Non
     (``Fault.slowed``; validation runs the plain call) and flags the row ``SLOWED``.
     `clock` reads this rank's time in seconds (default: the timing loop's, time.perf_counter).
     With `loop` (a `ccbench.measure.compiled.CompiledLoop`) a native case is timed and validated
-    by the compiled loop (the row's ``loop``: "compiled"); hand-written, persistent and slowed cases stay in Python.
+    by the compiled loop (the row's ``loop``: "compiled"); hand-written, persistent, non-blocking and slowed cases
+    stay in Python.
     With `cold` > 1 (``--buffers cold``: `cold_sets`) each timed call runs on the next of that many buffer sets,
     in the Python loop; validation runs on the first.
     """
@@ -190,7 +195,8 @@ def visit_case(comm, case: Case, settings: TimingSettings, *, fault: Fault | Non
         timed, pools = _cold_calls(case, bufs, alg, target, cold, frees)
     timed = fault.slowed(timed, clock or time.perf_counter) if slow and fault.on(rank) else timed
     kernel = (loop.kernel(comm, case.collective, case.count, bufs.args, bufs.kwargs)
-              if loop is not None and alg.native and alg.setup is None and not slow and cold <= 1 else None)
+              if loop is not None and alg.native and alg.setup is None and alg.nonblocking is None and not slow
+              and cold <= 1 else None)
     local: list = []
     samples, stop = measure(comm, timed if kernel is None else kernel, settings, clock=clock, local_out=local)
     # validation: fresh inputs, poisoned outputs, one more call, exact comparison;
@@ -361,7 +367,7 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     # before the run directory: --loop compiled may fail
     loop, loop_record = compiled.choose(comm, cfg.loop,
                                         hand_written=any(not (a := REGISTRY[c.collective][c.algorithm]).native
-                                                         or a.setup for c in cases))
+                                                         or a.setup or a.nonblocking for c in cases))
     pairs = sorted({(c.dtype, c.op) for c in cases if COLLECTIVES[c.collective].reduction})
 
     def item(case: Case) -> Item:
