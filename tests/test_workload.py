@@ -25,7 +25,6 @@ from ccbench.workloads.schedule import (
     ddp_schedule,
     moe_block_tokens,
     moe_schedule,
-    overlap_pct,
     predict_step_s,
     straggler_slowdown,
     zero_schedule,
@@ -261,16 +260,6 @@ def test_moe_sends_exactly_the_token_bytes(P, ep):
 # -- measures and predictions -------------------------------------------------------
 
 
-def test_overlap_formula():
-    assert overlap_pct(10.0, 10.0, 2.0) == 100.0   # communication fully hidden
-    assert overlap_pct(12.0, 10.0, 2.0) == 0.0     # nothing hidden
-    assert overlap_pct(11.0, 10.0, 2.0) == pytest.approx(50.0)
-    assert overlap_pct(15.0, 10.0, 2.0) == 0.0     # worse than serial: clipped at 0 (OSU)
-    assert overlap_pct(9.0, 10.0, 2.0) == 100.0
-    with pytest.raises(ValueError):
-        overlap_pct(1.0, 1.0, 0.0)
-
-
 def test_straggler_formula():
     assert straggler_slowdown(6e-3, 1e-3, 5e-3) == pytest.approx(1.0)
     assert straggler_slowdown(1e-3, 1e-3, 5e-3) == 0.0
@@ -457,7 +446,7 @@ def test_views_of_overlap_and_straggler_rows():
     for rows in ([ov], [st]):
         render(workload_tables({}, rows), console)
     text = console.export_text()
-    assert "50%" in text and "OSU definition" in text
+    assert "50%" in text and "OSU = max(0, 100 - (overall" in text and "IMB = 100 max(0" in text
     assert "rank 3 late by 2 ms" in text and " 0.00 " in text and "-0.00" not in text
 
 

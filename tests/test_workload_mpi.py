@@ -152,6 +152,7 @@ class _SleepKernel:
 
     def run(self, iters, poll=None, polls=0):
         time.sleep(iters * self.iter_s)
+        return 0.0
 
 
 @pytest.mark.mpi(min_size=1)
@@ -159,19 +160,19 @@ def test_overlap_known_answers():
     from mpi4py import MPI
 
     from ccbench.measure.workload_engine import measure_overlap
-    from ccbench.workloads.schedule import overlap_pct
+    from ccbench.workloads.overlap import imb_overlap_pct, osu_overlap_pct
 
     comm = MPI.COMM_WORLD
     s = TimingSettings(warmup=1, min_reps=3, max_reps=5, budget_s=1.0)
     # compute (80 ms) far longer than the communication (20 ms), which progresses alone; the
     # times are long beside the few ms a barrier can take on oversubscribed cores
-    samples, _, _ = measure_overlap(comm, lambda: _BackgroundRequest(20e-3), _SleepKernel(), 80e-3, s)
-    med = {k: float(np.median(v)) for k, v in samples.items()}
-    assert overlap_pct(med["total"], med["compute"], med["comm"]) > 60
+    _, _, _, t = measure_overlap(comm, lambda: _BackgroundRequest(20e-3), _SleepKernel(), 80e-3, s)
+    assert osu_overlap_pct(t.overall_s, t.cpu_s, t.test_s, t.comm_s) > 60
+    assert imb_overlap_pct(t.overall_s, t.comm_s, t.cpu_s) > 60
     # communication that only happens in Wait: no overlap at all
-    samples, _, _ = measure_overlap(comm, lambda: _LazyRequest(20e-3), _SleepKernel(), 20e-3, s)
-    med = {k: float(np.median(v)) for k, v in samples.items()}
-    assert overlap_pct(med["total"], med["compute"], med["comm"]) < 40
+    _, _, _, t = measure_overlap(comm, lambda: _LazyRequest(20e-3), _SleepKernel(), 20e-3, s)
+    assert osu_overlap_pct(t.overall_s, t.cpu_s, t.test_s, t.comm_s) < 40
+    assert imb_overlap_pct(t.overall_s, t.comm_s, t.cpu_s) < 40
 
 
 @pytest.mark.mpi(min_size=2)

@@ -442,7 +442,9 @@ def measured_launch_cv(rows: Sequence) -> tuple[float, int] | None:
 #: WorkloadRow fields that are measured, not part of what is measured.
 MEASURED = frozenset({"samples", "median_s", "min_s", "mean_s", "ci_low_s", "ci_high_s", "comm_s", "compute_s",
                       "total_s", "overlap_pct", "baseline_s", "slowdown", "bytes_sent_total", "nwrong",
-                      "stop_reason", "flags", "samples_s", "launches", "launch_samples"})
+                      "stop_reason", "flags", "samples_s", "launches", "launch_samples", "osu_comm_s",
+                      "osu_overall_s", "osu_cpu_s", "osu_test_s", "imb_pure_s", "imb_ovrl_s", "imb_cpu_s",
+                      "overlap_imb_pct"})
 
 
 #: Rank counts (provenance: compared and warned about, not matched on).

@@ -367,7 +367,9 @@ def measure_or_launch(ctx: click.Context, kw: dict, cfg, resume, *, command: lis
     n = ranks_to_start(kw["launch"], resume, kw.get("oversubscribe", False), option="--launch")
     exe, _, env, extra = prepare_launcher(kw.get("launcher"), n, cfg.bind)  # extra: the binding too
     head = [exe, "-n", str(n), *extra, sys.executable, "-m", "mpi4py", "-m", "ccbench", *command]
-    several = cfg.launches > 1 or (resume is not None and (resume / "parts").is_dir())
+    # several launches: replicates, or an overlap run's launch with MPICH's progress thread (its own environment)
+    several = (cfg.launches > 1 or getattr(cfg, "async_progress", "off") != "off"
+               or (resume is not None and (resume / "parts").is_dir()))
     start_jobs(head, lambda part_kw: to_argv(ctx, dict(part_kw, launch=None, launcher=None)), env,
                replication=replication(n) if several else None, kw=kw, nranks=n, resume=resume,
                resume_with=f"ccbench {name} --launch {n}", outcome=outcome)

@@ -154,15 +154,22 @@ def moe(**kw):
 @workload.command()
 @_model_option
 @click.option("-C", "--collective", help="Non-blocking collectives: allreduce, reduce_scatter, allgather, "
-                                         "alltoall, bcast (default allreduce).")
+                                         "alltoall, bcast, reduce, gather, scatter (default allreduce).")
+@click.option("-a", "--algorithm", help="native (MPI_I<coll>), the hand-written schedules (ring, binomial), "
+                                        "comma separated, or all (default native).")
 @click.option("-s", "--sizes", help="Sizes (8:1M, 64K,1M); default: the model's DDP bucket sizes.")
 @click.option("--bucket-mb", "bucket_mb", help="Bucket caps in MiB when sizes come from the model (5,25: both).")
 @click.option("--first-bucket-mb", "first_bucket_mb", type=float, help="First bucket's cap in MiB.")
-@click.option("--compute", help="Compute time per call (5ms); default: as long as the collective alone (OSU).")
+@click.option("--compute", help="Compute time per call (5ms); default: --compute-factor x the collective alone.")
+@click.option("--compute-factor", "compute_factor", type=float,
+              help="Compute as a multiple of the collective alone (default 1, as OSU).")
 @click.option("--test-calls", "test_calls", type=int, help="MPI_Test calls spread over the compute (default 0).")
+@click.option("--async-progress", "async_progress", type=click.Choice(["off", "on", "both"]),
+              help="MPICH's asynchronous progress thread (MPIR_CVAR_ASYNC_PROGRESS=1): off (default), on, or both "
+                   "(a launch of each); needs --launch N.")
 @_common
 def overlap(**kw):
-    """Overlap of non-blocking collectives with a calibrated compute kernel (OSU's definition)."""
+    """Overlap of non-blocking collectives with a calibrated compute kernel (OSU's and IMB-NBC's definitions)."""
     _measure("overlap", kw)
 
 

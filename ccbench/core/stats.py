@@ -74,6 +74,11 @@ FLAG_DESCRIPTIONS: dict[str, str] = {
     "wide_ci": (
         f"{CONFIDENCE:.0%} CI of the median wider than +-{WIDE_CI_HALF_WIDTH:.0%} of the median"
     ),
+    "async_oversubscribed": (
+        "MPICH's progress threads (one per rank) and the ranks outnumber the node's cores: the overlap measured is not "
+        "the one a core per thread gives"
+    ),
+    "compute_coarse": "the compute asked for is shorter than one iteration of the compute kernel: it ran longer",
     "imported": (
         "read from another tool's output (ccbench import): its own statistics, no raw samples; not tested "
         "by compare"

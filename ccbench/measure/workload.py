@@ -37,7 +37,7 @@ from ccbench.algorithms.p2p import counted
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.errors import UsageError
 from ccbench.core.stats import summarize
-from ccbench.core.units import format_size
+from ccbench.core.units import fmt_time, format_size
 from ccbench.measure import compiled
 from ccbench.measure.driver import Item, Plan, common_stop, drive
 from ccbench.measure.session import agree, check_launch, local_ranks, read_fault, require_memory
@@ -53,14 +53,8 @@ from ccbench.measure.workload_engine import (
 )
 from ccbench.store.workload_rows import KIND, WORKLOAD_COLUMNS, WorkloadRow
 from ccbench.workloads.models import Model, load_model
-from ccbench.workloads.schedule import (
-    Schedule,
-    ddp_schedule,
-    moe_schedule,
-    overlap_pct,
-    straggler_slowdown,
-    zero_schedule,
-)
+from ccbench.workloads.overlap import RankTimes, imb_overlap_pct, imb_times, osu_overlap_pct, osu_times
+from ccbench.workloads.schedule import Schedule, ddp_schedule, moe_schedule, straggler_slowdown, zero_schedule
 
 __all__ = ["plan_schedules", "pool_key", "run_workload", "workload_replication"]
 
@@ -150,6 +144,8 @@ class _Visit:
     nwrong: int
     wrong_calls: np.ndarray | None = None
     sent: np.ndarray | None = None
+    ranks: list | None = None          # overlap: every rank's mean times (`ccbench.workloads.overlap.RankTimes`)
+    target_s: float = 0.0              # overlap: the compute asked for
 
 
 def _pooled(visits: list[_Visit], name: str) -> np.ndarray:
@@ -255,15 +251,6 @@ def _buffer_bytes(schedule: Schedule, P: int, itemsize: int) -> int:
     return elems * itemsize
 
 
-_STARTERS = {
-    "allreduce": lambda comm, cb, op: comm.Iallreduce(cb.args[0], cb.args[1], op),
-    "reduce_scatter": lambda comm, cb, op: comm.Ireduce_scatter_block(cb.args[0], cb.args[1], op),
-    "allgather": lambda comm, cb, op: comm.Iallgather(cb.args[0], cb.args[1]),
-    "alltoall": lambda comm, cb, op: comm.Ialltoall(cb.args[0], cb.args[1]),
-    "bcast": lambda comm, cb, op: comm.Ibcast(cb.args[0], cb.kwargs["root"]),
-}
-
-
 def _overlap_sizes(cfg: WorkloadConfig) -> tuple[list[int], str]:
     if cfg.sizes:
         return list(cfg.sizes), "-"
@@ -273,40 +260,58 @@ def _overlap_sizes(cfg: WorkloadConfig) -> tuple[list[int], str]:
         model.name
 
 
-def _visit_overlap(ctx, coll_name, count) -> _Visit:
-    """Time one non-blocking collective at one size against the compute kernel, then validate it."""
+def _visit_overlap(ctx, coll_name, alg, count) -> _Visit:
+    """Time one non-blocking algorithm at one size against the compute kernel (`measure_overlap`), then validate it;
+    the visit keeps every rank's mean times (``ranks``), what both overlap definitions take."""
     from mpi4py import MPI
 
     comm, settings, cfg = ctx.comm, ctx.settings, ctx.cfg
     P, rank = comm.Get_size(), comm.Get_rank()
     cb = COLLECTIVES[coll_name].make_buffers(count, P, rank, np.dtype(cfg.dtype), "sum", 0, False, MPI.IN_PLACE)
-    start = functools.partial(_STARTERS[coll_name], comm, cb, MPI.SUM)
+    begin = alg.nonblocking(comm if alg.native else counted(comm), *cb.args, **cb.kwargs)
     cb.fill()
-    samples, stops, _ = measure_overlap(comm, start, ctx.kernel, cfg.compute_s, settings, cfg.test_calls)
+    samples, stops, target_s, mine = measure_overlap(comm, begin, ctx.kernel, cfg.compute_s, settings, cfg.test_calls,
+                                                     cfg.compute_factor)
     cb.fill()
     comm.Barrier()
-    start().Wait()
-    return _Visit(samples, stops["total"], comm.allreduce(cb.nwrong(), MPI.SUM))
+    begin().Wait()
+    return _Visit(samples, stops["total"], comm.allreduce(cb.nwrong(), MPI.SUM),
+                  ranks=[RankTimes(*t) for t in comm.allgather(tuple(mine))], target_s=target_s)
 
 
-def _overlap_rows(ctx, visits: list[_Visit], *, coll_name, count, part, model_name) -> list[WorkloadRow]:
-    """The one row of a non-blocking collective at one size from its visits."""
+def _mean_ranks(visits: list[_Visit]) -> list[RankTimes]:
+    """Each rank's mean times over the visits (one visit per round)."""
+    return [RankTimes(*np.mean([v.ranks[r] for v in visits], axis=0)) for r in range(len(visits[0].ranks))]
+
+
+def _overlap_rows(ctx, visits: list[_Visit], *, coll_name, alg_name, count, part, model_name) -> list[WorkloadRow]:
+    """The one row of a non-blocking algorithm at one size from its visits: the medians of the three timings, and
+    the overlap by OSU's and by IMB-NBC's definition (`ccbench.workloads.overlap`) from the times each takes."""
     cfg, P = ctx.cfg, ctx.comm.Get_size()
     coll = COLLECTIVES[coll_name]
     med = {k: float(np.median(_pooled(visits, k))) for k in ("comm", "compute", "total")}
     nbytes = coll.nbytes_for(count, cfg.itemsize, P)
+    ranks = _mean_ranks(visits)
+    osu, imb = osu_times(ranks), imb_times(ranks)
+    stats = ctx.stats(_pooled(visits, "total"))
+    flags = stats.pop("flags") + tuple(ctx.overlap_flags) + (
+        ("compute_coarse",) if min(v.target_s for v in visits) < ctx.kernel.iter_s else ())
     return [WorkloadRow(
-        workload="overlap", variant=_overlap_variant(cfg, coll_name), model=model_name,
-        algorithm=f"{coll_name}=native", nranks=P, group_ranks=P, dtype=cfg.dtype, part=part,
+        workload="overlap", variant=_overlap_variant(cfg, coll_name, ctx.async_progress), model=model_name,
+        algorithm=f"{coll_name}={alg_name}", nranks=P, group_ranks=P, dtype=cfg.dtype, part=part,
         label=format_size(nbytes), collective=coll_name, ncalls=1, ntensors=0,
         payload_elems=count * (P if coll.blocked else 1), nbytes=nbytes, comm_s=med["comm"],
         compute_s=med["compute"], total_s=med["total"],
-        overlap_pct=overlap_pct(med["total"], med["compute"], med["comm"]), nwrong=sum(v.nwrong for v in visits),
-        stop_reason=common_stop([v.stop for v in visits]), **ctx.stats(_pooled(visits, "total")))]
+        overlap_pct=osu_overlap_pct(osu.overall_s, osu.cpu_s, osu.test_s, osu.comm_s),
+        osu_comm_s=osu.comm_s, osu_overall_s=osu.overall_s, osu_cpu_s=osu.cpu_s, osu_test_s=osu.test_s,
+        imb_pure_s=imb.comm_s, imb_ovrl_s=imb.overall_s, imb_cpu_s=imb.cpu_s,
+        overlap_imb_pct=imb_overlap_pct(imb.overall_s, imb.comm_s, imb.cpu_s), nwrong=sum(v.nwrong for v in visits),
+        stop_reason=common_stop([v.stop for v in visits]), flags=flags, **stats)]
 
 
-def _overlap_variant(cfg: WorkloadConfig, coll_name: str) -> str:
-    return f"I{coll_name}" + (f", {cfg.test_calls} tests" if cfg.test_calls else "")
+def _overlap_variant(cfg: WorkloadConfig, coll_name: str, async_progress: bool = False) -> str:
+    return (f"I{coll_name}" + (f", {cfg.test_calls} tests" if cfg.test_calls else "")
+            + (", async progress" if async_progress else ""))
 
 
 def _straggler_variant(cfg: WorkloadConfig, late: int) -> str:
@@ -392,7 +397,7 @@ def workload_replication(cfg: WorkloadConfig, nranks: int, options: Callable):
     in.  `options(part)` gives a launch's run options (the command knows their names).
     Refuses, before anything starts, a configuration that cannot run at `nranks` ranks.
     """
-    from ccbench.measure.multilaunch import Replication, replicated
+    from ccbench.measure.multilaunch import Part, Replication, replicated
     from ccbench.store.workload_rows import WORKLOAD_COLUMNS
 
     model = load_model(cfg.model) if cfg.workload in ("ddp", "zero") else None
@@ -402,7 +407,12 @@ def workload_replication(cfg: WorkloadConfig, nranks: int, options: Callable):
     def sort_key(row: WorkloadRow) -> tuple:
         return (rank_of.get(_row_key(row), len(items)), row.part)
 
-    return Replication(cfg.to_dict(), cfg.launches, "shuffled", cfg.seed, cfg.results_dir, replicated(cfg.launches),
+    plan = replicated(cfg.launches)
+    if cfg.workload == "overlap" and cfg.async_progress != "off":  # MPICH reads it at MPI_Init: a launch of its own
+        progress = Part("async-progress", (), (), {ASYNC_PROGRESS_ENV: "1"})
+        plan = [(k, p) for k in range(1, cfg.launches + 1)
+                for p in ((Part("default", (), ()), progress) if cfg.async_progress == "both" else (progress,))]
+    return Replication(cfg.to_dict(), cfg.launches, "shuffled", cfg.seed, cfg.results_dir, plan,
                        [], options, pool_key, WorkloadRow, WORKLOAD_COLUMNS, sort_key)
 
 
@@ -437,7 +447,40 @@ def _straggler_plan(cfg: WorkloadConfig, P: int) -> tuple[list, list]:
     return out, skipped
 
 
-def _plan_items(cfg: WorkloadConfig, P: int, model: Model | None) -> tuple[list[_Item], list, dict]:
+def _overlap_items(cfg: WorkloadConfig, P: int, async_progress: bool) -> tuple[list[_Item], list, dict]:
+    """The items of an overlap run: every non-blocking algorithm of each collective at each size.  A named algorithm
+    the collective lacks is skipped; one the installed library cannot run (no MPI_I<coll>) is refused."""
+    bind = functools.partial
+    sizes, model_name = _overlap_sizes(cfg)
+    items: list[_Item] = []
+    skipped = []
+    for coll_name in cfg.collectives:
+        coll = COLLECTIVES[coll_name]
+        for name in cfg.algorithms:
+            alg = REGISTRY[coll_name].get(f"{name}-nonblocking")
+            if alg is None:
+                skipped.append({"what": f"{coll_name}/{name}", "why": f"{coll_name} has no non-blocking {name}"})
+                continue
+            why = alg.unsupported(P, "sum" if coll.reduction else None)
+            if why:
+                raise UsageError(f"overlap {coll_name}/{name} cannot run here: {why}")
+            for count in dict.fromkeys(coll.count_for(size, cfg.itemsize, P) for size in sizes):
+                nbytes = coll.nbytes_for(count, cfg.itemsize, P)
+                variant = _overlap_variant(cfg, coll_name, async_progress)
+                items.append(_Item((variant, f"{coll_name}={name}", nbytes),
+                                   f"overlap I{coll_name}/{name} {format_size(nbytes)}", 4 * cfg.budget_s, 1,
+                                   bind(_visit_overlap, coll_name=coll_name, alg=alg, count=count),
+                                   bind(_overlap_rows, coll_name=coll_name, alg_name=name, count=count,
+                                        part=len(items), model_name=model_name),
+                                   "non-blocking calls overlapped with compute (the compiled loop times blocking "
+                                   "calls)"))
+    if not items:
+        raise UsageError("nothing to run (" + "; ".join(f"{s['what']}: {s['why']}" for s in skipped[:3]) + ")")
+    return items, skipped, {}
+
+
+def _plan_items(cfg: WorkloadConfig, P: int, model: Model | None,
+                async_progress: bool = False) -> tuple[list[_Item], list, dict]:
     """The items of a run at P ranks, in order; the skips (stored in run.json); extra planning facts."""
     bind = functools.partial
     items: list[_Item] = []
@@ -452,19 +495,7 @@ def _plan_items(cfg: WorkloadConfig, P: int, model: Model | None) -> tuple[list[
                                     algs=algs), _schedule_why(sch, algs)))
         return items, skipped, {"big": big}
     if cfg.workload == "overlap":
-        sizes, model_name = _overlap_sizes(cfg)
-        for coll_name in cfg.collectives:
-            coll = COLLECTIVES[coll_name]
-            for count in dict.fromkeys(coll.count_for(size, cfg.itemsize, P) for size in sizes):
-                nbytes = coll.nbytes_for(count, cfg.itemsize, P)
-                items.append(_Item((_overlap_variant(cfg, coll_name), f"{coll_name}=native", nbytes),
-                                   f"overlap I{coll_name} {format_size(nbytes)}", 4 * cfg.budget_s, 1,
-                                   bind(_visit_overlap, coll_name=coll_name, count=count),
-                                   bind(_overlap_rows, coll_name=coll_name, count=count, part=len(items),
-                                        model_name=model_name),
-                                   "non-blocking calls overlapped with compute (the compiled loop times blocking "
-                                   "calls)"))
-        return items, [], {}
+        return _overlap_items(cfg, P, async_progress)
     if cfg.delayed_rank >= P:
         raise UsageError(f"delayed rank {cfg.delayed_rank} does not exist with {P} ranks")
     late = cfg.delayed_rank if cfg.delayed_rank >= 0 else P - 1
@@ -480,12 +511,57 @@ def _plan_items(cfg: WorkloadConfig, P: int, model: Model | None) -> tuple[list[
     return items, skipped, {}
 
 
-def _progress(row: WorkloadRow) -> str:
-    from ccbench.core.units import fmt_time
+#: MPICH's switch for its asynchronous progress thread (read at MPI_Init; it raises the thread level to multiple)
+ASYNC_PROGRESS_ENV = "MPIR_CVAR_ASYNC_PROGRESS"
 
+
+def _async_progress(cfg: WorkloadConfig, launch: int | None) -> bool:
+    """Whether this launch runs with MPICH's asynchronous progress (its environment says); refuses a setting this
+    launch cannot honour: ``on`` or ``both`` without the launches that set the variable, a library other than
+    MPICH."""
+    import os
+
+    from ccbench.algorithms.native_variants import current_library
+
+    on = os.environ.get(ASYNC_PROGRESS_ENV, "0").strip().lower() not in ("", "0", "false", "no", "off")
+    if cfg.async_progress == "both" and launch is None:
+        raise UsageError("async_progress both measures a launch with MPICH's progress thread and one without: start "
+                         "it with --launch N")
+    if cfg.async_progress == "on" and not on:
+        raise UsageError(f"async_progress on: this launch lacks {ASYNC_PROGRESS_ENV}=1 (start it with --launch N, "
+                         "or set it in the launch's environment)")
+    if on and current_library() != "mpich":
+        raise UsageError(f"{ASYNC_PROGRESS_ENV} is MPICH's asynchronous progress; this MPI library is not MPICH")
+    return on
+
+
+def _progress_threads(comm) -> tuple[dict, tuple]:
+    """run.json's record of MPICH's progress threads (one per rank beside it) against this node's cores, and the
+    rows' flag when they oversubscribe them (the progress thread then competes with the compute it should hide
+    behind); one line on stderr says so."""
+    import os
+    import sys
+
+    from mpi4py import MPI
+
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)  # the CPUs the node's ranks may run on, all of them
+    ranks, cores = node.Get_size(), len(set().union(*node.allgather(os.sched_getaffinity(0))))
+    node.Free()
+    over = 2 * ranks > cores
+    if over and comm.Get_rank() == 0:
+        print(f"ccbench: note: asynchronous progress: {ranks} ranks and their {ranks} progress threads on {cores} "
+              f"cores oversubscribe them; the overlap measured here is not the one a core per thread gives",
+              file=sys.stderr, flush=True)
+    return ({"env": {ASYNC_PROGRESS_ENV: "1"}, "threads_per_node": 2 * ranks, "cores": cores, "oversubscribed": over},
+            ("async_oversubscribed",) if over else ())
+
+
+def _progress(row: WorkloadRow) -> str:
     extra = ""
     if row.overlap_pct is not None:
-        extra = f", overlap {row.overlap_pct:.0f}% (comm {fmt_time(row.comm_s)}, compute {fmt_time(row.compute_s)})"
+        extra = f", overlap {row.overlap_pct:.0f}% (OSU)" + (
+            f" / {row.overlap_imb_pct:.0f}% (IMB)" if row.overlap_imb_pct is not None else "") + (
+            f" (comm {fmt_time(row.comm_s)}, compute {fmt_time(row.compute_s)})")
     if row.slowdown is not None:
         extra = f", slowdown {row.slowdown:.2f} (baseline {fmt_time(row.baseline_s)})"
     return (f"{row.workload} {row.variant} {row.algorithm} {row.label}: median {fmt_time(row.median_s)}{extra}, "
@@ -503,6 +579,8 @@ class _Context:
     timer_res: float
     kernel: ComputeKernel | None
     loop: object = None       # the compiled loop (`compiled.CompiledLoop`) where the run uses it, else None
+    async_progress: bool = False  # overlap: this launch runs with MPICH's asynchronous progress thread
+    overlap_flags: tuple = ()     # overlap: flags of every row (``async_oversubscribed``)
 
     def stats(self, samples) -> dict:
         """The statistics columns of a row of these samples."""
@@ -578,7 +656,8 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
     model = None
     if cfg.workload in ("ddp", "zero"):
         model = agree(comm, lambda: load_model(cfg.model))
-    items, skipped, facts = agree(comm, lambda: _plan_items(cfg, P, model))
+    progress = _async_progress(cfg, launch) if cfg.workload == "overlap" else False
+    items, skipped, facts = agree(comm, lambda: _plan_items(cfg, P, model, progress))
     if "big" in facts:
         big, nlocal = facts["big"], local_ranks(comm)
         agree(comm, lambda: _check_memory(nlocal, _buffer_bytes(big, P, cfg.itemsize),
@@ -587,10 +666,17 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
     timer_res = comm.allreduce(timer_resolution_s(), MPI.MAX)
     kernel = None
     meta: dict = dict(kind=KIND, workload=cfg.workload, timer_resolution_s=timer_res, skipped=skipped)
+    flags: tuple = ()
     if cfg.workload == "overlap":
         kernel = ComputeKernel()  # calibrated once per run, every rank at once
+        iter_s = comm.allreduce(kernel.iter_s, MPI.MAX)
+        if 0 < cfg.compute_s < iter_s:
+            raise UsageError(f"compute {fmt_time(cfg.compute_s)} cannot be calibrated: one iteration of the compute "
+                             f"kernel takes {fmt_time(iter_s)} here; ask for at least that")
         meta["compute_kernel"] = {"what": "numpy matmul of 64 x 64 float64 matrices",
-                                  "iteration_s_max_over_ranks": comm.allreduce(kernel.iter_s, MPI.MAX)}
+                                  "iteration_s_max_over_ranks": iter_s}
+        if progress:
+            meta["async_progress"], flags = _progress_threads(comm)
     if model is not None:
         meta["model"] = {"name": model.name, "source": model.source, "tensors": len(model.tensors),
                          "params": model.numel, "itemsize": cfg.itemsize}
@@ -599,7 +685,8 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
     loop_record = dict(loop_record, items=_loop_items(items, loop is not None))
     if loop is not None and comm.Get_rank() == 0:
         _note_python_items(items, cfg.loop)
-    ctx = _Context(comm, cfg, _settings(launch_cfg.per_round()), launch_cfg.min_reps, timer_res, kernel, loop)
+    ctx = _Context(comm, cfg, _settings(launch_cfg.per_round()), launch_cfg.min_reps, timer_res, kernel, loop,
+                   progress, flags)
 
     def same_config(stored) -> bool:
         try:

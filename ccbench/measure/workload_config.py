@@ -28,8 +28,10 @@ from ccbench.workloads.schedule import DDP_BUCKET_MB, DDP_FIRST_BUCKET_MB, DISPA
 __all__ = ["KEYS", "NONBLOCKING", "WorkloadConfig", "load_workload_config", "resolve_workload", "resume_workload",
            "stored_workload"]
 
-#: collectives with a native non-blocking form (mpi4py: Iallreduce, Ireduce_scatter_block, ...)
-NONBLOCKING = ("allreduce", "reduce_scatter", "allgather", "alltoall", "bcast")
+#: collectives the overlap workload measures (each has MPI_I<coll>: the registry's native-nonblocking)
+NONBLOCKING = ("allreduce", "reduce_scatter", "allgather", "alltoall", "bcast", "reduce", "gather", "scatter")
+#: MPICH's asynchronous progress: off, on (every launch with MPIR_CVAR_ASYNC_PROGRESS=1), both (a launch of each)
+ASYNC_PROGRESS = ("off", "on", "both")
 ZERO_VARIANTS = ("zero2", "ddp_flat", "zero3", "ddp_layer")
 DDP_MODES = ("bucketed", "per_tensor")
 
@@ -57,7 +59,9 @@ class WorkloadConfig:
     dispatch: tuple[str, ...] = DISPATCHES        # moe: padded alltoalls and/or routed alltoallvs (moe counts)
     collectives: tuple[str, ...] = ("allreduce",)  # overlap: non-blocking natives; straggler: one
     sizes: tuple[int, ...] = ()                    # overlap/straggler sizes; overlap: empty = the model's buckets
-    compute_s: float = 0.0                         # overlap: 0 = as long as the collective alone (OSU)
+    compute_s: float = 0.0                         # overlap: 0 = compute_factor x the collective alone
+    compute_factor: float = 1.0                    # overlap: the compute as a multiple of the collective (OSU: 1)
+    async_progress: str = "off"                    # overlap: ASYNC_PROGRESS
     test_calls: int = 0                            # overlap: MPI_Test calls spread over the compute
     delay_s: float = 1e-3
     delayed_rank: int = -1                         # -1: the last rank
@@ -112,8 +116,8 @@ KEYS: dict[str, tuple[str, ...]] = {
     "zero": ("model", "dtype", "variants", "rs_algorithms", "ag_algorithms", "algorithms", *_TIMING),
     "moe": ("dtype", "algorithms", "ep", "tokens", "hidden", "experts_per_rank", "top_k", "capacity_factor",
             "dispatch", *_TIMING),
-    "overlap": ("model", "dtype", "collectives", "sizes", "bucket_mb", "first_bucket_mb", "compute_s",
-                "test_calls", *_TIMING),
+    "overlap": ("model", "dtype", "collectives", "algorithms", "sizes", "bucket_mb", "first_bucket_mb", "compute_s",
+                "compute_factor", "test_calls", "async_progress", *_TIMING),
     "straggler": ("dtype", "collectives", "algorithms", "sizes", "delay_s", "delayed_rank", *_TIMING),
 }
 _NAMES = ("algorithms", "rs_algorithms", "ag_algorithms", "collectives")
@@ -143,8 +147,10 @@ def _algorithms(key: str, names: tuple[str, ...], collectives: list[str]) -> tup
     # persistent algorithms make their requests once per buffers: a step's calls, each on buffers of its own,
     # would time that set-up on every call
     persistent = {a for c in collectives for a, alg in REGISTRY[c].items() if getattr(alg, "setup", None)}
+    # the non-blocking forms are the overlap workload's (``all`` stays the set a stored run was planned with)
+    nonblocking = {a for c in collectives for a, alg in REGISTRY[c].items() if getattr(alg, "nonblocking", None)}
     if names == ("all",):
-        return tuple(a for a in valid if a not in forced | persistent)
+        return tuple(a for a in valid if a not in forced | persistent | nonblocking)
     bad = [a for a in names if a in forced]
     if bad:
         raise UsageError(f"{key}: {bad[0]!r} is forced through the MPI library's environment at start-up; "
@@ -153,7 +159,23 @@ def _algorithms(key: str, names: tuple[str, ...], collectives: list[str]) -> tup
     if bad:
         raise UsageError(f"{key}: {bad[0]!r} is persistent (set up once per case, started per call): a workload "
                          "would time its set-up in every call; measure it with ccbench run")
+    bad = [a for a in names if a in nonblocking]
+    if bad:
+        raise UsageError(f"{key}: {bad[0]!r} is non-blocking: the overlap workload times it against a compute "
+                         f"(ccbench workload overlap -a {bad[0].removesuffix('-nonblocking')})")
     return _choices(key, names, valid)
+
+
+def _overlap_algorithms(names: tuple[str, ...], collectives: tuple[str, ...]) -> tuple[str, ...]:
+    """The non-blocking algorithms an overlap run names, by their blocking names (native = MPI_I<coll>; ring, binomial:
+    the hand-written schedules, ``<name>-nonblocking`` in the registry), or all of them."""
+    from ccbench.algorithms import REGISTRY
+
+    valid = sorted({a.removesuffix("-nonblocking") for c in collectives for a, x in REGISTRY[c].items()
+                    if x.nonblocking})
+    if names == ("all",):
+        return tuple(valid)
+    return _choices("algorithms", tuple(dict.fromkeys(n.removesuffix("-nonblocking") for n in names)), valid)
 
 
 def _bucket_caps(value) -> tuple[float, ...]:
@@ -229,6 +251,10 @@ def resolve_workload(workload: str, values: dict) -> WorkloadConfig:
             out[key] = RUN_KEYS[key](value)
         elif key == "delayed_rank":
             out[key] = _number(key, value, int, -1, 1 << 30)
+        elif key == "compute_factor":
+            out[key] = _number(key, value, float, 1e-3, 1e3)
+        elif key == "async_progress":
+            out[key] = _choices(key, (value,) if isinstance(value, str) else value, ASYNC_PROGRESS)[0]
         elif key in ("compute_s", "delay_s"):
             out[key] = _time(key, value)
             if out[key] > 60:
@@ -251,6 +277,7 @@ def resolve_workload(workload: str, values: dict) -> WorkloadConfig:
                                   sizes=cfg.sizes or (1 << 20,))
     elif workload == "overlap":
         _choices("collectives", cfg.collectives, NONBLOCKING)
+        cfg = dataclasses.replace(cfg, algorithms=_overlap_algorithms(cfg.algorithms, cfg.collectives))
         if cfg.sizes and "model" in values:
             raise UsageError("overlap takes sizes or a model (its DDP bucket sizes), not both")
     elif workload == "ddp":

@@ -18,6 +18,7 @@ import numpy as np
 from ccbench.algorithms.p2p import counted
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.counts import block_counts
+from ccbench.workloads.overlap import RankTimes
 from ccbench.workloads.schedule import Call, Schedule
 
 __all__ = ["ComputeKernel", "DelayedSync", "StepBuffers", "measure_overlap", "step_calls"]
@@ -143,7 +144,7 @@ class ComputeKernel:
     iterations done -- a mean that includes the time slices lost to other ranks, so a
     kernel asked for 5 ms lasts about 5 ms on oversubscribed cores too.  `run`
     optionally polls a request `polls` times, evenly spread, as OSU's ``-t`` option
-    calls MPI_Test inside its dummy compute.
+    calls MPI_Test inside its dummy compute, and returns the time those calls took.
     """
 
     def __init__(self, size: int = 64, calibrate_s: float = 0.2) -> None:
@@ -166,45 +167,62 @@ class ComputeKernel:
     def iterations(self, seconds: float) -> int:
         return max(1, round(seconds / self.iter_s)) if seconds > 0 else 0
 
-    def run(self, iters: int, poll=None, polls: int = 0) -> None:
+    def run(self, iters: int, poll=None, polls: int = 0) -> float:
+        """`iters` iterations, `poll` called after every ``iters // polls``-th; the seconds spent in `poll`."""
         a, b, c = self.a, self.b, self.c
         every = max(1, iters // polls) if poll is not None and polls > 0 else 0
+        spent = 0.0
         for k in range(iters):
             np.matmul(a, b, out=c)
             if every and (k + 1) % every == 0:
+                t0 = _now()
                 poll()
+                spent += _now() - t0
+        return spent
 
 
-def measure_overlap(comm, start, kernel, compute_s: float, settings, polls: int = 0) -> tuple[dict, dict, int]:
-    """OSU's three timings of a non-blocking collective: alone, compute alone, both together.
+def measure_overlap(comm, start, kernel, compute_s: float, settings, polls: int = 0,
+                    compute_factor: float = 1.0) -> tuple[dict, dict, float, RankTimes]:
+    """Time a non-blocking collective alone, the compute alone, and start + compute (with test calls) + wait.
 
     `start()` starts the collective and returns a request (``Wait``, ``Test``); `kernel`
-    is a `ComputeKernel` (``iterations(seconds)``, ``run(iters, poll=, polls=)``).  The
-    compute lasts `compute_s`, or as long as the collective alone when 0 (OSU's default:
-    the dummy compute is sized to the pure communication latency).  Each timing goes
-    through `timing.measure`.  Returns ({"comm", "compute", "total": samples}, stop
-    reasons, compute iterations).
+    is a `ComputeKernel` (``iterations(seconds)``, ``run(iters, poll=, polls=) -> seconds in the
+    polls``).  The compute lasts `compute_s`, or `compute_factor` times the collective alone
+    (its median) when 0 (OSU's default: factor 1, the dummy compute sized to the pure
+    communication latency).  Inside start + compute + wait the compute (test calls included)
+    and the test calls are timed on their own, as OSU's ``osu_i<coll>`` loops do.  Each timing
+    goes through `timing.measure`.  Returns ({"comm", "compute", "total": samples}, stop
+    reasons, the compute asked for (seconds), this rank's mean times: the inputs of both overlap
+    definitions, `ccbench.workloads.overlap`).
     """
     from ccbench.measure.timing import measure
 
     def pure():
         start().Wait()
 
-    samples, stops = {}, {}
-    samples["comm"], stops["comm"] = measure(comm, pure, settings)
-    iters = kernel.iterations(compute_s if compute_s > 0 else float(np.median(samples["comm"])))
+    samples, stops, local = {}, {}, {"comm": [], "total": []}
+    samples["comm"], stops["comm"] = measure(comm, pure, settings, local_out=local["comm"])
+    target_s = compute_s if compute_s > 0 else compute_factor * float(np.median(samples["comm"]))
+    iters = kernel.iterations(target_s)
+    cpu: list[float] = []
+    test: list[float] = []
 
     def compute():
         kernel.run(iters)
 
     def total():
         req = start()
-        kernel.run(iters, poll=req.Test, polls=polls)
+        t0 = _now()
+        test.append(kernel.run(iters, poll=req.Test, polls=polls))
+        cpu.append(_now() - t0)
         req.Wait()
 
-    for name, fn in (("compute", compute), ("total", total)):
-        samples[name], stops[name] = measure(comm, fn, settings)
-    return samples, stops, iters
+    samples["compute"], stops["compute"] = measure(comm, compute, settings)
+    samples["total"], stops["total"] = measure(comm, total, settings, local_out=local["total"])
+    n = len(local["total"][0])  # the timed calls: the last n (the warm-up calls come first)
+    mine = RankTimes(float(np.mean(local["comm"][0])), float(np.mean(local["total"][0])), float(np.mean(cpu[-n:])),
+                     float(np.mean(test[-n:])))
+    return samples, stops, target_s, mine
 
 
 class DelayedSync:

@@ -158,18 +158,23 @@ def _step_blocks(rows: Sequence[WorkloadRow], figures: Mapping[str, str]) -> lis
 
 
 def _overlap_blocks(rows: Sequence[WorkloadRow], figures: Mapping[str, str]) -> list:
-    t = Table("", [Column("collective"), Column("variant"), Column("size", "size"), Column("comm alone", "time"),
-                   Column("compute", "time"), Column("total (median [95% CI])", "median_ci"),
-                   Column("overlap", "share"), *_TAIL],
-              [[r.collective, r.variant, r.nbytes, r.comm_s, r.compute_s, _ci(r), r.overlap_pct / 100, *_tail(r)]
+    t = Table("", [Column("collective"), Column("algorithm"), Column("variant"), Column("size", "size"),
+                   Column("comm alone", "time"), Column("compute", "time"),
+                   Column("total (median [95% CI])", "median_ci"), Column("OSU overlap", "share"),
+                   Column("IMB overlap", "share"), *_TAIL],
+              [[r.collective, r.algorithm.partition("=")[2], r.variant, r.nbytes, r.comm_s, r.compute_s, _ci(r),
+                r.overlap_pct / 100, None if r.overlap_imb_pct is None else r.overlap_imb_pct / 100, *_tail(r)]
                for r in rows])
     return [("h", 3, "Overlap"),
-            ("p", "A non-blocking collective started before a compute kernel and waited for after it (OSU's "
-                  "non-blocking benchmarks): comm alone = the call by itself, compute = the kernel by itself, "
-                  "total = start + compute + wait (" + _times(
+            ("p", "A non-blocking collective started before a compute kernel and waited for after it (OSU's and "
+                  "IMB-NBC's non-blocking benchmarks): comm alone = the call by itself, compute = the kernel by "
+                  "itself, total = start + compute + wait (" + _times(
                       rows, "median [95% CI] over samples, each the slowest rank's",
                       "median over samples, each the slowest rank's")
-                  + "); overlap = max(0, 100 (1 - (total - compute) / comm alone))."),
+                  + "). OSU overlap = max(0, 100 - (overall - (cpu - test)) / comm x 100) on each rank's mean times "
+                    "averaged over the ranks (cpu: the compute inside start + compute + wait, its test calls "
+                    "included; test: those calls); IMB overlap = 100 max(0, min(1, (t_pure + t_CPU - t_ovrl) / "
+                    "min(t_pure, t_CPU))) on the mean times of the rank with the largest t_ovrl."),
             *to_block(t)] + launch_blocks(
                   rows, lambda r: f"{r.collective} {format_size(r.nbytes)}") + _figure_blocks(figures)
 
@@ -253,15 +258,20 @@ def workload_figures(rows: Sequence[WorkloadRow]) -> list[tuple[str, object, str
                 f"{w}: time of each call of the step"))
     elif w == "overlap":
         pct: dict[str, dict[str, dict]] = {}
+        imb: dict[str, dict[str, dict]] = {}
         times: dict[str, dict[str, dict]] = {}
         for r in rows:
-            pct.setdefault(format_size(r.nbytes), {})[r.variant] = {"value": r.overlap_pct}
-            g = times.setdefault(f"{r.variant} {format_size(r.nbytes)}", {})
+            call = f"{r.variant} {r.algorithm.partition('=')[2]}"
+            pct.setdefault(format_size(r.nbytes), {})[call] = {"value": r.overlap_pct}
+            if r.overlap_imb_pct is not None:  # runs made before IMB's figure was recorded have OSU's alone
+                imb.setdefault(format_size(r.nbytes), {})[call] = {"value": r.overlap_imb_pct}
+            g = times.setdefault(f"{call} {format_size(r.nbytes)}", {})
             g["comm alone"] = {"value": r.comm_s}
             g["compute"] = {"value": r.compute_s}
             g["total"] = _bar(r)
         out.append(("overlap.png", bar_panels_figure(
-            {"overlap = 100 (1 - (total - compute) / comm alone), OSU's definition": pct},
+            {"OSU: max(0, 100 - (overall - (cpu - test)) / comm x 100)": pct,
+             **({"IMB-NBC: 100 max(0, min(1, (t_pure + t_CPU - t_ovrl) / min(t_pure, t_CPU)))": imb} if imb else {})},
             f"overlap of non-blocking collectives with compute at {P} ranks", "overlap (% of the call hidden)",
             fmt=lambda v: f"{v:.0f}%", ref=100.0, ref_label="full overlap", legend_title="call"),
             "overlap per size and collective"))

@@ -92,14 +92,16 @@ def _parts_table(step: WorkloadRow, parts: list[WorkloadRow]) -> Table:
 
 def _overlap_table(rows: list[WorkloadRow]) -> Table:
     several = _several(rows)
-    t = Table(f"overlap at {rows[0].nranks} ranks: non-blocking collective + compute (OSU definition: "
-              "overlap = 100 (1 - (total - compute) / comm alone))",
-              [Column("collective"), Column("variant"), Column("size", "size"), Column("comm alone", "time"),
-               Column("compute", "time"), Column("total", "time"), Column("overlap", "share"),
+    t = Table(f"overlap at {rows[0].nranks} ranks (times: medians): OSU = max(0, 100 - (overall - (cpu - test)) / "
+              "comm x 100) on the ranks' means; IMB = 100 max(0, min(1, (t_pure + t_CPU - t_ovrl) / min(t_pure, "
+              "t_CPU))) on the slowest rank's",
+              [Column("algorithm"), Column("variant"), Column("size", "size"), Column("comm alone", "time"),
+               Column("compute", "time"), Column("total", "time"), Column("OSU", "share"), Column("IMB", "share"),
                *_tail(several)])
     for r in rows:
-        t.add_row(r.collective, r.variant, r.nbytes, r.comm_s, r.compute_s, r.total_s, r.overlap_pct / 100,
-                  *_tail_cells(r, several))
+        imb = None if r.overlap_imb_pct is None else r.overlap_imb_pct / 100
+        t.add_row(r.algorithm.partition("=")[2], r.variant, r.nbytes, r.comm_s, r.compute_s, r.total_s,
+                  r.overlap_pct / 100, imb, *_tail_cells(r, several))
     return t
 
 

@@ -36,7 +36,8 @@ _POOLED = {"min_s": np.min, "max_s": np.max, "mean_s": np.mean, "p90_s": lambda 
 # per-launch measurements other than the samples (workload rows; OSU's per-rank means; a persistent algorithm's
 # set-up): the median over launches
 _PER_LAUNCH = ("comm_s", "compute_s", "total_s", "overlap_pct", "baseline_s", "slowdown",
-               "rank_mean_min_s", "rank_mean_avg_s", "rank_mean_max_s", "setup_s")
+               "rank_mean_min_s", "rank_mean_avg_s", "rank_mean_max_s", "setup_s", "osu_comm_s", "osu_overall_s",
+               "osu_cpu_s", "osu_test_s", "imb_pure_s", "imb_ovrl_s", "imb_cpu_s", "overlap_imb_pct")
 
 
 def launch_spread(blocks: Sequence[np.ndarray]) -> bool:

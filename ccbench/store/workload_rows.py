@@ -19,8 +19,9 @@ class WorkloadRow(StoredRow):
     Times are seconds, each sample the maximum over ranks (docs/measuring.md, "How it times").
     ``part`` is -1 for the whole step and the call's index within the step otherwise;
     a part's samples are its own call's times within the timed steps.  Overlap rows
-    carry the three OSU times (``comm_s`` = non-blocking call alone, ``compute_s``,
-    ``total_s``) and ``overlap_pct``; straggler rows ``delay_s``, ``delayed_rank``,
+    carry three medians (``comm_s`` = non-blocking call alone, ``compute_s`` = the compute
+    alone, ``total_s``), the times each definition takes (``osu_*``, ``imb_*``) and both
+    figures (``overlap_pct``: OSU's, ``overlap_imb_pct``: IMB-NBC's); straggler rows ``delay_s``, ``delayed_rank``,
     ``baseline_s`` (the same call undelayed) and ``slowdown``.
     """
 
@@ -49,7 +50,17 @@ class WorkloadRow(StoredRow):
     comm_s: float | None = None       # overlap: the non-blocking collective alone (OSU t_pure)
     compute_s: float | None = None    # overlap: the compute kernel alone
     total_s: float | None = None      # overlap: start + compute + wait
-    overlap_pct: float | None = None
+    overlap_pct: float | None = None  # overlap: OSU's figure (ccbench.workloads.overlap), from the osu_* times
+    # overlap, what each definition takes (rows stored before them have None): OSU's four times, each rank's mean
+    # averaged over the ranks; IMB-NBC's three, those of the rank with the largest t_ovrl, and its figure
+    osu_comm_s: float | None = None
+    osu_overall_s: float | None = None
+    osu_cpu_s: float | None = None    # the compute inside start + compute + wait, test calls included
+    osu_test_s: float | None = None   # the test calls inside the compute
+    imb_pure_s: float | None = None
+    imb_ovrl_s: float | None = None
+    imb_cpu_s: float | None = None
+    overlap_imb_pct: float | None = None
     delay_s: float | None = None
     delayed_rank: int | None = None
     baseline_s: float | None = None   # straggler: median without the delay
@@ -71,12 +82,15 @@ class WorkloadRow(StoredRow):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
         for name in ("median_s", "min_s", "mean_s", "ci_low_s", "ci_high_s", "comm_s", "compute_s", "total_s",
-                     "delay_s", "baseline_s"):
+                     "delay_s", "baseline_s", "osu_comm_s", "osu_overall_s", "osu_cpu_s", "osu_test_s", "imb_pure_s",
+                     "imb_ovrl_s", "imb_cpu_s"):
             v = getattr(self, name)
             if v is not None and not v >= 0:
                 raise ValueError(f"{name} must be a time >= 0, got {v}")
-        if self.overlap_pct is not None and not 0 <= self.overlap_pct <= 100:
-            raise ValueError(f"overlap_pct {self.overlap_pct} is outside 0..100")
+        for name in ("overlap_pct", "overlap_imb_pct"):
+            v = getattr(self, name)
+            if v is not None and not 0 <= v <= 100:
+                raise ValueError(f"{name} {v} is outside 0..100")
         if self.samples != len(self.samples_s):
             raise ValueError("samples does not match the raw samples kept")
         check_launches(self)

@@ -22,7 +22,7 @@ from ccbench.core.errors import UsageError
 from ccbench.workloads.models import Model
 
 __all__ = ["DDP_FIRST_BUCKET_MB", "DDP_BUCKET_MB", "DISPATCHES", "Call", "Schedule", "ddp_buckets", "ddp_schedule",
-           "moe_block_tokens", "moe_schedule", "overlap_pct", "predict_step_s", "straggler_slowdown",
+           "moe_block_tokens", "moe_schedule", "predict_step_s", "straggler_slowdown",
            "zero_schedule"]
 
 MIB = 1 << 20
@@ -236,19 +236,6 @@ def moe_schedule(tokens: int, hidden: int, experts_per_rank: int, ep: int, top_k
 
 
 # -- measures and predictions --------------------------------------------------------
-
-
-def overlap_pct(t_total_s: float, t_compute_s: float, t_comm_s: float) -> float:
-    """Communication hidden behind computation, in percent, as OSU's non-blocking benchmarks define it.
-
-    ``overlap = max(0, 100 * (1 - (t_total - t_compute) / t_pure))`` where t_pure is the
-    non-blocking collective's time alone (start + wait), t_compute the compute kernel's
-    time alone and t_total the time of start + compute + wait (OSU Micro-Benchmarks,
-    ``osu_iallreduce`` and ``c/util/osu_util.c``).  Capped at 100.
-    """
-    if t_comm_s <= 0:
-        raise ValueError("the pure communication time must be positive")
-    return min(100.0, max(0.0, 100.0 * (1.0 - (t_total_s - t_compute_s) / t_comm_s)))
 
 
 def straggler_slowdown(t_delayed_s: float, t_base_s: float, delay_s: float) -> float:
