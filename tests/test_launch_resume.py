@@ -94,3 +94,27 @@ def test_rounds_reach_every_launch_and_an_interrupted_launch_measures_its_unfini
     for p in meta["parts"]:
         part = json.loads((run / p["dir"] / "run.json").read_text())
         assert part["config"]["rounds"] == 2 and part["rounds"] == 2 and part["config"]["min_reps"] == 6
+
+
+def test_resume_plans_what_all_stood_for_when_the_run_was_planned(tmp_path):
+    """-a all is stored as the algorithms it meant (run.json all_algorithms): a resumed run measures those, not
+    what the registry holds since, and says so of one it no longer has."""
+    env = dict(os.environ, CCBENCH_FAULT="exit:1:allreduce/ring:8")
+    r = _launch("-C", "allreduce", "-a", "all", "-s", "8", "--budget", "0.02", "--min-reps", "5", "--max-reps", "10",
+                "--results-dir", str(tmp_path), env=env)
+    assert r.returncode != 0
+    (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    meta = json.loads((run / "run.json").read_text())
+    today = meta["all_algorithms"]["allreduce"]
+    assert {"native", "ring", "rabenseifner"} <= set(today) and not any("persistent" in a for a in today)
+    meta["all_algorithms"] = {"allreduce": ["native", "ring", "linear", "retired"]}  # as planned by an older ccbench
+    (run / "run.json").write_text(json.dumps(meta))
+    before = {x.algorithm for x in open_run(run).rows}  # what finished before the fault (kept, whatever it was)
+    assert "ring" not in before
+    r = _launch("--resume", str(run))
+    assert r.returncode == 0, r.stderr[-2000:]
+    opened = open_run(run)
+    after = {x.algorithm for x in opened.rows}
+    assert {"native", "ring", "linear"} <= after and after - before <= {"native", "ring", "linear"}
+    assert {"what": "allreduce/retired", "why": "planned by all, but not in this ccbench"} in opened.meta["skipped"]
+    assert opened.meta["all_algorithms"] == {"allreduce": ["native", "ring", "linear", "retired"]}

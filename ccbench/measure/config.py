@@ -24,8 +24,8 @@ from ccbench.core.replication import MAX_LAUNCHES
 from ccbench.core.units import format_size, parse_sizes
 
 __all__ = ["BINDINGS", "Case", "Config", "LOOPS", "MAX_LAUNCHES", "ORDERS", "THREAD_LEVELS", "SYNC_METHODS",
-           "config_description", "copy_shipped", "load_config", "plan", "read_toml", "resolve_config_path",
-           "shipped_configs", "shipped_dir"]
+           "all_algorithms", "config_description", "copy_shipped", "load_config", "plan", "read_toml",
+           "resolve_config_path", "shipped_configs", "shipped_dir"]
 
 MAX_ROUNDS = 100
 #: what ``all`` names among the collectives: every one but the v-collectives, which are named on their own
@@ -455,7 +455,18 @@ class Case:
         return f"{self.collective}/{self.algorithm} {format_size(self.nbytes)} {self.dtype}{extra}"
 
 
-def plan(cfg: Config, nranks: int, no_hierarchy: str | None = None) -> tuple[list[Case], list[tuple[str, str]]]:
+def all_algorithms(collectives) -> dict[str, list[str]]:
+    """What ``all`` stands for today, per collective: every registered algorithm but the forced variants of the
+    library's (native:all), the persistent and the non-blocking forms (``Algorithm.in_all``).  A run stores it
+    (run.json ``all_algorithms``), so that ``--resume`` plans the algorithms it was planned with, not those the
+    registry holds since."""
+    from ccbench.algorithms import REGISTRY
+
+    return {c: [a for a, x in REGISTRY[c].items() if x.in_all] for c in collectives}
+
+
+def plan(cfg: Config, nranks: int, no_hierarchy: str | None = None,
+         every: dict | None = None) -> tuple[list[Case], list[tuple[str, str]]]:
     """Expand a Config into cases for `nranks` ranks; also return (what, why) of skips.
 
     A named algorithm that cannot run at this rank count is an error; one selected by
@@ -463,7 +474,8 @@ def plan(cfg: Config, nranks: int, no_hierarchy: str | None = None) -> tuple[lis
     two levels (`ccbench.core.placement.hierarchy_missing`; None: it has, or it is not
     known yet): the hierarchical algorithms then cannot run either.  The v-collectives' cases carry
     ``cfg.counts``, which must fit `nranks` (one line if not); alltoallv in place needs counts the same
-    both ways, and is refused (``in_place`` yes) or skipped (both) otherwise.
+    both ways, and is refused (``in_place`` yes) or skipped (both) otherwise.  `every`: what ``all`` stood for
+    when the run was planned (`all_algorithms`; None: today's); a name the registry no longer holds is skipped.
     """
     from ccbench.algorithms import REGISTRY
 
@@ -474,10 +486,14 @@ def plan(cfg: Config, nranks: int, no_hierarchy: str | None = None) -> tuple[lis
         raise UsageError(f"root {cfg.root} does not exist with {nranks} ranks")
     for coll_name in cfg.collectives:
         coll = COLLECTIVES[coll_name]
-        # `all` is every algorithm but the forced variants of the library's (native:all), the persistent and the
-        # non-blocking forms
-        every = [a for a, x in REGISTRY[coll_name].items() if x.in_all] if "all" in cfg.algorithms else []
-        algs = every + [a for a in cfg.algorithms if a in REGISTRY[coll_name] and a not in every]
+        if "all" in cfg.algorithms:
+            stood = (every if every is not None else all_algorithms([coll_name])).get(coll_name, [])
+            gone = [a for a in stood if a not in REGISTRY[coll_name]]
+            skipped += [(f"{coll_name}/{a}", "planned by all, but not in this ccbench") for a in gone]
+            chosen = [a for a in stood if a not in gone]
+        else:
+            chosen = []
+        algs = chosen + [a for a in cfg.algorithms if a in REGISTRY[coll_name] and a not in chosen]
         dtypes = cfg.dtypes if coll_name != "barrier" else cfg.dtypes[:1]
         ops = cfg.ops if coll.reduction else ("none",)
         places = {"no": (False,), "yes": (True,), "both": (False, True)}[cfg.in_place]

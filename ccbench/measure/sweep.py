@@ -26,7 +26,7 @@ from ccbench.core.dtypes import DTYPES, is_half
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.core.stats import summarize
 from ccbench.measure import compiled
-from ccbench.measure.config import Case, Config, plan
+from ccbench.measure.config import Case, Config, all_algorithms, plan
 from ccbench.measure.driver import Item, Plan, common_stop, drive
 from ccbench.measure.gamma import harness_floor, last_level_cache_bytes, reduction_rates
 from ccbench.measure.membw import memory_bandwidth
@@ -314,6 +314,27 @@ def _case_key(c) -> tuple:
     return (c.collective, c.algorithm, c.nbytes, c.dtype, c.op, bool(c.in_place), c.root)
 
 
+def _what_all_stands_for(comm, cfg: Config, resume: Path | None) -> dict | None:
+    """The algorithms ``all`` means in this run: those a resumed run was planned with (run.json
+    ``all_algorithms``; a run made before it was stored: today's), else today's (`all_algorithms`); None without
+    ``all``."""
+    if "all" not in cfg.algorithms:
+        return None
+    from ccbench.store.run import open_run
+
+    def read() -> dict | None:
+        if resume is None or comm.Get_rank() != 0:
+            return None
+        got = open_run(resume).meta.get("all_algorithms")
+        if got is not None and not (isinstance(got, dict) and all(
+                isinstance(v, list) and all(isinstance(a, str) for a in v) for v in got.values())):
+            raise UsageError(f"{resume}/run.json: all_algorithms is not a list of algorithm names per collective")
+        return got
+
+    stored = comm.bcast(agree(comm, read), root=0)
+    return stored if stored is not None else all_algorithms(cfg.collectives)
+
+
 def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=None,
               tag: str = "", resume: Path | None = None, launch: int | None = None) -> tuple[int, Path | None]:
     """Run a whole sweep on MPI.COMM_WORLD; return (exit code, run directory on rank 0).
@@ -349,7 +370,8 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
     if topology is not None:  # the re-ranked communicator's node map, and how it was re-ranked
         topology["placement"] = placement
     no_hierarchy = hierarchy_missing((topology or {}).get("node_of_rank"))
-    cases, skipped = agree(comm, lambda: plan(cfg, P, no_hierarchy))
+    every = _what_all_stands_for(comm, cfg, resume)
+    cases, skipped = agree(comm, lambda: plan(cfg, P, no_hierarchy, every))
     library = current_library()  # forced variants need their variables set at MPI_Init
     cases, forced_skips = agree(comm, lambda: check_environment(cases, library))
     skipped = skipped + forced_skips
@@ -412,14 +434,16 @@ def run_sweep(cfg: Config, *, thread: tuple[str, str], argv: list[str], console=
         [item(c) for c in cases],
         meta=dict(size_definitions={c: COLLECTIVES[c].size_definition for c in cfg.collectives},
                   timer_resolution_s=timer_res, planned_cases=len(cases),
-                  skipped=[{"what": w, "why": y} for w, y in skipped],
                   reduce_local=[], harness_floor=None, memory_bandwidth=None,
+                  **({"all_algorithms": every} if every is not None else {}),
                   **({"half_types": half} if (half := {d: half_path(DTYPES[d]) for d in cfg.dtypes if is_half(d)})
                      else {})),
         same_config=same_config, summary=lambda r: (_case_key(r), not r.ok),
         progress_line=lambda row: _progress_line(by_key[_case_key(row)], row),
         visit_ok=lambda v: v.nwrong == 0, row_cls=Row, order=cfg.order, seed=cfg.seed, rounds=cfg.rounds,
-        watchdog_s=cfg.watchdog_s, fault=fault, before=before, opened={"loop": loop_record},
+        watchdog_s=cfg.watchdog_s, fault=fault, before=before,
+        # what the plan left out is said again by a resumed run (one planned by `all` may name an algorithm gone since)
+        opened={"loop": loop_record, "skipped": [{"what": w, "why": y} for w, y in skipped]},
         not_applicable=not_applicable)
     return drive(comm, run_plan, prov=prov, argv=argv, results_dir=cfg.results_dir, tag=tag, resume=resume,
                  launch=launch, console=console, progress=console is not None)
