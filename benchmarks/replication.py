@@ -246,15 +246,15 @@ def _twin_lines(path: Path, k: int, slowed: bool) -> list[dict]:
     lines = []
     for g in group_rows(open_run(path).rows):
         for f in fastest_per_size(g):
-            called = f["verdict"] == "faster"
-            found = called and f["fastest"] == "binomial"
+            called = f.verdict == "faster"
+            found = called and f.fastest == "binomial"
             lines.append({"experiment": "slow20-twin" if slowed else "twin-control", "K": k, "pair": 1,
                           "run_a": str(path), "run_b": str(path), "collective": g.collective,
-                          "algorithm": f"{f['runner_up']} / {f['fastest']}", "nbytes": f["nbytes"],
-                          "ratio": 1.0 + f["margin"] if f["margin"] is not None else math.nan,
-                          "ratio_low": f["ratio_low"], "ratio_high": f["ratio_high"], "p_value": f["p_value"],
-                          "verdict": ("slower" if found else "faster" if called else f["verdict"]) if slowed
-                          else f["verdict"], "method": f["method"], "fastest": f["fastest"]})
+                          "algorithm": f"{f.runner_up} / {f.fastest}", "nbytes": f.nbytes,
+                          "ratio": 1.0 + f.margin if f.margin is not None else math.nan,
+                          "ratio_low": f.ratio_low, "ratio_high": f.ratio_high, "p_value": f.p_value,
+                          "verdict": ("slower" if found else "faster" if called else f.verdict) if slowed
+                          else f.verdict, "method": f.method, "fastest": f.fastest})
     return lines
 
 

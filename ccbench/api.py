@@ -111,16 +111,15 @@ def compare(runs: Iterable, results_dir="results", *, level: float = 0.05, min_e
     return compare_and_open(runs, results_dir, level=level, min_effect=min_effect, launch_cv=launch_cv)
 
 
-def fastest(run, results_dir="results") -> list[dict]:
+def fastest(run, results_dir="results") -> list:
     """The fastest algorithm against its runner-up, decided at the launch level, as ``ccbench report`` lists it.
 
-    For a sweep, one dict per size of every collective and variant (``collective``, ``nranks``,
+    For a sweep, one `SizeFastest` per size of every collective and variant (``collective``, ``nranks``,
     ``dtype``, ``op``, ``in_place``, ``root``, ``nbytes``, then ``fastest``, ``median_s``,
     ``runner_up``, ``runner_up_s``, ``margin``, ``p_value``, ``verdict``, ...); for a training-workload
-    run, one per variant and one over all (``what``).
+    run, a `VariantFastest` per variant and one over all (``what``).  ``to_dict()`` gives each as a dict.
     """
     r = open_run(run, results_dir)
     if r.kind == WORKLOAD:
         return fastest_per_variant(r.rows)
-    return [{"collective": g.collective, "nranks": g.nranks, "dtype": g.dtype, "op": g.op, "in_place": g.in_place,
-             "root": g.root, **entry} for g in group_rows(r.rows) for entry in fastest_per_size(g)]
+    return [entry for g in group_rows(r.rows) for entry in fastest_per_size(g)]

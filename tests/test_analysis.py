@@ -152,7 +152,7 @@ def test_predict_cli_given_params_matches_library():
     assert res.exit_code == 0, res.output
     assert "given on the command line" in res.output
     params = NetworkParams(2e-6, 1e-10)
-    algs = [a for a in REGISTRY["allreduce"].values() if a.cost is not None and a.setup is None]  # no persistent twin
+    algs = [a for a in REGISTRY["allreduce"].values() if a.cost is not None and a.in_all]  # as -a all takes them
     for P in (64, 4096):
         title = f"predicted allreduce at {P} ranks"
         for n, label in ((8, "8 B"), (64 << 20, "64 MiB")):
@@ -333,11 +333,11 @@ def test_fastest_of_finds_a_consistent_difference_over_shared_launches():
     b = _pooled("ring", 12e-6, EFFECTS, seed=2)
     assert launches_shared(a, b)
     f = fastest_of([b, a])
-    assert (f["fastest"], f["runner_up"]) == ("native", "ring")
-    assert f["method"] == "paired by launch, K=5" and f["launches"] == 5
-    assert f["verdict"] == "faster" and f["significant"] is True and f["p_value"] < 0.001
-    assert f["ratio_low"] < 1.2 < f["ratio_high"] and f["ratio_low"] > 1.1
-    assert f["margin"] == pytest.approx(b.median_s / a.median_s - 1) and f["margin"] == pytest.approx(0.2, abs=0.02)
+    assert (f.fastest, f.runner_up) == ("native", "ring")
+    assert f.method == "paired by launch, K=5" and f.launches == 5
+    assert f.verdict == "faster" and f.significant is True and f.p_value < 0.001
+    assert f.ratio_low < 1.2 < f.ratio_high and f.ratio_low > 1.1
+    assert f.margin == pytest.approx(b.median_s / a.median_s - 1) and f.margin == pytest.approx(0.2, abs=0.02)
 
 
 def test_fastest_of_does_not_over_claim_when_the_launch_effect_is_not_shared():
@@ -350,38 +350,38 @@ def test_fastest_of_does_not_over_claim_when_the_launch_effect_is_not_shared():
     b = _pooled("native:ring", 12e-6, EFFECTS, seed=2, settings={"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring"})
     assert not launches_shared(a, b)
     f = fastest_of([a, b])
-    assert f["method"] == "separate launches, K=5" and f["launches"] == 5
-    assert f["verdict"] == "noise" and f["significant"] is False and f["p_value"] > 0.05
-    assert f["ratio_low"] < 1.0 < f["ratio_high"]
+    assert f.method == "separate launches, K=5" and f.launches == 5
+    assert f.verdict == "noise" and f.significant is False and f.p_value > 0.05
+    assert f.ratio_low < 1.0 < f.ratio_high
     assert mann_whitney_u(a.samples_s, b.samples_s)[1] < 0.05
     # launch effects drawn independently for the two: still separate launches, still not claimed
     c = _pooled("native:ring", 12e-6, OTHER_EFFECTS, seed=3, settings={"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring"})
     g = fastest_of([a, c])
-    assert g["method"] == "separate launches, K=5" and g["significant"] is False
+    assert g.method == "separate launches, K=5" and g.significant is False
 
 
 def test_fastest_of_with_one_launch_is_undetermined_unless_the_difference_is_huge():
     a = _pooled("native", 10e-6, (1.0,), seed=1)
     near = _pooled("ring", 11e-6, (1.0,), seed=2)
     f = fastest_of([a, near])
-    assert f["method"] == ONE_LAUNCH and f["launches"] == 1
-    assert f["verdict"] == "undetermined" and f["significant"] is False
-    assert f["margin"] == pytest.approx(0.1, abs=0.02)
+    assert f.method == ONE_LAUNCH and f.launches == 1
+    assert f.verdict == "undetermined" and f.significant is False
+    assert f.margin == pytest.approx(0.1, abs=0.02)
     far = _pooled("ring", 50e-6, (1.0,), seed=2)
     g = fastest_of([far, a])
-    assert g["fastest"] == "native" and g["method"] == ONE_LAUNCH
-    assert g["verdict"] == "faster" and g["significant"] is True and g["ratio_low"] > 1.0
+    assert g.fastest == "native" and g.method == ONE_LAUNCH
+    assert g.verdict == "faster" and g.significant is True and g.ratio_low > 1.0
 
 
 def test_fastest_of_keeps_its_keys_without_a_runner_up_and_skips_failed_rows():
     a = _pooled("native", 10e-6, EFFECTS, seed=1)
     f = fastest_of([a, None])
-    assert f["fastest"] == "native" and f["median_s"] == a.median_s and f["launches"] == 5
+    assert f.fastest == "native" and f.median_s == a.median_s and f.launches == 5
     for k in ("runner_up", "runner_up_s", "margin", "p_value", "significant", "verdict", "ratio_low", "ratio_high",
               "method"):
-        assert f[k] is None
+        assert getattr(f, k) is None
     wrong = dataclasses.replace(_pooled("ring", 1e-6, EFFECTS, seed=2), nwrong=3)
-    assert fastest_of([wrong, a])["fastest"] == "native" and fastest_of([wrong]) is None
+    assert fastest_of([wrong, a]).fastest == "native" and fastest_of([wrong]) is None
 
 
 def test_launches_are_shared_only_launch_number_for_launch_number():
@@ -389,7 +389,7 @@ def test_launches_are_shared_only_launch_number_for_launch_number():
     b = _pooled("ring", 12e-6, EFFECTS[:4], seed=2)  # launch 5 missing
     assert not launches_shared(a, b)
     f = fastest_of([a, b])
-    assert f["method"] == "separate launches, K=5 and 4" and f["launches"] == 4
+    assert f.method == "separate launches, K=5 and 4" and f.launches == 4
 
 
 def test_fastest_per_size_compares_each_size_at_the_launch_level():
@@ -397,10 +397,10 @@ def test_fastest_per_size_compares_each_size_at_the_launch_level():
     small = [dataclasses.replace(r, nbytes=8, count=2) for r in (_pooled("native", 3e-6, EFFECTS, seed=3),
                                                                    _pooled("ring", 3.03e-6, EFFECTS, seed=4))]
     g = Curves("allreduce", 4, "float32", "sum", False, 0, {"native": [small[0], rows[0]], "ring": [small[1], rows[1]]})
-    out = {f["nbytes"]: f for f in fastest_per_size(g)}
-    assert out[1024]["verdict"] == "faster" and out[1024]["method"] == "paired by launch, K=5"
-    assert out[8]["fastest"] == "native" and out[8]["verdict"] == "faster"  # the shared launch effect cancels
-    assert out[8]["ratio_low"] < 1.01 < out[8]["ratio_high"]  # a 1% difference, 2% noise per sample
+    out = {f.nbytes: f for f in fastest_per_size(g)}
+    assert out[1024].verdict == "faster" and out[1024].method == "paired by launch, K=5"
+    assert out[8].fastest == "native" and out[8].verdict == "faster"  # the shared launch effect cancels
+    assert out[8].ratio_low < 1.01 < out[8].ratio_high  # a 1% difference, 2% noise per sample
 
 
 def test_fastest_per_size_compares_only_rows_timed_by_one_loop():
@@ -411,13 +411,13 @@ def test_fastest_per_size_compares_only_rows_timed_by_one_loop():
     rd = _pooled("recursive_doubling", 8e-6, EFFECTS, seed=3)
     (e,) = fastest_per_size(Curves("allreduce", 4, "float32", "sum", False, 0,
                                    {"native": [nat], "ring": [ring], "recursive_doubling": [rd]}))
-    assert (e["fastest"], e["runner_up"], e["loop"], e["other_loop"]) == ("recursive_doubling", "ring", "python",
-                                                                           ["native"])
+    assert (e.fastest, e.runner_up, e.loop, e.other_loop) == ("recursive_doubling", "ring", "python",
+                                                                       ("native",))
     (tie,) = fastest_per_size(Curves("allreduce", 4, "float32", "sum", False, 0, {"native": [nat], "ring": [ring]}))
-    assert (tie["fastest"], tie["runner_up"], tie["other_loop"]) == ("ring", None, ["native"])
+    assert (tie.fastest, tie.runner_up, tie.other_loop) == ("ring", None, ("native",))
     (same,) = fastest_per_size(Curves("allreduce", 4, "float32", "sum", False, 0,
                                       {"native": [dataclasses.replace(nat, loop="python")], "ring": [ring]}))
-    assert same["fastest"] == "native" and same["other_loop"] == []
+    assert same.fastest == "native" and same.other_loop == ()
 
 
 def test_launch_variation_is_the_variance_components_of_the_rows_launches():

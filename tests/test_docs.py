@@ -129,10 +129,10 @@ def _report_fastest(run_path: str) -> str:
     console = Console(file=io.StringIO(), width=int(ENV["COLUMNS"]))
     for g in group_rows(open_run(run_path).rows):
         rows = fastest_per_size(g)
-        if rows and any(r["runner_up"] is not None for r in rows):
+        if rows and any(r.runner_up is not None for r in rows):
             console.print(to_rich(fastest_table(
                 f"fastest per size: {variant_label(g)} (runner-up compared at the launch level)", rows,
-                Column("size", "size"), lambda r: r["nbytes"])))
+                Column("size", "size"), lambda r: r.nbytes)))
     return console.file.getvalue()
 
 

@@ -38,7 +38,7 @@ def load_collective_run(run):
     """(path, meta, rows, warnings) of a stored sweep, as `ccbench plot` opens it."""
     r = open_run(run, kinds=(SWEEP,), need_rows=True, what="ccbench plot")
     return r.path, r.meta, r.rows, r.warnings
-from ccbench.analysis.fastest import ONE_LAUNCH, fastest_per_size, group_rows  # noqa: E402
+from ccbench.analysis.fastest import ONE_LAUNCH, VariantFastest, fastest_per_size, group_rows  # noqa: E402
 from ccbench.present.report import fastest_table  # noqa: E402
 from ccbench.present.table import DECIDED, Column, fmt_p  # noqa: E402
 
@@ -102,42 +102,42 @@ def test_fastest_per_size_is_the_smallest_stored_median():
     checked = 0
     for g in groups:
         for f in fastest_per_size(g):
-            at = [r for r in stored if r["collective"] == g.collective and r["nbytes"] == f["nbytes"]
+            at = [r for r in stored if r["collective"] == g.collective and r["nbytes"] == f.nbytes
                   and r["nwrong"] == 0]
             best = min(at, key=lambda r: r["median_s"])
-            assert (f["fastest"], f["median_s"]) == (best["algorithm"], best["median_s"])
+            assert (f.fastest, f.median_s) == (best["algorithm"], best["median_s"])
             if len(at) > 1:
                 second = sorted(at, key=lambda r: r["median_s"])[1]
-                assert f["runner_up"] == second["algorithm"]
-                assert f["margin"] == pytest.approx(second["median_s"] / best["median_s"] - 1)
+                assert f.runner_up == second["algorithm"]
+                assert f.margin == pytest.approx(second["median_s"] / best["median_s"] - 1)
                 # one launch: the prior between-launch CV decides, never the pooled samples
-                assert f["method"] == ONE_LAUNCH and f["launches"] == 1
-                assert 0 <= f["p_value"] <= 1 and f["significant"] == (f["p_value"] < 0.05)
-                assert f["significant"] == (f["verdict"] == "faster")
-                assert f["verdict"] in ("faster", "undetermined")
-                assert f["ratio_low"] < 1 + f["margin"] < f["ratio_high"]
+                assert f.method == ONE_LAUNCH and f.launches == 1
+                assert 0 <= f.p_value <= 1 and f.significant == (f.p_value < 0.05)
+                assert f.significant == (f.verdict == "faster")
+                assert f.verdict in ("faster", "undetermined")
+                assert f.ratio_low < 1 + f.margin < f.ratio_high
             checked += 1
     assert checked == 4 * 5  # four collectives, five sizes each
 
 
 def test_fastest_table_says_how_each_verdict_was_reached():
     """One method: the caption says it; several: a column per row; the verdict is worded by DECIDED."""
-    entry = {"nbytes": 8, "fastest": "native", "median_s": 1e-6, "runner_up": "ring", "runner_up_s": 2e-6,
-             "margin": 1.0, "p_value": 0.01, "significant": True, "verdict": "faster", "ratio_low": 1.5,
-             "ratio_high": 2.5, "method": "paired by launch, K=3", "launches": 3}
-    other = {**entry, "nbytes": 64, "verdict": "noise", "significant": False, "ratio_low": 0.8,
-             "method": "separate launches, K=3"}
-    t = fastest_table("t", [entry], Column("size", "size"), lambda e: e["nbytes"])
+    entry = VariantFastest(what="8", fastest="native", median_s=1e-6, runner_up="ring", runner_up_s=2e-6, margin=1.0,
+                           p_value=0.01, significant=True, verdict="faster", ratio_low=1.5, ratio_high=2.5,
+                           method="paired by launch, K=3", launches=3)
+    other = dataclasses.replace(entry, what="64", verdict="noise", significant=False, ratio_low=0.8,
+                                method="separate launches, K=3")
+    t = fastest_table("t", [entry], Column("size", "size"), lambda e: int(e.what))
     assert [c.header for c in t.columns][-3:] == ["95% CI", "p", "decided"]
     assert t.cells()[0][-3:] == ["+50% to +150%", "0.01", "yes"]
     assert t.caption.startswith("paired by launch, K=3: ") and "paired t test" in t.caption
-    t = fastest_table("t", [entry, other], Column("size", "size"), lambda e: e["nbytes"])
+    t = fastest_table("t", [entry, other], Column("size", "size"), lambda e: int(e.what))
     assert t.columns[-1].header == "how"
     assert [r[-2:] for r in t.cells()] == [["yes", "paired by launch, K=3"], ["no (noise)", "separate launches, K=3"]]
     assert "Welch" in t.caption and "paired t test" in t.caption
-    alone = {**entry, "runner_up": None, "runner_up_s": None, "margin": None, "p_value": None, "significant": None,
-             "verdict": None, "ratio_low": None, "ratio_high": None, "method": None}
-    t = fastest_table("t", [alone], Column("size", "size"), lambda e: e["nbytes"])
+    alone = dataclasses.replace(entry, runner_up=None, runner_up_s=None, margin=None, p_value=None, significant=None,
+                                verdict=None, ratio_low=None, ratio_high=None, method=None)
+    t = fastest_table("t", [alone], Column("size", "size"), lambda e: int(e.what))
     assert t.cells()[0][-3:] == ["-", "-", "-"] and t.caption == ""
     assert DECIDED["undetermined"] == "undetermined"
 
@@ -482,7 +482,7 @@ def test_workload_report_tables_are_the_stored_rows(tmp_path):
     # the fastest algorithm per variant is the one with the smallest stored median; decided at the launch level
     head, fast = _md_table(md, "### Fastest")
     assert head[5:] == ["margin", "95% CI", "p", "decided"]
-    entries = {f["what"]: f for f in res["fastest"]["ddp"]}
+    entries = {f.what: f for f in res["fastest"]["ddp"]}
     for line in fast:
         if line[0] == "all variants":
             among, name = steps, (lambda r: f"{r['variant']}: {r['algorithm']}")
@@ -494,9 +494,9 @@ def test_workload_report_tables_are_the_stored_rows(tmp_path):
         best, second = sorted(among, key=lambda r: r["median_s"])[:2]
         assert (line[1], line[2], line[3]) == (name(best), human_time(best["median_s"]), name(second))
         f = entries[line[0]]
-        assert line[7] == fmt_p(f["p_value"]) and line[8] == DECIDED[f["verdict"]]
+        assert line[7] == fmt_p(f.p_value) and line[8] == DECIDED[f.verdict]
         # one launch, a 2% difference: the pooled samples would call it (Mann-Whitney), the launch level does not
-        assert f["method"] == ONE_LAUNCH and f["verdict"] == "undetermined"
+        assert f.method == ONE_LAUNCH and f.verdict == "undetermined"
         assert mann_whitney_u(best["samples_s"], second["samples_s"])[1] < 0.05
     assert f"{ONE_LAUNCH}, so a between-launch CV of 35% is assumed" in md
     assert list(entries) == ["bucketed 0.5/0.125 MiB", "per_tensor", "allreduce=native: bucketing",

@@ -188,4 +188,4 @@ def test_show_and_report_of_a_replicated_workload_run(tmp_path, capsys, plain_te
     if name != "wl-overlap-np2":
         assert "paired by launch, K=3" in md
         # every candidate ran in the same three launches: the verdicts are paired by launch
-        assert all(f["method"] == "paired by launch, K=3" for f in fastest_per_variant(rows) if f["runner_up"])
+        assert all(f.method == "paired by launch, K=3" for f in fastest_per_variant(rows) if f.runner_up)

@@ -19,10 +19,11 @@ than that prior resolves.
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from ccbench.analysis.fit import _Record
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.replication import (
     LaunchComparison,
@@ -34,7 +35,8 @@ from ccbench.core.replication import (
 from ccbench.store.results import Row
 from ccbench.store.workload_rows import WorkloadRow
 
-__all__ = ["ONE_LAUNCH", "SIGNIFICANCE", "Curves", "algorithm_order", "fastest_of", "fastest_per_size",
+__all__ = ["ONE_LAUNCH", "SIGNIFICANCE", "Curves", "Fastest", "SizeFastest", "VariantFastest", "algorithm_order",
+           "fastest_of", "fastest_per_size",
            "fastest_per_variant", "group_rows", "launch_variation", "launches_shared", "step_rows"]
 
 #: Two-sided level of the launch-level comparison of the fastest with its runner-up.
@@ -135,7 +137,53 @@ def _finite(v) -> float | None:
     return None if v is None or not math.isfinite(v) else float(v)
 
 
-def fastest_of(rows: Iterable, name=lambda r: r.algorithm, alpha: float = SIGNIFICANCE) -> dict | None:
+@dataclass(frozen=True)
+class Fastest(_Record):
+    """The fastest of some rows against its runner-up, with a launch-level verdict (`fastest_of`)."""
+
+    fastest: str
+    median_s: float
+    runner_up: str | None
+    runner_up_s: float | None
+    margin: float | None
+    p_value: float | None
+    significant: bool | None
+    verdict: str | None
+    ratio_low: float | None
+    ratio_high: float | None
+    method: str | None
+    launches: int
+
+    def verdict_fields(self) -> dict:
+        """The fields of `Fastest` (what a subclass adds left out): to build a subclass from one."""
+        return {f.name: getattr(self, f.name) for f in fields(Fastest)}
+
+
+@dataclass(frozen=True)
+class SizeFastest(Fastest):
+    """`Fastest` at one size of a sweep's group: the group (collective, nranks, dtype, op, in_place, root), the
+    size, the loop that timed the rows compared and the algorithms timed by the other loop (left out)."""
+
+    collective: str
+    nranks: int
+    dtype: str | None
+    op: str | None
+    in_place: bool | None
+    root: int | None
+    nbytes: int
+    loop: str
+    other_loop: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class VariantFastest(Fastest):
+    """`Fastest` among the rows of a workload: ``what`` was compared (a variant, a size, "all variants", or
+    "ALGORITHM: bucketing")."""
+
+    what: str
+
+
+def fastest_of(rows: Iterable, name=lambda r: r.algorithm, alpha: float = SIGNIFICANCE) -> Fastest | None:
     """The correct row with the smallest stored median among `rows`, its runner-up, and a launch-level verdict.
 
     ``fastest`` / ``runner_up`` are ``name(row)``, ``median_s`` / ``runner_up_s`` their stored
@@ -161,21 +209,20 @@ def fastest_of(rows: Iterable, name=lambda r: r.algorithm, alpha: float = SIGNIF
     second = cands[1] if len(cands) > 1 else None
     lc, method, launches = _compare(best, second, alpha) if second is not None else (None, None, best.n_launches)
     verdict = _OF_FASTEST[lc.verdict] if lc is not None else None
-    return {
-        "fastest": name(best), "median_s": best.median_s,
-        "runner_up": name(second) if second else None,
-        "runner_up_s": second.median_s if second else None,
-        "margin": (second.median_s / best.median_s - 1.0) if second and best.median_s > 0 else None,
-        "p_value": _finite(lc.p_value) if lc is not None else None,
-        "significant": None if lc is None else verdict == "faster",
-        "verdict": verdict,
-        "ratio_low": _finite(lc.ratio_low) if lc is not None else None,
-        "ratio_high": _finite(lc.ratio_high) if lc is not None else None,
-        "method": method, "launches": launches,
-    }
+    return Fastest(
+        fastest=name(best), median_s=best.median_s,
+        runner_up=name(second) if second else None,
+        runner_up_s=second.median_s if second else None,
+        margin=(second.median_s / best.median_s - 1.0) if second and best.median_s > 0 else None,
+        p_value=_finite(lc.p_value) if lc is not None else None,
+        significant=None if lc is None else verdict == "faster",
+        verdict=verdict,
+        ratio_low=_finite(lc.ratio_low) if lc is not None else None,
+        ratio_high=_finite(lc.ratio_high) if lc is not None else None,
+        method=method, launches=launches)
 
 
-def fastest_per_size(g: Curves, alpha: float = SIGNIFICANCE) -> list[dict]:
+def fastest_per_size(g: Curves, alpha: float = SIGNIFICANCE) -> list[SizeFastest]:
     """Per size: the correct algorithm with the smallest stored median, the runner-up, and a launch-level
     verdict (``fastest_of`` of the algorithms' rows at that size, with ``nbytes``).
 
@@ -189,19 +236,21 @@ def fastest_per_size(g: Curves, alpha: float = SIGNIFICANCE) -> list[dict]:
         loop = max(sorted(set(loops), key=lambda x: x != "python"), key=loops.count) if loops else "python"
         f = fastest_of([r for r, x in zip(rows, loops, strict=True) if x == loop], alpha=alpha)
         if f is not None:
-            out.append({"nbytes": n, **f, "loop": loop,
-                        "other_loop": [r.algorithm for r, x in zip(rows, loops, strict=True) if x != loop]})
+            out.append(SizeFastest(**f.verdict_fields(), collective=g.collective, nranks=g.nranks, dtype=g.dtype,
+                                   op=g.op, in_place=g.in_place, root=g.root, nbytes=n, loop=loop,
+                                   other_loop=tuple(r.algorithm for r, x in zip(rows, loops, strict=True)
+                                                    if x != loop)))
     return out
 
-def size_bands(entries: Sequence[dict]) -> list[tuple[int, int, str]]:
+def size_bands(entries: Sequence[SizeFastest]) -> list[tuple[int, int, str]]:
     """``fastest_per_size`` entries (in size order) as bands of consecutive sizes with the same fastest:
     [(smallest size, largest size, fastest)]."""
     bands: list[tuple[int, int, str]] = []
     for e in entries:
-        if bands and bands[-1][2] == e["fastest"]:
-            bands[-1] = (bands[-1][0], e["nbytes"], e["fastest"])
+        if bands and bands[-1][2] == e.fastest:
+            bands[-1] = (bands[-1][0], e.nbytes, e.fastest)
         else:
-            bands.append((e["nbytes"], e["nbytes"], e["fastest"]))
+            bands.append((e.nbytes, e.nbytes, e.fastest))
     return bands
 
 
@@ -210,7 +259,7 @@ def step_rows(rows: Sequence[WorkloadRow]) -> list[WorkloadRow]:
     return [r for r in rows if r.part == -1 or r.workload in ("overlap", "straggler")]
 
 
-def fastest_per_variant(rows: Sequence[WorkloadRow], alpha: float = SIGNIFICANCE) -> list[dict]:
+def fastest_per_variant(rows: Sequence[WorkloadRow], alpha: float = SIGNIFICANCE) -> list[VariantFastest]:
     """The fastest algorithm per variant (per size for stragglers), for DDP the fastest bucketing per algorithm (its
     bucket caps and one call per tensor), and overall, each against its runner-up.
 
@@ -228,7 +277,7 @@ def fastest_per_variant(rows: Sequence[WorkloadRow], alpha: float = SIGNIFICANCE
     for what, rs in by.items():
         f = fastest_of(rs, name=lambda r: r.algorithm, alpha=alpha)
         if f is not None:
-            out.append({"what": what, **f})
+            out.append(VariantFastest(**f.verdict_fields(), what=what))
     if len(by) > 1 and steps[0].workload == "ddp":  # the best bucketing (cap, or one call per tensor) per algorithm
         per_alg: dict[str, list[WorkloadRow]] = {}
         for r in steps:
@@ -236,10 +285,10 @@ def fastest_per_variant(rows: Sequence[WorkloadRow], alpha: float = SIGNIFICANCE
         for alg, rs in per_alg.items():
             f = fastest_of(rs, name=lambda r: r.variant, alpha=alpha) if len(rs) > 1 else None
             if f is not None:
-                out.append({"what": f"{alg}: bucketing", **f})
+                out.append(VariantFastest(**f.verdict_fields(), what=f"{alg}: bucketing"))
     if len(by) > 1 and steps[0].workload != "straggler":
         f = fastest_of(steps, name=lambda r: f"{r.variant}: {r.algorithm}", alpha=alpha)
         if f is not None:
-            out.append({"what": "all variants", **f})
+            out.append(VariantFastest(**f.verdict_fields(), what="all variants"))
     return out
 

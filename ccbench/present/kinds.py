@@ -24,10 +24,10 @@ def _sweep_summary(res: dict, console) -> None:
     if any(r.n_launches > 1 for r in rows):
         render([*launch_tables(rows), *launch_notes(rows)], console)
     for label, entries in res["fastest"].items():
-        if entries and any(e["runner_up"] is not None for e in entries):
+        if entries and any(e.runner_up is not None for e in entries):
             console.print(to_rich(fastest_table(
                 f"fastest per size: {label} (runner-up compared at the launch level)", entries,
-                Column("size", "size"), lambda e: e["nbytes"])))
+                Column("size", "size"), lambda e: e.nbytes)))
     for note in res["fit"].notes:
         console.print(f"[yellow]note: {note}[/]")
     _no_figures(res, console)
@@ -48,9 +48,9 @@ def _no_figures(res: dict, console) -> None:
 def _workload_summary(res: dict, console) -> None:
     render(workload_tables(res["meta"], res["rows"], calls=False), console)  # the per-call tables are in the report
     for w, entries in res["fastest"].items():
-        if entries and any(e["runner_up"] is not None for e in entries):
+        if entries and any(e.runner_up is not None for e in entries):
             console.print(to_rich(fastest_table(f"fastest: {w} (runner-up compared at the launch level)",
-                                                entries, Column("among"), lambda e: e["what"])))
+                                                entries, Column("among"), lambda e: e.what)))
     _no_figures(res, console)
     pngs = [f for f in res["files"] if f.endswith(".png")]
     console.print(f"wrote report.md, report.html (figures embedded) and {len(pngs)} PNG figures in {res['dir']}")

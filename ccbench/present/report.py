@@ -98,13 +98,14 @@ def _method_text(method: str) -> str:
     return method
 
 
-def fastest_table(title: str, entries: Sequence[Mapping], key: Column, key_of) -> Table:
-    """The fastest against its runner-up (``fastest_of`` entries), one row per entry keyed by `key_of(entry)`.
+def fastest_table(title: str, entries: Sequence, key: Column, key_of) -> Table:
+    """The fastest against its runner-up (`ccbench.analysis.fastest.Fastest` records), one row per entry keyed by
+    `key_of(entry)`.
 
     "decided" is the launch-level verdict (``ccbench.present.table.DECIDED``); how it was reached
     is the caption when every row was decided the same way, else a column of its own.
     """
-    methods = list(dict.fromkeys(e["method"] for e in entries if e.get("method")))
+    methods = list(dict.fromkeys(e.method for e in entries if e.method))
     per_row = len(methods) > 1
     t = Table(title, [key, Column("fastest"), Column("median", "time"), Column("runner-up"),
                       Column("its median", "time"), Column("margin", "percent"),
@@ -112,13 +113,12 @@ def fastest_table(title: str, entries: Sequence[Mapping], key: Column, key_of) -
                       *([Column("how")] if per_row else [])],
               caption="; ".join(_method_text(m) for m in methods) + ("." if methods else ""))
     for e in entries:
-        t.add_row(key_of(e), e["fastest"], e["median_s"], e["runner_up"] or "-", e["runner_up_s"], e["margin"],
-                  (e.get("ratio_low"), e.get("ratio_high")), e["p_value"], DECIDED[e.get("verdict")],
-                  *([e.get("method") or "-"] if per_row else []))
+        t.add_row(key_of(e), e.fastest, e.median_s, e.runner_up or "-", e.runner_up_s, e.margin,
+                  (e.ratio_low, e.ratio_high), e.p_value, DECIDED[e.verdict], *([e.method or "-"] if per_row else []))
     return t
 
 
-def fastest_blocks(heading: str, what: str, entries: Sequence[Mapping], key: Column, key_of) -> list:
+def fastest_blocks(heading: str, what: str, entries: Sequence, key: Column, key_of) -> list:
     """The report page's section of a ``fastest_table``: heading, what was compared, table, how it was decided."""
     return [("h", 3, heading),
             ("p", f"Smallest stored median among correct {what}; margin = the runner-up's median over the "
@@ -471,7 +471,7 @@ def _collective_blocks(g: Curves, fit, figures: Mapping[str, str], tolerance: fl
     fast = fastest_per_size(g)
     if len(algs) > 1 and fast:
         blocks += fastest_blocks("Fastest algorithm per size", "cases", fast, Column("size", "size"),
-                                 lambda f: f["nbytes"])
+                                 lambda f: f.nbytes)
     curves = _curves(fit, g)
     if curves:
         t = Table("", [Column("algorithm"), Column("sizes", "size_range", align="left"), Column("α", "time"),

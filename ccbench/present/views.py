@@ -327,8 +327,8 @@ def answer_lines(rows: Sequence, meta: dict) -> list[str]:
         if len(g.by_algorithm) > 1:
             entries = fastest_per_size(g)
             if entries:
-                decided = sum(1 for e in entries if e["verdict"] == "faster")
-                apart = sorted({a for e in entries for a in e.get("other_loop", ())})
+                decided = sum(1 for e in entries if e.verdict == "faster")
+                apart = sorted({a for e in entries for a in e.other_loop})
                 parts.append("fastest " + ", ".join(
                     f"{alg} {format_size(lo)}" + ("" if lo == hi else f"-{format_size(hi)}")
                     for lo, hi, alg in size_bands(entries))

@@ -82,10 +82,10 @@ def _tail(r: WorkloadRow) -> tuple:
     return r.samples, ", ".join(r.flags) or "-", _check(r)
 
 
-def _fastest_block(fast: Sequence[Mapping]) -> list:
-    if not fast or all(f["runner_up"] is None for f in fast):
+def _fastest_block(fast: Sequence) -> list:
+    if not fast or all(f.runner_up is None for f in fast):
         return []
-    return fastest_blocks("Fastest", "rows", fast, Column("among"), lambda f: f["what"])
+    return fastest_blocks("Fastest", "rows", fast, Column("among"), lambda f: f.what)
 
 
 def _times(rows: Sequence[WorkloadRow], one: str, what: str) -> str:

@@ -183,8 +183,8 @@ def _print_bucketing(rows: Sequence[WorkloadRow], console) -> None:
 
     if not rows or rows[0].workload != "ddp":
         return
-    entries = [e for e in fastest_per_variant(rows) if e["what"].endswith(": bucketing")]
+    entries = [e for e in fastest_per_variant(rows) if e.what.endswith(": bucketing")]
     if entries:
         console.print(to_rich(fastest_table("fastest bucketing per algorithm (runner-up compared at the launch "
                                             "level)", entries, Column("algorithm"),
-                                            lambda e: e["what"].removesuffix(": bucketing"))))
+                                            lambda e: e.what.removesuffix(": bucketing"))))
