@@ -286,7 +286,8 @@ USER_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 class CpuTimes(NamedTuple):
     """The machine's busy, stolen and total CPU seconds since boot, its CPU count, this process's own CPU seconds
-    and a monotonic wall clock, read together (`cpu_times`)."""
+    and a monotonic wall clock, read together (`cpu_times`); `helper`: the CPU seconds of the emulated lab's link
+    emulator (part of the run's network there, not other load)."""
 
     busy: float
     steal: float
@@ -294,12 +295,35 @@ class CpuTimes(NamedTuple):
     cpus: int
     own: float
     wall: float
+    helper: float = 0.0
+
+
+def process_cpu_s(pid: int, root: Path = ROOT) -> float:
+    """CPU seconds (user + system) process `pid` has used: /proc/PID/stat's fields 14 and 15 (proc(5)); 0 if gone."""
+    text = _read(root / "proc" / str(pid) / "stat")
+    try:
+        fields = text.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+        return (int(fields[11]) + int(fields[12])) / USER_HZ
+    except (AttributeError, IndexError, ValueError):
+        return 0.0
+
+
+def _lab_emulator_pid() -> int | None:
+    """The pid of the emulated lab's link emulator, from the ``lab`` block ``ccbench lab run`` hands its ranks."""
+    import json
+
+    try:
+        pid = json.loads(os.environ.get("CCBENCH_LAB") or "{}").get("emulator_pid")
+    except (ValueError, AttributeError):
+        return None
+    return pid if isinstance(pid, int) and pid > 0 else None
 
 
 def cpu_times(root: Path = ROOT) -> CpuTimes | None:
     """The machine's CPU time from /proc/stat's ``cpu`` line (proc(5): user nice system idle iowait irq softirq
     steal ...), in seconds: busy = user + nice + system + irq + softirq, steal apart, total = all eight; with the
-    CPU count, this process's CPU seconds and a monotonic wall clock.  None where /proc/stat cannot be read."""
+    CPU count, this process's CPU seconds, a monotonic wall clock and the lab emulator's CPU seconds (in the lab).
+    None where /proc/stat cannot be read."""
     import time
 
     text = _read(root / "proc" / "stat")
@@ -318,14 +342,16 @@ def cpu_times(root: Path = ROOT) -> CpuTimes | None:
     except ValueError:
         return None
     busy = user + nice + system + irq + softirq
-    return CpuTimes(busy, steal, busy + idle + iowait + steal, max(cpus, 1), time.process_time(), time.monotonic())
+    pid = _lab_emulator_pid()
+    return CpuTimes(busy, steal, busy + idle + iowait + steal, max(cpus, 1), time.process_time(), time.monotonic(),
+                    process_cpu_s(pid, root) if pid else 0.0)
 
 
 def load_record(start: CpuTimes | None, end: CpuTimes | None, own_cpu_s: float) -> dict | None:
     """What the machine did while a run measured: fractions of its CPU time (between `start` and `end`, taken on
     one rank) that were busy, spent by this run's ranks on this node (`own_cpu_s`: their CPU seconds over that
-    span, summed), by anything else (``other``: busy less own, never below 0), and stolen by the hypervisor.
-    None without both readings or without time between them."""
+    span, summed, with the lab's link emulator's), by anything else (``other``: busy less own, never below 0),
+    and stolen by the hypervisor.  None without both readings or without time between them."""
     if start is None or end is None:
         return None
     span = end.total - start.total

@@ -67,10 +67,12 @@ SETTINGS = {k: RUN_KEYS[k] for k in ("warmup", "min_reps", "max_reps", "target_r
 
 
 def resolve_kind_config(kind: RunKind, settings: dict, params: dict) -> KindConfig:
-    """Validate a run of `kind`: the common `settings` (None: the default), and its own `params` through its
-    ``check`` (which refuses bad values with a ``UsageError`` and returns them as they are stored)."""
-    out = {k: SETTINGS[k](v) for k, v in settings.items() if v is not None}
-    unknown = set(settings) - set(SETTINGS)
+    """Validate a run of `kind`: the common `settings` (None: the kind's default, else the default), and its own
+    `params` through its ``check`` (which refuses bad values with a ``UsageError`` and returns them as they are
+    stored)."""
+    given = {**kind.settings, **{k: v for k, v in settings.items() if v is not None}}
+    out = {k: SETTINGS[k](v) for k, v in given.items()}
+    unknown = set(given) - set(SETTINGS)
     if unknown:
         raise UsageError(f"unknown {kind.name} settings: {', '.join(sorted(unknown))}")
     check = kind.get("check")

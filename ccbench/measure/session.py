@@ -133,18 +133,19 @@ def local_ranks(comm) -> int:
 def run_load(comm, start) -> dict | None:
     """The machine's load over the span since `start` (``ccbench.measure.hardware.cpu_times`` taken on every rank):
     rank 0's node's CPU time, and its ranks' own CPU seconds summed (a collective: every rank calls it).  The
-    record (``load_record``) on rank 0, None elsewhere."""
-    import socket
-
+    record (``load_record``) on rank 0, None elsewhere.  Ranks share a node's CPU time by their kernel
+    (``machine_id``): the emulated lab's hosts are nodes with names of their own on one machine, whose link
+    emulator's CPU time (``CpuTimes.helper``) is the run's own too."""
     from ccbench.measure.hardware import cpu_times, load_record
+    from ccbench.measure.provenance import machine_id
 
     end = cpu_times()
     own = (end.own - start.own) if start is not None and end is not None else 0.0
-    mine = comm.allgather((socket.gethostname(), own))
+    mine = comm.allgather((machine_id(), own))
     if comm.Get_rank() != 0:
         return None
-    host = socket.gethostname()
-    return load_record(start, end, sum(s for h, s in mine if h == host))
+    emulator = (end.helper - start.helper) if start is not None and end is not None else 0.0  # once, not per rank
+    return load_record(start, end, sum(s for h, s in mine if h == mine[0][0]) + emulator)
 
 
 def _mem_available_bytes(root: Path = Path("/")) -> int | None:

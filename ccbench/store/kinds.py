@@ -63,8 +63,9 @@ class RunKind:
     help), `options` (click options; their values are the run's ``params``), `check`
     (``check(params) -> params``: refuses bad values with a ``UsageError``), `plan` (``plan(ctx) ->
     [Item]``, see ``ccbench.measure.kind_run``), `exit_code` (``exit_code(run) -> int``: what the command ends
-    with once its run is complete, 0 when all is well: a diagnosis's "suspects found").  The sweep and the
-    workload have commands of their own.
+    with once its run is complete, 0 when all is well: a diagnosis's "suspects found"), `settings` (its own
+    defaults of the settings every run has, e.g. ``{"rounds": 3}``; what the user gives still wins).  The sweep
+    and the workload have commands of their own.
 
     Each stage's own part, None for the generic one: `matching` (comparing rows of two runs:
     ``ccbench.analysis.compare.Matching``), `compare_view` (showing a comparison:
@@ -89,6 +90,7 @@ class RunKind:
     compare_view: object = None
     view: object = None
     exports: object = None
+    settings: dict = field(default_factory=dict, compare=False)  # (a dict: kept out of the hash)
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def get(self, facet: str):
@@ -235,4 +237,5 @@ register(RunKind(
     key_fields=("test", "subject", "nbytes"), options="ccbench.commands.doctor:OPTIONS",
     summary="Find the slow node, link or rank: every pair, each node, groups, all ranks; names suspects.",
     check="ccbench.measure.doctor:check", plan="ccbench.measure.doctor:plan",
-    exit_code="ccbench.analysis.doctor:exit_code", view="ccbench.present.doctor:DOCTOR_VIEW"))
+    exit_code="ccbench.analysis.doctor:exit_code", view="ccbench.present.doctor:DOCTOR_VIEW",
+    settings={"rounds": 3}))
