@@ -7,10 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from ccbench.analysis.doctor import SUSPECTS_FOUND, diagnose, exit_code, out_of_line, split_effects
+from ccbench.analysis.doctor import SUSPECTS_FOUND, WITHHELD, diagnose, exit_code, out_of_line, split_effects
 from ccbench.core.errors import UsageError
 from ccbench.core.pairs import pair_rounds, rank_groups, round_robin
 from ccbench.measure.session import read_fault
+from ccbench.present.doctor import answer_line
 from ccbench.store.doctor_rows import LINK, DoctorRow
 
 # -- the schedule ------------------------------------------------------------------------------------------------
@@ -265,6 +266,59 @@ def test_the_pair_matrix_and_per_host_figures_come_from_the_rows():
     assert np.isnan(m[0, 0]) and np.isnan(m[0, 3])  # h0:0 - h1:1: not measured (one rank per node, same l)
     assert m[0, 4] == pytest.approx(60e-6, rel=0.1) and m[0, 2] == pytest.approx(20e-6, rel=0.1)
     assert d.per_host["pairs between nodes, 8 B"]["h2"] == pytest.approx(60e-6, rel=0.1)
+
+
+def _load(*others):
+    """run.json's pooled ``load``: launch L's other processes' share others[L - 1] (the worst on top)."""
+    per = {str(i): {"other_fraction": o} for i, o in enumerate(others, 1)}
+    return {"load": {"other_fraction": max(others), "launches": per}} if len(others) > 1 else \
+        {"load": {"other_fraction": others[0]}}
+
+
+def test_a_diagnosis_under_load_is_withheld_and_its_loaded_launches_left_out():
+    """The rule of compare: more than 20% of the CPU to other processes while a launch measured, and that launch
+    decides nothing; every launch loaded: no decision (its own exit code, the reason and the rerun)."""
+    rows = _machine(["h0", "h1", "h2", "h3"], 1, _slow("h2"))
+    run = type("R", (), {"rows": rows, "meta": {**_load(0.2, 0.2, 0.2), "argv": ["x", "doctor", "--launch", "4"]}})
+    assert exit_code(run()) == SUSPECTS_FOUND and _named(rows, run.meta) == {("host", "h2")}  # 20%: not above
+    run.meta = {**run.meta, **_load(0.21, 0.5, 0.9)}
+    d = diagnose(rows, run.meta)
+    assert d.suspects == [] and exit_code(run()) == WITHHELD
+    assert "90%" in d.withheld and d.withheld.endswith("rerun on a quiet machine: ccbench doctor --launch 4")
+    assert answer_line(d).startswith("no decision: other processes used up to 90%")
+    assert diagnose(rows, {**_load(0.9), "lab": {"hosts": 4}}).withheld.endswith("ccbench lab run -- doctor")
+    allowed = {**_load(0.9), "config": {"params": {"allow_load": 0.95}}}  # --allow-load: decide up to that share
+    assert _named(rows, allowed) == {("host", "h2")}
+    assert diagnose(rows, {**_load(0.3), "config": {"params": {"allow_load": 0.1}}}).withheld.startswith(
+        "other processes used up to 30% of the machine's CPU time while it measured (more than 10%)")
+    # one loaded launch of 3 is left out: the other two decide (a host slow in launches 1 and 3 only)
+    rows = _machine(["h0", "h1", "h2", "h3"], 1, _slow("h3", launches={0, 2}))
+    (s,) = diagnose(rows, _load(0.05, 0.6, 0.1)).suspects
+    assert (s.name, s.launches, s.of) == ("h3", 2, 2)
+    assert any("launch(es) 2 left out" in n for n in diagnose(rows, _load(0.05, 0.6, 0.1)).notes)
+    assert _named(rows, _load(0.6, 0.05, 0.1)) == set()  # launch 1 out: named in 1 of the 2 left
+
+
+def test_the_note_on_ranks_per_host_counts_ranks_not_sizes():
+    rows = _machine(["h0", "h1", "h2", "h3"], 1, _slow(), sizes=(8, 1 << 20))
+    assert not any("2 ranks per host" in n for n in diagnose(rows).notes)
+    two = diagnose(_machine(["h0", "h1"], 2, _slow("h1:1", factor=3.0)))
+    assert two.suspects == [] and any("2 ranks per host" in n and "nobody can be named" in n for n in two.notes)
+    assert not any("nobody can be named" in n for n in diagnose(_machine(["h0", "h1", "h2"], 2, _slow())).notes)
+
+
+def test_a_diagnosis_visits_every_measurement_three_times_unless_told_otherwise():
+    """The doctor kind's own default rounds: a pair's samples from 3 visits spread over the run, so that a burst of
+    other load during one visit does not make its link look slow; what the user gives still wins."""
+    from ccbench.measure.kind_run import resolve_kind_config
+    from ccbench.store.kinds import kind_named
+
+    doctor = kind_named("doctor")
+    assert resolve_kind_config(doctor, {"rounds": None}, {}).rounds == 3
+    assert resolve_kind_config(doctor, {"rounds": 1}, {}).rounds == 1
+    assert resolve_kind_config(doctor, {}, {"allow_load": 1}).params["allow_load"] == 1.0
+    with pytest.raises(UsageError, match="--allow-load: expected a share of the CPU from 0 to 1"):
+        resolve_kind_config(doctor, {}, {"allow_load": -0.1})
 
 
 # -- the fault -------------------------------------------------------------------------------------------------

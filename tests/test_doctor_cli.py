@@ -8,8 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+# --allow-load 1: these check the command's plumbing, not the decision, and must not depend on the machine's load
 QUICK = ["-s", "8", "--warmup", "1", "--min-reps", "5", "--max-reps", "20", "--budget", "0.3", "--oversubscribe",
-         "--no-show"]
+         "--no-show", "--allow-load", "1"]
 
 
 def _ccbench(cwd, *args, env=None, timeout=240):
@@ -64,8 +65,9 @@ def test_nobody_out_of_line_is_exit_code_0(tmp_path):
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
     for args, why in ((["--launch", "4", "--groups", "3"], "--groups 3: the 4 ranks cannot be split"),
                       (["--launch", "2", "--exclude", "nohost"], "--exclude nohost: not a host of this run"),
-                      (["--launch", "2", "--sizes", "0"], "--sizes: every size must be at least 1 byte")):
-        r = _ccbench(tmp_path, "doctor", *args, *QUICK[2:], "--results-dir", "bad")
+                      (["--launch", "2", "--sizes", "0"], "--sizes: every size must be at least 1 byte"),
+                      (["--launch", "2", "--allow-load", "1.5"], "--allow-load: expected a share of the CPU")):
+        r = _ccbench(tmp_path, "doctor", *args, *QUICK[2:-2], "--results-dir", "bad")
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and why in r.stderr, (args, r.stderr)
         assert not (tmp_path / "bad").exists()
     r = _ccbench(tmp_path, "doctor", "--launch", "2", *QUICK, "--results-dir", "bad",

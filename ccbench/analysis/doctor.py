@@ -28,6 +28,12 @@ collective with the other nodes' -- on the log scale, where a slow component mul
   the core, a descheduled rank) only ever adds time, so a low quantile is robust to it, while a
   slow component slows every sample (Chen & Revels, "Robust benchmarking in noisy
   environments", 2016, for the minimum; the quartile keeps a margin against a lucky sample).
+- **Not under load.**  A launch during which other processes took more than ``MAX_OTHER_LOAD``
+  (20%) of the machine's CPU time (run.json's ``load``) takes no part in the decision, as
+  ``compare`` withholds its verdicts on such runs: on shared cores the ranks that load lands on
+  look slow (a healthy 4-rank diagnosis on 2 busy cores named someone in 4 of 10).  When every
+  launch was loaded the decision is withheld (``WITHHELD``), with the reason and the rerun.
+  ``--allow-load`` sets another share (1: always decide).
 """
 
 import math
@@ -40,14 +46,16 @@ from ccbench.analysis.compare import MAX_OTHER_LOAD
 from ccbench.core.units import format_size
 from ccbench.store.doctor_rows import LINK
 
-__all__ = ["MIN_EFFECT", "SCALE_FLOOR", "SUSPECTS_FOUND", "Z_CUT", "Diagnosis", "Suspect", "diagnose", "exit_code",
-           "out_of_line", "split_effects"]
+__all__ = ["MIN_EFFECT", "SCALE_FLOOR", "SUSPECTS_FOUND", "WITHHELD", "Z_CUT", "Diagnosis", "Suspect", "diagnose",
+           "exit_code", "out_of_line", "split_effects"]
 
 MIN_EFFECT = 1.3
 Z_CUT = 3.5
 SCALE_FLOOR = 0.05
 #: The exit code of ``ccbench doctor`` when it names suspects (0: nobody; 1: wrong results; 2: bad input).
 SUSPECTS_FOUND = 4
+#: Its exit code when every launch measured under load (``MAX_OTHER_LOAD``): no decision either way.
+WITHHELD = 5
 
 
 def out_of_line(values: Mapping, min_effect: float = MIN_EFFECT, z_cut: float = Z_CUT,
@@ -108,6 +116,7 @@ class Diagnosis:
     launches: int
     pair_matrix: dict = field(default_factory=dict)  # size -> (labels "host:l", matrix of median one-way times, NaN)
     per_host: dict = field(default_factory=dict)     # measurement -> {host (one host: rank): median time}
+    withheld: str = ""                               # why no decision was taken (every launch under load), else ""
 
     @property
     def exclude(self) -> list[str]:
@@ -117,7 +126,7 @@ class Diagnosis:
     def to_dict(self) -> dict:
         """As suspects.json holds it."""
         return {"suspects": [s.to_dict() for s in self.suspects], "exclude": ",".join(self.exclude),
-                "hosts": self.hosts, "launches": self.launches, "notes": self.notes,
+                "hosts": self.hosts, "launches": self.launches, "withheld": self.withheld, "notes": self.notes,
                 "rule": {"min_effect": MIN_EFFECT, "z_cut": Z_CUT, "scale_floor": SCALE_FLOOR}}
 
 
@@ -218,7 +227,9 @@ def diagnose(rows: Sequence, meta: Mapping | None = None) -> Diagnosis:
     """The suspects of a diagnosis run's rows (`meta`: its run.json, for the notes and the commands that confirm)."""
     meta = meta or {}
     sizes = sorted({r.nbytes for r in rows})
-    launches = sorted({launch for r in rows for launch, _ in r.launch_blocks()})
+    every = sorted({launch for r in rows for launch, _ in r.launch_blocks()})
+    loaded = _loaded(meta, every)
+    launches = [launch for launch in every if launch not in loaded]
     per_launch = [_one_launch(rows, launch, sizes) for launch in launches]
     hosts = list(dict.fromkeys(_end(e)[0] for r in rows if r.test in ("pair", "rank") for e in r.subject.split(LINK)))
     found = []
@@ -239,8 +250,43 @@ def diagnose(rows: Sequence, meta: Mapping | None = None) -> Diagnosis:
     slow_hosts = {s.name for s in found if s.kind == "host"}
     found = [s for s in found if s.kind != "rank" or _end(s.name)[0] not in slow_hosts]  # a slow host's ranks
     found.sort(key=lambda s: (-s.effect, s.kind, s.name))
-    return Diagnosis(found, _notes(rows, meta, hosts, len(launches)), hosts, len(launches), _matrices(rows, sizes),
-                     _per_host(rows, sizes))
+    share = max(loaded.values(), default=0.0)
+    withheld = (f"other processes used up to {share:.0%} of the machine's CPU time while it measured (more than "
+                f"{_allowed(meta):.0%}): the ranks that load ran beside would look slow; rerun on a quiet machine: "
+                f"{_rerun(meta)}" if loaded and not launches else "")
+    notes = _notes(rows, meta, hosts, len(every))
+    if loaded and launches:
+        notes.append(f"launch(es) {', '.join(map(str, loaded))} left out of the decision: other processes used up to "
+                     f"{share:.0%} of the machine's CPU time while they measured")
+    return Diagnosis(found, notes, hosts, len(launches), _matrices(rows, sizes), _per_host(rows, sizes), withheld)
+
+
+def _rerun(meta: Mapping) -> str:
+    """The command that made the run (run.json's ``argv``), as a user types it (on the lab, through ``lab run``)."""
+    import shlex
+
+    args = [str(a) for a in (meta.get("argv") or [])[1:]] or ["doctor"]
+    return ("ccbench lab run -- " if meta.get("lab") else "ccbench ") + shlex.join(args)
+
+
+def _allowed(meta: Mapping) -> float:
+    """The share of the CPU other processes may take while a launch measures (``--allow-load``, else
+    ``MAX_OTHER_LOAD``)."""
+    allow = ((meta.get("config") or {}).get("params") or {}).get("allow_load")
+    return float(allow) if isinstance(allow, (int, float)) else MAX_OTHER_LOAD
+
+
+def _loaded(meta: Mapping, launches: Sequence[int]) -> dict[int, float]:
+    """{launch: other processes' share of the machine's CPU time} of the launches measured under load (run.json's
+    ``load``: each launch's record, or the run's for all of them; more than ``_allowed``)."""
+    load = meta.get("load") or {}
+    allowed = _allowed(meta)
+    out = {}
+    for launch in launches:
+        other = ((load.get("launches") or {}).get(str(launch), load) or {}).get("other_fraction")
+        if isinstance(other, (int, float)) and other > allowed:
+            out[launch] = float(other)
+    return out
 
 
 def _notes(rows: Sequence, meta: Mapping, hosts: list[str], launches: int) -> list[str]:
@@ -251,18 +297,16 @@ def _notes(rows: Sequence, meta: Mapping, hosts: list[str], launches: int) -> li
                      "compare OLD NEW)")
     elif len(hosts) == 1:
         notes.append("one host: its ranks are compared with each other, not hosts or links")
-    per_host = {h: sum(1 for r in rows if r.test == "rank" and _end(r.subject)[0] == h) for h in hosts}
+    per_host = {h: len({r.subject for r in rows if r.test == "rank" and _end(r.subject)[0] == h}) for h in hosts}
     if per_host and max(per_host.values()) == 2:
-        notes.append("2 ranks per host: the one pair inside a host has no peer there, ranks are judged between hosts")
+        notes.append("2 ranks per host: the one pair inside a host has no peer there, ranks are judged between hosts"
+                     + (" -- and with 2 hosts no rank has peers there either: nobody can be named (3 hosts, or 3 "
+                        "ranks per host, can)" if len(hosts) == 2 else ""))
     if launches == 1:
         notes.append("one launch: the decision rests on it alone; --launches 3 makes it launch-level")
     if meta.get("oversubscribed"):
         notes.append("the ranks oversubscribe the cores: pairs were measured a few at a time, the other ranks "
                      "asleep; times still include waiting for a core")
-    other = (meta.get("load") or {}).get("other_fraction")
-    if isinstance(other, (int, float)) and other > MAX_OTHER_LOAD:
-        notes.append(f"other processes used {other:.0%} of the machine's CPU time meanwhile: a rank or host named "
-                     "may be where that load ran")
     if any("injected_slow" in r.flags for r in rows):
         notes.append("measured under an injected slowdown (CCBENCH_FAULT)")
     return notes
@@ -309,5 +353,7 @@ def _per_host(rows: Sequence, sizes: Sequence[int]) -> dict:
 
 
 def exit_code(run) -> int:
-    """``SUSPECTS_FOUND`` when the diagnosis `run` names anyone, else 0 (the ``doctor`` kind's ``exit_code``)."""
-    return SUSPECTS_FOUND if diagnose(run.rows, run.meta).suspects else 0
+    """``SUSPECTS_FOUND`` when the diagnosis `run` names anyone, ``WITHHELD`` when it decided nothing (every launch
+    under load), else 0 (the ``doctor`` kind's ``exit_code``)."""
+    d = diagnose(run.rows, run.meta)
+    return WITHHELD if d.withheld else SUSPECTS_FOUND if d.suspects else 0

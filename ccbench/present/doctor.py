@@ -79,7 +79,9 @@ def _order(label: str) -> tuple:
 
 def answer_line(d: Diagnosis) -> str:
     """The last line: who is out of line (and the host list for ``sbatch --exclude``), or nobody (``ccbench doctor``
-    exits with ``SUSPECTS_FOUND`` when it names anyone)."""
+    exits with ``SUSPECTS_FOUND`` when it names anyone, ``WITHHELD`` when the machine was loaded)."""
+    if d.withheld:
+        return f"no decision: {d.withheld}"
     if not d.suspects:
         return (f"no suspects: no host, link or rank out of line ({len(d.hosts)} host(s), {d.launches} "
                 f"launch{'es' if d.launches > 1 else ''})")
@@ -111,7 +113,8 @@ def _show(run, console, show_table: bool = True, brief: bool = False) -> None:
         console.print(f"[red bold]{bad} measurement(s) with WRONG data[/]")
     for line in [*run.warnings, *d.notes, *_level_notes(lv)]:
         console.print(f"note: {line}", style="yellow", markup=False, highlight=False)
-    console.print(answer_line(d), style="red bold" if d.suspects else "green", markup=False, highlight=False)
+    console.print(answer_line(d), style="red bold" if d.suspects else "yellow" if d.withheld else "green",
+                  markup=False, highlight=False)
 
 
 def heatmap_figure(labels: list[str], matrix, title: str):
