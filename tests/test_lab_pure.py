@@ -181,6 +181,51 @@ def test_provenance_reads_the_lab_block(monkeypatch):
     assert "unreadable" in _lab()["error"]
 
 
+def test_the_lab_emulators_cpu_time_is_the_runs_own_not_other_load(tmp_path, monkeypatch):
+    """A lab run's load record: the emulator is the link, so its CPU time joins the ranks' own (a healthy 4-host lab
+    read as 31% other load before); without a lab nothing is added."""
+    from ccbench.measure.hardware import USER_HZ, cpu_times, load_record, process_cpu_s
+
+    (tmp_path / "proc" / "77").mkdir(parents=True)
+    (tmp_path / "proc" / "stat").write_text("cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 1\ncpu1 1\n")
+    # the command name holds a space and a parenthesis: fields are counted after its last ')'
+    (tmp_path / "proc" / "77" / "stat").write_text(f"77 (py thon) emu) S {' '.join(['0'] * 10)} {3 * USER_HZ} "
+                                                   f"{USER_HZ} 0 0\n")
+    assert process_cpu_s(77, tmp_path) == pytest.approx(4.0) and process_cpu_s(78, tmp_path) == 0.0
+    monkeypatch.delenv("CCBENCH_LAB", raising=False)
+    assert cpu_times(tmp_path).helper == 0.0
+    monkeypatch.setenv("CCBENCH_LAB", json.dumps({"emulator_pid": 77}))
+    start = cpu_times(tmp_path)
+    assert start.helper == pytest.approx(4.0)
+    end = start._replace(busy=start.busy + 1.6, total=start.total + 2.0, wall=start.wall + 1.0, helper=4.6)
+    # 2 CPUs for 1 s: 80% busy; the ranks 0.9 s and the emulator 0.6 s of it: 75% own, 5% other
+    rec = load_record(start, end, 0.9 + (end.helper - start.helper))
+    assert rec["busy_fraction"] == pytest.approx(0.8) and rec["other_fraction"] == pytest.approx(0.05)
+
+
+def test_lab_launch_jobs_refuse_a_command_that_is_not_mpiexecs(monkeypatch):
+    from ccbench.measure.lab import lab_job
+
+    for argv in (["-n", "x", "py", "-m", "mpi4py", "-m", "ccbench", "run"], ["-n", "4", "py", "script.py"], []):
+        with pytest.raises(UsageError, match="lab mpiexec: expected -n N"):
+            lab_job(argv)
+
+
+def test_tune_verify_finds_a_lab_runs_directory_by_its_tag(tmp_path):
+    """A verification job on the lab is a `lab run`, whose own launcher records the run: the outer job learns no
+    directory, so it is found by the job's tag (the newest of that tag); a failed job is left as it is."""
+    from ccbench.measure.launcher import Job
+    from ccbench.workflow.tune import _lab_job
+
+    for name in ("20261128-100000_ccb-h0_np4_L01-with", "20261128-100001_ccb-h0_np4_L01-without",
+                 "20261128-100002_ccb-h0_np4_L01-without"):
+        (tmp_path / name).mkdir()
+    cmd = ["ccbench", "lab", "run", "--", "-C", "allreduce", "--results-dir", str(tmp_path), "--tag", "L01-without"]
+    job = _lab_job(lambda c, e: Job(0, None, False, "exit code 0"), cmd, {})
+    assert job.run_dir == tmp_path / "20261128-100002_ccb-h0_np4_L01-without"
+    assert _lab_job(lambda c, e: Job(1, None, False, "exit code 1"), cmd, {}).run_dir is None
+
+
 # ------------------------------------------------------------------ fitted vs injected
 
 SIZES = [8 * 2**k for k in range(20)]  # 8 B .. 4 MiB

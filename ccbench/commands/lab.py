@@ -268,6 +268,48 @@ def run_cmd(nranks, ppn, order, bind, run_args):
         raise CCBenchError("the run's traffic did not cross every emulated link (MPI used another path?)")
 
 
+@lab.command("launch", context_settings={"ignore_unknown_options": True})
+@click.option("-n", "nranks", type=int, required=True, help="Ranks, on -n / ppn hosts from host 0.")
+@click.option("--ppn", type=int, help="Ranks per host (default: the lab's, from `lab up --ppn`); must divide -n.")
+@click.option("--order", type=click.Choice(["block", "cyclic"]), default="block", show_default=True,
+              help="Ranks on hosts: block or cyclic (as `lab run`).")
+@click.option("--bind", type=click.Choice(BINDINGS), default="auto", show_default=True,
+              help="Where ranks may run (as `lab run`).")
+@click.argument("launch_args", nargs=-1, type=click.UNPROCESSED)
+def launch_cmd(nranks, ppn, order, bind, launch_args):
+    """Run `ccbench launch -n N LAUNCH_ARGS` with every job on the lab's hosts: several launches merged into one
+    run, forced variants: ccbench lab launch -n 4 --ppn 2 -- -C allreduce -a native,native:all --launches 3.
+
+    LAUNCH_ARGS that start with a kind's name run `ccbench KIND --launch N` instead.  Each job is a `lab run`
+    (its traffic file beside its part of the run)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from ccbench.lab import core
+    from ccbench.measure.lab import LAUNCH_ENV, lab_state
+
+    lab_state(nranks, ppn)  # refused before anything runs
+    args = list(launch_args)
+    head = ["launch", "-n", str(nranks)] if not args or args[0].startswith("-") else [args.pop(0), "--launch",
+                                                                                        str(nranks)]
+    over = ["--oversubscribe"] if nranks > core.usable_cores() else []  # the lab checks what fits, and flags it
+    env = dict(os.environ, **{LAUNCH_ENV: json.dumps({"ppn": ppn, "order": order, "bind": bind})})
+    raise SystemExit(subprocess.run([sys.executable, "-m", "ccbench", *head, "--launcher", str(core.write_mpiexec()),
+                                     *over, *args], env=env).returncode)
+
+
+@lab.command("mpiexec", hidden=True, context_settings={"ignore_unknown_options": True, "help_option_names": []})
+@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+def mpiexec_cmd(argv):
+    """The launcher `lab launch` hands `ccbench launch` (not typed by hand): -n N [FLAGS] PYTHON -m mpi4py -m
+    ccbench ARGS, run on the lab's hosts."""
+    from ccbench.measure.lab import lab_job
+
+    raise SystemExit(lab_job(list(argv)))
+
+
 @lab.command("status")
 def status_cmd():
     """Say whether a lab is up, its links, emulator, counters and baseline."""

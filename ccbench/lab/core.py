@@ -60,6 +60,7 @@ __all__ = [
     "host_ns",
     "lab_namespaces",
     "launcher_path",
+    "mpiexec_path",
     "load_state",
     "netem_available",
     "netem_counters",
@@ -73,6 +74,7 @@ __all__ = [
     "usable_cores",
     "uts_path",
     "write_launcher",
+    "write_mpiexec",
 ]
 
 PREFIX = "ccb"
@@ -120,6 +122,11 @@ def uts_path(ns: str) -> Path:
 def launcher_path() -> Path:
     """The script hydra runs to start a proxy on a lab host (``-launcher-exec``)."""
     return state_dir() / "hydra-launcher"
+
+
+def mpiexec_path() -> Path:
+    """The launcher ``ccbench lab launch`` gives ``ccbench launch``: it starts each job on the lab's hosts."""
+    return state_dir() / "lab-mpiexec"
 
 
 def usable_cores() -> int:
@@ -365,16 +372,26 @@ def restart_emulator(state: dict, delay_s: float, rate_bps: float, links: dict |
     _start_emulator(state)
 
 
-def write_launcher() -> Path:
-    """The script hydra's rsh launcher runs as ``SCRIPT HOST "PROXY" ARGS...`` (`ccbench.lab.hostexec`)."""
-    path = launcher_path()
+def _write_script(path: Path, what: str, command: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("#!/bin/sh\n# hydra's launcher for the ccbench lab: start a proxy inside a lab host's namespaces\n"
-                   f"exec '{sys.executable}' -m ccbench.lab.hostexec \"$@\"\n")
+    tmp.write_text(f"#!/bin/sh\n# {what}\nexec '{sys.executable}' {command} \"$@\"\n")
     tmp.chmod(0o755)
     os.replace(tmp, path)
     return path
+
+
+def write_launcher() -> Path:
+    """The script hydra's rsh launcher runs as ``SCRIPT HOST "PROXY" ARGS...`` (`ccbench.lab.hostexec`)."""
+    return _write_script(launcher_path(), "hydra's launcher for the ccbench lab: start a proxy inside a lab host's "
+                         "namespaces", "-m ccbench.lab.hostexec")
+
+
+def write_mpiexec() -> Path:
+    """The launcher ``ccbench lab launch`` hands ``ccbench launch``: ``SCRIPT -n N [FLAGS] PYTHON -m mpi4py -m
+    ccbench ARGS`` runs the job on the lab's hosts (``ccbench lab mpiexec``)."""
+    return _write_script(mpiexec_path(), "an mpiexec for ccbench launch: the job on the ccbench lab's hosts",
+                         "-m ccbench lab mpiexec")
 
 
 def _make_uts(ns: str) -> Path:
@@ -504,7 +521,8 @@ def down() -> list[str]:
         removed.append(f"the daemons' files ({daemon_dir()})")
     d = state_dir()
     for name in ("state.json", "state.json.tmp", "emulator-stats.json", "emulator-stats.json.tmp", "emulator.log",
-                 launcher_path().name, launcher_path().name + ".tmp"):
+                 launcher_path().name, launcher_path().name + ".tmp", mpiexec_path().name,
+                 mpiexec_path().name + ".tmp"):
         (d / name).unlink(missing_ok=True)
     if d.exists() and not any(d.iterdir()):
         d.rmdir()

@@ -38,12 +38,14 @@ from ccbench.lab.link import link_params, pair_links
 from ccbench.lab.shape import Shape, check_fits, check_ppn_divides, resolve
 from ccbench.store.results import free_path
 
-__all__ = ["LAB_ENV", "SWEEP_ARGS", "interface_counters", "lab_binding", "lab_block", "lab_command",
-           "measure_baseline", "run_on_lab"]
+__all__ = ["LAB_ENV", "LAUNCH_ENV", "SWEEP_ARGS", "interface_counters", "lab_binding", "lab_block", "lab_command",
+           "lab_job", "lab_state", "measure_baseline", "run_on_lab"]
 
 #: The environment of mpiexec and every rank (see the module docstring for why).
 LAB_ENV = {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": core.HOST_IF,
            "HYDRA_LAUNCHER_AUTOFORK": "0"}
+#: How ``ccbench lab launch`` tells the launcher of its jobs (`lab_job`) their ranks per host, order and binding.
+LAUNCH_ENV = "CCBENCH_LAB_LAUNCH"
 
 
 def _mpiexec() -> str:
@@ -128,6 +130,7 @@ def lab_block(state: dict, shape: Shape, role: str = "measurement") -> dict:
             "rate_bps": _uniform([v["rate_bps"] for v in every]), "links": links, "pairs": pairs,
             "emulator": (state.get("emulator") or {}).get("kind"),
             "emulator_priority": (state.get("emulator") or {}).get("priority"),
+            "emulator_pid": (state.get("emulator") or {}).get("pid"),
             "shaper_choice": state.get("shaper_choice"), "subnet": state["subnet"],
             "namespaces": used, "hostnames": (state.get("hostnames") or state["namespaces"])[: shape.hosts],
             "baseline": None if base is None or role == "baseline" else base, "env": LAB_ENV}
@@ -198,17 +201,9 @@ def _results_root(run_args: list[str]) -> Path:
     return Path("results")
 
 
-def run_on_lab(run_args: list[str], nranks: int | None = None, role: str = "measurement",
-               quiet: bool = False, bind: str = "auto", ppn: int | None = None,
-               order: str = "block") -> tuple[int, Path | None, dict]:
-    """Run ``ccbench run RUN_ARGS`` on `nranks` ranks, `ppn` per host (default: the lab's), from host 0 on.
-
-    `order` lays the ranks on the hosts (block or cyclic, `ccbench.lab.shape.Shape`); `bind` as
-    `lab_binding` says (the hosts share this machine's cores).  Returns (exit code, run
-    directory or None, traffic).  Refuses, before anything runs or is written, a `ppn` that
-    does not divide `nranks`, a shape the lab or the machine cannot hold, a lab that is down
-    or whose emulator is dead (traffic would stop: the queues fail closed).
-    """
+def lab_state(nranks: int | None = None, ppn: int | None = None) -> dict:
+    """The state of the lab that is up, ready to run on; refused (one line) when none is, when its host names or its
+    emulator are gone, or when `ppn` does not divide `nranks`."""
     if nranks is not None and ppn is not None:
         check_ppn_divides(nranks, ppn)
     state = core.load_state()
@@ -220,6 +215,40 @@ def run_on_lab(run_args: list[str], nranks: int | None = None, role: str = "meas
     if not core.emulator_alive(state):
         raise CCBenchError("the lab's link emulator is not running (traffic is blocked): "
                            "`ccbench lab down` and `ccbench lab up` again")
+    return state
+
+
+def lab_job(argv: list[str]) -> int:
+    """One job of ``ccbench lab launch``, given as mpiexec's arguments (``-n N [FLAGS] PYTHON -m mpi4py -m ccbench
+    ARGS``), run on the lab's hosts by `run_on_lab` at the ranks per host, order and binding ``LAUNCH_ENV`` names
+    (the launcher's own binding flags are dropped: the lab binds its hosts); its exit code.  ``--version`` prints
+    the lab's mpiexec's (``ccbench launch`` asks it which launcher this is)."""
+    if argv[:1] == ["--version"]:
+        return subprocess.run([_mpiexec(), "--version"]).returncode
+    try:
+        n = int(argv[argv.index("-n") + 1])
+        at = next(i for i in range(len(argv) - 3) if argv[i:i + 4] == ["-m", "mpi4py", "-m", "ccbench"])
+    except (ValueError, IndexError, StopIteration):
+        raise UsageError(f"lab mpiexec: expected -n N ... PYTHON -m mpi4py -m ccbench ARGS, got {' '.join(argv)!r}"
+                         ) from None
+    shape = json.loads(os.environ.get(LAUNCH_ENV) or "{}")
+    code, _, _ = run_on_lab(argv[at + 4:], n, bind=shape.get("bind", "auto"), ppn=shape.get("ppn"),
+                            order=shape.get("order", "block"))
+    return code
+
+
+def run_on_lab(run_args: list[str], nranks: int | None = None, role: str = "measurement",
+               quiet: bool = False, bind: str = "auto", ppn: int | None = None,
+               order: str = "block") -> tuple[int, Path | None, dict]:
+    """Run ``ccbench run RUN_ARGS`` on `nranks` ranks, `ppn` per host (default: the lab's), from host 0 on.
+
+    `order` lays the ranks on the hosts (block or cyclic, `ccbench.lab.shape.Shape`); `bind` as
+    `lab_binding` says (the hosts share this machine's cores).  Returns (exit code, run
+    directory or None, traffic).  Refuses, before anything runs or is written, a `ppn` that
+    does not divide `nranks`, a shape the lab or the machine cannot hold, a lab that is down
+    or whose emulator is dead (traffic would stop: the queues fail closed).
+    """
+    state = lab_state(nranks, ppn)
     shape = resolve(nranks, ppn, state["hosts"], int(state.get("ppn") or 1), order)
     cores = sorted(os.sched_getaffinity(0))
     check_fits(shape.hosts, shape.ppn, len(cores), core.free_memory_bytes())

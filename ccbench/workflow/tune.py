@@ -5,7 +5,10 @@ read, the file written where the user points or into the derived tree, and ``--v
 the jobs that measure the library without and with it.
 """
 
+import dataclasses
+import functools
 import json
+import os
 import secrets
 import sys
 from pathlib import Path
@@ -64,6 +67,17 @@ def tune_runs(runs, fmt: str, output: str | None = None, results_dir="results", 
     return dict(doc, path=str(target))
 
 
+def _lab_job(runner, cmd: list[str], env: dict):
+    """`runner`'s job of ``ccbench lab run ... -- ... --results-dir DIR --tag TAG``, with its run directory: the lab
+    run's own launcher records the run, not the outer job, so it is found by its tag."""
+    job = runner(cmd, env)
+    if job.run_dir is None and not job.code:
+        root, tag = Path(cmd[cmd.index("--results-dir") + 1]), cmd[cmd.index("--tag") + 1]
+        found = sorted(p for p in root.iterdir() if p.is_dir() and p.name.endswith("_" + tag))
+        job = dataclasses.replace(job, run_dir=found[-1] if found else None)
+    return job
+
+
 def verify(doc: dict, results_dir: str | Path | None = None, say=print, launches: int = DEFAULT_VERIFY_LAUNCHES,
            seed: int | None = None, job_runner=None) -> dict:
     """Measure the library's default selection without and with the tuning file in alternating launches.
@@ -82,23 +96,33 @@ def verify(doc: dict, results_dir: str | Path | None = None, say=print, launches
     `ccbench.analysis.tune.decide_sizes` compares them (paired t on per-launch log-ratios,
     Benjamini-Hochberg over the sizes).  Launches differ by 15-75%, so fewer than 3 pairs are
     refused.  The record (the runs, the order, the seed and every size's comparison) is written
-    to ``verification.json`` in that directory and returned, with ``records`` their paths.
+    to ``verification.json`` in that directory and returned, with ``records`` their paths.  A source run
+    measured on the emulated lab is verified there, at its shape: each job is ``ccbench lab run -n P --ppn R
+    --order O -- run ...`` (a lab at least that large must be up).
     """
     check_verify_launches(True, launches)
     env = file_env(doc)
     seed = secrets.randbelow(2**32) if seed is None else int(seed)
-    runner = job_runner or run_job
+    default_runner = job_runner or run_job
     runs, items, where_of = [], [], []   # items: (selection, choice, row without, row with)
     for src in doc["sources"]:
         sels = [s for s in doc["selections"] if s.run == src["run"]]
-        cfg = open_run(src["path"]).meta.get("config", {})
-        # the ranks bound as the source run's were (ccbench.measure.launcher.choose_binding)
-        exe, _, launch_env, extra = prepare_launcher(None, src["nranks"], cfg.get("bind", "auto"))
+        src_meta = open_run(src["path"]).meta
+        cfg, lab = src_meta.get("config", {}), src_meta.get("lab")
+        runner = default_runner
+        if lab:  # on the lab's hosts, at the source's shape (ccbench.measure.lab.run_on_lab)
+            runner = functools.partial(_lab_job, default_runner)
+            launch_env = dict(os.environ)
+            cmd = [sys.executable, "-m", "ccbench", "lab", "run", "-n", str(src["nranks"]), "--ppn", str(lab["ppn"]),
+                   "--order", lab.get("order", "block"), "--bind", cfg.get("bind", "auto"), "--", "-C"]
+        else:  # the ranks bound as the source run's were (ccbench.measure.launcher.choose_binding)
+            exe, _, launch_env, extra = prepare_launcher(None, src["nranks"], cfg.get("bind", "auto"))
+            cmd = [exe, "-n", str(src["nranks"]), *extra, sys.executable, "-m", "mpi4py", "-m", "ccbench", "run",
+                   "-C"]
         plain_env = {k: v for k, v in launch_env.items() if k not in env}  # A: no file, even if the caller set one
         root = Path(results_dir) if results_dir else Path(src["path"]).parent
         sizes = sorted({c.nbytes for s in sels for c in s.choices})
-        cmd = [exe, "-n", str(src["nranks"]), *extra, sys.executable, "-m", "mpi4py", "-m", "ccbench", "run",
-               "-C", ",".join(dict.fromkeys(s.collective for s in sels)), "-a", DEFAULT,
+        cmd += [ ",".join(dict.fromkeys(s.collective for s in sels)), "-a", DEFAULT,
                "-s", ",".join(map(str, sizes)), "-t", ",".join(dict.fromkeys(s.dtype for s in sels)),
                "--op", ",".join(dict.fromkeys(s.op for s in sels if s.op != "none")) or "sum",
                "--in-place", "no", "--root", "0"]

@@ -233,7 +233,7 @@ def test_doctor_finds_the_two_link_levels_and_names_a_slow_host(lab):
 
     ccb("lab", "set", "--delay", "1ms", "--no-baseline")
     ccb("lab", "run", "-n", "4", "--ppn", "2", "--", "doctor", "--sizes", "8,1M", "--results-dir", str(lab),
-        "--no-show")
+        "--no-show", "--allow-load", "1")  # levels and naming are tested here, not the load rule
     lv = pair_levels(open_run(newest_run(lab)).rows)
     inside, between = lv.levels
     print(f"\ndoctor levels: inside alpha {inside.alpha_s * 1e6:.1f} us, between alpha {between.alpha_s * 1e6:.1f} us, "
@@ -242,11 +242,28 @@ def test_doctor_finds_the_two_link_levels_and_names_a_slow_host(lab):
     assert 1e-3 <= between.alpha_s < 1e-3 + 400e-6 and inside.alpha_s * 10 <= between.alpha_s
     ccb("lab", "set", "--host", "2", "--delay", "4ms", "--no-baseline")
     r = ccb("lab", "run", "-n", "4", "--ppn", "1", "--", "doctor", "--sizes", "8", "--results-dir", str(lab),
-            "--no-show", check=False)
+            "--no-show", "--allow-load", "1", check=False)
     run = open_run(newest_run(lab))
     d = diagnose(run.rows, run.meta)
     assert r.returncode == 4, r.stderr[-2000:]
     assert [(s.kind, s.name) for s in d.suspects] == [("host", "ccb-h2")] and d.exclude == ["ccb-h2"]
+
+
+def test_lab_launch_merges_launches_run_on_the_lab_hosts(lab, tmp_path):
+    """`lab launch`: `ccbench launch --launches 2` whose every job is a `lab run` at the shape asked (2 hosts x 1),
+    merged into one run of two launches; each part on the lab's hosts, with its traffic file."""
+    from ccbench.store.run import open_run
+
+    ccb("lab", "set", "--delay", "500us", "--rate", "1gbit", "--no-baseline")
+    ccb("lab", "launch", "-n", "2", "--ppn", "1", "--", "-C", "pingpong", "-s", "8", "--launches", "2", "--budget",
+        "0.05", "--results-dir", str(tmp_path), "--no-show")
+    (merged,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    run = open_run(merged)
+    (row,) = run.rows
+    assert row.n_launches == 2 and row.min_s >= 500e-6
+    parts = sorted((merged / "parts").iterdir())
+    assert len(parts) == 2 and all((p / "lab-traffic.json").is_file() for p in parts)
+    assert {open_run(p).meta["lab"]["hosts"] for p in parts} == {2}
 
 
 def test_down_cleans_up_after_a_crash(lab):
