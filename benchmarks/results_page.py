@@ -699,23 +699,140 @@ def _newcomer(ref: Path) -> tuple[list, list[str]]:
 
 
 def _doctor(ref: Path) -> tuple[list, list[str]]:
-    (path,) = sorted((ref / "doctor").glob("doctor_aa_*.json"))
-    doc = json.loads(path.read_text())
-    h, s = doc["healthy"], doc["slowed"]
-    rows = [["healthy", str(h["diagnoses"]), str(h["nobody"]), "-", str(h["others_named"]),
-             f"{h['median_seconds']:.1f} s"],
-            [f"one rank slowed ({doc['fault']})", str(s["diagnoses"]), str(s["nobody"]), str(s["slowed_named"]),
-             str(s["others_named"]), f"{s['median_seconds']:.1f} s"]]
-    most = max(h["named_counts"].values(), default=0)
-    short = [f"`ccbench doctor` named a slowed rank in {s['slowed_named']} of {s['diagnoses']} diagnoses and nobody "
-             f"on a healthy run in {h['nobody']} of {h['diagnoses']}."]
+    paths = sorted((ref / "doctor").glob("doctor_aa_*.json"))
+    rows, docs = [], []
+    for path in paths:
+        doc = json.loads(path.read_text())
+        docs.append(doc)
+        busy = doc.get("busy_loops", 0)
+        stamp = path.stem.rsplit("_", 1)[1]
+        when = f"{_file_date(path)} {stamp[9:11]}:{stamp[11:13]}, " + (
+            f"{busy} busy loop{'s' if busy > 1 else ''}" if busy else "no busy loop")
+        for name, t in (("healthy", doc["healthy"]), (f"one rank slowed ({doc['fault']})", doc["slowed"])):
+            f = t.get("forced")
+            rows.append([when, name, _pct([t["median_other_load"]]), str(t.get("withheld", 0)), str(t["nobody"]),
+                         "-" if t["slowed_named"] is None else str(t["slowed_named"]), str(t["others_named"]),
+                         "-" if f is None else (str(f["slowed_named"]) if t["slowed_named"] is not None else
+                                                f"{f['nobody']} nobody") + f", {f['others_named']} another",
+                         f"{t['median_seconds']:.1f} s"])
+    idle = [d for d in docs if not d.get("busy_loops")][-1]
+    busy = [d for d in docs if d.get("busy_loops")]
+    h, s = idle["healthy"], idle["slowed"]
+    short = [f"`ccbench doctor` named a slowed rank in {s['slowed_named']} of {s['diagnoses']} diagnoses and another "
+             f"rank in {s['others_named'] + h['others_named']} of {s['diagnoses'] + h['diagnoses']}"
+             + (f", withholding {s.get('withheld', 0) + h.get('withheld', 0)} decisions for other load" if
+                s.get("withheld", 0) + h.get("withheld", 0) else "")
+             + (f"; with a busy loop beside it it withheld {busy[-1]['healthy']['withheld']} of "
+                f"{busy[-1]['healthy']['diagnoses']} healthy diagnoses, where forced to decide it named nobody in "
+                f"{busy[-1]['healthy']['forced']['nobody']}." if busy else ".")]
     return [("h", 2, "Finding a slow rank"),
-            ("p", "Repeated diagnoses of one machine, healthy and with one rank slowed by a fault, alternated.  "
-                  f"On a healthy run no rank was named more than {most} time{'s' if most != 1 else ''}."),
-            ("p", f"Machine: 2 cores, 4 ranks (oversubscribed on purpose).  Measured {_file_date(path)}.  Command: "
-                  f"`python benchmarks/doctor_aa.py` (each diagnosis `{doc['command']}`).  Files: `{_rel(path)}`."),
-            _table(["setting", "diagnoses", "named nobody", "named the slowed rank", "named another",
-                    "time each"], rows, {1, 2, 3, 4, 5})], short
+            ("p", "Repeated diagnoses of one machine, healthy and with one rank slowed by a fault, alternated; with "
+                  "busy loops beside them in some series (other load).  Withheld: diagnoses that decided nothing "
+                  "because other processes took over 20% of the CPU (the diagnosis's rule since the series of "
+                  "busy loops; earlier series decided whatever the load).  Forced: the same runs decided whatever "
+                  "the load (`--allow-load 1`): the slowed rank named, or nobody named, and anyone else named."),
+            ("p", f"Machine: 2 cores, 4 ranks (oversubscribed on purpose).  Measured "
+                  f"{' and '.join(sorted({_file_date(p) for p in paths}))}.  Command: `python benchmarks/doctor_aa.py"
+                  f" [--busy B]` (each diagnosis `{docs[-1]['command']}`).  Files: "
+                  + ", ".join(f"`{_rel(p)}`" for p in paths) + "."),
+            _table(["series", "setting", "other load", "withheld", "named nobody", "named the slowed rank",
+                    "named another", "forced", "time each"], rows, {2, 3, 4, 5, 6, 8})], short
+
+
+def _lab_doctor(ref: Path) -> tuple[list, list[str]]:
+    paths = sorted((ref / "doctor").glob("lab_doctor_*.json"))
+    if not paths:
+        return [], []
+    rows, slow, healthy, told, docs = [], [], [], [], []
+    for path in paths:
+        doc = json.loads(path.read_text())
+        docs.append(doc)
+        for shape in doc["shapes"]:
+            for name, t in shape["settings"].items():
+                d, f = t["decided"], t["forced"]
+                rows.append([doc["date"][11:16], f"{shape['hosts']} x {shape['ppn']}", name, t["target"] or "nobody",
+                             _pct([t["median_other_load"]]), f"{t['withheld']} of {t['diagnoses']}",
+                             *(str(c["target_named"] if t["target"] else c["nobody"]) for c in (d, f)),
+                             str(f["others_named"]), f"{t['median_seconds']:.0f} s"])
+                if t["target"] and shape["hosts"] >= 3:  # with 2 hosts nothing slow can be named (the note)
+                    slow.append(t)
+                elif name == "healthy":
+                    healthy.append(t)
+                elif not t["target"]:
+                    told.append(t)
+    fours = [s["settings"]["healthy"]["median_seconds"] for doc in docs for s in doc["shapes"]
+             if s["hosts"] * s["ppn"] == 4]
+    n = healthy[0]["diagnoses"]
+    m = docs[-1]["machine"]
+    short = [f"In the emulated lab, decided whatever the load, `ccbench doctor` named the slow host, link or rank in "
+             f"{_span([t['forced']['target_named'] for t in slow], str)} of {n} diagnoses and nobody on a healthy lab "
+             f"in {_span([t['forced']['nobody'] for t in healthy], str)} of {n}; by default it withheld its decision "
+             f"in {sum(t['withheld'] for t in slow + healthy)} of {n * len(slow + healthy)} of them (other work took "
+             f"over 20% of the CPU).  One diagnosis at 4 ranks took {_span(fours, lambda v: f'{v:.0f}')} s."]
+    return [("h", 2, "Finding a slow host or link in the lab"),
+            ("p", "Repeated diagnoses of the emulated lab, healthy and with one host's link slowed (added delay, or a "
+                  "quarter of the rate), one link between two hosts slowed (`lab set --pair`), or one rank slowed by "
+                  "a fault, the settings alternated.  Other load: the median share of the CPU other processes took "
+                  "during a diagnosis (the other work on the machine meanwhile).  Withheld: diagnoses that decided "
+                  "nothing because it was over 20%.  Named: diagnoses that named the target (on a healthy lab: that "
+                  "named nobody), as decided, and forced: as `--allow-load 1` decides the same runs, whatever the "
+                  "load.  Another: forced diagnoses that named anyone but the target.  Time: the command's wall "
+                  "time, median."
+                  + (f"  With 2 hosts a slow host is not named: the diagnosis said that a slow host and a slow link "
+                     f"cannot be told apart in {_span([t['said_cannot_tell'] for t in told], str)} of {n}; and with 2 "
+                     "ranks per host every level has two measurements, too few to name a rank."
+                     if told else "")),
+            ("p", f"Machine: {m['cpu']}, {m['cores']} cores, {format_size(m['memory_bytes'])}, "
+                  f"{' '.join(m['mpi_library'].replace('Version:', '').split())}, Python {m['python']}; every lab "
+                  f"host on it, links at zero added delay and {docs[-1]['rate']}.  Measured "
+                  f"{' and '.join(sorted({d['date'][:10] for d in docs}))}.  Command: "
+                  + "; ".join(f"`{_script(d)}`" for d in docs) + f" (each diagnosis `{docs[-1]['command']}`).  "
+                  "Files: " + ", ".join(f"`{_rel(p)}`" for p in paths) + "."),
+            _table(["series (UTC)", "hosts x ranks", "setting", "target", "other load", "withheld", "named",
+                    "named, forced", "another, forced", "time each"], rows, {4, 5, 6, 7, 8, 9})], short
+
+
+def _lab_tune(ref: Path) -> tuple[list, list[str]]:
+    paths = sorted((ref / "lab").glob("lab_tune_*.json"))
+    if not paths:
+        return [], []
+    path = paths[-1]
+    doc = json.loads(path.read_text())
+    shapes = list(doc["shapes"])
+    checked = {(v["shape"], v["nbytes"]): v for v in doc["verification"]}
+
+    def cell(shape, n):
+        c = doc["shapes"][shape]["sizes"][str(n)]
+        v = checked.get((shape, n))
+        alone = c["times_s"].get(c["choice"])
+        got = (f"; {fmt_time(v['without_s'])} -> {fmt_time(v['with_file_s'])} with the file ({v['verdict']})"
+               if v and v["without_s"] and v["with_file_s"] else "")
+        fast = c["fastest"]
+        best = f", fastest {fast} ({fmt_time(c['times_s'][fast])})" if fast != c["choice"] else ""
+        return f"{c['choice']} ({fmt_time(alone)}{best})" + (" toss-up" if c["toss_up"] else "") + got
+
+    sizes = sorted({int(n) for s in shapes for n in doc["shapes"][s]["sizes"]})
+    rows = [[format_size(n), *(cell(s, n) for s in shapes)] for n in sizes]
+    differ = [format_size(int(n)) for n in doc["differ"]]
+    fastest = [format_size(int(n)) for n in doc["fastest_differ"]]
+    short = [f"Tuning in the lab: the MPICH file's choices for 4 hosts x 1 rank and 2 hosts x 2 ranks differ at "
+             f"{', '.join(differ) or 'no size'} of {len(sizes)} sizes (the fastest measured differs at "
+             f"{', '.join(fastest) or 'none'}; the file names a variant only where it beat the default decidedly, "
+             f"over {doc['argv'][doc['argv'].index('--launches') + 1] if '--launches' in doc['argv'] else 3} "
+             "launches); `tune --verify` ran each shape's launches at that shape."]
+    return [("h", 2, "Tuning per shape in the lab"),
+            ("p", f"{doc['collective'].capitalize()} on 4 ranks of the emulated lab at two shapes, the library's "
+                  "default and every algorithm it can be forced to, in alternating launches; `ccbench tune` writes "
+                  "one MPICH file whose choices are keyed on the shape each was measured on (`comm_avg_ppn`), and "
+                  "`--verify` measures the library's default without and with the file at each shape.  Per size "
+                  "and shape: the file's choice and its measured median, and the fastest measured where it is "
+                  "another (the file names a variant only where it beat the default decidedly, at the launch level; "
+                  "toss-up: the choice not decidedly faster than the runner-up); then the library's median without "
+                  "and with the file, and the verdict."),
+            ("p", f"Machine: one 2-core machine (AMD EPYC), every lab host on it; links {doc['delay']} and "
+                  f"{doc['rate']}.  Measured {doc['date'][:10]}.  Command: `{_script(doc)}`, which runs "
+                  + "; then ".join(f"`{c}`" for c in doc["commands"]) + f".  Files: `{_rel(path)}`."),
+            _table(["size", *(f"{s.replace('x', ' hosts x ')} rank(s)" for s in shapes)], rows)], short
 
 
 # --------------------------------------------------------------------------- the page
@@ -730,6 +847,8 @@ def render(ref: Path = REPO / "reference") -> str:
     limits, s5 = _limits(ref)
     newcomer, s6 = _newcomer(ref)
     doctor, s7 = _doctor(ref)
+    lab_doctor, s8 = _lab_doctor(ref)
+    lab_tune, s9 = _lab_tune(ref)
     blocks = [
         ("h", 1, "Results on reference machines"),
         ("p", "What ccbench measured on this project's own machines.  Use it to know what to expect, not as a "
@@ -737,9 +856,9 @@ def render(ref: Path = REPO / "reference") -> str:
         ("p", f"This page is generated from the files in `reference/` by `{REGENERATE}`; do not edit it by hand.  "
               "The tests regenerate it and fail when it differs."),
         ("h", 2, "In short"),
-        ("ul", s1 + s6 + s2 + s3 + s4 + s5 + s7),
+        ("ul", s1 + s6 + s2 + s3 + s4 + s5 + s7 + s8 + s9),
         *replication, *newcomer, *_durations(ref), *fidelity, *_algorithms(ref), *models, *crossval, *limits,
-        *_lab(ref), *_workloads(ref, pingpong), *_tuning(ref), *doctor,
+        *_lab(ref), *_workloads(ref, pingpong), *_tuning(ref), *lab_tune, *doctor, *lab_doctor,
     ]
     return render_markdown(blocks)
 
