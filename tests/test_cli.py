@@ -245,9 +245,11 @@ def test_show_defines_every_flag_it_prints():
     ([(8, "a"), (64, "b"), (512, "a")], [(8, 8, "a"), (64, 64, "b"), (512, 512, "a")]),  # a band never jumps
 ])
 def test_size_bands(fastest, bands):
+    from types import SimpleNamespace
+
     from ccbench.analysis.fastest import size_bands
 
-    assert size_bands([{"nbytes": n, "fastest": f} for n, f in fastest]) == bands
+    assert size_bands([SimpleNamespace(nbytes=n, fastest=f) for n, f in fastest]) == bands
 
 
 def test_show_ends_with_what_the_sweep_found():
