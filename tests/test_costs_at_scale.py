@@ -261,7 +261,8 @@ CHEAP = {
     ("gather", "binomial"), ("reduce", "binomial"), ("reduce", "linear"),
     ("allreduce", "binomial"), ("allreduce", "linear"), ("allreduce", "hierarchical"),
     ("gatherv", "linear"), ("gatherv", "binomial"), ("scatterv", "linear"), ("scatterv", "binomial"),
-}
+} | {(c, f"{n}-{form}") for c, n in (("reduce", "binomial"), ("gather", "linear"), ("scatter", "linear"))
+     for form in ("persistent", "nonblocking")}
 # Rings, pairwise and direct exchanges: every rank makes O(P) steps, so the schedule holds
 # O(P^2) messages (2 million for the ring allreduce at 1,024 ranks, a minute here to record
 # and walk).  Whole schedules up to 100 ranks; beyond, the traffic of a few ranks is counted
@@ -273,7 +274,8 @@ QUADRATIC = {
     ("allgather", "linear"), ("reduce_scatter", "pairwise"), ("alltoall", "pairwise"),
     ("alltoall", "linear"), ("allgatherv", "ring"), ("allgatherv", "linear"), ("alltoallv", "pairwise"),
     ("alltoallv", "linear"), ("reduce_scatterv", "pairwise"), ("reduce_scatterv", "ring"),
-}
+} | {(c, f"{n}-{form}") for c, n in (("reduce_scatter", "pairwise"), ("alltoall", "pairwise"), ("allgatherv", "ring"),
+                                     ("alltoallv", "pairwise")) for form in ("persistent", "nonblocking")}
 SAMPLED_P = (255, 256, 1000, 1024, 4095, 4096)
 # Everything else makes O(log P) steps per rank, some (MPICH's power-of-two fold, the
 # double binary tree's round tables) with O(P) set-up work per rank: a second or more per

@@ -15,7 +15,9 @@ from ccbench.measure.workload_config import resolve_workload
 from ccbench.workloads.overlap import RankTimes, imb_overlap_pct, imb_times, osu_overlap_pct, osu_times
 
 TINY = TimingSettings(warmup=1, min_reps=2, max_reps=3, target_rse=0.5, budget_s=0.5)
-HAND_WRITTEN = [("allreduce", "ring"), ("bcast", "binomial"), ("allgather", "ring")]
+HAND_WRITTEN = [("allreduce", "ring"), ("bcast", "binomial"), ("allgather", "ring"), ("barrier", "dissemination"),
+                ("reduce", "binomial"), ("reduce_scatter", "pairwise"), ("alltoall", "pairwise"), ("gather", "linear"),
+                ("scatter", "linear"), ("allgatherv", "ring"), ("alltoallv", "pairwise")]
 
 # -- the two definitions, on recorded times, against the arithmetic done by hand ----------------------------------
 
@@ -71,40 +73,60 @@ def test_every_collective_with_an_i_form_has_native_nonblocking_and_all_leaves_t
 # -- hand-written schedules on the simulated communicator ---------------------------------------------------------
 
 
+def _in_place(coll: str) -> list[bool]:
+    return [False] if coll in ("barrier", "bcast") else [False, True]
+
+
 @pytest.mark.parametrize("coll,name", HAND_WRITTEN)
-@pytest.mark.parametrize("P", [1, 2, 3, 5])
-def test_a_schedule_progressed_by_tests_alone_is_right_and_sends_its_blocking_twins_messages(coll, name, P):
-    """Bound once, called three times on fresh inputs, each call advanced by Test only (no Wait): right every time,
-    counting and sending what one call of the blocking algorithm does."""
+@pytest.mark.parametrize("P", [1, 2, 3, 4, 5])
+def test_a_schedule_made_once_is_right_and_sends_its_blocking_twins_messages(coll, name, P):
+    """Bound once, called three times on fresh inputs, out of place and in place: the non-blocking form advanced by
+    Test only (no Wait), the persistent form started and waited for; right every time, counting and sending what one
+    call of the blocking algorithm does."""
+    for in_place in _in_place(coll):
+        for form in ("nonblocking", "persistent"):
+            _check_made_once(coll, name, P, in_place, form)
+
+
+def _check_made_once(coll, name, P, in_place, form):
     from ccbench.algorithms.p2p import CountedComm
     from ccbench.algorithms.simcomm import simulate
 
-    alg, spec = get(coll, f"{name}-nonblocking"), COLLECTIVES[coll]
+    alg, spec = get(coll, f"{name}-{form}"), COLLECTIVES[coll]
 
-    def body(comm, nonblocking=True):
+    def body(comm, made_once=True):
         cc = CountedComm(comm)
-        bufs = spec.buffers(37, P, comm.rank, np.dtype("float32"), "sum", P - 1, False, None)
-        if not nonblocking:
+        bufs = spec.buffers(0 if coll == "barrier" else 37, P, comm.rank, np.dtype("float32"), "sum", P - 1,
+                            in_place, None, "uniform" if in_place and coll == "alltoallv" else "zipf")  # uneven blocks
+        if not made_once:
             bufs.fill()
             get(coll, name)(cc, *bufs.args, **bufs.kwargs)
-            return [bufs.nwrong()], [cc.counts.as_tuple()], 0
-        begin = alg.nonblocking(cc, *bufs.args, **bufs.kwargs)
-        wrong, counts, tests = [], [], 0
+            return [bufs.nwrong()], [cc.counts.as_tuple()]
+        if form == "persistent":
+            call, free = alg.setup(cc, *bufs.args, **bufs.kwargs)
+        else:
+            begin, free = alg.nonblocking(cc, *bufs.args, **bufs.kwargs), lambda: None
+
+            def call():
+                req = begin()
+                while not req.Test():
+                    pass
+                req.Wait()  # done already: nothing left to count
+
+        wrong, counts = [], []
         for _ in range(3):
             bufs.fill()
             cc.counts.reset()
-            req = begin()
-            while not req.Test():
-                tests += 1
-            req.Wait()  # done already: nothing left to count
+            call()
             wrong.append(bufs.nwrong())
             counts.append(cc.counts.as_tuple())
-        return wrong, counts, tests
+        free()
+        return wrong, counts
 
     made, messages = simulate(P, body)
     once, once_messages = simulate(P, lambda comm: body(comm, False))
-    assert all(w == [0, 0, 0] for w, _, _ in made)
-    assert all(c == [o[1][0]] * 3 for (_, c, _), o in zip(made, once, strict=True))
+    assert all(w == [0, 0, 0] for w, _ in made), (form, in_place)
+    assert all(c == [o[1][0]] * 3 for (_, c), o in zip(made, once, strict=True)), (form, in_place)
     key = [(m.source, m.dest, m.nbytes, m.send_range, m.recv_range) for m in once_messages]
     assert sorted((m.source, m.dest, m.nbytes, m.send_range, m.recv_range) for m in messages) == sorted(key * 3)
 
@@ -201,14 +223,16 @@ def test_a_hand_written_schedule_is_validated_and_counts_its_blocking_twins_traf
 
     comm = MPI.COMM_WORLD
     P, spec = comm.Get_size(), COLLECTIVES[coll]
-    for count in (0, 37):
-        case = Case(coll, f"{name}-nonblocking", spec.nbytes_for(count, 4, P), count, "float32",
-                    "sum" if spec.reduction else "none", coll != "bcast", P - 1 if spec.rooted else 0)
-        row = run_case(comm, case, TINY)
-        twin = run_case(comm, dataclasses.replace(case, algorithm=name), TINY)
-        assert row.nwrong == 0, case.label()
-        assert (row.msgs_max, row.bytes_total, row.steps_max, row.step_bytes_max, row.reduced_bytes_max) == (
-            twin.msgs_max, twin.bytes_total, twin.steps_max, twin.step_bytes_max, twin.reduced_bytes_max)
+    for count in (0,) if coll == "barrier" else (0, 37):
+        for form in ("nonblocking", "persistent"):
+            case = Case(coll, f"{name}-{form}", spec.nbytes_for(count, 4, P), count, "float32",
+                        "sum" if spec.reduction else "none", coll not in ("barrier", "bcast"),
+                        P - 1 if spec.rooted else 0)
+            row = run_case(comm, case, TINY)
+            twin = run_case(comm, dataclasses.replace(case, algorithm=name), TINY)
+            assert row.nwrong == 0, case.label()
+            assert (row.msgs_max, row.bytes_total, row.steps_max, row.step_bytes_max, row.reduced_bytes_max) == (
+                twin.msgs_max, twin.bytes_total, twin.steps_max, twin.step_bytes_max, twin.reduced_bytes_max)
 
 
 @pytest.mark.mpi(min_size=2)

@@ -13,8 +13,9 @@ import numpy as np
 
 from ccbench.algorithms.p2p import is_in_place
 from ccbench.algorithms.registry import Cost, register
+from ccbench.algorithms.steps import Plan, register_forms, run_plan
 
-__all__ = ["bruck", "linear", "pairwise"]
+__all__ = ["bruck", "linear", "pairwise", "pairwise_plan"]
 
 _THAKUR = (
     "Thakur, Rabenseifner & Gropp 2005, 'Optimization of Collective Communication "
@@ -64,17 +65,29 @@ def pairwise(comm, sendbuf, recvbuf) -> None:
     lower bound, with a latency linear in P, so it is the long-message algorithm (Thakur
     et al. 2005).  In place the input is first copied to scratch slot 0.
     """
+    run_plan(comm, pairwise_plan(comm, sendbuf, recvbuf))
+
+
+def pairwise_plan(comm, sendbuf, recvbuf) -> Plan:
+    """`pairwise`'s rounds as steps (`ccbench.algorithms.steps`), one Sendrecv's messages each; the prologue does
+    what `_input` does (in place, the input copied to scratch slot 0)."""
     P, rank = comm.size, comm.rank
     count = recvbuf.size // P
-    src_buf = _input(comm, sendbuf, recvbuf)
-    xor = P & (P - 1) == 0
+    if is_in_place(sendbuf):
+        src_buf = comm.scratch(recvbuf.size, recvbuf.dtype, 0)
+        prologue = lambda: np.copyto(src_buf, recvbuf)  # noqa: E731
+    else:
+        src_buf, own = sendbuf, slice(rank * count, (rank + 1) * count)
+        prologue = lambda: np.copyto(recvbuf[own], sendbuf[own])  # noqa: E731
+    xor, steps = P & (P - 1) == 0, []
     for i in range(1, P):
         if xor:
             src = dst = rank ^ i
         else:
             src, dst = (rank - i) % P, (rank + i) % P
-        comm.Sendrecv(src_buf[dst * count:(dst + 1) * count], dst, 0,
-                      recvbuf[src * count:(src + 1) * count], src, 0)
+        steps.append((((src_buf[dst * count:(dst + 1) * count], dst, 0),),
+                      ((recvbuf[src * count:(src + 1) * count], src, 0),), None))
+    return Plan(prologue, tuple(steps))
 
 
 # -- Bruck ---------------------------------------------------------------------------------
@@ -193,3 +206,8 @@ def linear(comm, sendbuf, recvbuf) -> None:
         dst = (rank + i) % P
         reqs.append(comm.Isend(src_buf[dst * count:(dst + 1) * count], dst))
     comm.Waitall(reqs)
+
+
+# -- persistent and non-blocking forms (registered last: the blocking algorithms keep their order) ------------
+
+register_forms("alltoall", "pairwise", pairwise_plan, what="Pairwise-exchange all-to-all")

@@ -11,8 +11,9 @@ import numpy as np
 
 from ccbench.algorithms.p2p import is_in_place
 from ccbench.algorithms.registry import Cost, register
+from ccbench.algorithms.steps import Plan, register_forms, run_plan
 
-__all__ = ["binomial", "linear"]
+__all__ = ["binomial", "linear", "linear_plan"]
 
 _THAKUR = (
     "Thakur, Rabenseifner & Gropp 2005, 'Optimization of Collective Communication "
@@ -42,20 +43,20 @@ def linear(comm, sendbuf, recvbuf, root: int = 0) -> None:
     them.  Everything enters through the root's one link: (P-1) a + n(P-1)/P b.  The
     bandwidth term is optimal; the latency term is linear in P (Thakur et al. 2005).
     """
+    run_plan(comm, linear_plan(comm, sendbuf, recvbuf, root))
+
+
+def linear_plan(comm, sendbuf, recvbuf, root: int = 0) -> Plan:
+    """`linear`'s one step (`ccbench.algorithms.steps`): a send to the root, or at the root P-1 receives after a
+    prologue that copies its own block into place."""
     P, rank = comm.size, comm.rank
     if rank != root:
-        comm.Send(sendbuf, root)
-        return
+        return Plan(None, ((((sendbuf, root, 0),), (), None),))
     count = recvbuf.size // P
-    if not is_in_place(sendbuf):
-        np.copyto(recvbuf[root * count:(root + 1) * count], sendbuf)
-    if P == 1:
-        return
-    reqs = []
-    for i in range(1, P):
-        src = (root + i) % P
-        reqs.append(comm.Irecv(recvbuf[src * count:(src + 1) * count], src))
-    comm.Waitall(reqs)
+    own = recvbuf[root * count:(root + 1) * count]
+    recvs = tuple((recvbuf[src * count:(src + 1) * count], src, 0) for src in ((root + i) % P for i in range(1, P)))
+    copy = None if is_in_place(sendbuf) else lambda: np.copyto(own, sendbuf)
+    return Plan(copy, (((), recvs, None),) if recvs else ())
 
 
 # -- binomial tree -------------------------------------------------------------------------
@@ -128,3 +129,8 @@ def binomial(comm, sendbuf, recvbuf, root: int = 0) -> None:
         split = (P - root) * count
         np.copyto(recvbuf[root * count:], tmp[:split])
         np.copyto(recvbuf[:root * count], tmp[split:])
+
+
+# -- persistent and non-blocking forms (registered last: the blocking algorithms keep their order) ------------
+
+register_forms("gather", "linear", linear_plan, what="Flat-tree gather")

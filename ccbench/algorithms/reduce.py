@@ -10,8 +10,9 @@ import numpy as np
 from ccbench.algorithms.p2p import as_ufunc, block_bounds, is_in_place, pof2_below
 from ccbench.algorithms.reduce_scatter import fold_additions, halving_reduce_scatter, pof2_group
 from ccbench.algorithms.registry import Cost, register
+from ccbench.algorithms.steps import Plan, register_forms, run_steps
 
-__all__ = ["binomial", "binomial_gather", "binomial_reduce", "linear", "rabenseifner"]
+__all__ = ["binomial", "binomial_gather", "binomial_plan", "binomial_reduce", "linear", "rabenseifner"]
 
 _THAKUR = (
     "Thakur, Rabenseifner & Gropp, 'Optimization of Collective Communication Operations "
@@ -29,6 +30,22 @@ def _has_children(P: int, vrank: int) -> bool:
     return vrank % 2 == 0 and vrank + 1 < P
 
 
+def _binomial_steps(comm, work, tmp, ufunc, root: int) -> list:
+    """The steps of `binomial_reduce` (`ccbench.algorithms.steps`): receive-and-reduce from each child, then one
+    send to the parent."""
+    P = comm.size
+    vrank, mask, steps = (comm.rank - root) % P, 1, []
+    while mask < P:
+        if vrank & mask:
+            steps.append((((work, (vrank - mask + root) % P, 0),), (), None))
+            break
+        child = vrank | mask
+        if child < P:
+            steps.append(((), ((tmp, (child + root) % P, 0),), (ufunc, tmp, work)))
+        mask <<= 1
+    return steps
+
+
 def binomial_reduce(comm, work, tmp, ufunc, root: int) -> None:
     """Binomial-tree reduce of `work` (this rank's contribution) into the root's `work`.
 
@@ -37,19 +54,7 @@ def binomial_reduce(comm, work, tmp, ufunc, root: int) -> None:
     v + 2^k (if it exists) into `tmp` and reduce into `work`.  After ceil(lg P) steps the
     root's `work` holds the result; a leaf never writes to `work`.
     """
-    P = comm.size
-    vrank = (comm.rank - root) % P
-    recv, reduce_local = comm.Recv, comm.reduce_local
-    mask = 1
-    while mask < P:
-        if vrank & mask:
-            comm.Send(work, (vrank - mask + root) % P)
-            return
-        child = vrank | mask
-        if child < P:
-            recv(tmp, (child + root) % P)
-            reduce_local(ufunc, tmp, work)
-        mask <<= 1
+    run_steps(comm, _binomial_steps(comm, work, tmp, ufunc, root))
 
 
 def _binomial_cost(P: int, nbytes: int) -> Cost:
@@ -207,3 +212,25 @@ def rabenseifner(comm, sendbuf, recvbuf, op="sum", root: int = 0) -> None:
     halving_reduce_scatter(comm, work, tmp, bounds, members, newrank, ufunc)
     newroot = members.index(root)
     binomial_gather(comm, work, bounds, members, newrank, newroot)
+
+
+# -- persistent and non-blocking forms (registered last: the blocking algorithms keep their order) ------------
+
+
+def binomial_plan(comm, sendbuf, recvbuf, op="sum", root: int = 0) -> Plan:
+    """`binomial`'s steps (`_binomial_steps`) on these buffers: a rank with children accumulates in the root's
+    recvbuf or in an array of its own, filled from sendbuf by the prologue; a leaf sends sendbuf itself."""
+    P, rank = comm.size, comm.rank
+    if rank == root:
+        work = recvbuf
+    elif _has_children(P, (rank - root) % P):
+        work = np.empty_like(sendbuf)
+    else:
+        work = sendbuf
+    copy = None if work is sendbuf or is_in_place(sendbuf) else lambda: np.copyto(work, sendbuf)
+    if P == 1 or work.size == 0:
+        return Plan(copy, ())
+    return Plan(copy, tuple(_binomial_steps(comm, work, np.empty_like(work), as_ufunc(op), root)))
+
+
+register_forms("reduce", "binomial", binomial_plan, what="Binomial-tree reduce")

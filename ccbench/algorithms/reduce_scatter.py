@@ -15,12 +15,14 @@ import numpy as np
 
 from ccbench.algorithms.p2p import as_ufunc, is_in_place, pof2_below
 from ccbench.algorithms.registry import Cost, register
+from ccbench.algorithms.steps import Plan, register_forms, run_plan
 
 __all__ = [
     "doubling_allgather",
     "fold_additions",
     "halving_reduce_scatter",
     "pairwise",
+    "pairwise_plan",
     "pof2_group",
     "recursive_halving",
 ]
@@ -160,6 +162,13 @@ def pairwise(comm, sendbuf, recvbuf, op="sum") -> None:
     messages (Thakur et al. 2005, section 4.4).  In place, the input is the whole of
     `recvbuf` and the result is moved to its first block at the end.
     """
+    run_plan(comm, pairwise_plan(comm, sendbuf, recvbuf, op))
+
+
+def pairwise_plan(comm, sendbuf, recvbuf, op="sum") -> Plan:
+    """`pairwise`'s steps (`ccbench.algorithms.steps`): one Sendrecv's messages and a reduction into the result
+    each, after a prologue that starts the result from this rank's own block; in place an epilogue moves it to the
+    first block."""
     ufunc = as_ufunc(op)
     P, rank = comm.size, comm.rank
     in_place = is_in_place(sendbuf)
@@ -167,18 +176,15 @@ def pairwise(comm, sendbuf, recvbuf, op="sum") -> None:
     data = recvbuf if in_place else sendbuf
     mine = data[rank * count:(rank + 1) * count]
     acc = mine if in_place else recvbuf
-    if not in_place:
-        np.copyto(acc, mine)
+    steps = []
     if count and P > 1:
         tmp = comm.scratch(count, data.dtype)
-        plan = [(data[((rank + i) % P) * count:((rank + i) % P + 1) * count],
-                 (rank + i) % P, (rank - i) % P) for i in range(1, P)]
-        sendrecv, reduce_local = comm.Sendrecv, comm.reduce_local
-        for block, dest, source in plan:
-            sendrecv(block, dest, 0, tmp, source, 0)
-            reduce_local(ufunc, tmp, acc)
-    if in_place and rank:
-        np.copyto(recvbuf[:count], acc)
+        for i in range(1, P):
+            dest, source = (rank + i) % P, (rank - i) % P
+            steps.append((((data[dest * count:(dest + 1) * count], dest, 0),), ((tmp, source, 0),),
+                          (ufunc, tmp, acc)))
+    return Plan(None if in_place else lambda: np.copyto(acc, mine), tuple(steps),
+                (lambda: np.copyto(recvbuf[:count], acc)) if in_place and rank else None)
 
 
 # -- recursive halving ---------------------------------------------------------------
@@ -257,3 +263,8 @@ def recursive_halving(comm, sendbuf, recvbuf, op="sum") -> None:
         comm.Send(work[partner * count:(partner + 1) * count], partner)
     if not in_place or rank:  # in place, rank 0's block is already where it belongs
         np.copyto(result, work[rank * count:(rank + 1) * count])
+
+
+# -- persistent and non-blocking forms (registered last: the blocking algorithms keep their order) ------------
+
+register_forms("reduce_scatter", "pairwise", pairwise_plan, what="Pairwise-exchange reduce-scatter")

@@ -11,8 +11,9 @@ import numpy as np
 
 from ccbench.algorithms.p2p import is_in_place
 from ccbench.algorithms.registry import Cost, register
+from ccbench.algorithms.steps import Plan, register_forms, run_plan
 
-__all__ = ["binomial", "linear"]
+__all__ = ["binomial", "linear", "linear_plan"]
 
 _THAKUR = (
     "Thakur, Rabenseifner & Gropp 2005, 'Optimization of Collective Communication "
@@ -42,20 +43,20 @@ def linear(comm, sendbuf, recvbuf, root: int = 0) -> None:
     Everything leaves through the root's one link: (P-1) a + n(P-1)/P b (Thakur et
     al. 2005).
     """
+    run_plan(comm, linear_plan(comm, sendbuf, recvbuf, root))
+
+
+def linear_plan(comm, sendbuf, recvbuf, root: int = 0) -> Plan:
+    """`linear`'s one step (`ccbench.algorithms.steps`): a receive from the root, or at the root P-1 sends after a
+    prologue that copies its own block out."""
     P, rank = comm.size, comm.rank
     if rank != root:
-        comm.Recv(recvbuf, root)
-        return
+        return Plan(None, (((), ((recvbuf, root, 0),), None),))
     count = sendbuf.size // P
-    if not is_in_place(recvbuf):
-        np.copyto(recvbuf, sendbuf[root * count:(root + 1) * count])
-    if P == 1:
-        return
-    reqs = []
-    for i in range(1, P):
-        dst = (root + i) % P
-        reqs.append(comm.Isend(sendbuf[dst * count:(dst + 1) * count], dst))
-    comm.Waitall(reqs)
+    own = sendbuf[root * count:(root + 1) * count]
+    sends = tuple((sendbuf[dst * count:(dst + 1) * count], dst, 0) for dst in ((root + i) % P for i in range(1, P)))
+    copy = None if is_in_place(recvbuf) else lambda: np.copyto(recvbuf, own)
+    return Plan(copy, ((sends, (), None),) if sends else ())
 
 
 # -- binomial tree -------------------------------------------------------------------------
@@ -119,3 +120,8 @@ def binomial(comm, sendbuf, recvbuf, root: int = 0) -> None:
         mask >>= 1
     if not is_in_place(recvbuf):
         np.copyto(recvbuf, tmp[:count])
+
+
+# -- persistent and non-blocking forms (registered last: the blocking algorithms keep their order) ------------
+
+register_forms("scatter", "linear", linear_plan, what="Flat-tree scatter")

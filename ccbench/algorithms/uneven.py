@@ -38,6 +38,7 @@ import numpy as np
 
 from ccbench.algorithms.p2p import as_ufunc, critical_path, is_in_place
 from ccbench.algorithms.registry import Cost, register
+from ccbench.algorithms.steps import Plan, register_forms, run_plan
 from ccbench.core.counts import block_counts
 
 __all__ = ["allgatherv_linear", "allgatherv_ring", "alltoallv_linear", "alltoallv_pairwise", "gatherv_binomial",
@@ -137,16 +138,21 @@ def allgatherv_ring(comm, sendbuf, recvbuf, counts) -> None:
     links one round after another, so a single heavy block makes the ring pay it P-1 times (the critical path)
     while each rank's own traffic counts it about twice.
     """
+    run_plan(comm, allgatherv_ring_plan(comm, sendbuf, recvbuf, counts))
+
+
+def allgatherv_ring_plan(comm, sendbuf, recvbuf, counts) -> Plan:
+    """`allgatherv_ring`'s rounds as steps (`ccbench.algorithms.steps`), one Sendrecv's messages each, after a
+    prologue that copies the own block into place."""
     P, rank = comm.size, comm.rank
     d = _offsets(tuple(counts))
-    if not is_in_place(sendbuf):
-        np.copyto(recvbuf[d[rank]:d[rank + 1]], sendbuf)
-    left, right = (rank - 1) % P, (rank + 1) % P
-    j = rank
+    own = recvbuf[d[rank]:d[rank + 1]]
+    left, right, j, steps = (rank - 1) % P, (rank + 1) % P, rank, []
     for _ in range(P - 1):
         jn = j - 1 if j else P - 1
-        comm.Sendrecv(recvbuf[d[j]:d[j + 1]], right, 0, recvbuf[d[jn]:d[jn + 1]], left, 0)
+        steps.append((((recvbuf[d[j]:d[j + 1]], right, 0),), ((recvbuf[d[jn]:d[jn + 1]], left, 0),), None))
         j = jn
+    return Plan(None if is_in_place(sendbuf) else lambda: np.copyto(own, sendbuf), tuple(steps))
 
 
 def _ag_linear_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1) -> Cost:
@@ -185,17 +191,15 @@ def allgatherv_linear(comm, sendbuf, recvbuf, counts) -> None:
 
 
 def _a2a_input(comm, sendbuf, recvbuf, sendcounts, recvcounts):
-    """(buffer to send from, its offsets, receive offsets); out of place the own block is copied across here, in
-    place the input is first copied to scratch slot 0 and laid out by recvcounts."""
+    """(buffer to send from, its offsets, receive offsets, the copy every call makes first): out of place the own
+    block copied across, in place the input copied to scratch slot 0 and laid out by recvcounts."""
     rd = _offsets(tuple(recvcounts))
     if is_in_place(sendbuf):
         src = comm.scratch(rd[-1], recvbuf.dtype, 0)
-        np.copyto(src, recvbuf)
-        return src, rd, rd
+        return src, rd, rd, partial(np.copyto, src, recvbuf)
     sd = _offsets(tuple(sendcounts))
     r = comm.rank
-    np.copyto(recvbuf[rd[r]:rd[r + 1]], sendbuf[sd[r]:sd[r + 1]])
-    return sendbuf, sd, rd
+    return sendbuf, sd, rd, partial(np.copyto, recvbuf[rd[r]:rd[r + 1]], sendbuf[sd[r]:sd[r + 1]])
 
 
 def _a2a_pairwise_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1) -> Cost:
@@ -220,11 +224,19 @@ def alltoallv_pairwise(comm, sendbuf, recvbuf, sendcounts, recvcounts) -> None:
     than the others -- the host of a popular expert -- is the busiest, so the uneven exchange costs more than
     the even one of the same total.  In place the input is first copied to scratch slot 0.
     """
+    run_plan(comm, alltoallv_pairwise_plan(comm, sendbuf, recvbuf, sendcounts, recvcounts))
+
+
+def alltoallv_pairwise_plan(comm, sendbuf, recvbuf, sendcounts, recvcounts) -> Plan:
+    """`alltoallv_pairwise`'s rounds as steps (`ccbench.algorithms.steps`), one Sendrecv's messages each, after the
+    copy of `_a2a_input`."""
     P, rank = comm.size, comm.rank
-    src_buf, sd, rd = _a2a_input(comm, sendbuf, recvbuf, sendcounts, recvcounts)
+    src_buf, sd, rd, copy = _a2a_input(comm, sendbuf, recvbuf, sendcounts, recvcounts)
+    steps = []
     for i in range(1, P):
         dst, src = (rank + i) % P, (rank - i) % P
-        comm.Sendrecv(src_buf[sd[dst]:sd[dst + 1]], dst, 0, recvbuf[rd[src]:rd[src + 1]], src, 0)
+        steps.append((((src_buf[sd[dst]:sd[dst + 1]], dst, 0),), ((recvbuf[rd[src]:rd[src + 1]], src, 0),), None))
+    return Plan(copy, tuple(steps))
 
 
 def _a2a_linear_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1) -> Cost:
@@ -249,7 +261,8 @@ def alltoallv_linear(comm, sendbuf, recvbuf, sendcounts, recvcounts) -> None:
     first copied to scratch slot 0.
     """
     P, rank = comm.size, comm.rank
-    src_buf, sd, rd = _a2a_input(comm, sendbuf, recvbuf, sendcounts, recvcounts)
+    src_buf, sd, rd, copy = _a2a_input(comm, sendbuf, recvbuf, sendcounts, recvcounts)
+    copy()
     if P == 1:
         return
     reqs = [comm.Irecv(recvbuf[rd[s]:rd[s + 1]], s) for s in ((rank - i) % P for i in range(1, P))]
@@ -528,3 +541,9 @@ def reduce_scatterv_ring(comm, sendbuf, recvbuf, counts, op="sum") -> None:
         comm.Sendrecv(work[d[s]:d[s + 1]], right, 0, incoming, left, 0)
         comm.reduce_local(ufunc, incoming, work[d[t]:d[t + 1]])
     np.copyto(recvbuf[:d[rank + 1] - d[rank]], work[d[rank]:d[rank + 1]])
+
+
+# -- persistent and non-blocking forms (registered last: the blocking algorithms keep their order) ------------
+
+register_forms("allgatherv", "ring", allgatherv_ring_plan, what="Ring allgatherv")
+register_forms("alltoallv", "pairwise", alltoallv_pairwise_plan, what="Pairwise-exchange alltoallv")
