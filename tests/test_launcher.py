@@ -128,6 +128,8 @@ def test_dash_a_all_says_what_it_chose_and_what_it_left_out(tmp_path):
     line = first_line("all")
     assert line.startswith("-a all: 8 algorithms over 1 collective(s)")
     assert "forced variants of MPICH's own algorithms left out (add native:all" in line
-    assert line.endswith("the persistent forms left out (name them: native-persistent, ring-persistent)")
-    both = first_line("all,native:all,native-persistent")
-    assert "forced variants" not in both and both.endswith("(name them: ring-persistent)")
+    assert "the persistent forms left out (name them: native-persistent, ring-persistent); " in line
+    assert line.endswith("the non-blocking forms left out (name them: native-nonblocking, ring-nonblocking)")
+    both = first_line("all,native:all,native-persistent,ring-nonblocking")
+    assert "forced variants" not in both and "(name them: ring-persistent); " in both
+    assert both.endswith("(name them: native-nonblocking)")

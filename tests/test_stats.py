@@ -238,7 +238,7 @@ def test_summary_fields_and_clean_sample_has_no_flags():
 def test_every_flag_is_described():
     assert set(FLAG_DESCRIPTIONS) == {
         "few_samples", "high_spread", "outliers", "near_resolution", "wide_ci", "launch_spread", "imported",
-        "zero_samples", "partly_cached"
+        "zero_samples", "partly_cached", "compute_coarse", "async_oversubscribed"
     }
     assert all(isinstance(v, str) and v and "\n" not in v for v in FLAG_DESCRIPTIONS.values())
 
