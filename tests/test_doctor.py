@@ -287,6 +287,11 @@ def test_a_diagnosis_under_load_is_withheld_and_its_loaded_launches_left_out():
     assert "90%" in d.withheld and d.withheld.endswith("rerun on a quiet machine: ccbench doctor --launch 4")
     assert answer_line(d).startswith("no decision: other processes used up to 90%")
     assert diagnose(rows, {**_load(0.9), "lab": {"hosts": 4}}).withheld.endswith("ccbench lab run -- doctor")
+    ranks_argv = {**_load(0.9), "argv": ["x", "doctor", "--sizes", "8,1M"], "nranks": 4, "oversubscribed": True}
+    assert diagnose(rows, ranks_argv).withheld.endswith(  # started by --launch or mpiexec: the ranks' argv lacks it
+        "ccbench doctor --launch 4 --oversubscribe --sizes 8,1M")
+    assert diagnose(rows, {**ranks_argv, "slurm": {"job_id": "7"}}).withheld.endswith(
+        "srun python -m mpi4py -m ccbench doctor --sizes 8,1M")
     allowed = {**_load(0.9), "config": {"params": {"allow_load": 0.95}}}  # --allow-load: decide up to that share
     assert _named(rows, allowed) == {("host", "h2")}
     assert diagnose(rows, {**_load(0.3), "config": {"params": {"allow_load": 0.1}}}).withheld.startswith(

@@ -262,11 +262,20 @@ def diagnose(rows: Sequence, meta: Mapping | None = None) -> Diagnosis:
 
 
 def _rerun(meta: Mapping) -> str:
-    """The command that made the run (run.json's ``argv``), as a user types it (on the lab, through ``lab run``)."""
+    """The command that made the run (run.json's ``argv``: the ranks' own), as a user types it: on the lab through
+    ``lab run``, under Slurm through ``srun``, else with ``--launch N`` (and ``--oversubscribe``) where the ranks
+    were started by ``--launch`` or ``mpiexec``, which their own arguments do not show."""
     import shlex
 
     args = [str(a) for a in (meta.get("argv") or [])[1:]] or ["doctor"]
-    return ("ccbench lab run -- " if meta.get("lab") else "ccbench ") + shlex.join(args)
+    if meta.get("lab"):
+        return "ccbench lab run -- " + shlex.join(args)
+    if meta.get("slurm"):
+        return "srun python -m mpi4py -m ccbench " + shlex.join(args)
+    n = meta.get("nranks")
+    if isinstance(n, int) and n > 1 and "--launch" not in args:
+        args[1:1] = ["--launch", str(n)] + (["--oversubscribe"] if meta.get("oversubscribed") else [])
+    return "ccbench " + shlex.join(args)
 
 
 def _allowed(meta: Mapping) -> float:
