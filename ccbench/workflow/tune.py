@@ -122,7 +122,7 @@ def verify(doc: dict, results_dir: str | Path | None = None, say=print, launches
         plain_env = {k: v for k, v in launch_env.items() if k not in env}  # A: no file, even if the caller set one
         root = Path(results_dir) if results_dir else Path(src["path"]).parent
         sizes = sorted({c.nbytes for s in sels for c in s.choices})
-        cmd += [ ",".join(dict.fromkeys(s.collective for s in sels)), "-a", DEFAULT,
+        cmd += [",".join(dict.fromkeys(s.collective for s in sels)), "-a", DEFAULT,
                "-s", ",".join(map(str, sizes)), "-t", ",".join(dict.fromkeys(s.dtype for s in sels)),
                "--op", ",".join(dict.fromkeys(s.op for s in sels if s.op != "none")) or "sum",
                "--in-place", "no", "--root", "0"]
