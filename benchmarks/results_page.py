@@ -769,6 +769,12 @@ def _lab_doctor(ref: Path) -> tuple[list, list[str]]:
              f"in {_span([t['forced']['nobody'] for t in healthy], str)} of {n}; by default it withheld its decision "
              f"in {sum(t['withheld'] for t in slow + healthy)} of {n * len(slow + healthy)} of them (other work took "
              f"over 20% of the CPU).  One diagnosis at 4 ranks took {_span(fours, lambda v: f'{v:.0f}')} s."]
+    quiet = [t for t in slow + healthy if t["withheld"] == 0]
+    if quiet:  # a series during which other work never took over 20%: every diagnosis decided
+        alone = _span([t["decided"]["exactly_target"] for t in quiet if t["target"]], str)
+        nobody = _span([t["decided"]["nobody"] for t in quiet if not t["target"]], str)
+        short[0] += (f"  Where other work stayed under 20% every diagnosis decided: it named the target alone in "
+                     f"{alone} of {n} and nobody on a healthy lab in {nobody} of {n}.")
     return [("h", 2, "Finding a slow host or link in the lab"),
             ("p", "Repeated diagnoses of the emulated lab, healthy and with one host's link slowed (added delay, or a "
                   "quarter of the rate), one link between two hosts slowed (`lab set --pair`), or one rank slowed by "
