@@ -167,11 +167,9 @@ def main() -> int:
     a = ap.parse_args()
     from ccbench.lab import core
 
-    why = core.preflight()
+    why = core.unavailable()
     if why:
         raise SystemExit(why)
-    if core.load_state() is not None or core.lab_namespaces():
-        raise SystemExit("a lab is already up: `ccbench lab down` first")
     out = (REPO / a.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     shapes = [tuple(int(x) for x in s.split("x")) for s in a.shapes.split(",")]

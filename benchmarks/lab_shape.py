@@ -99,11 +99,9 @@ def main() -> None:
         summary = dict(json.loads((out / "lab_shape.json").read_text()), acked_from=args.acked_from or None)
         analyse({k: Path(v["run"]) for k, v in summary["runs"].items()}, summary, out)
         return
-    why = core.preflight()
+    why = core.unavailable()
     if why:
         raise SystemExit(why)
-    if core.load_state() is not None or core.lab_namespaces():
-        raise SystemExit("a lab is already up: `ccbench lab down` first")
     out.mkdir(parents=True, exist_ok=True)
     pp = ["-C", "pingpong", "-s", args.sizes, "--budget", "0.3", "--min-reps", "30", "--max-reps", "100",
           "--results-dir", str(out), *SWEEP]

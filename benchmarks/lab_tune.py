@@ -55,11 +55,9 @@ def main() -> int:
     from ccbench.store.run import open_run
     from ccbench.workflow.tune import tune_runs, verify
 
-    why = core.preflight()
+    why = core.unavailable()
     if why:
         raise SystemExit(why)
-    if core.load_state() is not None or core.lab_namespaces():
-        raise SystemExit("a lab is already up: `ccbench lab down` first")
     out = (REPO / a.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime('%Y%m%d-%H%M%S')

@@ -72,6 +72,7 @@ __all__ = [
     "stop_daemons",
     "up",
     "usable_cores",
+    "unavailable",
     "uts_path",
     "write_launcher",
     "write_mpiexec",
@@ -177,6 +178,17 @@ def read_stats() -> dict | None:
         return json.loads(p.read_text())
     except (OSError, ValueError):
         return None
+
+
+def unavailable() -> str | None:
+    """Why a new lab cannot be built now: none can be here (`preflight`), or one is up (or a crashed one left its
+    namespaces, host names or daemons behind); None when it can."""
+    why = preflight()
+    if why:
+        return why
+    if load_state() is not None or lab_namespaces() or (state_dir() / "uts").is_dir() or daemon_dir().exists():
+        return "a lab is already up (or a crashed one left namespaces behind): run `ccbench lab down` first"
+    return None
 
 
 def preflight() -> str | None:
@@ -416,12 +428,9 @@ def up(hosts: int, delay_s: float, rate_bps: float, shaper: str = "auto", ppn: i
     lab_shape.check_fits(hosts, ppn, usable_cores(), free_memory_bytes())
     if shaper not in SHAPERS:
         raise UsageError(f"unknown shaper {shaper!r}; choose from {', '.join(SHAPERS)}")
-    why = preflight()
+    why = unavailable()
     if why:
         raise CCBenchError(why)
-    if load_state() is not None or lab_namespaces() or (state_dir() / "uts").is_dir() or daemon_dir().exists():
-        raise CCBenchError("a lab is already up (or a crashed one left namespaces behind): "
-                           "run `ccbench lab down` first")
     state = {"prefix": PREFIX, "hosts": hosts, "ppn": ppn, "namespaces": [host_ns(i) for i in range(hosts)],
              "hostnames": [host_ns(i) for i in range(hosts)], "uts": {}, "launcher": str(launcher_path()),
              "links": {}, "pairs": {},
