@@ -146,8 +146,8 @@ def test_fastest_table_says_how_each_verdict_was_reached():
 
 
 def test_report_is_written_into_the_derived_tree(report):
-    d = report["dir"]
-    assert d.name == "report" and d.parent == derived(report["path"])
+    d = report.dir
+    assert d.name == "report" and d.parent == derived(report.run.path)
     names = {p.name for p in d.iterdir()}
     assert {"report.md", "report.html", "fits.json"} <= names
     pngs = sorted(n for n in names if n.endswith(".png"))
@@ -166,7 +166,7 @@ def test_report_is_written_into_the_derived_tree(report):
 
 
 def test_report_latency_and_busbw_tables_are_the_stored_rows(report):
-    md = (report["dir"] / "report.md").read_text()
+    md = (report.dir / "report.md").read_text()
     stored = _stored_rows()
     for coll, title in (("allreduce", "allreduce at 4 ranks, float32 sum"),
                         ("bcast", "bcast at 4 ranks, float32, root 0")):
@@ -191,9 +191,9 @@ def test_report_latency_and_busbw_tables_are_the_stored_rows(report):
 
 
 def test_report_parameters_come_from_the_fit_library(report):
-    d = report["dir"]
+    d = report.dir
     doc = json.loads((d / "fits.json").read_text())
-    again = fit_run(open_run(report["path"]), n_boot=200)
+    again = fit_run(open_run(report.run.path), n_boot=200)
     again = json.loads(json.dumps(again.to_dict()))  # as stored: tuples are JSON lists
     assert doc["curves"] == again["curves"] and doc["network"] == again["network"]
     md = (d / "report.md").read_text()
@@ -236,14 +236,14 @@ def test_lab_block_shows_injected_vs_fitted(run_copy):
     meta["lab"] = {"delay_s": 5e-6, "rate_bps": 1e10}
     (run_copy / "run.json").write_text(json.dumps(meta))
     res = build_report(run_copy, n_boot=100)
-    md = (res["dir"] / "report.md").read_text()
+    md = (res.dir / "report.md").read_text()
     head, rows = _md_table(md, "### Injected vs fitted (emulated lab)")
     assert head == ["quantity", "injected", "fitted", "95% CI", "fitted / injected"]
-    lab_fit = (res["fit"].lab or {}).get("fitted")  # the lab's own fit, when the fit library has it
+    lab_fit = (res.fit.lab or {}).get("fitted")  # the lab's own fit, when the fit library has it
     if lab_fit:
         alpha, gbs = lab_fit["alpha_s"], lab_fit["rate_bps"] / 8e9
     else:
-        pp = res["fit"].network.pingpong
+        pp = res.fit.network.pingpong
         alpha, gbs = pp.alpha_s, pp.bandwidth_gbs
     assert rows[0][:3] == ["one-way latency α", "5 µs", human_time(alpha)]
     assert rows[1][:3] == ["bandwidth (GB/s)", "1.25", f"{gbs:.3g}"]
@@ -460,8 +460,8 @@ def test_workload_report_tables_are_the_stored_rows(tmp_path):
 
     run = _wl_copy(tmp_path, "wl-ddp-np2")
     res = build_report(run)
-    d = res["dir"]
-    assert res["kind"] == "workload" and d == derived(run) / "report"
+    d = res.dir
+    assert res.kind == "workload" and d == derived(run) / "report"
     assert sorted(p.name for p in d.iterdir()) == ["calls.png", "report.html", "report.md", "steps.png"]
     for n in ("calls.png", "steps.png"):
         assert (d / n).read_bytes()[:8] == PNG_MAGIC
@@ -482,7 +482,7 @@ def test_workload_report_tables_are_the_stored_rows(tmp_path):
     # the fastest algorithm per variant is the one with the smallest stored median; decided at the launch level
     head, fast = _md_table(md, "### Fastest")
     assert head[5:] == ["margin", "95% CI", "p", "decided"]
-    entries = {f.what: f for f in res["fastest"]["ddp"]}
+    entries = {f.what: f for f in res.fastest["ddp"]}
     for line in fast:
         if line[0] == "all variants":
             among, name = steps, (lambda r: f"{r['variant']}: {r['algorithm']}")
@@ -515,8 +515,8 @@ def test_workload_report_tables_are_the_stored_rows(tmp_path):
 def test_workload_report_overlap_and_straggler(tmp_path):
     run = _wl_copy(tmp_path, "wl-straggler-np2")
     res = build_report(run)
-    md = (res["dir"] / "report.md").read_text()
-    assert sorted(p.name for p in res["dir"].glob("*.png")) == ["straggler-slowdown.png", "straggler-time.png"]
+    md = (res.dir / "report.md").read_text()
+    assert sorted(p.name for p in res.dir.glob("*.png")) == ["straggler-slowdown.png", "straggler-time.png"]
     _, rows = _md_table(md, "### Straggler")
     stored = _stored_rows(run)
     assert [(r[0], r[2], r[4]) for r in rows] == [
@@ -527,13 +527,13 @@ def test_workload_report_overlap_and_straggler(tmp_path):
         assert line[1] == min(at, key=lambda s: s["median_s"])["algorithm"]
     run = _wl_copy(tmp_path, "wl-overlap-np2")
     res = build_report(run)
-    md = (res["dir"] / "report.md").read_text()
+    md = (res.dir / "report.md").read_text()
     _, rows = _md_table(md, "### Overlap")
     stored = _stored_rows(run)
     assert [(r[0], r[4], r[7], r[8]) for r in rows] == [  # a run made before IMB's figure: OSU's alone
         (s["collective"], human_time(s["comm_s"]), f"{s['overlap_pct']:.0f}%", "-") for s in stored]
     assert "### Fastest" not in md  # one (native) call per size: nothing to choose
-    assert sorted(p.name for p in res["dir"].glob("*.png")) == ["overlap-times.png", "overlap.png"]
+    assert sorted(p.name for p in res.dir.glob("*.png")) == ["overlap-times.png", "overlap.png"]
 
 
 def test_workload_report_never_overwrites_and_raw_files_untouched(tmp_path, capsys):
@@ -585,7 +585,7 @@ def test_report_holds_busbw_against_the_memory_copy_limit(run_copy):
     meta = json.loads((run_copy / "run.json").read_text())
     meta["memory_bandwidth"] = MEMORY_RECORD
     (run_copy / "run.json").write_text(json.dumps(meta))
-    md = (build_report(run_copy, n_boot=100)["dir"] / "report.md").read_text()
+    md = (build_report(run_copy, n_boot=100).dir / "report.md").read_text()
     intro = md.split("## How close to the node's limit\n", 1)[1].split("\n## ", 1)[0]
     assert "the 4 ranks of a node copy at once and share its 8 GB/s, 2 GB/s each" in intro
     assert "the limit is 1 GB/s of bytes copied per rank" in intro
@@ -621,7 +621,7 @@ def test_report_holds_busbw_against_the_memory_copy_limit(run_copy):
 
 
 def test_runs_without_the_record_have_no_limit_section(report):
-    md = (report["dir"] / "report.md").read_text()
+    md = (report.dir / "report.md").read_text()
     assert "How close to the node's limit" not in md and "% of memory copy bandwidth" not in md
 
 

@@ -146,9 +146,16 @@ def heatmap_figure(labels: list[str], matrix, title: str):
     return fig
 
 
-def _report(run) -> dict:
+def _report(run):
     from ccbench.present.plots import bar_panels_figure, have_matplotlib
-    from ccbench.present.report import add_figure, launch_sentence, no_figures_blocks, page_files, provenance_blocks
+    from ccbench.present.report import (
+        Report,
+        add_figure,
+        launch_sentence,
+        no_figures_blocks,
+        page_files,
+        provenance_blocks,
+    )
 
     kind, path, meta, rows = run.spec, run.path, run.meta, run.rows
     d = diagnose(rows, meta)
@@ -193,18 +200,16 @@ def _report(run) -> dict:
     blocks += [("h", 2, "Every measurement"), *to_block(rows_table(kind, rows))]
     files = page_files(blocks, f"ccbench diagnosis: {path.name}", images)
     files["suspects.json"] = json.dumps({**d.to_dict(), "levels": lv.to_dict() if lv else None}, indent=2) + "\n"
-    return {"files": files, "meta": meta, "path": path, "rows": rows, "figures": plots, "diagnosis": d}
+    return Report(run, files, plots, diagnosis=d)
 
 
-def _summary(res: dict, console) -> None:
-    if not res.get("figures", True):
-        from ccbench.present.plots import print_no_figures
+def _summary(res, console) -> None:
+    from ccbench.present.generic import no_figures_line, png_count
 
-        print_no_figures(console)
-    console.print(answer_line(res["diagnosis"]), markup=False, highlight=False)
-    pngs = [f for f in res["files"] if f.endswith(".png")]
-    console.print(f"wrote report.md, report.html (figures embedded), {len(pngs)} PNG figure(s) and suspects.json "
-                  f"in {res['dir']}")
+    no_figures_line(res, console)
+    console.print(answer_line(res.diagnosis), markup=False, highlight=False)
+    console.print(f"wrote report.md, report.html (figures embedded), {png_count(res)} PNG figure(s) and suspects.json "
+                  f"in {res.dir}")
 
 
 DOCTOR_VIEW = KindView(_show, _report, _summary)

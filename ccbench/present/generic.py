@@ -82,10 +82,17 @@ def row_label(kind: RunKind, row) -> str:
                     else str(v) for f, v in zip(kind.key_fields, kind.key_of(row), strict=True))
 
 
-def generic_report(run) -> dict:
-    """The report page of a run of a kind without one of its own: provenance, a figure, every row."""
+def generic_report(run):
+    """The report page (a ``Report``) of a run of a kind without one of its own: provenance, a figure, every row."""
     from ccbench.present.plots import have_matplotlib
-    from ccbench.present.report import add_figure, launch_sentence, no_figures_blocks, page_files, provenance_blocks
+    from ccbench.present.report import (
+        Report,
+        add_figure,
+        launch_sentence,
+        no_figures_blocks,
+        page_files,
+        provenance_blocks,
+    )
 
     kind, path, meta, rows = run.spec, run.path, run.meta, run.rows
     images: dict[str, bytes] = {}
@@ -101,15 +108,23 @@ def generic_report(run) -> dict:
     if fig is not None:
         blocks.append(("img", add_figure(fig, "rows.png", images), f"median time per {kind.item}"))
     blocks += [("h", 2, f"Every {kind.item}"), *to_block(rows_table(kind, rows))]
-    return {"files": page_files(blocks, f"ccbench report: {path.name}", images), "meta": meta, "path": path,
-            "rows": rows, "figures": have_matplotlib()}
+    return Report(run, page_files(blocks, f"ccbench report: {path.name}", images), have_matplotlib())
 
 
-def report_summary(res: dict, console) -> None:
-    """What ``ccbench report`` prints once the page of a run without a view of its own is written."""
-    if not res.get("figures", True):
+def no_figures_line(res, console) -> None:
+    """Say, before a report's last line, that it has no figures and how to add them."""
+    if not res.figures:
         from ccbench.present.plots import print_no_figures
 
         print_no_figures(console)
-    pngs = [f for f in res["files"] if f.endswith(".png")]
-    console.print(f"wrote report.md, report.html (figures embedded) and {len(pngs)} PNG figure(s) in {res['dir']}")
+
+
+def png_count(res) -> int:
+    """How many PNG figures a written ``Report`` holds."""
+    return sum(f.endswith(".png") for f in res.files)
+
+
+def report_summary(res, console) -> None:
+    """What ``ccbench report`` prints once the page of a run without a view of its own is written."""
+    no_figures_line(res, console)
+    console.print(f"wrote report.md, report.html (figures embedded) and {png_count(res)} PNG figure(s) in {res.dir}")

@@ -7,7 +7,7 @@ downstream asks run.json again which kind it is.
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ccbench.present.generic import generic_report, report_summary, show_generic
+from ccbench.present.generic import generic_report, no_figures_line, png_count, report_summary, show_generic
 from ccbench.present.report import build_sweep_report, fastest_table
 from ccbench.present.table import Column, render, to_rich
 from ccbench.present.views import launch_notes, launch_tables, run_header, show_sweep
@@ -19,47 +19,36 @@ from ccbench.store.run import open_run
 __all__ = ["SWEEP_VIEW", "WORKLOAD_VIEW", "KindView", "view_of", "fastest_table", "print_report", "show_run"]
 
 
-def _sweep_summary(res: dict, console) -> None:
-    rows = res.get("rows") or []
+def _sweep_summary(res, console) -> None:
+    rows = res.run.rows or []
     if any(r.n_launches > 1 for r in rows):
         render([*launch_tables(rows), *launch_notes(rows)], console)
-    for label, entries in res["fastest"].items():
+    for label, entries in res.fastest.items():
         if entries and any(e.runner_up is not None for e in entries):
             console.print(to_rich(fastest_table(
                 f"fastest per size: {label} (runner-up compared at the launch level)", entries,
                 Column("size", "size"), lambda e: e.nbytes)))
-    for note in res["fit"].notes:
+    for note in res.fit.notes:
         console.print(f"[yellow]note: {note}[/]")
-    _no_figures(res, console)
-    pngs = [f for f in res["files"] if f.endswith(".png")]
-    console.print(f"wrote report.md, report.html (figures embedded), {len(pngs)} PNG figures and fits.json "
-                  f"in {res['dir']}")
+    no_figures_line(res, console)
+    console.print(f"wrote report.md, report.html (figures embedded), {png_count(res)} PNG figures and fits.json "
+                  f"in {res.dir}")
 
 
-def _no_figures(res: dict, console) -> None:
-    """Say, before the last line, that a report has no figures and how to add them."""
-    if res.get("figures", True):
-        return
-    from ccbench.present.plots import print_no_figures
-
-    print_no_figures(console)
-
-
-def _workload_summary(res: dict, console) -> None:
-    render(workload_tables(res["meta"], res["rows"], calls=False), console)  # the per-call tables are in the report
-    for w, entries in res["fastest"].items():
+def _workload_summary(res, console) -> None:
+    render(workload_tables(res.run.meta, res.run.rows, calls=False), console)  # the per-call tables are in the report
+    for w, entries in res.fastest.items():
         if entries and any(e.runner_up is not None for e in entries):
             console.print(to_rich(fastest_table(f"fastest: {w} (runner-up compared at the launch level)",
                                                 entries, Column("among"), lambda e: e.what)))
-    _no_figures(res, console)
-    pngs = [f for f in res["files"] if f.endswith(".png")]
-    console.print(f"wrote report.md, report.html (figures embedded) and {len(pngs)} PNG figures in {res['dir']}")
+    no_figures_line(res, console)
+    console.print(f"wrote report.md, report.html (figures embedded) and {png_count(res)} PNG figures in {res.dir}")
 
 
 @dataclass(frozen=True)
 class KindView:
-    """How a kind of run is shown: ``show(run, console, show_table, brief=...)``, ``report(run) -> dict`` (the page's
-    files, unwritten) and ``summary(report dict, console)`` (what ``ccbench report`` prints once written)."""
+    """How a kind of run is shown: ``show(run, console, show_table, brief=...)``, ``report(run) -> Report`` (the
+    page's files, unwritten) and ``summary(report, console)`` (what ``ccbench report`` prints once written)."""
 
     show: Callable
     report: Callable
@@ -76,10 +65,10 @@ def view_of(kind: str) -> KindView:
     return kind_named(kind).get("view") or KindView(show_generic, generic_report, report_summary)
 
 
-def print_report(res: dict, console) -> None:
-    """What ``ccbench report`` prints about the report it wrote (``ccbench.workflow.report.report``'s result)."""
-    console.print(run_header(res["meta"], res["path"], res.get("rows") or ()))
-    view_of(res["kind"]).summary(res, console)
+def print_report(res, console) -> None:
+    """What ``ccbench report`` prints about the `Report` it wrote (``ccbench.workflow.report.report``'s result)."""
+    console.print(run_header(res.run.meta, res.run.path, res.run.rows or ()))
+    view_of(res.kind).summary(res, console)
 
 
 def show_run(run, console, show_table: bool = True, results_dir="results", brief: bool = False) -> None:

@@ -10,9 +10,11 @@ parameters, predictions and who-wins come from ``ccbench.analysis.fit`` / ``ccbe
 """
 
 import base64
+import dataclasses
 import html
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import NormalDist
 
@@ -41,6 +43,7 @@ from ccbench.store.run import Run, lab_block
 
 __all__ = [
     "PAGE_QUANTITIES",
+    "Report",
     "build_sweep_report",
     "fastest_blocks",
     "fastest_table",
@@ -55,6 +58,42 @@ __all__ = [
     "page_files",
     "variant_label",
 ]
+
+# --------------------------------------------------------------------------- what a report is
+
+
+@dataclass(frozen=True)
+class Report:
+    """A run's report page: the files to write (``name -> text or PNG bytes``) and what the page found.
+
+    `figures`: whether the page has figures (they need matplotlib); `fastest`: per group label, the entries of
+    ``fastest_per_size`` / ``fastest_per_variant`` (empty where the kind has none); `fit`: the ``RunFit`` (sweeps);
+    `groups`: the sweep's ``Curves``; `diagnosis`: the ``Diagnosis`` (doctor runs); `dir`: the folder the page
+    was written to (``ccbench.workflow.report`` sets it; None while unwritten).
+    """
+
+    run: Run
+    files: Mapping[str, str | bytes]
+    figures: bool = True
+    fastest: Mapping[str, Sequence] = field(default_factory=dict)
+    fit: object = None
+    groups: Sequence = ()
+    diagnosis: object = None
+    dir: Path | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.run.kind
+
+    @property
+    def written(self) -> list[str]:
+        """The names of the page's files, in the order they are written."""
+        return list(self.files)
+
+    def at(self, where: Path) -> "Report":
+        """The same report, written to `where`."""
+        return dataclasses.replace(self, dir=Path(where))
+
 
 # --------------------------------------------------------------------------- grouping
 
@@ -627,12 +666,10 @@ def add_figure(fig, name: str, images: dict[str, bytes]) -> str:
 # --------------------------------------------------------------------------- the report
 
 
-def build_sweep_report(run: Run, *, n_boot: int | None = None) -> dict:
-    """The report of a stored collective sweep, as files to write (``ccbench.workflow.report`` writes them).
-
-    Returns {"files": {name: text or PNG bytes}, "groups": [Curves], "fastest": {label: ``fastest_per_size``
-    entries}, "fit": the `RunFit`, "meta", "path", "rows", "figures": whether it has them}.  Figures need
-    matplotlib (the ``report`` extra); without it the page says how to add them and holds every table.
+def build_sweep_report(run: Run, *, n_boot: int | None = None) -> Report:
+    """The `Report` of a stored collective sweep, its files unwritten (``ccbench.workflow.report`` writes them),
+    with its groups, fastest per size and fit.  Figures need matplotlib (the ``report`` extra); without it the
+    page says how to add them and holds every table.
     """
     from ccbench.analysis.runs import fit_files
     from ccbench.present.plots import have_matplotlib
@@ -672,8 +709,7 @@ def build_sweep_report(run: Run, *, n_boot: int | None = None) -> dict:
         fastest[label] = fastest_per_size(g)
     files = page_files(blocks, f"ccbench report: {path.name}", images)
     files["fits.json"] = fit_texts[".json"]
-    return {"files": files, "groups": groups, "fastest": fastest, "fit": fit, "meta": meta, "path": path,
-            "rows": rows, "figures": plots}
+    return Report(run, files, plots, fastest, fit, groups)
 
 
 def no_figures_blocks(plots: bool) -> list:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from ccbench.analysis.fastest import fastest_per_variant, step_rows
 from ccbench.core.units import format_size, human_time
 from ccbench.present.report import (
+    Report,
     add_figure,
     fastest_blocks,
     launch_blocks,
@@ -28,7 +29,7 @@ from ccbench.present.report import (
 )
 from ccbench.present.table import Column, Noted, Table, fmt_share, to_block
 from ccbench.store.run import Run
-from ccbench.store.workload_rows import KIND, WorkloadRow
+from ccbench.store.workload_rows import WorkloadRow
 
 __all__ = ["MAX_PART_ROWS", "build_workload_report", "short_algorithm", "workload_blocks"]
 
@@ -302,12 +303,9 @@ def workload_figures(rows: Sequence[WorkloadRow]) -> list[tuple[str, object, str
 # --------------------------------------------------------------------------- the report
 
 
-def build_workload_report(run: Run) -> dict:
-    """The report of a stored workload run, as files to write (``ccbench.workflow.report`` writes them).
-
-    Returns {"kind": "workload", "files": {name: text or PNG bytes}, "fastest": {workload: entries of
-    ``fastest_per_variant``}, "meta", "path", "rows", "figures": whether it has them} (figures need
-    matplotlib; without it the page says how to add them).
+def build_workload_report(run: Run) -> Report:
+    """The `Report` of a stored workload run, its files unwritten (``ccbench.workflow.report`` writes them), with
+    the fastest variant per workload (figures need matplotlib; without it the page says how to add them).
     """
     from ccbench.present.plots import have_matplotlib
     from ccbench.present.report import no_figures_blocks
@@ -347,5 +345,4 @@ def build_workload_report(run: Run) -> dict:
             figures[add_figure(fig, name, images)] = alt
         blocks += workload_blocks(meta, rs, figures)
         fastest[w] = fastest_per_variant(rs)
-    return {"kind": KIND, "files": page_files(blocks, f"ccbench report: {path.name}", images), "fastest": fastest,
-            "meta": meta, "path": path, "rows": rows, "figures": plots}
+    return Report(run, page_files(blocks, f"ccbench report: {path.name}", images), plots, fastest)
