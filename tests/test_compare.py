@@ -10,6 +10,7 @@ that writes works on copies.
 """
 
 import csv
+import dataclasses
 import json
 import math
 import shutil
@@ -127,11 +128,10 @@ def test_single_launch_runs_are_not_decided_by_their_samples(tmp_path):
     assert [by[n].p_adjusted for n in (8, 64)] == pytest.approx(benjamini_hochberg(
         [by[8].p_value, by[64].p_value]).tolist())
     (s,) = cmp.summary()
-    assert s["geomean_ratio"] == pytest.approx(geometric_mean([by[n].ratio for n in (8, 64, 512)]))
-    assert (s["slower"], s["faster"], s["noise"], s["undetermined"], s["untested"]) == (0, 0, 0, 2, 1)
+    assert s.geomean_ratio == pytest.approx(geometric_mean([by[n].ratio for n in (8, 64, 512)]))
+    assert [s.verdicts[v] for v in ("slower", "faster", "noise", "undetermined", "untested")] == [0, 0, 0, 2, 1]
     (ls,) = cmp.launch_summary()
-    assert (ls["launch_level"], ls["single_launch"], ls["undetermined"], ls["called"], ls["untested"]) == (0, 2, 2,
-                                                                                                            0, 1)
+    assert (ls.launch_level, ls.single_launch, ls.undetermined, ls.called, ls.untested) == (0, 2, 2, 0, 1)
     # reversed order: the same verdicts, the inverse ratio and interval
     rev = {p.nbytes: p for p in compare_runs([b, a]).pairs}
     assert rev[8].verdict == "undetermined" and rev[8].ratio == pytest.approx(1 / by[8].ratio)
@@ -609,7 +609,7 @@ def test_pairs_without_a_band_a_point_interval_at_one_is_not_noise():
 # -- provenance, settings, summaries and the engine, pinned by mutation testing --------------------
 
 def _nan_free(rows):
-    """Summary dicts with NaN written as "nan" (NaN != NaN) and other floats rounded to 12 significant digits."""
+    """Summary mappings with NaN written as "nan" (NaN != NaN) and other floats rounded to 12 significant digits."""
     return [{k: ("nan" if math.isnan(v) else float(f"{v:.12g}")) if isinstance(v, float) else v
              for k, v in r.items()} for r in rows]
 
@@ -760,7 +760,7 @@ def test_sweep_summary_per_collective_then_all():
              P(other="C", collective="gather", ratio=4.0, verdict="undetermined"),
              P(other="C", collective="gather", ratio=1.0, verdict="undetermined"),
              P(other="D", collective="scatter", ratio=math.inf, verdict="untested")]
-    got = _fake_comparison("sweep", "ABCD", pairs).summary()
+    got = [s.to_dict() for s in _fake_comparison("sweep", "ABCD", pairs).summary()]
 
     def row(other, coll, n, g, faster=0, slower=0, noise=0, undetermined=0, untested=0):
         return {"other": other, "collective": coll, "pairs": n, "geomean_ratio": g, "faster": faster,
@@ -787,13 +787,13 @@ def test_launch_summary_counts_how_cases_were_decided():
              p("B", "prior", "faster", res=2.5), p("B", "prior", "slower", res=2.6),
              p("B", "prior", "undetermined", res=3.0), p("B", "prior", "noise", res=2.8),
              p("B", "untested", "untested"), p("C", "untested", "untested"), p("C", "untested", "untested")]
-    got = _fake_comparison("sweep", "ABC", pairs).launch_summary()
+    got = [dataclasses.asdict(s) for s in _fake_comparison("sweep", "ABC", pairs).launch_summary()]
     none = dict.fromkeys(("faster", "slower", "noise", "undetermined", "untested"), 0)
     assert got == [
-        {"other": "B", "pairs": 8, "launch_level": 3, "launches_a": [2, 3], "launches_b": [2, 4],
+        {"other": "B", "pairs": 8, "launch_level": 3, "launches_a": (2, 3), "launches_b": (2, 4),
          "launch_level_counts": dict(none, faster=1, slower=1, noise=1), "single_launch": 4, "called": 2,
          "undetermined": 1, "noise": 1, "resolvable_low": 2.5, "resolvable_high": 3.0, "untested": 1},
-        {"other": "C", "pairs": 2, "launch_level": 0, "launches_a": [], "launches_b": [],
+        {"other": "C", "pairs": 2, "launch_level": 0, "launches_a": (), "launches_b": (),
          "launch_level_counts": none, "single_launch": 0, "called": 0, "undetermined": 0, "noise": 0,
          "resolvable_low": None, "resolvable_high": None, "untested": 2},
     ]
@@ -812,7 +812,7 @@ def test_workload_summary_steps_then_calls_per_workload():
              p("B", "overlap", True, 1.5, "undetermined"),      # overlap and straggler rows: calls measured
              p("B", "straggler", True, math.inf, "untested"),
              p("C", "ddp", True, 1.0, "noise")]
-    got = _fake_comparison("workload", "ABC", pairs).summary()
+    got = [s.to_dict() for s in _fake_comparison("workload", "ABC", pairs).summary()]
 
     def row(other, w, rows, n, g, **counts):
         return {"other": other, "workload": w, "rows": rows, "pairs": n, "geomean_ratio": g,

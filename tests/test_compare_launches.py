@@ -99,9 +99,9 @@ def test_single_launch_aa_runs_are_never_called_different(tmp_path):
     assert _called(cmp) == []
     assert all(p.verdict == "undetermined" and p.method == "prior" for p in cmp.pairs)
     for s in cmp.launch_summary():
-        assert (s["launch_level"], s["single_launch"], s["undetermined"]) == (0, len(SIZES), len(SIZES))
+        assert (s.launch_level, s.single_launch, s.undetermined) == (0, len(SIZES), len(SIZES))
         # CV 0.35 and 30 samples of 2% noise a launch: exp(1.96 sqrt(2 ln 1.1225 + noise)), just above 2.5656
-        assert 2.5656 < s["resolvable_low"] <= s["resolvable_high"] < 2.6
+        assert 2.5656 < s.resolvable_low <= s.resolvable_high < 2.6
 
 
 def test_single_launch_prior_resolvable_ratio_is_known():
@@ -126,7 +126,7 @@ def test_a_30x_difference_between_single_launch_runs_is_still_called(tmp_path):
     cmp = compare_runs([a, b])
     assert all(p.verdict == "slower" and p.method == "prior" and p.ratio_low > 2.5 for p in cmp.pairs)
     (s,) = cmp.launch_summary()
-    assert (s["called"], s["undetermined"]) == (len(SIZES), 0)
+    assert (s.called, s.undetermined) == (len(SIZES), 0)
     assert all(p.verdict == "faster" for p in compare_runs([b, a]).pairs)
 
 
@@ -141,7 +141,7 @@ def test_replicated_aa_runs_stay_within_the_level(tmp_path):
     assert len(_called(cmp)) <= 0.05 * len(cmp.pairs)
     assert all(p.verdict == "noise" for p in cmp.pairs if p.verdict not in ("faster", "slower"))
     for s in cmp.launch_summary():
-        assert s["launch_level"] == len(SIZES) and s["single_launch"] == 0 and s["resolvable_low"] is None
+        assert s.launch_level == len(SIZES) and s.single_launch == 0 and s.resolvable_low is None
     # the runs measured their spread: pooled between-launch CV near the 0.3 drawn
     assert set(cmp.measured_cv) == {"A", "B", "C"}
     assert all(0.2 < cv < 0.4 and n == len(SIZES) for cv, n in cmp.measured_cv.values())
@@ -157,7 +157,7 @@ def test_a_2x_difference_over_5_launches_is_called(tmp_path):
     # each pooled median is the geometric mean of its launches' medians: the interval surrounds the ratio
     assert all(p.ratio_low < p.ratio < p.ratio_high for p in cmp.pairs)
     (s,) = cmp.launch_summary()
-    assert s["launch_level"] == len(SIZES) and s["launch_level_counts"]["slower"] == len(SIZES)
+    assert s.launch_level == len(SIZES) and s.launch_level_counts["slower"] == len(SIZES)
 
 
 def test_replicated_against_single_launch_uses_the_larger_spread(tmp_path):
@@ -210,8 +210,8 @@ def test_workload_runs_follow_the_same_rules(tmp_path):
     assert all(p.method == "welch" and (p.launches_a, p.launches_b) == (4, 4) for p in cmp.pairs)
     assert len([p for p in same if p.verdict != "noise"]) <= 0.05 * len(same)
     assert all(p.verdict == "slower" for p in tripled)
-    s = {x["other"]: x for x in cmp.launch_summary()}
-    assert s["C"]["launch_level_counts"]["slower"] == len(tripled)
+    s = {x.other: x for x in cmp.launch_summary()}
+    assert s["C"].launch_level_counts["slower"] == len(tripled)
     # and single-launch workload runs are undetermined below what the prior resolves
     single = compare_runs([DATA / "wl-ddp-np2", DATA / "wl-ddp-np2-single"])
     assert all(p.method == "prior" for p in single.pairs)
@@ -230,7 +230,7 @@ def test_min_effect_turns_a_small_significant_difference_into_noise(tmp_path):
     assert all(p.verdict == "slower" and p.significant for p in strict.pairs)
     loose = compare_runs([a, b], min_effect=0.05)
     assert all(p.verdict == "noise" and p.significant and p.ratio_high < 1.05 for p in loose.pairs)
-    assert loose.summary()[0]["noise"] == len(SIZES)
+    assert loose.summary()[0].verdicts["noise"] == len(SIZES)
     # a 20% difference is outside the band: still called
     c = _run(tmp_path, "c", rng, 5, factor=1.2, between_cv=0.005)
     assert all(p.verdict == "slower" for p in compare_runs([a, c], min_effect=0.05).pairs)

@@ -177,7 +177,7 @@ def test_a_kind_without_views_is_compared_on_its_key_fields(tmp_path):
         assert by_size[8].verdict == "slower" and by_size[8].ratio == pytest.approx(3.0)
         assert by_size[64].verdict == "noise" and by_size[64].exchange == "ring"
         (summary,) = cmp.summary()
-        assert summary["pairs"] == 2 and summary["slower"] == 1 and summary["noise"] == 1
+        assert summary.pairs == 2 and summary.verdicts["slower"] == 1 and summary.verdicts["noise"] == 1
 
 
 def test_the_settings_of_a_plugin_run_are_checked_at_the_door():

@@ -76,7 +76,7 @@ def test_the_python_example_runs(in_copy):
     exec(compile(block, "README.md", "exec"), namespace)
     assert namespace["run"].kind == "sweep" and namespace["fits"].schema == "ccbench.fits/1"
     assert namespace["tables"][0].collective == "allreduce" and namespace["tables"][0].nranks == 4096
-    assert namespace["verdicts"][-1]["collective"] == "all"
+    assert namespace["verdicts"][-1].group["collective"] == "all"
     assert namespace["ring"].name == "ring"
     assert sorted(p.name for p in (in_copy / "tests" / "data" / "run-np2").iterdir()) == \
            sorted(p.name for p in (DATA / "run-np2").iterdir())  # the example writes nothing

@@ -88,7 +88,8 @@ from ccbench.store.run import Run, lab_block
 from ccbench.store.workload_rows import WorkloadRow
 
 __all__ = ["CSV_COLUMNS", "KEY_FIELDS", "PAIR_FIELDS", "TEST_FIELDS", "VERDICTS", "WORKLOAD_CSV_COLUMNS",
-           "Comparison", "LaunchTest", "Matching", "Pair", "WorkloadPair", "check_settings", "compare_runs",
+           "Comparison", "GroupSummary", "LaunchSummary", "LaunchTest", "Matching",
+           "Pair", "WorkloadPair", "check_settings", "compare_runs",
            "disturbances", "index_rows", "make_pair", "match_key", "matching", "measured_launch_cv", "pair_type",
            "parse_fraction", "provenance_differences", "run_summary", "test_pairs", "workload_match_key"]
 
@@ -226,11 +227,11 @@ class Comparison:
     measured_cv: dict[str, tuple[float, int]] = dataclasses.field(default_factory=dict)  # run -> (CV, rows)
     withheld: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # run -> why its verdicts are withheld
 
-    def summary(self) -> list[dict]:
+    def summary(self) -> list["GroupSummary"]:
         """Per other run: pairs, geometric mean of the ratios and verdict counts (per kind: its `Matching`)."""
         return matching(self.kind).summary(self)
 
-    def launch_summary(self) -> list[dict]:
+    def launch_summary(self) -> list["LaunchSummary"]:
         """Per other run: how its cases were decided (see ``launch_summary``)."""
         return launch_summary(self)
 
@@ -239,43 +240,91 @@ def _counts(ps: Sequence) -> dict[str, int]:
     return {v: sum(p.verdict == v for p in ps) for v in VERDICTS}
 
 
-def sweep_summary(cmp: "Comparison") -> list[dict]:
+@dataclass(frozen=True)
+class GroupSummary:
+    """One line of a comparison's summary: run `other` against the baseline over the pairs of one group.
+
+    `group`: what the pairs share, in the kind's words (``{"collective": "bcast"}``, ``{"collective": "all"}``,
+    ``{"workload": "ddp", "rows": "steps"}``; empty for a kind without groups); `geomean_ratio`: the geometric
+    mean of their ratios (NaN when none is usable); `verdicts`: how many got each verdict (every one of
+    ``VERDICTS``).
+    """
+
+    other: str
+    pairs: int
+    geomean_ratio: float
+    verdicts: Mapping[str, int]
+    group: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """The line as one flat mapping: other, the group's keys, pairs, geomean_ratio, a count per verdict."""
+        return {"other": self.other, **self.group, "pairs": self.pairs, "geomean_ratio": self.geomean_ratio,
+                **self.verdicts}
+
+    def value(self, name: str):
+        """A column of the line: a field (``other``, ``pairs``, ``geomean_ratio``), a group key or a verdict."""
+        if name in self.group:
+            return self.group[name]
+        return self.verdicts[name] if name in self.verdicts else getattr(self, name)
+
+
+def _group_summary(label: str, ps: Sequence, **group: str) -> GroupSummary:
+    ratios = [p.ratio for p in ps if p.ratio > 0 and math.isfinite(p.ratio)]
+    return GroupSummary(label, len(ps), geometric_mean(ratios) if ratios else math.nan, _counts(ps), group)
+
+
+def sweep_summary(cmp: "Comparison") -> list[GroupSummary]:
     """Per other run and collective (then "all"): pairs, geometric mean of ratios, verdict counts."""
     out = []
     for label, _, _ in cmp.runs[1:]:
         mine = [p for p in cmp.pairs if p.other == label]
         colls = list(dict.fromkeys(p.collective for p in mine))
         for coll in [*colls, None] if len(colls) > 1 else colls:
-            ps = [p for p in mine if coll is None or p.collective == coll]
-            ratios = [p.ratio for p in ps if p.ratio > 0 and math.isfinite(p.ratio)]
-            out.append({"other": label, "collective": coll or "all", "pairs": len(ps),
-                        "geomean_ratio": geometric_mean(ratios) if ratios else math.nan, **_counts(ps)})
+            out.append(_group_summary(label, [p for p in mine if coll is None or p.collective == coll],
+                                      collective=coll or "all"))
     return out
 
 
-def launch_summary(cmp: "Comparison") -> list[dict]:
-    """Per other run: cases decided at the launch level, with a single launch on a side, and what those resolve.
+@dataclass(frozen=True)
+class LaunchSummary:
+    """How one other run's pairs were decided (``launch_summary``).
 
-    Keys: other, pairs; launch_level (Welch, >= 2 launches a side) with the launches per side
-    (sorted distinct counts) and its verdict counts; single_launch (the assumed CV) with
-    called (faster or slower), undetermined and noise counts and the range of their
-    resolvable ratios (None when there is none); untested.
+    `launch_level`: pairs decided at the launch level (Welch, >= 2 launches a side), with the launches per side
+    (`launches_a`, `launches_b`: sorted distinct counts) and their `launch_level_counts` per verdict;
+    `single_launch`: pairs with a single launch on a side (the assumed CV), of which `called` faster or slower,
+    `undetermined` and `noise`, resolving ratios from `resolvable_low` to `resolvable_high` (None when there is
+    none); `untested`: pairs with too few samples.
     """
+
+    other: str
+    pairs: int
+    launch_level: int
+    launches_a: tuple[int, ...]
+    launches_b: tuple[int, ...]
+    launch_level_counts: Mapping[str, int]
+    single_launch: int
+    called: int
+    undetermined: int
+    noise: int
+    resolvable_low: float | None
+    resolvable_high: float | None
+    untested: int
+
+
+def launch_summary(cmp: "Comparison") -> list[LaunchSummary]:
+    """Per other run: cases decided at the launch level, with a single launch on a side, and what those resolve."""
     out = []
     for label, _, _ in cmp.runs[1:]:
         mine = [p for p in cmp.pairs if p.other == label]
         welch = [p for p in mine if p.method == "welch"]
         prior = [p for p in mine if p.method == "prior"]
         res = [p.resolvable_ratio for p in prior if p.resolvable_ratio is not None]
-        out.append({"other": label, "pairs": len(mine), "launch_level": len(welch),
-                    "launches_a": sorted({p.launches_a for p in welch}),
-                    "launches_b": sorted({p.launches_b for p in welch}),
-                    "launch_level_counts": _counts(welch), "single_launch": len(prior),
-                    "called": sum(p.verdict in ("faster", "slower") for p in prior),
-                    "undetermined": sum(p.verdict == "undetermined" for p in prior),
-                    "noise": sum(p.verdict == "noise" for p in prior),
-                    "resolvable_low": min(res) if res else None, "resolvable_high": max(res) if res else None,
-                    "untested": sum(p.method == "untested" for p in mine)})
+        out.append(LaunchSummary(
+            label, len(mine), len(welch), tuple(sorted({p.launches_a for p in welch})),
+            tuple(sorted({p.launches_b for p in welch})), _counts(welch), len(prior),
+            sum(p.verdict in ("faster", "slower") for p in prior), sum(p.verdict == "undetermined" for p in prior),
+            sum(p.verdict == "noise" for p in prior), min(res) if res else None, max(res) if res else None,
+            sum(p.method == "untested" for p in mine)))
     return out
 
 
@@ -497,7 +546,7 @@ def _settings_differences(a: Mapping, b: Mapping, la: str, lb: str) -> list[str]
         f"{k}={ca.get(k, '(unset)')} ({la}) vs {cb.get(k, '(unset)')} ({lb})" for k in keys)]
 
 
-def workload_summary(cmp: Comparison) -> list[dict]:
+def workload_summary(cmp: Comparison) -> list[GroupSummary]:
     """Per other run and workload, whole steps then calls: pairs, geometric mean of the ratios, verdicts."""
     out = []
     for label, _, _ in cmp.runs[1:]:
@@ -505,12 +554,9 @@ def workload_summary(cmp: Comparison) -> list[dict]:
         for w in dict.fromkeys(p.workload for p in mine):
             for what, whole in (("steps", True), ("calls", False)):
                 ps = [p for p in mine if p.workload == w and p.whole == whole]
-                if not ps:
-                    continue
-                ratios = [p.ratio for p in ps if p.ratio > 0 and math.isfinite(p.ratio)]
-                out.append({"other": label, "workload": w, "rows": what if w not in ("overlap", "straggler")
-                            else "calls measured", "pairs": len(ps),
-                            "geomean_ratio": geometric_mean(ratios) if ratios else math.nan, **_counts(ps)})
+                if ps:
+                    out.append(_group_summary(label, ps, workload=w, rows=what if w not in ("overlap", "straggler")
+                                              else "calls measured"))
     return out
 
 
@@ -549,15 +595,9 @@ WORKLOAD_MATCHING = Matching(workload_match_key, _workload_pair, _settings_diffe
                              "same workload, variant, model, algorithm, call, size, delay")
 
 
-def run_summary(cmp: Comparison) -> list[dict]:
+def run_summary(cmp: Comparison) -> list[GroupSummary]:
     """Per other run: pairs, geometric mean of the ratios, verdict counts (a kind without a summary of its own)."""
-    out = []
-    for label, _, _ in cmp.runs[1:]:
-        ps = [p for p in cmp.pairs if p.other == label]
-        ratios = [p.ratio for p in ps if p.ratio > 0 and math.isfinite(p.ratio)]
-        out.append({"other": label, "pairs": len(ps), "geomean_ratio": geometric_mean(ratios) if ratios else math.nan,
-                    **_counts(ps)})
-    return out
+    return [_group_summary(label, [p for p in cmp.pairs if p.other == label]) for label, _, _ in cmp.runs[1:]]
 
 
 _GENERIC: dict[str, Matching] = {}

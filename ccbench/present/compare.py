@@ -13,7 +13,7 @@ import csv
 import dataclasses
 import io
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from ccbench.analysis.compare import (
@@ -96,7 +96,7 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:] + "."
 
 
-def _ks(ks: list[int]) -> str:
+def _ks(ks: Sequence[int]) -> str:
     return "/".join(str(k) for k in ks)
 
 
@@ -105,24 +105,24 @@ def launch_lines(cmp: Comparison, what: str = "case") -> list[str]:
     base = cmp.runs[0][0]
     lines = []
     for s in cmp.launch_summary():
-        n, k = s["pairs"], s["launch_level"]
+        n, k = s.pairs, s.launch_level
         parts = [f"{k} of {n} {what}s decided at the launch level"]
         if k:
-            c = s["launch_level_counts"]
-            parts[0] += (f" ({_ks(s['launches_a'])}:{_ks(s['launches_b'])} launches, Welch: {c['faster']} faster, "
+            c = s.launch_level_counts
+            parts[0] += (f" ({_ks(s.launches_a)}:{_ks(s.launches_b)} launches, Welch: {c['faster']} faster, "
                          f"{c['slower']} slower, {c['noise']} noise)")
-        if s["single_launch"]:
-            lo, hi = fmt_ratio(s["resolvable_low"]), fmt_ratio(s["resolvable_high"])
+        if s.single_launch:
+            lo, hi = fmt_ratio(s.resolvable_low), fmt_ratio(s.resolvable_high)
             res = lo if lo == hi else f"{lo}-{hi}"
-            noise = f", {s['noise']} noise (within --min-effect)" if s["noise"] else ""
-            parts.append(f"{s['single_launch']} with a single launch on a side, where launch-to-launch variation "
+            noise = f", {s.noise} noise (within --min-effect)" if s.noise else ""
+            parts.append(f"{s.single_launch} with a single launch on a side, where launch-to-launch variation "
                          f"could not be estimated: at a between-launch CV of {_pct(cmp.launch_cv)} "
                          f"({'--launch-cv' if cmp.launch_cv_given else 'default prior'}) they resolve only ratios "
-                         f"beyond {res}x either way: {s['called']} called faster or slower, "
-                         f"{s['undetermined']} undetermined{noise}")
-        if s["untested"]:
-            parts.append(f"{s['untested']} untested (fewer than 2 samples or times <= 0)")
-        lines.append(f"run {s['other']} vs {base}: " + "; ".join(parts))
+                         f"beyond {res}x either way: {s.called} called faster or slower, "
+                         f"{s.undetermined} undetermined{noise}")
+        if s.untested:
+            parts.append(f"{s.untested} untested (fewer than 2 samples or times <= 0)")
+        lines.append(f"run {s.other} vs {base}: " + "; ".join(parts))
     if cmp.measured_cv:
         lines.append("between-launch CV measured (pooled over the " + what + "s with 2 or more launches): " + ", ".join(
             f"run {lab} {100 * cv:.2g}% ({n} {what}s)" for lab, (cv, n) in cmp.measured_cv.items())
@@ -243,7 +243,8 @@ def summary_table(cmp: Comparison, view: "CompareView") -> Table:
               [*(c for _, _, c in view.summary_columns), Column("geomean ratio", "ratio"),
                *[Column(v, "count") for v in VERDICTS]])
     for s in cmp.summary():
-        t.add_row(*[s[f] for _, f, _ in view.summary_columns], s["geomean_ratio"], *(s[v] for v in VERDICTS))
+        t.add_row(*[s.value(f) for _, f, _ in view.summary_columns], s.geomean_ratio,
+                  *(s.verdicts[v] for v in VERDICTS))
     return t
 
 
