@@ -1,15 +1,27 @@
 """Result records and run directories: round trip, never overwrite, refuse the foreign."""
 
+import csv
 import json
 import os
 import re
 from pathlib import Path
 
 import pytest
+from runfiles import workload_row
 
 from ccbench.core.errors import UsageError
-from ccbench.store.results import SCHEMA, Row, RunWriter, new_run_dir, resolve_run
+from ccbench.store.results import (
+    CSV_COLUMNS,
+    SCHEMA,
+    Row,
+    RunWriter,
+    install_run,
+    new_run_dir,
+    reopen_tables,
+    resolve_run,
+)
 from ccbench.store.run import open_run
+from ccbench.store.workload_rows import WORKLOAD_COLUMNS
 
 
 def make_row(**over) -> Row:
@@ -645,3 +657,54 @@ def test_rows_and_run_json_are_strict_json_and_older_runs_with_nan_still_load(tm
     (old / "cases.jsonl").write_text(json.dumps(nan_row.to_dict()) + "\n")  # NaN, as /1 wrote it
     (loaded,) = open_run(old).rows
     assert math.isnan(loaded.stddev_s) and loaded.median_s == nan_row.median_s
+
+
+# -- a resume reopens the tables; a merge of launches installs a whole run ------------------------------------
+
+
+def test_reopening_keeps_blank_lines_between_the_kept_rows_and_cuts_after_the_last(tmp_path):
+    rows = [workload_row("a", -1), workload_row("a", 0), workload_row("b", -1)]
+    lines = [json.dumps(r.to_dict()) for r in rows]
+    text = lines[0] + "\n\n" + lines[1] + "\n  \n" + lines[2] + "\n"
+    (tmp_path / "cases.jsonl").write_text(text)
+    reopen_tables(tmp_path, rows[:2], WORKLOAD_COLUMNS)
+    assert (tmp_path / "cases.jsonl").read_text() == lines[0] + "\n\n" + lines[1] + "\n"
+    reopen_tables(tmp_path, rows[:2], WORKLOAD_COLUMNS)  # nothing more to cut
+    assert (tmp_path / "cases.jsonl").read_text() == lines[0] + "\n\n" + lines[1] + "\n"
+    reopen_tables(tmp_path, [], WORKLOAD_COLUMNS)
+    assert (tmp_path / "cases.jsonl").read_text() == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cases.csv", "cases.jsonl"]  # no temporary file left
+
+
+def test_reopening_a_table_that_starts_with_a_blank_line_leaves_it_as_it_was(tmp_path):
+    rows = [workload_row("a", -1), workload_row("a", 0)]
+    text = "\n" + "".join(json.dumps(r.to_dict()) + "\n" for r in rows)
+    (tmp_path / "cases.jsonl").write_text(text)
+    reopen_tables(tmp_path, rows, WORKLOAD_COLUMNS)
+    assert (tmp_path / "cases.jsonl").read_text() == text  # its rows all kept, no newline added
+
+
+def test_reopening_finishes_a_whole_last_row_and_rebuilds_the_csv_from_the_rows(tmp_path):
+    rows = [workload_row("a", -1), workload_row("b", -1)]
+    lines = [json.dumps(r.to_dict()) for r in rows]
+    (tmp_path / "cases.jsonl").write_text(lines[0] + "\n" + lines[1])         # its newline never written
+    (tmp_path / "cases.csv").write_text("torn,csv\n1,2,3")
+    reopen_tables(tmp_path, rows, WORKLOAD_COLUMNS)
+    assert (tmp_path / "cases.jsonl").read_text() == lines[0] + "\n" + lines[1] + "\n"
+    with open(tmp_path / "cases.csv", newline="") as f:
+        table = list(csv.reader(f))
+    assert table[0] == WORKLOAD_COLUMNS and len(table) == 3 and table[2][:2] == ["ddp", "b"]
+    reopen_tables(tmp_path, [], None)                                          # a sweep's columns by default
+    assert (tmp_path / "cases.csv").read_text().splitlines() == [",".join(CSV_COLUMNS)]
+
+
+def test_installing_a_merged_run_replaces_the_tables_and_run_json_and_removes_the_merge(tmp_path):
+    dest, merged = tmp_path / "run", tmp_path / "run" / ".merging"
+    merged.mkdir(parents=True)
+    for name in ("cases.jsonl", "cases.csv", "run.json"):
+        (dest / name).write_text("old " + name)
+        (merged / name).write_text("new " + name)
+    (dest / "parts").mkdir()
+    install_run(merged, dest)
+    assert sorted(p.name for p in dest.iterdir()) == ["cases.csv", "cases.jsonl", "parts", "run.json"]
+    assert all((dest / n).read_text() == "new " + n for n in ("cases.jsonl", "cases.csv", "run.json"))

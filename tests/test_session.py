@@ -17,7 +17,7 @@ from watchdriver import Exit, run_watch
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.measure import session
 from ccbench.measure.session import Fault, Progress, Watchdog, agree, read_fault, require_memory
-from ccbench.store.results import Row, RunWriter
+from ccbench.store.results import Row, RunWriter, reopen_tables
 from ccbench.store.workload_rows import WORKLOAD_COLUMNS, WorkloadRow
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -120,7 +120,7 @@ def test_reopen_cuts_unfinished_rows_and_rebuilds_the_csv_with_the_run_s_columns
         f.write('{"workload": "dd')  # torn by a crash
     with open(tmp_path / "cases.csv", "a") as f:
         f.write("ddp,b,")
-    session._reopen_tables(tmp_path, rows[:2], WorkloadRow)  # item b unfinished: its row goes too
+    reopen_tables(tmp_path, rows[:2], WORKLOAD_COLUMNS)  # item b unfinished: its row goes too
     lines = (tmp_path / "cases.jsonl").read_text().splitlines(keepends=True)
     assert [WorkloadRow.from_dict(json.loads(x)) for x in lines] == rows[:2] and lines[-1].endswith("\n")
     csv = (tmp_path / "cases.csv").read_text().splitlines()
@@ -132,7 +132,7 @@ def test_reopen_keeps_a_whole_last_row_without_its_newline(tmp_path):
     w.close()
     row = Row.from_dict(json.loads((DATA / "run-np2" / "cases.jsonl").read_text().splitlines()[0]))
     (tmp_path / "cases.jsonl").write_text(json.dumps(row.to_dict()))
-    session._reopen_tables(tmp_path, [row], Row)
+    reopen_tables(tmp_path, [row])
     assert (tmp_path / "cases.jsonl").read_text() == json.dumps(row.to_dict()) + "\n"
     assert (tmp_path / "cases.csv").read_text().count("\n") == 2
 

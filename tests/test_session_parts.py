@@ -336,28 +336,6 @@ def test_a_run_whose_rows_file_is_lost_is_not_resumed_as_if_it_had_none(tmp_path
         _resume(_Ranks(), tmp_path, WorkloadRow)
 
 
-def test_reopening_keeps_blank_lines_between_the_kept_rows_and_cuts_after_the_last(tmp_path):
-    rows = [workload_row("a", -1), workload_row("a", 0), workload_row("b", -1)]
-    lines = [json.dumps(r.to_dict()) for r in rows]
-    text = lines[0] + "\n\n" + lines[1] + "\n  \n" + lines[2] + "\n"
-    (tmp_path / "cases.jsonl").write_text(text)
-    session._reopen_tables(tmp_path, rows[:2], WorkloadRow)
-    assert (tmp_path / "cases.jsonl").read_text() == lines[0] + "\n\n" + lines[1] + "\n"
-    session._reopen_tables(tmp_path, rows[:2], WorkloadRow)  # nothing more to cut
-    assert (tmp_path / "cases.jsonl").read_text() == lines[0] + "\n\n" + lines[1] + "\n"
-    session._reopen_tables(tmp_path, [], WorkloadRow)
-    assert (tmp_path / "cases.jsonl").read_text() == ""
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cases.csv", "cases.jsonl"]  # no temporary file left
-
-
-def test_reopening_a_table_that_starts_with_a_blank_line_leaves_it_as_it_was(tmp_path):
-    rows = [workload_row("a", -1), workload_row("a", 0)]
-    text = "\n" + "".join(json.dumps(r.to_dict()) + "\n" for r in rows)
-    (tmp_path / "cases.jsonl").write_text(text)
-    session._reopen_tables(tmp_path, rows, WorkloadRow)
-    assert (tmp_path / "cases.jsonl").read_text() == text  # its rows all kept, no newline added
-
-
 # -- reading a slow fault --------------------------------------------------------------------
 
 

@@ -36,7 +36,7 @@ from ccbench.lab import core
 from ccbench.lab.hostexec import CPUS_ENV
 from ccbench.lab.link import link_params, pair_links
 from ccbench.lab.shape import Shape, check_fits, check_ppn_divides, resolve
-from ccbench.store.results import free_path
+from ccbench.store.derived import write_new_set
 
 __all__ = ["LAB_ENV", "LAUNCH_ENV", "SWEEP_ARGS", "interface_counters", "lab_binding", "lab_block", "lab_command",
            "lab_job", "lab_state", "measure_baseline", "run_on_lab"]
@@ -278,9 +278,8 @@ def run_on_lab(run_args: list[str], nranks: int | None = None, role: str = "meas
         new = _new_dirs(root, existing)
         run_dir = new[-1] if len(new) == 1 else None
     if run_dir is not None and run_dir.is_dir():
-        with open(free_path(run_dir, "lab-traffic", ".json"), "x") as f:
-            json.dump(dict(traffic, lab=lab_block(state, shape, role)), f, indent=1)
-            f.write("\n")
+        write_new_set(run_dir, "lab-traffic", {".json": json.dumps(dict(traffic, lab=lab_block(state, shape, role)),
+                                                                  indent=1) + "\n"})
     return code, run_dir, traffic
 
 

@@ -176,7 +176,6 @@ def merge_parts(dest: Path, results: list[tuple[int, Part, int, Path | None]], r
     derived from the parts, which are never changed: they are written beside the old ones and
     renamed over them, so a resumed merge replaces them whole.
     """
-    import os
     import shutil
     import time
 
@@ -187,7 +186,7 @@ def merge_parts(dest: Path, results: list[tuple[int, Part, int, Path | None]], r
         pool_reduce_local,
         pool_rows,
     )
-    from ccbench.store.results import RunWriter
+    from ccbench.store.results import RunWriter, install_run
     from ccbench.store.run import open_run
 
     kinds = (getattr(rep.row_cls, "KIND", "sweep"),)
@@ -250,9 +249,7 @@ def merge_parts(dest: Path, results: list[tuple[int, Part, int, Path | None]], r
         writer.update(status=status, end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"), finished_cases=len(pooled),
                       failed_cases=nbad, **extra)
         writer.close()
-    for name in ("cases.jsonl", "cases.csv", "run.json"):  # run.json last: it says the tables are whole
-        os.replace(tmp / name, dest / name)
-    tmp.rmdir()
+    install_run(tmp, dest)
     return len(pooled), nbad
 
 

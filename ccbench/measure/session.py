@@ -25,7 +25,7 @@ import numpy as np
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.core.units import format_size, parse_size, parse_time
 from ccbench.measure.hardware import memory_available
-from ccbench.store.results import Row, RunWriter, WriteError
+from ccbench.store.results import Row, RunWriter, WriteError, reopen_tables
 
 __all__ = ["FAULT_KINDS", "SLOWED", "Fault", "Progress", "Session", "Watchdog", "agree", "check_launch",
            "launch_order", "local_ranks", "open_run_dir", "read_fault", "require_memory"]
@@ -608,42 +608,6 @@ def _columns(row_cls) -> list[str]:
     return [f.name for f in dataclasses.fields(row_cls) if f.name != "samples_s"]
 
 
-def _reopen_tables(path: Path, rows: list, row_cls) -> None:
-    """Make a loaded run's tables ready to append to: keep the lines of `rows` only, rebuild cases.csv.
-
-    `rows` are the first rows of cases.jsonl as `ccbench.store.run.open_run` read them: what follows
-    them (a line torn by a crash, rows of an item left unfinished) is cut off.  The JSON
-    Lines file is the record (it has the raw samples); the CSV is rebuilt from it
-    atomically, so a CSV line torn by the same crash disappears too.
-    """
-    import csv
-
-    jsonl = path / "cases.jsonl"
-    if jsonl.exists():
-        data = jsonl.read_bytes()
-        end, kept = 0, 0
-        while kept < len(rows):
-            nl = data.find(b"\n", end)
-            if nl < 0:  # a whole last row whose newline was not written: finish its line
-                data += b"\n"
-                with open(jsonl, "ab") as f:
-                    f.write(b"\n")
-                nl = len(data) - 1
-            if data[end:nl].strip():
-                kept += 1
-            end = nl + 1
-        if end < len(data):
-            with open(jsonl, "r+b") as f:
-                f.truncate(end)
-    tmp = path / f".cases.csv.tmp{os.getpid()}"
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=_columns(row_cls))
-        w.writeheader()
-        for r in rows:
-            w.writerow(r.csv_dict())
-    os.replace(tmp, path / "cases.csv")
-
-
 def _reopen(path: Path, *, prov: dict, argv: list[str], same_config: Callable[[dict], bool], row_cls,
             keep: Callable[[list], list] | None) -> tuple[RunWriter, list]:
     """Rank 0: take the run's lock, check that `path` may be continued here, then reopen it for appending."""
@@ -676,7 +640,7 @@ def _reopen_locked(path: Path, meta: dict, rows: list, lock, *, prov: dict, argv
         raise UsageError(f"cannot resume {path}: it was made with another configuration")
     if keep is not None:
         rows = keep(rows)
-    _reopen_tables(path, rows, row_cls)
+    reopen_tables(path, rows, _columns(row_cls))
     meta["resumed"] = meta.get("resumed", []) + [{"time": prov["start_time"], "argv": argv,
                                                   "finished_before": len(rows),
                                                   "status_before": meta.get("status"),

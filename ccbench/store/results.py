@@ -26,7 +26,8 @@ from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.store.lock import RunLock
 
 __all__ = ["READABLE_SCHEMAS", "SCHEMA", "Row", "RunWriter", "StoredRow", "free_path", "free_stem", "latest_run",
-           "new_numbered_dir", "new_run_dir", "resolve_run", "started_at", "write_json_atomic", "WriteError"]
+           "install_run", "new_numbered_dir", "new_run_dir", "reopen_tables", "resolve_run", "started_at",
+           "write_json_atomic", "WriteError"]
 
 #: The schema a run is written with.  /2: cases.jsonl is strict JSON (null where /1 wrote NaN or Infinity).
 SCHEMA = "ccbench.run/2"
@@ -379,6 +380,49 @@ class RunWriter:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._lock.release()
+
+
+def reopen_tables(path: Path, rows: list, columns: list[str] | None = None) -> None:
+    """Make a run's tables ready to append to again (a resume): keep the lines of `rows` only, rebuild cases.csv.
+
+    `rows` are the first rows of cases.jsonl as ``ccbench.store.run.open_run`` read them: what follows them (a line
+    torn by a crash, rows of an item left unfinished) is cut off, and a whole last row whose newline was not
+    written gets it.  Blank lines between the kept rows stay.  The JSON Lines file is the record (it has the raw
+    samples); cases.csv (`columns`, by default a sweep's) is rebuilt from `rows` atomically, so a CSV line torn by
+    the same crash disappears too.
+    """
+    jsonl = path / "cases.jsonl"
+    if jsonl.exists():
+        data = jsonl.read_bytes()
+        end, kept = 0, 0
+        while kept < len(rows):
+            nl = data.find(b"\n", end)
+            if nl < 0:  # a whole last row whose newline was not written: finish its line
+                data += b"\n"
+                with open(jsonl, "ab") as f:
+                    f.write(b"\n")
+                nl = len(data) - 1
+            if data[end:nl].strip():
+                kept += 1
+            end = nl + 1
+        if end < len(data):
+            with open(jsonl, "r+b") as f:
+                f.truncate(end)
+    tmp = path / f".cases.csv.tmp{os.getpid()}"
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns or CSV_COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow(r.csv_dict())
+    os.replace(tmp, path / "cases.csv")
+
+
+def install_run(written: Path, dest: Path) -> None:
+    """Put the run written whole in the folder `written` (a merge of launches) in place of `dest`'s tables and
+    run.json, run.json last (it says the tables are whole), and remove `written`."""
+    for name in ("cases.jsonl", "cases.csv", "run.json"):
+        os.replace(written / name, dest / name)
+    written.rmdir()
 
 
 def started_at(run_dir: Path) -> float | None:
