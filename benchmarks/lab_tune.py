@@ -88,9 +88,9 @@ def main() -> int:
     finally:
         print(ccb("lab", "down").strip().splitlines()[-1], flush=True)
     doc["tuning_file"] = json.loads(tuning.read_text())
-    doc["notes"] = tuned["notes"]
+    doc["notes"] = list(tuned.notes)
     by_run = {}
-    for s in tuned["selections"]:
+    for s in tuned.selections:
         by_run[s.run] = {c.nbytes: {"choice": c.winner, "fastest": c.fastest, "toss_up": c.within_noise,
                                     "kept_default": c.kept_default,
                                     "times_s": {k: round(v, 9) for k, v in c.times_s.items()}} for c in s.choices}
@@ -102,12 +102,12 @@ def main() -> int:
     four, two = (doc["shapes"][f"{h}x{p}"]["sizes"] for h, p in SHAPES)
     doc["differ"] = [n for n in four if four[n]["choice"] != two.get(n, {}).get("choice")]
     doc["fastest_differ"] = [n for n in four if four[n]["fastest"] != two.get(n, {}).get("fastest")]
-    shape_of = {e["dir"]: f"{h}x{p}" for e in checked["runs"] for (h, p) in SHAPES
-                if e["source"] == doc["shapes"][f"{h}x{p}"]["run"]}
-    doc["verification"] = [{"shape": shape_of[r["verify_dir"]], **{k: r[k] for k in (
+    shape_of = {e.dir: f"{h}x{p}" for e in checked.runs for (h, p) in SHAPES
+                if e.source == doc["shapes"][f"{h}x{p}"]["run"]}
+    doc["verification"] = [{"shape": shape_of[r.verify_dir], **{k: getattr(r, k) for k in (
         "nbytes", "file_choice", "changed", "best", "best_s", "without_s", "with_file_s", "ratio", "ratio_low",
-        "ratio_high", "q_value", "verdict")}} for r in checked["rows"]]
-    doc["shape_notes"] = [e.get("shape_note") for e in checked["runs"] if e.get("shape_note")]
+        "ratio_high", "q_value", "verdict")}} for r in checked.rows]
+    doc["shape_notes"] = [e.shape_note for e in checked.runs if e.shape_note]
     path = out / f"lab_tune_{stamp}.json"
     path.write_text(json.dumps(doc, indent=1) + "\n")
     for shape, got in doc["shapes"].items():

@@ -20,6 +20,7 @@ from ccbench.analysis.tune import (
     Selection,
     Shape,
     SizeChoice,
+    TuningSource,
     crossover_nbytes,
     mpich_json,
     openmpi_json,
@@ -218,17 +219,17 @@ def test_tune_writes_once_and_refuses_foreign_input(tmp_path):
     run = _write_run(tmp_path / "r", rows, vendor="Open MPI 5.0.11", library="Open MPI v5.0.11")
     before = tree_state(run)
     doc = tune_runs([run], "openmpi-rules")
-    assert Path(doc["path"]) == derived(run) / "tuning.openmpi-rules.txt" and "Open MPI v5.0.11" in doc["text"]
+    assert Path(doc.path) == derived(run) / "tuning.openmpi-rules.txt" and "Open MPI v5.0.11" in doc.text
     again = tune_runs([run], "openmpi-rules")  # numbered, never over the first
-    assert Path(again["path"]) == derived(run) / "tuning-2.openmpi-rules.txt" and again["text"] == doc["text"]
+    assert Path(again.path) == derived(run) / "tuning-2.openmpi-rules.txt" and again.text == doc.text
     with pytest.raises(UsageError, match="never overwritten"):
-        tune_runs([run], "openmpi-rules", doc["path"])
+        tune_runs([run], "openmpi-rules", doc.path)
     assert tree_state(run) == before  # the run is only read
     with pytest.raises(UsageError, match="is for MPICH"):
         tune_runs([run], "mpich-json", str(tmp_path / "x.json"))
     doc = tune_runs([run], "openmpi-json", str(tmp_path / "o.json"))
     side = json.loads((tmp_path / "o.json.source.json").read_text())
-    assert side["sources"][0]["run"] == "r" and any("6.0" in n for n in doc["notes"])
+    assert side["sources"][0]["run"] == "r" and any("6.0" in n for n in doc.notes)
     plain = _write_run(tmp_path / "p", [_row("native", 64, 2e-6), _row("ring", 64, 1e-6)],
                        vendor="Open MPI 5.0.11", library="Open MPI v5.0.11")
     with pytest.raises(UsageError, match="no measured native:<alg> variants"):
@@ -353,19 +354,19 @@ def test_decide_sizes_adjusts_the_p_values_of_the_sizes_compared_together():
     assert p1 < p2 < 1
     pairs = [(a, b1, True), (None, b1, True), (a, None, False), (one, one, True), (a, b2, False)]
     d = decide_sizes(pairs)
-    assert [x["q"] for x in d] == [pytest.approx(min(2 * p1, p2)), None, None, None, pytest.approx(p2)]
-    assert [x["comparison"] is None for x in d] == [False, True, True, False, False]
-    assert d[0]["comparison"].p_value == p1 and d[3]["comparison"].method == "too few launches"
-    assert [x["verdict"] for x in d] == ["moved" if min(2 * p1, p2) < 0.05 else "did not move", "not measured",
+    assert [x.q for x in d] == [pytest.approx(min(2 * p1, p2)), None, None, None, pytest.approx(p2)]
+    assert [x.comparison is None for x in d] == [False, True, True, False, False]
+    assert d[0].comparison.p_value == p1 and d[3].comparison.method == "too few launches"
+    assert [x.verdict for x in d] == ["moved" if min(2 * p1, p2) < 0.05 else "did not move", "not measured",
                                          "not measured", "undetermined", "already best"]
     # the level reaches both the comparison (its interval) and the verdict
     b3 = [np.array([0.95, 0.9]), np.array([1.6, 1.8, 1.5]), np.array([1.45, 1.4])]
     ref = paired_compare(a, b3, 0.5)
     assert 0.05 < ref.p_value < 0.5                                       # a verdict only the level decides
     (w,) = decide_sizes([(a, b3, True)], level=0.5)
-    assert (w["comparison"].ratio_low, w["comparison"].ratio_high) == (ref.ratio_low, ref.ratio_high)
-    assert w["q"] == ref.p_value and w["verdict"] == "moved"
-    assert decide_sizes([(a, b3, True)])[0]["verdict"] == "did not move"
+    assert (w.comparison.ratio_low, w.comparison.ratio_high) == (ref.ratio_low, ref.ratio_high)
+    assert w.q == ref.p_value and w.verdict == "moved"
+    assert decide_sizes([(a, b3, True)])[0].verdict == "did not move"
     assert decide_sizes([]) == []
 
 
@@ -386,13 +387,15 @@ def test_check_verify_launches_bounds():
 
 
 def test_the_environment_that_makes_the_library_read_the_file(tmp_path, monkeypatch):
+    from ccbench.analysis.tune import EXTENSIONS, FORMATS, TuningChoice, TuningFile
     from ccbench.analysis.tune import file_env as _file_env
 
     monkeypatch.chdir(tmp_path)
     full = str(tmp_path.resolve() / "d" / "f.txt")
 
     def doc(fmt, *libs):
-        return {"path": "d/f.txt", "format": fmt, "sources": [{"mpi_library": x} for x in libs]}
+        sources = tuple(TuningSource(f"r{i}", f"r{i}", x, 4, None, None) for i, x in enumerate(libs))
+        return TuningFile(TuningChoice(fmt, FORMATS[fmt], EXTENSIONS[fmt], (), sources), "", False, path="d/f.txt")
 
     assert _file_env(doc("mpich-json", "MPICH 4.3")) == {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": full}
     ompi = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_dynamic_rules_filename": full}
@@ -523,13 +526,13 @@ def test_verify_runs_alternating_launches_and_records_every_size(tmp_path, fake_
                                                                                                      2e-5))]
     run = _source_run(tmp_path / "src", rows)
     doc = tune_runs([run], "openmpi-rules")
-    assert [c.winner for c in doc["selections"][0].choices] == ["native:ring", "native", "native", "native"]
+    assert [c.winner for c in doc.selections[0].choices] == ["native:ring", "native", "native", "native"]
     jobs = FakeJobs(derived(run) / "tuning.openmpi-rules.txt", {64: 0.5}, skip=(1 << 20,), wrong=(65536,))
     said = []
     result = verify(doc, tmp_path / "out", say=said.append, launches=3, seed=7, job_runner=jobs)
     assert fake_launcher == [((None, 4, "none"), {})]  # bound as the source run was
-    (entry,) = result["runs"]
-    where = Path(entry["dir"])
+    (entry,) = result.runs
+    where = Path(entry.dir)
     assert where.parent == tmp_path / "out" and where.name.endswith("_np4_verify-openmpi-rules")
     tuning = str((derived(run) / "tuning.openmpi-rules.txt").resolve())
     base = ["mpiexec", "-n", "4", "--bind-to", "core", sys.executable, "-m", "mpi4py", "-m", "ccbench", "run",
@@ -547,35 +550,38 @@ def test_verify_runs_alternating_launches_and_records_every_size(tmp_path, fake_
                     + " ".join([*base, "--launch-index", tag[2], "--results-dir", str(where), "--tag", tag])
                     for tag in order]
     runs = sorted(p for p in where.iterdir() if p.is_dir())
-    assert entry == {"source": "src", "dir": str(where),
-                     "without": [{"launch": k, "run": str(p), "exit_code": 0} for k, p in
-                                 zip((1, 2, 3), [p for p in runs if p.name.endswith("-without")], strict=True)],
-                     "with": [{"launch": k, "run": str(p), "exit_code": 0} for k, p in
-                              zip((1, 2, 3), [p for p in runs if p.name.endswith("-with")], strict=True)]}
-    moved, best, wrong, missing = result["rows"]
+    assert entry.shape_note is None
+    assert entry.to_dict() == {"source": "src", "dir": str(where),
+                               "without": [{"launch": k, "run": str(p), "exit_code": 0} for k, p in
+                                           zip((1, 2, 3), [p for p in runs if p.name.endswith("-without")],
+                                               strict=True)],
+                               "with": [{"launch": k, "run": str(p), "exit_code": 0} for k, p in
+                                        zip((1, 2, 3), [p for p in runs if p.name.endswith("-with")], strict=True)]}
+    moved, best, wrong, missing = result.rows
     common = {"collective": "allreduce", "nranks": 4, "dtype": "float32", "op": "sum", "verify_dir": str(where)}
-    assert missing == dict(common, nbytes=1 << 20, file_choice="native", changed=False, default_before_s=2.56e-3,
-                           best="native", best_s=2.56e-3, without_s=None, with_file_s=None, ratio=None,
-                           ratio_low=None, ratio_high=None, p_value=None, q_value=None, pairs=0,
-                           verdict="not measured")
+    assert missing.to_dict() == dict(common, nbytes=1 << 20, file_choice="native", changed=False,
+                                     default_before_s=2.56e-3, best="native", best_s=2.56e-3, without_s=None,
+                                     with_file_s=None, ratio=None, ratio_low=None, ratio_high=None, p_value=None,
+                                     q_value=None, pairs=0, verdict="not measured")
     t64 = 1e-5 * (1 + 64 / 4096)            # the geometric mean of the launches: the effects multiply to 1
-    assert moved == dict(common, nbytes=64, file_choice="native:ring", changed=True, default_before_s=2e-6,
-                         best="native:ring", best_s=1e-6, without_s=pytest.approx(t64),
-                         with_file_s=pytest.approx(t64 / 2),
-                         ratio=pytest.approx(0.5), ratio_low=pytest.approx(0.5), ratio_high=pytest.approx(0.5),
-                         p_value=moved["p_value"], q_value=moved["q_value"], pairs=3, verdict="moved")
-    assert moved["p_value"] < 1e-9 and moved["q_value"] == pytest.approx(min(1.0, 3 * moved["p_value"]), abs=1e-12)
+    assert moved.to_dict() == dict(common, nbytes=64, file_choice="native:ring", changed=True, default_before_s=2e-6,
+                                   best="native:ring", best_s=1e-6, without_s=pytest.approx(t64),
+                                   with_file_s=pytest.approx(t64 / 2), ratio=pytest.approx(0.5),
+                                   ratio_low=pytest.approx(0.5), ratio_high=pytest.approx(0.5),
+                                   p_value=moved.p_value, q_value=moved.q_value, pairs=3, verdict="moved")
+    assert moved.p_value < 1e-9 and moved.q_value == pytest.approx(min(1.0, 3 * moved.p_value), abs=1e-12)
     for r, n, t in ((best, 4096, 1e-5), (wrong, 65536, 1.6e-4)):      # the same times with and without the file
         tn = 1e-5 * (1 + n / 4096)
-        assert r == dict(common, nbytes=n, file_choice="native", changed=False, default_before_s=t, best="native",
-                         best_s=t, without_s=pytest.approx(tn), with_file_s=pytest.approx(tn), ratio=1.0,
-                         ratio_low=1.0, ratio_high=1.0, p_value=1.0, q_value=1.0, pairs=3,
-                         verdict="already best" if n == 4096 else "wrong results")
+        assert r.to_dict() == dict(common, nbytes=n, file_choice="native", changed=False, default_before_s=t,
+                                   best="native", best_s=t, without_s=pytest.approx(tn), with_file_s=pytest.approx(tn),
+                                   ratio=1.0, ratio_low=1.0, ratio_high=1.0, p_value=1.0, q_value=1.0, pairs=3,
+                                   verdict="already best" if n == 4096 else "wrong results")
     record = where / "verification.json"
-    assert result["records"] == [str(record)]
+    assert result.records == (str(record),)
     expected = {"tuning_file": str(derived(run) / "tuning.openmpi-rules.txt"), "format": "openmpi-rules", "launches": 3,
-                "seed": 7, "order": order, "level": 0.05, "runs": [entry], "rows": result["rows"]}
-    assert {k: v for k, v in result.items() if k != "records"} == expected
+                "seed": 7, "order": order, "level": 0.05, "runs": [entry.to_dict()],
+                "rows": [r.to_dict() for r in result.rows]}
+    assert result.to_dict() == expected  # the record holds everything but where it was written
     text = record.read_text()
     assert text.endswith("}\n") and text.startswith('{\n  "tuning_file": ')
     assert json.loads(text) == json.loads(json.dumps(expected, default=float))
@@ -597,9 +603,44 @@ def test_verify_reads_the_run_s_launch_settings_and_writes_beside_it(tmp_path, f
     assert cmd[11:31] == ["-C", "bcast", "-a", "native", "-s", "8,64", "-t", "float32", "--op", "sum", "--in-place",
                           "no", "--root", "0", "--watchdog", "30", "--launches", "4", "--seed", "11"]
     assert cmd[31:34] == ["--order", "shuffled", "--no-show"]
-    assert len(jobs.calls) == 8 and result["order"][-2:] == ["L04-without", "L04-with"]
-    assert Path(result["runs"][0]["dir"]).parent == tmp_path
-    assert [r["pairs"] for r in result["rows"]] == [4, 4]
+    assert len(jobs.calls) == 8 and result.order[-2:] == ("L04-without", "L04-with")
+    assert Path(result.runs[0].dir).parent == tmp_path
+    assert [r.pairs for r in result.rows] == [4, 4]
+
+
+def test_verify_at_another_shape_than_the_choices_notes_it_in_the_record(tmp_path, fake_launcher):
+    """Choices measured on 2 nodes x 2 ranks, verified by launches on one node: the run's entry says so, after
+    its launches, in the record and the result alike; a run at the choices' shape has no note."""
+    from ccbench.workflow.tune import verify
+
+    rows = [_row(a, 64, t, launches=3) for a, t in (("native", 2e-6), ("native:ring", 1e-6))]
+    run = _source_run(tmp_path / "src", rows)
+    meta = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps(dict(meta, nodes=2, ranks_per_node=2)))
+    doc = tune_runs([run], "openmpi-rules")
+    assert doc.selections[0].shape == Shape(2, 2, True)
+
+    def on(nodes, ppn):
+        jobs = FakeJobs(derived(run) / "tuning.openmpi-rules.txt", {})
+
+        def runner(cmd, env):
+            job = jobs(cmd, env)
+            m = json.loads((job.run_dir / "run.json").read_text())
+            (job.run_dir / "run.json").write_text(json.dumps(dict(m, nodes=nodes, ranks_per_node=ppn)))
+            return job
+        return runner
+
+    said = []
+    result = verify(doc, tmp_path / "one", say=said.append, seed=1, job_runner=on(1, 4))
+    (entry,) = result.runs
+    note = ("the file's choices were measured on 2 nodes x 2 ranks; these launches ran on 1 node x 4 ranks, where the "
+            "file keeps the library's default")
+    assert entry.shape_note == note and said[-1] == f"verify: note: {note}"
+    assert list(entry.to_dict()) == ["source", "dir", "without", "with", "shape_note"]
+    record = json.loads(Path(result.records[0]).read_text())
+    assert record["runs"][0]["shape_note"] == note and record == result.to_dict()
+    result = verify(doc, tmp_path / "same", say=lambda line: None, seed=1, job_runner=on(2, 2))
+    assert result.runs[0].shape_note is None and "shape_note" not in result.runs[0].to_dict()
 
 
 def test_verify_stops_at_a_failed_launch_and_when_the_record_exists(tmp_path, fake_launcher, monkeypatch):
@@ -638,7 +679,7 @@ def test_verify_stops_at_a_failed_launch_and_when_the_record_exists(tmp_path, fa
     jobs = FakeJobs(derived(run) / "tuning.openmpi-rules.txt", {}, block_record=True)
     result = verify(doc, tmp_path / "c", say=lambda line: None, seed=1, job_runner=jobs)
     (where,) = (tmp_path / "c").iterdir()
-    assert result["records"] == [str(where / "verification-2.json")]  # a file in the way is kept, never replaced
+    assert result.records == (str(where / "verification-2.json"),)  # a file in the way is kept, never replaced
     assert (where / "verification.json").read_text() == "{}" and json.loads((where / "verification-2.json").read_text())
     with pytest.raises(UsageError, match="2: a verification needs 3 or more"):
         verify(doc, tmp_path / "d", launches=2, job_runner=jobs)
@@ -656,21 +697,26 @@ def test_tune_runs_writes_the_classic_rules_and_returns_what_it_chose(tmp_path):
     doc = tune_runs([run], "openmpi-rules")
     out = derived(run) / "tuning.openmpi-rules.txt"
     src = "run r (Open MPI v5.0.11, 4 ranks, 2026-01-01T00:00:00)"
-    assert doc["path"] == str(out) and doc["format"] == "openmpi-rules" and doc["library"] == "openmpi"
-    assert doc["sources"] == [{"run": "r", "path": str(run), "mpi_library": "Open MPI v5.0.11", "nranks": 4,
-                               "start_time": "2026-01-01T00:00:00", "shape": None}]
-    assert doc["notes"] == [] and [s.run for s in doc["selections"]] == ["r"]
-    assert [r.algorithm for r in doc["selections"][0].ranges] == ["native:ring", "native"]
-    assert out.read_text() == doc["text"] == openmpi_rules(doc["selections"], src)
+    assert doc.path == str(out) and doc.format == "openmpi-rules" and doc.library == "openmpi"
+    assert doc.sources == (TuningSource("r", str(run), "Open MPI v5.0.11", 4, "2026-01-01T00:00:00", None),)
+    assert doc.sources[0].to_dict() == {"run": "r", "path": str(run), "mpi_library": "Open MPI v5.0.11", "nranks": 4,
+                                        "start_time": "2026-01-01T00:00:00", "shape": None}
+    assert doc.notes == () and doc.side is False and doc.defaults_from is None
+    assert [s.run for s in doc.selections] == ["r"]
+    assert [r.algorithm for r in doc.selections[0].ranges] == ["native:ring", "native"]
+    assert out.read_text() == doc.text == openmpi_rules(doc.selections, src)
     assert sorted(p.name for p in derived(run).iterdir()) == [out.name]   # no side file
     # the run's own name resolved under the results directory, one output file named by the caller
     doc = tune_runs(["r"], "openmpi-json", str(tmp_path / "sub" / "d" / "o.json"), results_dir=tmp_path)
     side = tmp_path / "sub" / "d" / "o.json.source.json"
     assert side.read_text() == json.dumps({"tuning_file": "o.json", "format": "openmpi-json",
-                                           "sources": doc["sources"]}, indent=2) + "\n"
-    assert doc["notes"] == ["Open MPI reads JSON rules from 6.0 on; the 5.0.x series reads only the classic format "
-                            "(--format openmpi-rules)"]
-    assert (tmp_path / "sub" / "d" / "o.json").read_text() == doc["text"] == json.dumps(openmpi_json(doc["selections"]),
+                                           "sources": [s.to_dict() for s in doc.sources]}, indent=2) + "\n"
+    assert side.read_text() == json.dumps(doc.to_dict(), indent=2) + "\n"
+    with pytest.raises(CCBenchError, match="^a tuning file not written yet has no FILE.source.json$"):
+        dataclasses.replace(doc, path=None).to_dict()
+    assert doc.notes == ("Open MPI reads JSON rules from 6.0 on; the 5.0.x series reads only the classic format "
+                         "(--format openmpi-rules)",)
+    assert (tmp_path / "sub" / "d" / "o.json").read_text() == doc.text == json.dumps(openmpi_json(doc.selections),
                                                                                 indent=2) + "\n"
     (tmp_path / "sub" / "p.json.source.json").write_text("{}")      # the side file alone is never overwritten
     with pytest.raises(UsageError, match=rf"^{re.escape(str(tmp_path / 'sub' / 'p.json.source.json'))} exists; "
@@ -714,15 +760,15 @@ def test_tune_runs_refusals_name_the_run(tmp_path):
     eight = _open_mpi_run(tmp_path / "e", [_row("native", 64, 2e-6, P=8), _row("native:ring", 64, 1e-6, P=8)],
                           nranks=8)
     doc = tune_runs([run, eight], "openmpi-rules")
-    assert [(s.run, s.nranks) for s in doc["selections"]] == [("r", 4), ("e", 8)]
-    assert doc["path"] == str(derived(run) / "tuning.openmpi-rules.txt")      # the first run's derived tree
-    assert doc["text"].startswith("# Open MPI coll/tuned dynamic rules written by ccbench tune from run r (Open MPI "
+    assert [(s.run, s.nranks) for s in doc.selections] == [("r", 4), ("e", 8)]
+    assert doc.path == str(derived(run) / "tuning.openmpi-rules.txt")      # the first run's derived tree
+    assert doc.text.startswith("# Open MPI coll/tuned dynamic rules written by ccbench tune from run r (Open MPI "
                                   "v5.0.11, 4 ranks, 2026-01-01T00:00:00), run e (Open MPI v5.0.11, 8 ranks, "
                                   "2026-01-01T00:00:00)\n")
     jdoc = tune_runs([eight], "openmpi-json")
-    assert jdoc["path"] == str(derived(eight) / "tuning.openmpi.json")
+    assert jdoc.path == str(derived(eight) / "tuning.openmpi.json")
     assert (derived(eight) / "tuning.openmpi.json.source.json").is_file()
-    assert [s["run"] for s in doc["sources"]] == ["r", "e"]
+    assert [s.run for s in doc.sources] == ["r", "e"]
 
 
 def test_tune_runs_mpich_json_keeps_the_library_s_defaults(tmp_path, monkeypatch):
@@ -732,17 +778,17 @@ def test_tune_runs_mpich_json_keeps_the_library_s_defaults(tmp_path, monkeypatch
     rows = [_row("native", 64, 2e-6, launches=3), _row("native:ring", 64, 1e-6, launches=3)]
     run = _write_run(tmp_path / "m", rows)
     doc = tune_runs([run], "mpich-json")
-    assert doc["path"] == str(derived(run) / "tuning.mpich.json")
-    assert doc["notes"] == ["the default subtrees come from 'MPICH Version:      4.9', the run used "
-                            "'MPICH Version:      5.0.2'"]
-    assert doc["text"] == json.dumps(mpich_json(doc["selections"], FAKE_DEFAULT), indent=1) + "\n"
-    side = json.loads(Path(doc["path"] + ".source.json").read_text())
+    assert doc.path == str(derived(run) / "tuning.mpich.json")
+    assert doc.notes == ("the default subtrees come from 'MPICH Version:      4.9', the run used "
+                         "'MPICH Version:      5.0.2'",) and doc.defaults_from == "MPICH Version: 4.9"
+    assert doc.text == json.dumps(mpich_json(doc.selections, FAKE_DEFAULT), indent=1) + "\n"
+    side = json.loads(Path(doc.path + ".source.json").read_text())
     assert side == {"tuning_file": "tuning.mpich.json", "format": "mpich-json", "defaults_from": "MPICH Version: 4.9",
                     "sources": [{"run": "m", "path": str(run), "mpi_library": "MPICH Version:      5.0.2",
                                  "nranks": 4, "start_time": "2026-01-01T00:00:00", "shape": None}]}
     monkeypatch.setattr(tune, "mpich_default_tree", lambda: (FAKE_DEFAULT, "MPICH Version:      5.0.2"))
     doc = tune_runs([run], "mpich-json", str(tmp_path / "same.json"))
-    assert doc["notes"] == [] and read_json_with_comment(doc["text"]) == mpich_json(doc["selections"], FAKE_DEFAULT)
+    assert doc.notes == () and read_json_with_comment(doc.text) == mpich_json(doc.selections, FAKE_DEFAULT)
 
 
 def _winners(coll, P, *winners):
@@ -962,19 +1008,19 @@ def test_refused_cases_of_the_run_move_the_boundary_to_the_first_size_measured(t
             _row("native", 64, 4e-6, launches=3), _row("native:ring", 64, 2e-6, launches=3)]
     refusal = {"collective": "allreduce", "algorithm": "native:ring", "nranks": 4, "nbytes": 8, "not_applicable": True}
     run = _open_mpi_run(tmp_path / "a", rows, skipped=[refusal])
-    assert tune_runs([run], "openmpi-rules")["selections"][0].ranges == [Range(8, 63, "native"),
+    assert tune_runs([run], "openmpi-rules").selections[0].ranges == [Range(8, 63, "native"),
                                                                          Range(64, None, "native:ring")]
     # skips that were not refusals, or refusals of another collective or rank count, change nothing:
     # the crossover interpolated half-way between 8 B and 64 B in log size, 8 sqrt(8) = 22.6
     others = [dict(refusal, not_applicable=False), {k: v for k, v in refusal.items() if k != "not_applicable"},
               dict(refusal, collective="bcast"), dict(refusal, nranks=8)]
     run = _open_mpi_run(tmp_path / "b", rows, skipped=others)
-    assert tune_runs([run], "openmpi-rules")["selections"][0].ranges == [Range(8, 22, "native"),
+    assert tune_runs([run], "openmpi-rules").selections[0].ranges == [Range(8, 22, "native"),
                                                                          Range(23, None, "native:ring")]
     meta = json.loads((run / "run.json").read_text())                 # a run.json without a list of skips
     del meta["skipped"]
     (run / "run.json").write_text(json.dumps(meta))
-    assert tune_runs([run], "openmpi-json", str(tmp_path / "o.json"))["selections"][0].ranges[0] == Range(8, 22,
+    assert tune_runs([run], "openmpi-json", str(tmp_path / "o.json")).selections[0].ranges[0] == Range(8, 22,
                                                                                                          "native")
 
 
@@ -983,7 +1029,7 @@ def test_tune_runs_finds_runs_under_results_and_names_an_unknown_library(tmp_pat
     run = _open_mpi_run(tmp_path / "results" / "r", rows)
     monkeypatch.chdir(tmp_path)
     doc = tune_runs(["r"], "openmpi-rules", "out.txt")
-    assert doc["sources"][0]["path"] == str(Path("results") / "r") and Path("out.txt").is_file()
+    assert doc.sources[0].path == str(Path("results") / "r") and Path("out.txt").is_file()
     meta = json.loads((run / "run.json").read_text())
     del meta["mpi_library"]
     (run / "run.json").write_text(json.dumps(meta))
@@ -998,8 +1044,8 @@ def test_tune_runs_for_mpich_names_what_only_mpich_has(tmp_path, monkeypatch):
     rows = [_row("native", 64, 2e-6, launches=3), _row("native:recexch", 64, 1e-6, launches=3)]
     run = _write_run(tmp_path / "m", rows)
     doc = tune_runs([run], "mpich-json")
-    assert doc["library"] == "mpich" and doc["selections"][0].ranges == [Range(64, None, "native:recexch")]
-    assert doc["selections"][0].notes == []
+    assert doc.library == "mpich" and doc.selections[0].ranges == [Range(64, None, "native:recexch")]
+    assert doc.selections[0].notes == []
 
 
 def test_launch_arrays_need_positive_finite_samples_in_every_launch():
@@ -1217,7 +1263,7 @@ def test_tune_ends_with_what_the_file_changes_why_defaults_stay_and_how_to_use_i
     assert 3 < k < 1000
     assert by["alltoall at 4 ranks"] == ("alltoall at 4 ranks: the default stays at every size (it was the fastest "
                                          "measured)")
-    assert lines[-1] == f"use it: export MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE={Path(doc['path']).resolve()}"
+    assert lines[-1] == f"use it: export MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE={Path(doc.path).resolve()}"
 
 
 @pytest.mark.parametrize(("node_of_rank", "shape"), [
@@ -1265,8 +1311,8 @@ def test_tuning_choice_refuses_two_runs_of_one_shape_and_open_mpi_two_shapes_of_
     b = _write_run(tmp_path / "b", rows, topology={"node_of_rank": [0, 1, 0, 1]})
     c = _write_run(tmp_path / "c", rows, topology={"node_of_rank": [0, 0, 1, 1]})
     choice = tuning_choice([open_run(a), open_run(b)], "mpich-json")
-    assert [s.shape for s in choice["selections"]] == [Shape(2, 2, True), Shape(2, 2, False)]
-    assert any("comm_avg_ppn" in n for n in choice["notes"])
+    assert [s.shape for s in choice.selections] == [Shape(2, 2, True), Shape(2, 2, False)]
+    assert any("comm_avg_ppn" in n for n in choice.notes)
     with pytest.raises(UsageError, match=r"^two runs measure allreduce at 4 ranks on 2 nodes x 2 ranks; give one "
                                          r"run per shape$"):
         tuning_choice([open_run(a), open_run(c)], "mpich-json")
@@ -1275,6 +1321,6 @@ def test_tuning_choice_refuses_two_runs_of_one_shape_and_open_mpi_two_shapes_of_
     y = _write_run(tmp_path / "y", rows, topology={"node_of_rank": [0, 1, 2, 3]}, **ompi)
     with pytest.raises(UsageError, match=r"keyed on the communicator's size alone"):
         tuning_choice([open_run(x), open_run(y)], "openmpi-rules")
-    notes = tuning_choice([open_run(x)], "openmpi-rules")["notes"]
-    assert notes == ["allreduce at 4 ranks was measured on 2 nodes x 2 ranks; Open MPI's rules cannot ask the "
-                     "shape, so they apply at 4 ranks on any nodes"]
+    notes = tuning_choice([open_run(x)], "openmpi-rules").notes
+    assert notes == ("allreduce at 4 ranks was measured on 2 nodes x 2 ranks; Open MPI's rules cannot ask the "
+                     "shape, so they apply at 4 ranks on any nodes",)

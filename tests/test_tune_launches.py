@@ -57,20 +57,20 @@ B_HALF = (0.5 * 1.05, 0.5 * 0.97, 0.5 * 1.08)     # with it: half the time, othe
 def test_a_real_2x_improvement_over_3_pairs_is_moved():
     a, b = _launches(1e-5, A_FACTORS), _launches(1e-5, B_HALF, seed=1)
     (d,) = decide_sizes([(a, b, True)])
-    assert d["verdict"] == "moved" and d["comparison"].ratio == pytest.approx(0.51, rel=0.05)
-    assert d["comparison"].ratio_high < 1 and d["comparison"].n_launches_a == 3
+    assert d.verdict == "moved" and d.comparison.ratio == pytest.approx(0.51, rel=0.05)
+    assert d.comparison.ratio_high < 1 and d.comparison.n_launches_a == 3
     # the same improvement where the file keeps the default is not the file's doing
-    assert decide_sizes([(a, b, False)])[0]["verdict"] == "faster, same selection"
+    assert decide_sizes([(a, b, False)])[0].verdict == "faster, same selection"
     # twice as slow with the file
-    assert decide_sizes([(b, a, True)])[0]["verdict"] == "worse"
-    assert decide_sizes([(b, a, False)])[0]["verdict"] == "worse"
+    assert decide_sizes([(b, a, True)])[0].verdict == "worse"
+    assert decide_sizes([(b, a, False)])[0].verdict == "worse"
 
 
 def test_identical_launches_are_never_worse():
     a = _launches(1e-5, A_FACTORS)
     kept, changed = decide_sizes([(a, [x.copy() for x in a], False), (a, [x.copy() for x in a], True)])
-    assert (kept["verdict"], changed["verdict"]) == ("already best", "did not move")
-    assert kept["comparison"].ratio == 1.0 and kept["q"] == 1.0
+    assert (kept.verdict, changed.verdict) == ("already best", "did not move")
+    assert kept.comparison.ratio == 1.0 and kept.q == 1.0
 
 
 def test_benjamini_hochberg_over_the_sizes_of_one_verification():
@@ -78,15 +78,15 @@ def test_benjamini_hochberg_over_the_sizes_of_one_verification():
     (q = 12 p > 0.05); a clear one (launches within 2%) is "moved" among them."""
     a, b = _launches(1e-5, A_FACTORS), _launches(1e-5, B_HALF, seed=1)
     (alone,) = decide_sizes([(a, b, True)])
-    assert 0.004 < alone["comparison"].p_value < 0.05 and alone["verdict"] == "moved"
+    assert 0.004 < alone.comparison.p_value < 0.05 and alone.verdict == "moved"
     same = _launches(2e-5, (1.0, 1.02, 0.99), seed=3)
     nulls = [(same, [x.copy() for x in same], False)] * 11
     among = decide_sizes([(a, b, True), *nulls])
-    assert among[0]["q"] == pytest.approx(min(1.0, 12 * alone["comparison"].p_value))
-    assert among[0]["verdict"] == "did not move"
+    assert among[0].q == pytest.approx(min(1.0, 12 * alone.comparison.p_value))
+    assert among[0].verdict == "did not move"
     clear = decide_sizes([(_launches(1e-5, (1.0, 1.02, 0.99)), _launches(1e-5, (0.5, 0.51, 0.49), seed=2), True),
                           *nulls])
-    assert clear[0]["verdict"] == "moved" and {d["verdict"] for d in clear[1:]} == {"already best"}
+    assert clear[0].verdict == "moved" and {d.verdict for d in clear[1:]} == {"already best"}
 
 
 def test_twelve_unchanged_sizes_rarely_give_a_false_verdict():
@@ -101,16 +101,16 @@ def test_twelve_unchanged_sizes_rarely_give_a_false_verdict():
     n, false_bh, false_raw = 200, 0, 0
     for _ in range(n):
         decided = decide_sizes([(side(), side(), True) for _ in range(12)])
-        false_bh += any(d["verdict"] in ("worse", "moved") for d in decided)
-        false_raw += any(d["comparison"].p_value < 0.05 for d in decided)
+        false_bh += any(d.verdict in ("worse", "moved") for d in decided)
+        false_raw += any(d.comparison.p_value < 0.05 for d in decided)
     assert false_bh / n <= 0.09
     assert false_raw / n >= 0.3
 
 
 def test_too_few_or_missing_launches():
     a = _launches(1e-5, (1.0,))
-    assert decide_sizes([(a, _launches(5e-6, (1.0,)), True)])[0]["verdict"] == "undetermined"
-    assert decide_sizes([(None, a, True)])[0]["verdict"] == "not measured"
+    assert decide_sizes([(a, _launches(5e-6, (1.0,)), True)])[0].verdict == "undetermined"
+    assert decide_sizes([(None, a, True)])[0].verdict == "not measured"
     assert check_verify_launches(True, None) == DEFAULT_VERIFY_LAUNCHES == 3
     assert check_verify_launches(True, 5) == 5
     with pytest.raises(UsageError, match="3 or more pairs"):
@@ -260,7 +260,7 @@ def _source(tmp_path: Path) -> Path:
 def test_verify_alternates_launches_and_decides_per_size(tmp_path, no_mpi):
     run = _source(tmp_path)
     doc = tune_runs([run], "openmpi-rules")
-    assert [c.winner for c in doc["selections"][0].choices] == ["native", "native", "native:ring"]
+    assert [c.winner for c in doc.selections[0].choices] == ["native", "native", "native:ring"]
     jobs = FakeJobs(derived(run) / "tuning.openmpi-rules.txt", {65536: 0.5})
     said = []
     result = verify(doc, say=said.append, launches=3, seed=7, job_runner=jobs)
@@ -273,20 +273,21 @@ def test_verify_alternates_launches_and_decides_per_size(tmp_path, no_mpi):
         if FILE_VAR in env:
             assert env[FILE_VAR] == jobs.tuning and env["OMPI_MCA_coll_tuned_use_dynamic_rules"] == "1"
     assert sum(FILE_VAR not in e for _, e in jobs.calls) == 3  # the caller's rules file is not read without
-    verdicts = {r["nbytes"]: r["verdict"] for r in result["rows"]}
+    verdicts = {r.nbytes: r.verdict for r in result.rows}
     assert verdicts == {8: "already best", 4096: "already best", 65536: "moved"}
-    moved = next(r for r in result["rows"] if r["nbytes"] == 65536)
-    assert moved["ratio"] == pytest.approx(0.5, rel=0.05) and moved["ratio_high"] < 1 and moved["pairs"] == 3
+    moved = next(r for r in result.rows if r.nbytes == 65536)
+    assert moved.ratio == pytest.approx(0.5, rel=0.05) and moved.ratio_high < 1 and moved.pairs == 3
     # every launch of both sides is stored in one verification directory, named in the record and the output
-    (entry,) = result["runs"]
-    where = Path(entry["dir"])
+    (entry,) = result.runs
+    where = Path(entry.dir)
     assert where.parent == run.parent and where.name.endswith("verify-openmpi-rules")
-    names = [Path(x["run"]).name.split("_")[-1] for k in range(3) for x in (entry["without"][k], entry["with"][k])]
+    names = [Path(x.run).name.split("_")[-1] for k in range(3) for x in (entry.without[k], entry.with_file[k])]
     assert names == ["L01-without", "L01-with", "L02-without", "L02-with", "L03-without", "L03-with"]
-    assert all(Path(x["run"]).parent == where for x in entry["without"] + entry["with"])
+    assert all(Path(x.run).parent == where for x in entry.without + entry.with_file)
     record = json.loads((where / "verification.json").read_text())
-    assert result["records"] == [str(where / "verification.json")] and record["order"] == result["order"]
-    assert record["seed"] == 7 and [r["verdict"] for r in record["rows"]] == [r["verdict"] for r in result["rows"]]
+    assert result.records == (str(where / "verification.json"),) and record["order"] == list(result.order)
+    assert record["seed"] == 7 and [r["verdict"] for r in record["rows"]] == [r.verdict for r in result.rows]
+    assert record == result.to_dict()  # the record is the result's JSON, all but where it was written
     assert sum("launch 2/3 with the file" in line for line in said) == 1
 
 
@@ -299,10 +300,10 @@ def test_a_file_that_keeps_every_default_is_already_best_at_every_size(tmp_path,
         rows.append(_row("native:ring", n, _launches(1e-5, (1.1, 0.9, 1.05), seed=n + 1)))
     run = _write_run(tmp_path / "src", rows)
     doc = tune_runs([run], "openmpi-rules")
-    assert {c.winner for c in doc["selections"][0].choices} == {"native"}
+    assert {c.winner for c in doc.selections[0].choices} == {"native"}
     jobs = FakeJobs(derived(run) / "tuning.openmpi-rules.txt", {}, spread=0.2, seed=4)
     result = verify(doc, say=lambda line: None, seed=3, job_runner=jobs)
-    assert len(result["rows"]) == 12 and {r["verdict"] for r in result["rows"]} == {"already best"}
+    assert len(result.rows) == 12 and {r.verdict for r in result.rows} == {"already best"}
 
 
 def test_a_failed_launch_stops_the_verification_and_names_its_runs(tmp_path, no_mpi):

@@ -89,7 +89,8 @@ from ccbench.store.launches import pool_rows
 from ccbench.store.run import Run
 
 __all__ = ["DEFAULT", "DEFAULT_VERIFY_LAUNCHES", "EXTENSIONS", "FORMATS", "LEVEL", "VERDICTS", "Range", "Selection",
-           "Shape", "SizeChoice", "run_shape",
+           "Shape", "SizeChoice", "SizeDecision", "TuningChoice", "TuningFile", "TuningSource", "Verification",
+           "VerificationLaunch", "VerificationRow", "VerificationRun", "run_shape",
            "check_verify_launches", "crossover_nbytes", "decide_sizes", "launch_arrays", "model_crossover_nbytes",
            "file_env", "mpich_json", "openmpi_json", "openmpi_rules", "pool_side", "read_json_with_comment",
            "select", "size_ranges", "tuning_choice", "tuning_file", "verdict", "verification_rows"]
@@ -626,11 +627,99 @@ def _not_applicable(meta: dict) -> list[tuple[str, str, int, int]]:
             for s in meta.get("skipped", []) if s.get("not_applicable")]
 
 
-def tuning_choice(runs: list[Run], fmt: str) -> dict:
+@dataclass(frozen=True)
+class TuningSource:
+    """One run a tuning file was chosen from, as ``FILE.source.json`` and the file's own comment name it.
+
+    `run`: the run's folder name; `path`: where it was read; `mpi_library`, `nranks`, `start_time`: what its
+    run.json recorded (None where it did not); `shape`: the `Shape` it ran on, as text (None: not recorded).
+    """
+
+    run: str
+    path: str
+    mpi_library: str | None
+    nranks: int | None
+    start_time: str | None
+    shape: str | None
+
+    def to_dict(self) -> dict:
+        """The source as ``FILE.source.json`` lists it."""
+        return {"run": self.run, "path": self.path, "mpi_library": self.mpi_library, "nranks": self.nranks,
+                "start_time": self.start_time, "shape": self.shape}
+
+
+@dataclass(frozen=True)
+class TuningChoice:
+    """What a tuning file of `format` names, chosen from the runs' variants (`tuning_choice`; nothing written).
+
+    `library`: the library the format is for (``"mpich"``, ``"openmpi"``); `ext`: how the file's name ends
+    (`EXTENSIONS`); `selections`: per collective and rank count of each run, what the file names per size;
+    `sources`: the runs, in the order given; `notes`: what the file cannot say (shapes it was not measured on).
+    """
+
+    format: str
+    library: str
+    ext: str
+    selections: tuple[Selection, ...]
+    sources: tuple[TuningSource, ...]
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TuningFile:
+    """A tuning file's text and what it was chosen from (`tuning_file`); ``to_dict()`` is ``FILE.source.json``.
+
+    `choice`: the `TuningChoice`, its notes with what writing the file adds (default subtrees of another
+    library version, a format an older library cannot read); `side`: whether the sources go into
+    ``FILE.source.json`` beside the file (MPICH's and Open MPI's JSON cannot hold them); `defaults_from`: the
+    library version whose default selection the collectives not tuned keep (``mpich-json``; None otherwise);
+    `path`: where the file was written (``ccbench.workflow.tune.tune_runs`` sets it; None while unwritten).
+    """
+
+    choice: TuningChoice
+    text: str
+    side: bool
+    defaults_from: str | None = None
+    path: str | None = None
+
+    @property
+    def format(self) -> str:
+        return self.choice.format
+
+    @property
+    def library(self) -> str:
+        return self.choice.library
+
+    @property
+    def ext(self) -> str:
+        return self.choice.ext
+
+    @property
+    def selections(self) -> tuple[Selection, ...]:
+        return self.choice.selections
+
+    @property
+    def sources(self) -> tuple[TuningSource, ...]:
+        return self.choice.sources
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return self.choice.notes
+
+    def to_dict(self) -> dict:
+        """``FILE.source.json``: the file's name, its format, the runs it came from and, for MPICH, the version
+        whose defaults it keeps.  Only a written file has one."""
+        if self.path is None:
+            raise CCBenchError("a tuning file not written yet has no FILE.source.json")
+        return {"tuning_file": Path(self.path).name, "format": self.format,
+                "sources": [s.to_dict() for s in self.sources],
+                **({"defaults_from": self.defaults_from} if self.defaults_from is not None else {})}
+
+
+def tuning_choice(runs: list[Run], fmt: str) -> TuningChoice:
     """Choose from the open runs' native:<alg> variants what a tuning file of `fmt` names (nothing is written).
 
-    Returns {"format", "library", "ext", "selections", "sources", "notes"}; refuses a run of
-    another kind or library, a run without variants, and two runs of one rank count.
+    Refuses a run of another kind or library, a run without variants, and two runs of one rank count.
     """
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
@@ -651,11 +740,10 @@ def tuning_choice(runs: list[Run], fmt: str) -> dict:
             raise UsageError(f"{path} has no measured native:<alg> variants to choose from; run e.g. "
                              "ccbench launch -n 4 -C allreduce -a native,native:all")
         selections += sels
-        sources.append({"run": path.name, "path": str(path), "mpi_library": meta.get("mpi_library"),
-                        "nranks": meta.get("nranks"), "start_time": meta.get("start_time"),
-                        "shape": None if shape is None else str(shape)})
-    return {"format": fmt, "library": want, "ext": EXTENSIONS[fmt], "selections": selections, "sources": sources,
-            "notes": _shape_notes(selections, want)}
+        sources.append(TuningSource(path.name, str(path), meta.get("mpi_library"), meta.get("nranks"),
+                                    meta.get("start_time"), None if shape is None else str(shape)))
+    return TuningChoice(fmt, want, EXTENSIONS[fmt], tuple(selections), tuple(sources),
+                        tuple(_shape_notes(selections, want)))
 
 
 def _shape_notes(selections: list[Selection], library: str) -> list[str]:
@@ -682,32 +770,32 @@ def _shape_notes(selections: list[Selection], library: str) -> list[str]:
     return notes
 
 
-def tuning_file(choice: dict, default: tuple[dict, str] | None = None) -> dict:
-    """`tuning_choice`'s dict with the file's ``text`` and ``side`` (nothing is written).
+def tuning_file(choice: TuningChoice, default: tuple[dict, str] | None = None) -> TuningFile:
+    """The `TuningFile` of a `TuningChoice`: its text, and whether its sources go beside it (nothing is written).
 
     `default` is MPICH's default selection tree and its library's version (for ``mpich-json``:
     collectives not tuned keep it, since MPICH reads the file as its whole tree).
-    ``side``: whether the sources go into ``FILE.source.json`` (Open MPI's JSON rules cannot hold them).
     """
-    fmt, selections, sources, notes = choice["format"], choice["selections"], choice["sources"], list(choice["notes"])
-    extra: dict = {}
-    src = ", ".join(f"run {s['run']} ({s['mpi_library']}, {s['nranks']} ranks, {s['start_time']})" for s in sources)
+    fmt, selections, sources, notes = choice.format, choice.selections, choice.sources, list(choice.notes)
+    defaults_from = None
+    src = ", ".join(f"run {s.run} ({s.mpi_library}, {s.nranks} ranks, {s.start_time})" for s in sources)
     if fmt == "mpich-json":
         if default is None:
             raise CCBenchError("an MPICH tuning file needs MPICH's default selection tree")
         tree, version = default
-        if version != sources[0]["mpi_library"]:
-            notes.append(f"the default subtrees come from {version!r}, the run used {sources[0]['mpi_library']!r}")
+        if version != sources[0].mpi_library:
+            notes.append(f"the default subtrees come from {version!r}, the run used {sources[0].mpi_library!r}")
         # plain JSON (no comment: every JSON tool reads it as it is); where it came from goes beside it
         text = json.dumps(mpich_json(selections, tree), indent=1) + "\n"
-        extra = {"defaults_from": " ".join(version.split())}  # what the collectives not tuned keep
+        defaults_from = " ".join(version.split())  # what the collectives not tuned keep
     elif fmt == "openmpi-rules":
         text = openmpi_rules(selections, src)
     else:
         text = json.dumps(openmpi_json(selections), indent=2) + "\n"
         notes.append("Open MPI reads JSON rules from 6.0 on; the 5.0.x series reads only the classic "
                      "format (--format openmpi-rules)")
-    return dict(choice, notes=notes, text=text, side=fmt in ("openmpi-json", "mpich-json"), **extra)
+    return TuningFile(dataclasses.replace(choice, notes=tuple(notes)), text, fmt in ("openmpi-json", "mpich-json"),
+                      defaults_from)
 
 
 def verdict(comparison: LaunchComparison | None, q: float | None, changed: bool, level: float = LEVEL) -> str:
@@ -735,7 +823,18 @@ def verdict(comparison: LaunchComparison | None, q: float | None, changed: bool,
     return "did not move" if changed else "already best"
 
 
-def decide_sizes(pairs, level: float = LEVEL) -> list[dict]:
+@dataclass(frozen=True)
+class SizeDecision:
+    """How one verified size was decided (`decide_sizes`): `comparison`, with the file against without
+    (`paired_compare`; None: a side not measured), `q` its p adjusted over the sizes (None: not tested), and
+    the `verdict`."""
+
+    comparison: LaunchComparison | None
+    q: float | None
+    verdict: str
+
+
+def decide_sizes(pairs, level: float = LEVEL) -> list[SizeDecision]:
     """Per size of one verification: `paired_compare`, Benjamini-Hochberg over the sizes, `verdict`.
 
     `pairs`: [(launches without the file, launches with it, changed)], the i-th launch of a
@@ -743,14 +842,14 @@ def decide_sizes(pairs, level: float = LEVEL) -> list[dict]:
     side not measured.  The family of the adjustment is every size compared (Benjamini &
     Hochberg 1995): at 12 sizes and level 0.05, unadjusted tests would call some size
     different in about one verification in two (1 - 0.95^12 = 0.46) when nothing changed.
-    Returns [{"comparison", "q", "verdict"}] in the order of `pairs`.
+    Returns a `SizeDecision` per pair, in the order of `pairs`.
     """
     comps = [None if a is None or b is None else paired_compare(a, b, level) for a, b, _ in pairs]
     tested = [i for i, c in enumerate(comps) if c is not None and math.isfinite(c.p_value)]
     qs: list[float | None] = [None] * len(comps)
     for i, q in zip(tested, benjamini_hochberg([comps[i].p_value for i in tested]), strict=True):
         qs[i] = float(q)
-    return [{"comparison": c, "q": q, "verdict": verdict(c, q, changed, level)}
+    return [SizeDecision(c, q, verdict(c, q, changed, level))
             for c, q, (_, _, changed) in zip(comps, qs, pairs, strict=True)]
 
 
@@ -767,13 +866,13 @@ def _major_version(library: str) -> float:
     return int(m.group(1)) if m else math.inf
 
 
-def file_env(doc: dict) -> dict:
-    """The environment that makes the library read the tuning file."""
-    path = str(Path(doc["path"]).resolve())
-    if doc["format"] == "mpich-json":
+def file_env(doc: TuningFile) -> dict:
+    """The environment that makes the library read the written tuning file."""
+    path = str(Path(doc.path).resolve())
+    if doc.format == "mpich-json":
         return {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": path}
-    libs = [s["mpi_library"] or "" for s in doc["sources"]]
-    if doc["format"] == "openmpi-json" and any(_major_version(s) < 6 for s in libs):
+    libs = [s.mpi_library or "" for s in doc.sources]
+    if doc.format == "openmpi-json" and any(_major_version(s) < 6 for s in libs):
         raise UsageError(f"cannot verify a JSON rules file with {libs[0]!r}: Open MPI reads JSON rules from "
                          "6.0 on; use --format openmpi-rules")
     return {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_dynamic_rules_filename": path}
@@ -827,7 +926,105 @@ def pool_side(runs: list[tuple[int, list]]) -> dict:
     return {(r.collective, r.nbytes, r.dtype, r.op): r for r in pooled}
 
 
-def verification_rows(items: list[tuple], where: list[str]) -> list[dict]:
+@dataclass(frozen=True)
+class VerificationRow:
+    """One verified size: the file's choice against what the launches without and with it measured.
+
+    `file_choice`: what the file names (`changed`: not the default); `default_before_s`, `best`, `best_s`: the
+    source run's default and fastest candidate there; `without_s`, `with_file_s`: each side's pooled typical
+    time (None: not measured); `ratio` (with / without) and its interval, `p_value`, `q_value` (adjusted over
+    the sizes) and `pairs` from `decide_sizes` (non-finite numbers as None); `verdict` (`VERDICTS`);
+    `verify_dir`: the verification folder whose launches measured it.
+    """
+
+    collective: str
+    nranks: int
+    nbytes: int
+    dtype: str
+    op: str
+    file_choice: str
+    changed: bool
+    default_before_s: float | None
+    best: str
+    best_s: float | None
+    without_s: float | None
+    with_file_s: float | None
+    ratio: float | None
+    ratio_low: float | None
+    ratio_high: float | None
+    p_value: float | None
+    q_value: float | None
+    pairs: int
+    verdict: str
+    verify_dir: str
+
+    def to_dict(self) -> dict:
+        """The row as ``verification.json`` holds it."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+@dataclass(frozen=True)
+class VerificationLaunch:
+    """One launch of a verification: its number, the run it stored (None: none) and the job's exit code."""
+
+    launch: int
+    run: str | None
+    exit_code: int
+
+    def to_dict(self) -> dict:
+        return {"launch": self.launch, "run": self.run, "exit_code": self.exit_code}
+
+
+@dataclass(frozen=True)
+class VerificationRun:
+    """The launches that verified the choices of one source run, in the folder `dir`.
+
+    `without`, `with_file`: the launches of each side, by launch number (``"without"`` and ``"with"`` in
+    ``verification.json``); `shape_note`: where the launches ran at another shape than the choices were
+    measured on, what that means (None otherwise, and then absent from the JSON).
+    """
+
+    source: str
+    dir: str
+    without: tuple[VerificationLaunch, ...]
+    with_file: tuple[VerificationLaunch, ...]
+    shape_note: str | None = None
+
+    def to_dict(self) -> dict:
+        d = {"source": self.source, "dir": self.dir, "without": [x.to_dict() for x in self.without],
+             "with": [x.to_dict() for x in self.with_file]}
+        if self.shape_note is not None:
+            d["shape_note"] = self.shape_note
+        return d
+
+
+@dataclass(frozen=True)
+class Verification:
+    """A tuning file's verification (``ccbench.workflow.tune.verify``); ``to_dict()`` is ``verification.json``.
+
+    `tuning_file`: the file verified, of `format`; `launches` a side in `order` (``Lkk-without``,
+    ``Lkk-with``, ...) with `seed`; `level`: of the tests; `runs`: per source run its launches; `rows`: per
+    verified size the verdict; `records`: the ``verification.json`` files written (not in the JSON itself).
+    """
+
+    tuning_file: str
+    format: str
+    launches: int
+    seed: int
+    order: tuple[str, ...]
+    level: float
+    runs: tuple[VerificationRun, ...]
+    rows: tuple[VerificationRow, ...]
+    records: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        """``verification.json``: everything but `records`."""
+        return {"tuning_file": self.tuning_file, "format": self.format, "launches": self.launches,
+                "seed": self.seed, "order": list(self.order), "level": self.level,
+                "runs": [r.to_dict() for r in self.runs], "rows": [r.to_dict() for r in self.rows]}
+
+
+def verification_rows(items: list[tuple], where: list[str]) -> list[VerificationRow]:
     """Per verified size, the file's choice against what the launches without and with it measured.
 
     `items`: (selection, size choice, pooled row without, pooled row with) per size; `where`: the
@@ -836,15 +1033,14 @@ def verification_rows(items: list[tuple], where: list[str]) -> list[dict]:
     decided = decide_sizes([(*_pairs(a, b), c.winner != DEFAULT) for _, c, a, b in items])
     rows = []
     for (s, c, a, b), d, folder in zip(items, decided, where, strict=True):
-        cmp = d["comparison"]
-        rows.append({"collective": s.collective, "nranks": s.nranks, "nbytes": c.nbytes, "dtype": s.dtype,
-                     "op": s.op, "file_choice": c.winner, "changed": c.winner != DEFAULT,
-                     "default_before_s": c.default_s, "best": c.fastest, "best_s": c.times_s.get(c.fastest),
-                     "without_s": a.median_s if a else None, "with_file_s": b.median_s if b else None,
-                     "ratio": cmp.ratio if cmp else None, "ratio_low": _json_safe(cmp.ratio_low) if cmp else None,
-                     "ratio_high": _json_safe(cmp.ratio_high) if cmp else None,
-                     "p_value": _json_safe(cmp.p_value) if cmp else None, "q_value": d["q"],
-                     "pairs": cmp.n_launches_a if cmp else 0,
-                     "verdict": "wrong results" if b is not None and not b.ok else d["verdict"],
-                     "verify_dir": folder})
+        cmp = d.comparison
+        rows.append(VerificationRow(
+            collective=s.collective, nranks=s.nranks, nbytes=c.nbytes, dtype=s.dtype, op=s.op, file_choice=c.winner,
+            changed=c.winner != DEFAULT, default_before_s=c.default_s, best=c.fastest,
+            best_s=c.times_s.get(c.fastest), without_s=a.median_s if a else None,
+            with_file_s=b.median_s if b else None, ratio=cmp.ratio if cmp else None,
+            ratio_low=_json_safe(cmp.ratio_low) if cmp else None,
+            ratio_high=_json_safe(cmp.ratio_high) if cmp else None,
+            p_value=_json_safe(cmp.p_value) if cmp else None, q_value=d.q, pairs=cmp.n_launches_a if cmp else 0,
+            verdict="wrong results" if b is not None and not b.ok else d.verdict, verify_dir=folder))
     return rows

@@ -4,6 +4,8 @@ import math
 from collections import Counter
 from pathlib import Path
 
+from ccbench.analysis.tune import TuningFile, Verification, file_env
+from ccbench.core.errors import UsageError
 from ccbench.core.units import format_size
 from ccbench.present.table import Column, Styled, Table, to_rich
 
@@ -57,31 +59,28 @@ def selection_table(s) -> Table:
     return t
 
 
-def print_selections(doc: dict, console) -> None:
-    """Every selection of `tune_runs`' result, its size ranges and notes, and where the file went."""
-    for s in doc["selections"]:
+def print_selections(doc: TuningFile, console) -> None:
+    """Every selection of `tune_runs`' `TuningFile`, its size ranges and notes, and where the file went."""
+    for s in doc.selections:
         console.print(to_rich(selection_table(s)))
         console.print("  ranges: " + "; ".join(
             f"{format_size(r.lo)}-{format_size(r.hi) if r.hi is not None else 'up'}: {r.algorithm}" for r in s.ranges),
             markup=False, highlight=False)
         for n in s.notes:
             console.print(f"  note: {n}", style="yellow", markup=False, highlight=False)
-    for n in doc["notes"]:
+    for n in doc.notes:
         console.print(f"note: {n}", style="yellow", markup=False, highlight=False)
     for line in answer_lines(doc):
         console.print(line, markup=False, highlight=False)
-    side = f" (where it came from: {doc['path']}.source.json)" if doc.get("side") else ""
-    console.print(f"wrote {doc['path']}{side}", markup=False, highlight=False)
+    side = f" (where it came from: {doc.path}.source.json)" if doc.side else ""
+    console.print(f"wrote {doc.path}{side}", markup=False, highlight=False)
 
 
-def answer_lines(doc: dict) -> list[str]:
-    """What the file changes, per collective and rank count, why each default stayed and what would decide it,
-    and the line that makes the library read the file: the answer ``ccbench tune`` ends with."""
-    from ccbench.analysis.tune import file_env
-    from ccbench.core.errors import UsageError
-
+def answer_lines(doc: TuningFile) -> list[str]:
+    """What the written `TuningFile` changes, per collective and rank count, why each default stayed and what
+    would decide it, and the line that makes the library read the file: the answer ``ccbench tune`` ends with."""
     out = []
-    for s in doc["selections"]:
+    for s in doc.selections:
         head = f"{s.collective} at {s.nranks} ranks:"
         changed = [r for r in s.ranges if r.algorithm != "native"]
         if changed:
@@ -114,32 +113,32 @@ _BAD = ("worse", "wrong results")
 _ODD = ("did not move", "faster, same selection", "undetermined", "not measured")
 
 
-def verification_table(result: dict) -> Table:
-    """`ccbench.analysis.tune.verify`'s record: per size the default without and with the file, the ratio, verdict."""
-    t = Table(f"verification of {result['tuning_file']}: the library's default without and with the file, "
-              f"{result['launches']} launches a side alternating (without, with, ...), compared pair by pair; "
+def verification_table(result: Verification) -> Table:
+    """A `ccbench.analysis.tune.Verification`: per size the default without and with the file, the ratio, verdict."""
+    t = Table(f"verification of {result.tuning_file}: the library's default without and with the file, "
+              f"{result.launches} launches a side alternating (without, with, ...), compared pair by pair; "
               "q: p adjusted over the sizes (Benjamini-Hochberg)",
               [Column("collective"), Column("P", "count"), Column("size", "size"), Column("file names"),
                Column("without", "time"), Column("with file", "time"), Column("with / without", align="right"),
                Column("q", "p"), Column("pairs", "count"), Column("verdict")])
-    for r in result["rows"]:
-        style = "red" if r["verdict"] in _BAD else "yellow" if r["verdict"] in _ODD else ""
-        t.add_row(r["collective"], r["nranks"], r["nbytes"], r["file_choice"], r["without_s"], r["with_file_s"],
-                  None if r["ratio"] is None else fmt_ratio_ci(r["ratio"], r["ratio_low"], r["ratio_high"]),
-                  r["q_value"], r["pairs"], Styled(r["verdict"], style) if style else r["verdict"])
+    for r in result.rows:
+        style = "red" if r.verdict in _BAD else "yellow" if r.verdict in _ODD else ""
+        t.add_row(r.collective, r.nranks, r.nbytes, r.file_choice, r.without_s, r.with_file_s,
+                  None if r.ratio is None else fmt_ratio_ci(r.ratio, r.ratio_low, r.ratio_high),
+                  r.q_value, r.pairs, Styled(r.verdict, style) if style else r.verdict)
     return t
 
 
-def print_verification(result: dict, console) -> None:
-    """The verification table, the count of each verdict, and the runs and record it wrote."""
+def print_verification(result: Verification, console) -> None:
+    """The `Verification`'s table, the count of each verdict, and the runs and record it wrote."""
     console.print(to_rich(verification_table(result)))
-    counts = Counter(r["verdict"] for r in result["rows"])
-    console.print(f"{len(result['rows'])} sizes: " + ", ".join(f"{n} {v}" for v, n in counts.items()),
+    counts = Counter(r.verdict for r in result.rows)
+    console.print(f"{len(result.rows)} sizes: " + ", ".join(f"{n} {v}" for v, n in counts.items()),
                   markup=False, highlight=False)
-    for run in result["runs"]:
-        names = [Path(x["run"]).name for k in range(len(run["without"]))
-                 for x in (run["without"][k], run["with"][k]) if x["run"]]
-        console.print(f"verification runs of {run['source']} in {run['dir']} (in the order run): " + ", ".join(names),
+    for run in result.runs:
+        names = [Path(x.run).name for k in range(len(run.without)) for x in (run.without[k], run.with_file[k])
+                 if x.run]
+        console.print(f"verification runs of {run.source} in {run.dir} (in the order run): " + ", ".join(names),
                       markup=False, highlight=False)
-    for record in result["records"]:
+    for record in result.records:
         console.print(f"record: {record}", markup=False, highlight=False)
