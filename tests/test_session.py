@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from runfiles import workload_row
-from watchdriver import Exit, run_watch
+from watchdriver import run_watch
 
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.measure import session
@@ -106,7 +106,7 @@ def test_progress_plain_lines(capsys):
 def test_a_watchdog_of_zero_seconds_is_off():
     w = Watchdog(0, 2, 0)
     w.start("an item", 0.0)
-    assert not w._thread.is_alive()
+    assert not w.running
     w.stop()
 
 
@@ -222,8 +222,12 @@ def test_a_stop_on_another_rank_stops_this_one_too_and_stays(tmp_path, stand_in_
 
 
 def test_a_signal_from_before_the_session_is_forgotten(tmp_path, stand_in_mpi):
-    session._SIGNALLED.append(signal.SIGINT)
-    s = _session(tmp_path)
+    for d in "ab":
+        (tmp_path / d).mkdir()
+    first = _session(tmp_path / "a")
+    signal.raise_signal(signal.SIGINT)  # noted by the first session, never asked for
+    first.close()
+    s = _session(tmp_path / "b")
     assert not s.stop_requested()
     s.close()
 
@@ -267,25 +271,22 @@ def test_a_session_stops_its_watchdog_and_progress_on_close(tmp_path, stand_in_m
     progress = Progress(1)
     progress.stop = lambda: stopped.append("progress")
     s = session.Session(_Ranks(), RunWriter(tmp_path, {}), watchdog_s=30, progress=progress)
-    assert s.watchdog._thread.is_alive() and s.progress is progress
+    assert s.watchdog.running and s.progress is progress
     s.close()
-    s.watchdog._thread.join(5)
-    assert not s.watchdog._thread.is_alive() and stopped == ["progress"]
+    s.watchdog.join(5)
+    assert not s.watchdog.running and stopped == ["progress"]
 
 
-def _watched(monkeypatch, rank, now, writer=None, seconds=7.0, rounds=1):
-    """Run the watchdog's loop for `rounds` wakes at monotonic time `now`; the exit code it left with, or None."""
+def _watched(monkeypatch, rank, now, writer=None, seconds=7.0):
+    """The watchdog checked at monotonic time `now`; the exit code it left with, or None."""
     w = Watchdog(0, 4, rank, writer)
     w.seconds = seconds
-    code, waits = run_watch(monkeypatch, w, now, rounds, ("bcast 1 KiB", 2.0))  # deadline 100 + 7 + 2 = 109
-    if code is None:
-        assert waits == [0.5] * (rounds + 1)
-    return code
+    return run_watch(monkeypatch, w, now, ("bcast 1 KiB", 2.0))  # deadline 100 + 7 + 2 = 109
 
 
 def test_the_watchdog_ends_the_job_past_the_deadline_and_marks_the_run_failed(tmp_path, monkeypatch, capsys):
     writer = RunWriter(tmp_path, {})
-    assert _watched(monkeypatch, 0, 109.0, writer, rounds=3) is None  # at the deadline, not past it
+    assert _watched(monkeypatch, 0, 109.0, writer) is None  # at the deadline, not past it
     assert _watched(monkeypatch, 0, 109.5, writer) == 3
     why = "watchdog: bcast 1 KiB at 4 ranks did not finish within 7 s past its budget; ending the job"
     assert capsys.readouterr().err == f"ccbench: error: {why}\n"
@@ -306,30 +307,23 @@ def test_the_watchdog_ends_the_job_even_when_run_json_cannot_be_written(tmp_path
 
 def test_the_other_ranks_watchdogs_wait_5_s_more_and_end_silently(monkeypatch, capsys):
     assert Watchdog(0, 2, 0).grace == 0.0 and Watchdog(0, 2, 1).grace == 5.0
-    assert _watched(monkeypatch, 1, 114.0, rounds=2) is None  # 109 + 5: not past it yet
+    assert _watched(monkeypatch, 1, 114.0) is None  # 109 + 5: not past it yet
     assert _watched(monkeypatch, 1, 114.5) == 3
     assert capsys.readouterr().err == ""
 
 
-def test_an_unarmed_watchdog_never_fires(monkeypatch):
+def test_an_unarmed_watchdog_never_fires():
     w = Watchdog(0, 2, 0)
     w.deadline = 0.0  # past, but no item has started: no label
-    wakes = iter([False, False, True])
-    monkeypatch.setattr(w._stop, "wait", lambda timeout: next(wakes))
-
-    def exit_(code):
-        raise Exit(code)
-
-    monkeypatch.setattr(session.os, "_exit", exit_)
-    w._watch()
+    assert w.check(1e12) is None and w.check(1e12, peers=False) is None
 
 
 def test_a_watchdog_of_under_a_second_watches(monkeypatch):
     w = Watchdog(0.5, 2, 0)
-    assert w._thread.is_alive()
+    assert w.running
     w.stop()
-    w._thread.join(5)
-    assert not w._thread.is_alive()
+    w.join(5)
+    assert not w.running
 
 
 def test_progress_on_a_terminal_is_a_bar_with_the_failures_beside_it():

@@ -9,8 +9,9 @@ import csv
 import io
 import json
 import re
-import signal
+import subprocess
 import sys
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -53,12 +54,10 @@ class _Ranks:
         return obj
 
 
-def _run_watch(monkeypatch, watchdog, now, rounds=1):
-    """Run `watchdog`'s loop, armed at monotonic 100 s for an item of budget 2 s, with the clock at `now`.
-
-    It wakes `rounds` times, then is told to stop.  Returns the exit code it left with, or None.
-    """
-    return run_watch(monkeypatch, watchdog, now, rounds, ("gather 4 KiB", 2.0))[0]
+def _run_watch(monkeypatch, watchdog, now):
+    """`watchdog` armed at monotonic 100 s for an item of budget 2 s, checked at `now`: the exit code it left with,
+    or None."""
+    return run_watch(monkeypatch, watchdog, now, ("gather 4 KiB", 2.0))
 
 
 class _Held:
@@ -117,11 +116,11 @@ def test_the_watchdog_records_the_time_it_ended_the_job(tmp_path, monkeypatch, c
 def test_a_session_s_watchdog_watches_its_time_names_its_rank_count_and_marks_its_run(tmp_path, stand_in_mpi,
                                                                                       monkeypatch, capsys):
     s = Session(_Ranks(rank=0, size=6), RunWriter(tmp_path, {"nranks": 6}), watchdog_s=30)
-    assert s.watchdog._thread.is_alive()  # 30 s: a watchdog runs
+    assert s.watchdog.running  # 30 s: a watchdog runs
     s.watchdog.stop()
-    s.watchdog._thread.join(5)
+    s.watchdog.join(5)
     # armed at 100 s for an item of budget 2 s: deadline 132 s, rank 0 without grace
-    assert _run_watch(monkeypatch, s.watchdog, 132.0, rounds=2) is None
+    assert _run_watch(monkeypatch, s.watchdog, 132.0) is None
     assert _run_watch(monkeypatch, s.watchdog, 132.5) == 3
     why = "watchdog: gather 4 KiB at 6 ranks did not finish within 30 s past its budget; ending the job"
     assert capsys.readouterr().err == f"ccbench: error: {why}\n"
@@ -132,39 +131,43 @@ def test_a_session_s_watchdog_watches_its_time_names_its_rank_count_and_marks_it
 def test_a_session_off_rank_0_has_a_silent_watchdog_with_5_s_of_grace(tmp_path, stand_in_mpi, monkeypatch, capsys):
     s = Session(_Ranks(rank=3, size=4), None, watchdog_s=0)
     s.watchdog.seconds = 10.0  # deadline 100 + 10 + 2 = 112, then 5 s of grace
-    assert _run_watch(monkeypatch, s.watchdog, 116.9, rounds=2) is None
+    assert _run_watch(monkeypatch, s.watchdog, 116.9) is None
     assert _run_watch(monkeypatch, s.watchdog, 117.1) == 3
     assert capsys.readouterr().err == ""
 
 
-def test_an_unarmed_watchdog_wakes_and_waits_without_ending_anything(monkeypatch):
-    """Before any item starts, its loop wakes every 0.5 s and finds nothing to do (no deadline yet)."""
-    w = Watchdog(0, 2, 0)
-    wakes, waits = iter([False, False, False, True]), []
+def test_the_watchdog_wakes_every_half_second_and_checks_peers_every_2_s():
+    """Its thread looks at the clock every 0.5 s and at the other ranks' processes every fourth wake."""
+    assert (session.WAKE_S, session.PEER_CHECK_S, session.PEER_CHECK_TICKS) == (0.5, 2.0, 4)
 
-    def wait(timeout):
-        waits.append(timeout)
-        return next(wakes)
 
-    monkeypatch.setattr(w._stop, "wait", wait)
-    monkeypatch.setattr(session.time, "monotonic", lambda: 1e12)
-
-    def exit_(code):
-        raise Exit(code)
-
-    monkeypatch.setattr(session.os, "_exit", exit_)
-    w._watch()
-    assert waits == [0.5] * 4
+def test_a_peer_gone_at_two_peer_checks_in_a_row_ends_the_job_and_an_idle_rank_never_asks(monkeypatch):
+    w = Watchdog(0, 3, 0)
+    w.seconds = 60.0  # no deadline passes here
+    alive = {11: True, 12: False}
+    monkeypatch.setattr(session, "process_gone", lambda pid, start: not alive[pid])
+    w.watch_peers({1: (11, None), 2: (12, "7")})
+    assert w.check(0.0) is None                                  # no item in progress: peers may leave
+    w.start("bcast 8 B", 1.0, now=0.0)
+    assert w.check(0.5) is None                                  # rank 2 gone once: it may be a slow reap
+    assert w.check(1.0, peers=False) is None                     # not a peer check: the one seen gone waits
+    assert w.check(1.5) == ("rank 2 (process 12) ended during bcast 8 B: a rank crashed, was killed or aborted, "
+                            "leaving the others waiting; ending the job")
+    w.idle()
+    assert w.check(2.0) is None and w.check(2.5) is None         # idle: no peer is looked at
+    w.start("bcast 16 B", 1.0, now=3.0)
+    alive[12] = True
+    assert w.check(3.5) is None                                  # back (another process of its id): not gone
+    alive[11] = alive[12] = False
+    assert w.check(4.0) is None
+    assert w.check(4.5).startswith("rank 1 (process 11) ended during bcast 16 B")   # the lowest rank named
 
 
 def test_the_watchdog_thread_never_holds_the_process_open():
-    """A daemon thread: a rank whose run ends without stop() still exits."""
-    w = Watchdog(60, 2, 0)
-    try:
-        assert w._thread.daemon and w._thread.is_alive()
-    finally:
-        w.stop()
-        w._thread.join(5)
+    """A daemon thread: a rank whose run ends without stop() still exits at once."""
+    code = "from ccbench.measure.session import Watchdog\nw = Watchdog(60, 2, 0)\nassert w.running\n"
+    done = subprocess.run([sys.executable, "-c", code], timeout=60, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def test_the_watchdog_s_line_is_out_before_the_process_ends(tmp_path, monkeypatch):
@@ -179,7 +182,7 @@ def test_the_watchdog_s_line_is_out_before_the_process_ends(tmp_path, monkeypatc
 
 def test_a_session_without_a_watchdog_starts_no_thread(tmp_path, stand_in_mpi):
     s = Session(_Ranks(), RunWriter(tmp_path, {}), watchdog_s=0)
-    assert not s.watchdog._thread.is_alive() and s.watchdog.seconds == 0
+    assert not s.watchdog.running and s.watchdog.seconds == 0
     s.close()
 
 
@@ -350,13 +353,6 @@ def test_an_unset_or_empty_fault_is_none(monkeypatch):
     assert _read(monkeypatch, "") is None
 
 
-def test_a_signal_handler_only_notes_the_signal():
-    session._SIGNALLED.clear()
-    session._on_signal(signal.SIGINT, None)
-    assert session._SIGNALLED == [signal.SIGINT]
-    session._SIGNALLED.clear()
-
-
 def test_a_fault_of_an_unknown_kind_is_refused_with_the_usage(monkeypatch):
     with pytest.raises(UsageError) as e:
         _read(monkeypatch, "nap:0:ddp:1")
@@ -517,3 +513,37 @@ def test_rounds_of_an_unblocked_shuffled_launch_are_drawn_from_the_seed_and_the_
 def test_every_round_of_a_planned_launch_repeats_its_order():
     items = ["a", "b", "c"]
     assert session.round_orders(items, {"order": "planned", "launch": 1}, 4) == [items] * 4
+
+
+# -- the watchdog's own thread, in this process ------------------------------------------------------------------
+
+
+def test_the_watchdog_thread_checks_at_every_wake_asks_peers_every_few_and_ends_the_job_once(monkeypatch, capsys):
+    """Its daemon thread (named ``ccbench-watchdog``) checks at every wake, asks about peers at every
+    ``PEER_CHECK_TICKS``-th, and ends the job the first time a check says why (here its os._exit only notes it)."""
+    monkeypatch.setattr(session, "WAKE_S", 0.01)
+    monkeypatch.setattr(session, "PEER_CHECK_TICKS", 3)
+    calls, ended, holder = [], [], []
+    real = Watchdog.check
+
+    def check(self, now, peers=True):
+        calls.append((now, peers))
+        return real(self, now, peers)
+
+    def exit_(code):
+        ended.append(code)
+        holder[0].stop()
+
+    monkeypatch.setattr(Watchdog, "check", check)
+    monkeypatch.setattr(session.os, "_exit", exit_)
+    w = Watchdog(0.05, 2, 0)
+    holder.append(w)
+    (thread,) = [t for t in threading.enumerate() if t.name == "ccbench-watchdog"]
+    assert thread.daemon and w.running
+    w.start("scatter 1 MiB", 0.0)
+    w.join(10)
+    assert not w.running and ended == [3]
+    assert capsys.readouterr().err == ("ccbench: error: watchdog: scatter 1 MiB at 2 ranks did not finish within "
+                                       "0.05 s past its budget; ending the job\n")
+    assert len(calls) >= 3 and [p for _, p in calls] == [(i + 1) % 3 == 0 for i in range(len(calls))]
+    assert all(a < b for (a, _), (b, _) in zip(calls, calls[1:], strict=False))  # the clock at each wake

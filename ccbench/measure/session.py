@@ -383,7 +383,9 @@ def process_gone(pid: int, start: str | None = None) -> bool:
 #: from a timing loop for tens of microseconds per peer, so not at every half-second wake-up (a dead peer is then
 #: found within two checks, 2-4 s).
 PEER_CHECK_S = 2.0
-PEER_CHECK_TICKS = int(PEER_CHECK_S / 0.5)
+#: How often a watchdog wakes to look at the clock.
+WAKE_S = 0.5
+PEER_CHECK_TICKS = int(PEER_CHECK_S / WAKE_S)
 
 
 class Watchdog:
@@ -412,6 +414,7 @@ class Watchdog:
         self.deadline = float("inf")
         self.peers: dict[int, tuple[int, str | None]] = {}  # rank -> (process id, start), other ranks of this node
         self._busy = False  # an item is in progress (peers are checked only then)
+        self._gone: set[int] = set()  # peers seen gone at the last peer check
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="ccbench-watchdog", daemon=True)
         if seconds > 0:
@@ -422,9 +425,11 @@ class Watchdog:
         progress."""
         self.peers = dict(peers)
 
-    def start(self, label: str, budget_s: float) -> None:
-        """Arm the deadline for the item `label`: the watchdog time plus the item's own budget."""
-        self.label, self.deadline, self._busy = label, time.monotonic() + self.seconds + budget_s, True
+    def start(self, label: str, budget_s: float, now: float | None = None) -> None:
+        """Arm the deadline for the item `label`: the watchdog time plus the item's own budget, from `now` (monotonic
+        seconds; by default the clock's)."""
+        now = time.monotonic() if now is None else now
+        self.label, self.deadline, self._busy = label, now + self.seconds + budget_s, True
 
     def idle(self) -> None:
         """The item is done on this rank (its rows are written): peers may leave from here on."""
@@ -435,8 +440,38 @@ class Watchdog:
         self._busy = False
         self._stop.set()
 
-    def _end(self, why: str) -> None:
-        """Say `why` (rank 0), mark the run failed, leave without finalising MPI."""
+    @property
+    def running(self) -> bool:
+        """Whether the watch's thread is alive (a watchdog of 0 seconds never starts one)."""
+        return self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the watch's thread to end after `stop` (at most `timeout` seconds)."""
+        if self._thread.ident is not None:
+            self._thread.join(timeout)
+
+    def check(self, now: float, peers: bool = True) -> str | None:
+        """Why the job must end at monotonic time `now`, or None.
+
+        The item in progress is past its deadline (plus the grace of a rank other than 0); or, where `peers` (a peer
+        check is due: every ``PEER_CHECK_S``) and an item is in progress, a peer was seen gone at this check and
+        at the one before.
+        """
+        if now > self.deadline + self.grace and self.label is not None:
+            return (f"watchdog: {self.label} at {self.nranks} ranks did not finish within {self.seconds:g} s past its "
+                    "budget; ending the job")
+        if not peers:
+            return None
+        gone = {r for r, (pid, start) in self.peers.items() if process_gone(pid, start)} if self._busy else set()
+        seen, self._gone = self._gone, gone
+        for r in sorted(gone & seen):
+            return (f"rank {r} (process {self.peers[r][0]}) ended during {self.label}: a rank crashed, was killed or "
+                    "aborted, leaving the others waiting; ending the job")
+        return None
+
+    def end(self, why: str) -> None:
+        """End the job: say `why` (rank 0, flushed: ``os._exit`` flushes nothing), mark the run failed (rank 0,
+        which owns run.json; finished rows are on disk already), leave with exit code 3 without finalising MPI."""
         if self.rank != 0:
             os._exit(3)
         print(f"ccbench: error: {why}", file=sys.stderr, flush=True)
@@ -449,20 +484,12 @@ class Watchdog:
         os._exit(3)
 
     def _watch(self) -> None:
-        seen: set[int] = set()  # peers seen gone at the last check
         ticks = 0
-        while not self._stop.wait(0.5):
-            if time.monotonic() > self.deadline + self.grace and self.label is not None:
-                self._end(f"watchdog: {self.label} at {self.nranks} ranks did not finish within "
-                          f"{self.seconds:g} s past its budget; ending the job")
+        while not self._stop.wait(WAKE_S):
             ticks += 1
-            if ticks % PEER_CHECK_TICKS:
-                continue
-            gone = {r for r, (pid, start) in self.peers.items() if process_gone(pid, start)} if self._busy else set()
-            for r in sorted(gone & seen):
-                self._end(f"rank {r} (process {self.peers[r][0]}) ended during {self.label}: a rank crashed, was "
-                          "killed or aborted, leaving the others waiting; ending the job")
-            seen = gone
+            why = self.check(time.monotonic(), peers=ticks % PEER_CHECK_TICKS == 0)
+            if why:
+                self.end(why)
 
 
 class StartupWatch:
