@@ -367,13 +367,14 @@ def test_bootstrap_resamples_launches_before_samples():
     assert inside(f.line.beta_ci_s_per_byte, f.line.beta_s_per_byte)
     # per size: launches 10% apart, samples 1% apart -> the two-stage replicates spread like the launches
     # (sd of a mean of 4 launches ~ 0.1 / 2), the samples taken as one launch only like the 1% noise
-    from ccbench.analysis.fit import _boot_medians, _clean_samples
+    from ccbench.analysis.fit import _clean_samples
+    from ccbench.core.estimators import bootstrap_medians
 
-    two = _boot_medians([_clean_samples(row_samples(r)) for r in rows], 400, np.random.default_rng(0))
-    one = _boot_medians([np.asarray(r["samples_s"]) for r in rows], 400, np.random.default_rng(0))
+    two = bootstrap_medians([_clean_samples(row_samples(r)) for r in rows], 400, np.random.default_rng(0))
+    one = bootstrap_medians([np.asarray(r["samples_s"]) for r in rows], 400, np.random.default_rng(0))
     sd_two, sd_one = np.std(np.log(two), axis=0), np.std(np.log(one), axis=0)
     assert 0.02 < np.median(sd_two) < 0.08 and np.median(sd_two) > 2.5 * np.median(sd_one)
-    calm = _boot_medians([_clean_samples(row_samples(r)) for r in _launch_rows(0.0)], 400, np.random.default_rng(0))
+    calm = bootstrap_medians([_clean_samples(row_samples(r)) for r in _launch_rows(0.0)], 400, np.random.default_rng(0))
     assert np.median(np.std(np.log(calm), axis=0)) < 0.01
 
 
@@ -420,18 +421,9 @@ def test_bic_is_schwarz_with_three_parameters_per_segment_less_one():
     assert _bic(0.0, 8, 1) == pytest.approx(8 * math.log(1e-12) + 2 * math.log(8))
 
 
-def test_percentile_interval_by_hand():
-    from ccbench.analysis.fit import _percentile_ci
-
-    v = np.arange(101, dtype=float)                   # percentile p of 0..100 is p itself
-    assert _percentile_ci(v, 0.90) == pytest.approx((5.0, 95.0))
-    assert _percentile_ci(np.append(v, [math.nan, math.inf]), 0.80) == pytest.approx((10.0, 90.0))
-    lo, hi = _percentile_ci(np.array([math.nan]), 0.95)
-    assert math.isnan(lo) and math.isnan(hi)
-
-
 def test_weighted_line_matches_polyfit_with_relative_weights():
-    from ccbench.analysis.fit import _weighted_r2, _wls_line
+    from ccbench.analysis.fit import _weighted_r2
+    from ccbench.core.estimators import wls_line as _wls_line
 
     x = np.array([0.0, 1.0, 2.0, 4.0])
     y = np.array([1.0, 1.5, 4.0, 5.0])
@@ -472,7 +464,8 @@ def test_line_flags_by_hand():
 
 
 def test_clean_samples_keeps_finite_positive_and_needs_two():
-    from ccbench.analysis.fit import _Blocks, _clean_samples
+    from ccbench.analysis.fit import _clean_samples
+    from ccbench.core.estimators import LaunchBlocks as _Blocks
 
     assert _clean_samples(None) is None
     assert _clean_samples([1.0, 0.0, -1.0, math.nan, math.inf]) is None          # one usable sample

@@ -14,6 +14,9 @@ import pytest
 from ccbench.analysis import fit
 from ccbench.analysis.fit import NetworkParams
 from ccbench.core.errors import CCBenchError
+from ccbench.core.estimators import (
+    LaunchBlocks,
+)
 
 
 def _red(path, temp, sizes, gamma, overhead=1e-6, **extra):
@@ -29,73 +32,6 @@ def _wls_slope(x, y):
 
 
 # --------------------------------------------------------------------------- core maths
-
-
-def test_wls_line_recovers_an_exact_line():
-    """Noise-free T = a + b n gives back a and b exactly (any weights fit a line exactly)."""
-    x = np.array([0.0, 1e3, 1e4, 1e5, 1e6])
-    a, b = fit._wls_line(x, 2e-6 + 3e-10 * x)
-    assert float(a) == pytest.approx(2e-6, rel=1e-12, abs=0)
-    assert float(b) == pytest.approx(3e-10, rel=1e-12, abs=0)
-
-
-def test_residual_bootstrap_draws_every_observed_residual_and_only_those():
-    """Each synthetic value is fitted * (1 + r) for a residual r drawn uniformly from all of them."""
-    fitted = np.array([1.0, 2.0, 4.0])
-    rel = np.array([0.5, 0.0, -0.25])
-    Y = fit._boot_residuals(fitted, rel, 3000, np.random.default_rng(0))
-    assert Y.shape == (3000, 3)
-    for j in range(3):
-        got = Y[:, j] / fitted[j] - 1.0
-        values, counts = np.unique(np.round(got, 12), return_counts=True)
-        assert values.tolist() == [-0.25, 0.0, 0.5]
-        assert np.all(np.abs(counts / 3000 - 1 / 3) < 0.05)        # uniform over the 3 residuals
-
-
-def test_residual_bootstrap_floors_values_at_a_thousandth_of_the_smallest_fitted_time():
-    """Non-positive synthetic times become 1e-3 * min |fitted != 0|, or 1e-12 when every fitted value is 0."""
-    rng = np.random.default_rng(1)
-    # fitted 1, 2, 4: floor 1e-3.  Residual -1.5 makes negative times (floored); -0.9985 makes
-    # 0.0015 * fitted, above the floor, which must be kept as it is
-    Y = fit._boot_residuals(np.array([1.0, 2.0, 4.0]), np.array([-1.5, -0.9985, 0.5]), 600, rng)
-    assert sorted(set(np.round(Y[:, 0], 12))) == [1e-3, 0.0015, 1.5]
-    assert sorted(set(np.round(Y[:, 2], 12))) == [1e-3, 0.006, 6.0]
-    # fitted all 1: the same floor 1e-3
-    ones = fit._boot_residuals(np.ones(3), np.array([-2.0, 0.0, 0.0]), 300, rng)
-    assert sorted(set(ones.ravel().tolist())) == [1e-3, 1.0]
-    # fitted all 0: nothing to scale by, the floor is 1e-12
-    zero = fit._boot_residuals(np.zeros(3), np.array([0.1, -0.1, 0.0]), 50, rng)
-    assert np.all(zero == 1e-12)
-
-
-def test_launch_bootstrap_of_constant_launches_in_several_memory_chunks():
-    """Launches of constant samples: each replicate is the geometric mean of L launch levels drawn with replacement.
-
-    1001 samples per launch and 2000 draws per launch exceed the 2e6-value memory chunk, so
-    the draws are made in pieces; the answer must not depend on that.
-    """
-    blocks = fit._Blocks([np.full(1001, 1.0), np.full(1001, 4.0)])
-    v = fit._boot_launches(blocks, 1000, np.random.default_rng(0))
-    assert v.shape == (1000,)
-    values, counts = np.unique(np.round(v, 12), return_counts=True)
-    # draws (1, 1) -> 1, (1, 4) or (4, 1) -> 2, (4, 4) -> 4 with probabilities 1/4, 1/2, 1/4
-    assert values.tolist() == [1.0, 2.0, 4.0]
-    assert np.all(np.abs(counts / 1000 - [0.25, 0.5, 0.25]) < 0.06)
-
-
-def test_launch_bootstrap_resamples_the_samples_within_each_drawn_launch():
-    """Launches of samples 1, 4, 4: a resampled launch's median is 1 with probability 7/27, else 4.
-
-    (Median of 3 draws is 1 when two or more draws are 1: 3 (1/3)^2 (2/3) + (1/3)^3 = 7/27.)  A replicate of
-    two launches is sqrt(m1 m2) of two independent such medians: 1, 2 or 4.
-    """
-    blocks = fit._Blocks([np.array([1.0, 4.0, 4.0]), np.array([1.0, 4.0, 4.0])])
-    v = fit._boot_launches(blocks, 4000, np.random.default_rng(0))
-    p1 = 7 / 27
-    want = {1.0: p1 * p1, 2.0: 2 * p1 * (1 - p1), 4.0: (1 - p1) ** 2}
-    values, counts = np.unique(np.round(v, 12), return_counts=True)
-    assert values.tolist() == [1.0, 2.0, 4.0]
-    assert all(abs(c / 4000 - want[x]) < 0.03 for x, c in zip(values.tolist(), counts, strict=True))
 
 
 def test_from_dict_turns_null_interval_bounds_back_into_nan():
@@ -360,51 +296,89 @@ def test_confidence_sets_the_percentiles():
 # --------------------------------------------------------------------------- preparing points, samples
 
 
-def test_prepare_sorts_merges_and_drops_by_hand():
-    """Sorted sizes; a repeated size's samples pooled (median recomputed); bad times dropped; lengths checked."""
-    x, y, s = fit._prepare([64, 8, 64, 16, -8, 32], [3.0, 1.0, 5.0, 0.0, 1.0, math.nan],
-                           [[2.0, 4.0], [1.0, 1.0], [5.0, 6.0, 7.0], [1.0, 2.0], [1.0, 2.0], [1.0, 2.0]])
-    assert x.tolist() == [8.0, 64.0] and y.tolist() == [1.0, 5.0]   # median of 2, 4, 5, 6, 7
-    assert [v.tolist() for v in s] == [[1.0, 1.0], [2.0, 4.0, 5.0, 6.0, 7.0]]
-    # a repeated size without samples: the medians' median; one size without samples: no samples at all
-    x, y, s = fit._prepare([8, 8, 8, 16], [1.0, 2.0, 9.0, 3.0], [None, None, None, [3.0, 3.0]])
-    assert x.tolist() == [8.0, 16.0] and y.tolist() == [2.0, 3.0] and s is None
-    x, y, s = fit._prepare([0, 8], [1.0, 2.0])                       # size 0 is a size; no samples given
-    assert x.tolist() == [0.0, 8.0] and s is None
+def _line_through(f, x0, y0, x1, y1):
+    """`f` (a LineFit) is the line through (x0, y0) and (x1, y1): two sizes fit exactly, whatever the weights."""
+    b = (y1 - y0) / (x1 - x0)
+    assert f.beta_s_per_byte == pytest.approx(b, rel=1e-9) and f.alpha_s == pytest.approx(y0 - b * x0, rel=1e-9)
+
+
+def test_a_fit_sorts_sizes_pools_a_repeated_size_and_drops_bad_times():
+    """Sizes sorted; a repeated size's samples pooled and its median recomputed; a non-positive or NaN time and a
+    negative size dropped."""
+    f = fit.fit_line([64, 8, 64, 16, -8, 32], [3.0, 1.0, 5.0, 0.0, 1.0, math.nan],
+                     [[2.0, 4.0], [1.0, 1.0], [5.0, 6.0, 7.0], [1.0, 2.0], [1.0, 2.0], [1.0, 2.0]], n_boot=400)
+    assert (f.n_sizes, f.nbytes_min, f.nbytes_max, f.bootstrap) == (2, 8, 64, "samples")
+    _line_through(f, 8, 1.0, 64, 5.0)                                 # 5: the median of 2, 4, 5, 6, 7
+    # the replicates resample the pooled samples of 64 (size 8's are constant): a median of 2 or of 7 has
+    # probability P(3 or more of 5 draws) = 0.058 each, so the 95% interval of beta is (2 - 1, 7 - 1) / 56
+    assert f.beta_ci_s_per_byte == pytest.approx((1 / 56, 6 / 56), rel=1e-9)
+
+
+def test_a_fit_takes_the_median_of_medians_where_a_size_has_no_samples_and_then_resamples_residuals():
+    f = fit.fit_line([8, 8, 8, 16, 32], [1.0, 2.0, 9.0, 3.0, 5.0], [None, None, None, [3.0, 3.0], [5.0, 5.0]],
+                     n_boot=50)
+    assert f.bootstrap == "residuals" and f.n_sizes == 3
+    _line_through(f, 8, 2.0, 16, 3.0)                                  # 2: the median of 1, 2, 9; 32 on the line
+    z = fit.fit_line([0, 8], [1.0, 2.0], n_boot=0)                     # size 0 is a size; no samples given
+    assert (z.nbytes_min, z.bootstrap) == (0, "none")
+    _line_through(z, 0, 1.0, 8, 2.0)
+
+
+def test_a_fit_refuses_sizes_times_and_samples_of_different_lengths():
     with pytest.raises(CCBenchError, match="nbytes and median_s differ in length"):
-        fit._prepare([8, 16], [1.0])
+        fit.fit_line([8, 16], [1.0])
     with pytest.raises(CCBenchError, match="samples_s and median_s differ in length"):
-        fit._prepare([8, 16], [1.0, 2.0], [[1.0, 1.0]])
+        fit.fit_line([8, 16], [1.0, 2.0], [[1.0, 1.0]])
 
 
-def test_prepare_pools_launch_blocks_of_a_repeated_size():
-    """Rows of one size measured in launches: every launch of every row becomes its own block."""
-    blocks = fit._Blocks([np.array([1.0, 2.0]), np.array([3.0, 4.0])])
-    x, y, s = fit._prepare([8, 8, 16], [2.0, 9.0, 1.0], [blocks, [9.0, 10.0], [1.0, 1.0]])
-    assert x.tolist() == [8.0, 16.0]
-    assert isinstance(s[0], fit._Blocks) and [b.tolist() for b in s[0]] == [[1.0, 2.0], [3.0, 4.0], [9.0, 10.0]]
-    assert y.tolist() == [float(np.median([1, 2, 3, 4, 9, 10])), 1.0]
+def _curve_rows(*rows):
+    return [dict(collective="allreduce", algorithm="ring", nranks=2, **r) for r in rows]
+
+
+def test_rows_of_one_size_measured_in_launches_pool_every_launch_as_its_own():
+    """Every launch of every row of a repeated size becomes its own launch (also of unequal lengths, beside a row
+    of one launch); the median is that of all their samples, and the replicates resample launches first."""
+    f = fit.fit_curve(_curve_rows(
+        dict(nbytes=8, median_s=2.0, samples_s=[1.0, 2.0, 3.0, 4.0], launches=[1, 2], launch_samples=[2, 2]),
+        dict(nbytes=8, median_s=9.0, samples_s=[9.0, 10.0]),
+        dict(nbytes=16, median_s=1.0, samples_s=[1.0, 1.0])), n_boot=50)
+    assert f.line.bootstrap == "launches, then samples"
+    _line_through(f.line, 8, 3.5, 16, 1.0)                             # the median of 1, 2, 3, 4, 9, 10
+    g = fit.fit_curve(_curve_rows(
+        dict(nbytes=8, median_s=9.0, samples_s=[1.0, 2.0, 3.0, 4.0, 5.0], launches=[1, 2], launch_samples=[2, 3]),
+        dict(nbytes=8, median_s=9.0, samples_s=[6.0, 7.0]),
+        dict(nbytes=16, median_s=1.0, samples_s=[1.0, 1.0])), n_boot=50)
+    assert g.line.bootstrap == "launches, then samples"
+    _line_through(g.line, 8, 4.0, 16, 1.0)                             # the median of 1 ... 7
+
+
+def test_null_sizes_times_and_samples_are_dropped():
+    """JSON nulls (how strict JSON stores a non-finite number) in sizes, times or samples are dropped, not fatal."""
+    n = [1e3, 2e3, 4e3, 8e3, 16e3]
+    t = [2e-6 + 1e-10 * v for v in n]
+    a = fit.fit_line([n[0], None, n[2], n[3], n[4]], [t[0], t[1], None, t[3], t[4]], n_boot=0)
+    assert a.n_sizes == 3 and (a.nbytes_min, a.nbytes_max) == (1000, 16000)
+    assert a.alpha_s == pytest.approx(2e-6, rel=1e-9, abs=0)
+    assert a.beta_s_per_byte == pytest.approx(1e-10, rel=1e-9, abs=0)
+    # a null sample is dropped, the two others kept: the replicates resample samples
+    assert fit.fit_line([8, 16], [1.5, 3.0], [[1.0, None, 2.0], [3.0, 3.0]], n_boot=50).bootstrap == "samples"
+    # launches with no valid sample left: no samples at all, so the replicates resample residuals
+    dead = LaunchBlocks([np.array([math.nan, 0.0]), np.array([-1.0])])
+    got = fit.fit_line([8, 16, 32], [1.0, 2.0, 4.0], [dead, [2.0, 2.0], [4.0, 4.0]], n_boot=50)
+    assert got.bootstrap == "residuals"
 
 
 def test_row_samples_split_only_when_the_launch_counts_add_up():
     """Two or more launches whose counts sum to the samples: one block each; anything else: one array."""
     row = dict(samples_s=[1.0, 2.0, 3.0, 4.0, 5.0], launches=[1, 2], launch_samples=[2, 3])
     got = fit.row_samples(row)
-    assert isinstance(got, fit._Blocks) and [b.tolist() for b in got] == [[1.0, 2.0], [3.0, 4.0, 5.0]]
+    assert isinstance(got, LaunchBlocks) and [b.tolist() for b in got] == [[1.0, 2.0], [3.0, 4.0, 5.0]]
     for other in (dict(row, launch_samples=[2, 2]), dict(row, launches=[1, 2, 3]),
                   dict(row, launches=[1], launch_samples=[5]), dict(row, launches=None, launch_samples=None)):
         flat = fit.row_samples(other)
-        assert not isinstance(flat, fit._Blocks) and flat.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
+        assert not isinstance(flat, LaunchBlocks) and flat.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
     assert fit.row_samples(dict(median_s=1.0)) is None
     assert fit.row_samples(dict(samples_s=[[1.0], [2.0]])).tolist() == [1.0, 2.0]
-
-
-def test_sample_bootstrap_of_constant_sizes_in_several_memory_chunks():
-    """Constant samples give constant bootstrap medians, also when one size's draws are split in chunks."""
-    v = fit._boot_medians([np.full(2001, 3.0), np.array([1.0, 1.0, 2.0])], 1000, np.random.default_rng(0))
-    assert v.shape == (1000, 2) and np.all(v[:, 0] == 3.0)
-    # medians of 3 draws from {1, 1, 2}: 2 only when two or more draws are 2 -> 3 (1/3)^2 (2/3) + (1/3)^3 = 7/27
-    assert set(v[:, 1].tolist()) == {1.0, 2.0} and abs(np.mean(v[:, 1] == 2.0) - 7 / 27) < 0.05
 
 
 # --------------------------------------------------------------------------- curves, ping-pong, gamma
@@ -588,64 +562,6 @@ def test_joint_fit_bootstrap_kinds_and_intervals():
     assert r.max_rel_residual == pytest.approx(max(abs(1 - a / b) for a, b in zip(fitted, t, strict=True)))
 
 
-def test_nnls_on_the_relative_system_by_hand():
-    """Unconstrained optimum when feasible; else the best fit on the remaining column (closed form)."""
-    X = np.array([[1.0, 10.0], [2.0, 100.0], [4.0, 1000.0]])
-    y = X @ np.array([3e-6, 2e-9])
-    th = fit._nnls_rel(X, y[None, :])
-    assert th.shape == (1, 2) and th[0] == pytest.approx([3e-6, 2e-9], rel=1e-9, abs=0)
-    # 10 ns/B but the smallest size 10% faster: the unconstrained alpha is negative; NNLS puts it at 0
-    # and fits beta alone: min sum (beta u_i - 1)^2 with u_i = bytes_i / y_i  ->  beta = sum u / sum u^2
-    y2 = np.array([0.9e-7, 1e-6, 1e-5])
-    assert np.linalg.lstsq(X / y2[:, None], np.ones(3), rcond=None)[0][0] < 0
-    (a, b), = fit._nnls_rel(X, y2[None, :])
-    u = X[:, 1] / y2
-    assert a == 0.0 and b == pytest.approx(u.sum() / (u @ u), rel=1e-9, abs=0)
-    # a known part o of each time: the fit is of y - o, weighted by 1 / y
-    off = np.array([1e-6, 0.0, 2e-6])
-    (a, b), = fit._nnls_rel(X, (y + off)[None, :], off)
-    assert (a, b) == (pytest.approx(3e-6, rel=1e-9, abs=0), pytest.approx(2e-9, rel=1e-9, abs=0))
-    # times below the known part: every parameter 0 (the zero vector beats every feasible support)
-    assert fit._nnls_rel(X, y[None, :] * 0.5, y).tolist() == [[0.0, 0.0]]
-    # rows solved together (a bootstrap) give what each row gives alone
-    together = fit._nnls_rel(X, np.vstack([y, y2, y * 0.5]), None)
-    for row, alone in zip(together, (y, y2, y * 0.5), strict=True):
-        assert row == pytest.approx(fit._nnls_rel(X, alone[None, :])[0], rel=1e-12, abs=0)
-    # one column, one time partly explained by a large known part: t = 1 - o / y = (1, -3), a = x / y = (10, 1);
-    # theta = a.t / a.a = 7 / 101 > 0, though its residual sum (9.5) exceeds the number of rows
-    (th,), = fit._nnls_rel(np.array([[10.0], [1.0]]), np.array([[1.0, 1.0]]), np.array([0.0, 4.0]))
-    assert th == pytest.approx(7 / 101, rel=1e-12, abs=0)
-    # a zero column is allowed: its parameter stays 0
-    Z = np.column_stack([X[:, 0], np.zeros(3)])
-    (a, b), = fit._nnls_rel(Z, (X[:, 0] * 3e-6)[None, :])
-    assert a == pytest.approx(3e-6, rel=1e-9, abs=0) and b == 0.0
-
-
-def test_nnls_holds_a_slightly_negative_slope_at_zero():
-    """A slope of -1e-14 s/B is not accepted as "almost zero": beta is 0 and alpha is refitted alone.
-
-    Alone, alpha minimises sum (alpha v_i - 1)^2 with v_i = steps_i / y_i: alpha = sum v / sum v^2.
-    """
-    X = np.array([[1.0, 1e3], [2.0, 1e5], [4.0, 1e7]])
-    y = X @ np.array([1e-6, -1e-14])                 # 4e-6 - 1e-7 at the largest size
-    (a, b), = fit._nnls_rel(X, y[None, :])
-    v = X[:, 0] / y
-    assert b == 0.0 and a == pytest.approx(v.sum() / (v @ v), rel=1e-12, abs=0)
-    assert abs(a / 1e-6 - 1) > 1e-3                  # not the unconstrained alpha
-
-
-def test_nnls_rows_are_solved_independently_in_memory_chunks():
-    """Rows too many for one memory chunk: each row still gets its own exact answer, in its place."""
-    n = 600_000                                   # 4e6 // (n * 2) = 3 rows per chunk: 4 rows -> chunks of 3 and 1
-    X = np.column_stack([1.0 + np.arange(n) % 7, np.linspace(1e3, 1e6, n)])
-    thetas = np.array([[2e-6, 1e-10], [3e-6, 4e-10], [1e-6, 2e-10], [5e-6, 3e-10]])
-    off = np.full(n, 1e-6)                        # a known part of every time, passed on to every chunk
-    got = fit._nnls_rel(X, thetas @ X.T + off, off)
-    assert got.shape == (4, 2)
-    for i in range(4):
-        assert got[i] == pytest.approx(thetas[i], rel=1e-8, abs=0)
-
-
 # --------------------------------------------------------------------------- comparisons, gamma by temperature
 
 
@@ -711,28 +627,6 @@ def test_exact_refusal_messages():
 def test_bandwidth_is_one_over_beta_in_units_of_1e9_bytes_per_second():
     """beta = 1e-10 s/byte is 1e10 bytes/s = 10 GB/s (GB = 1e9 bytes), to rounding."""
     assert NetworkParams(alpha_s=0.0, beta_s_per_byte=1e-10).bandwidth_gbs == pytest.approx(10.0, rel=1e-13, abs=0)
-
-
-def test_null_sizes_times_and_samples_are_dropped():
-    """JSON nulls (how strict JSON stores a non-finite number) in sizes, times or samples are dropped, not fatal."""
-    n = [1e3, 2e3, 4e3, 8e3, 16e3]
-    t = [2e-6 + 1e-10 * v for v in n]
-    a = fit.fit_line([n[0], None, n[2], n[3], n[4]], [t[0], t[1], None, t[3], t[4]], n_boot=0)
-    assert a.n_sizes == 3 and (a.nbytes_min, a.nbytes_max) == (1000, 16000)
-    assert a.alpha_s == pytest.approx(2e-6, rel=1e-9, abs=0)
-    assert a.beta_s_per_byte == pytest.approx(1e-10, rel=1e-9, abs=0)
-    got = fit._clean_samples([1.0, None, 2.0])
-    assert got.dtype == float and got.tolist() == [1.0, 2.0]
-    # launches with no valid sample left: no samples at all
-    assert fit._clean_samples(fit._Blocks([np.array([math.nan, 0.0]), np.array([-1.0])])) is None
-
-
-def test_repeated_size_pools_launches_of_different_lengths():
-    """Launch blocks of unequal lengths pooled with a plain row: the median of all their samples."""
-    rows = [fit._Blocks([np.array([1.0, 2.0]), np.array([3.0, 4.0, 5.0])]), np.array([6.0, 7.0])]
-    x, y, samples = fit._prepare([8, 8, 16], [9.0, 9.0, 1.0], rows + [np.array([1.0, 1.0])])
-    assert x.tolist() == [8.0, 16.0] and y.tolist() == [4.0, 1.0]
-    assert [b.tolist() for b in samples[0]] == [[1.0, 2.0], [3.0, 4.0, 5.0], [6.0, 7.0]]
 
 
 def test_weighted_r2_of_a_curve_with_small_spread():

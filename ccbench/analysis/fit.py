@@ -32,6 +32,14 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from ccbench.core.errors import CCBenchError
+from ccbench.core.estimators import (
+    LaunchBlocks,
+    bootstrap_medians,
+    bootstrap_residuals,
+    nnls_relative,
+    percentile_ci,
+    wls_line,
+)
 
 __all__ = [
     "CONFIDENCE",
@@ -369,26 +377,6 @@ class ParamComparison(_Record):
 # --------------------------------------------------------------------------- core maths
 
 
-def _wls_line(x: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Fit Y = a + b x with weights 1/Y^2, vectorised over the leading axes of Y.
-
-    Weighted least squares minimises sum_i w_i (y_i - a - b x_i)^2; with w_i = 1/y_i^2 that
-    is the sum of squared *relative* residuals.  The closed form about the weighted mean
-    (any regression text, e.g. Draper & Smith, "Applied Regression Analysis", 1998,
-    sec. 9.2) is numerically stable for x spanning six decades.
-    """
-    w = 1.0 / (Y * Y)
-    sw = w.sum(-1)
-    xbar = (w * x).sum(-1) / sw
-    ybar = (w * Y).sum(-1) / sw
-    dx = x - xbar[..., None]
-    sxx = (w * dx * dx).sum(-1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        b = (w * dx * (Y - ybar[..., None])).sum(-1) / sxx
-    a = ybar - b * xbar
-    return a, b
-
-
 def _rel_rss(x, y, a, b) -> float:
     """Sum of squared relative residuals of y against a + b x."""
     r = (y - a - b * x) / y
@@ -404,26 +392,12 @@ def _weighted_r2(y: np.ndarray, fitted: np.ndarray) -> float:
     return 1.0 - sse / sst if sst > 0 else (1.0 if sse == 0 else 0.0)
 
 
-def _percentile_ci(v: np.ndarray, confidence: float) -> tuple[float, float]:
-    """Percentile bootstrap interval (Efron & Tibshirani 1993, sec. 13.3)."""
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return (math.nan, math.nan)
-    tail = 50.0 * (1.0 - confidence)
-    lo, hi = np.percentile(v, [tail, 100.0 - tail])
-    return (float(lo), float(hi))
-
-
-class _Blocks(list):
-    """The raw samples of one size as launches: one array per launch, two launches or more."""
-
-
 def row_samples(row: Mapping):
     """A stored row's raw samples: an array, or one array per launch when two or more launches measured it.
 
     A replicated run's row holds its launches' samples one after the other, ``launch_samples``
     of them per launch (``ccbench.store.launches``); the bootstrap then resamples launches
-    before samples (`_boot_medians`).
+    before samples (`bootstrap_medians`).
     """
     s = row.get("samples_s")
     if s is None:
@@ -431,81 +405,23 @@ def row_samples(row: Mapping):
     arr = np.asarray(s, dtype=float).ravel()
     counts = list(row.get("launch_samples") or ())
     if len(counts) >= 2 and len(counts) == len(row.get("launches") or ()) and sum(counts) == arr.size:
-        return _Blocks(np.split(arr, np.cumsum(counts)[:-1]))
+        return LaunchBlocks(np.split(arr, np.cumsum(counts)[:-1]))
     return arr
 
 
 def _clean_samples(s):
-    """Finite positive samples: an array of two or more, a _Blocks of two or more launches, or None."""
+    """Finite positive samples: an array of two or more, a LaunchBlocks of two or more launches, or None."""
     if s is None:
         return None
-    if isinstance(s, _Blocks):
+    if isinstance(s, LaunchBlocks):
         blocks = [b[np.isfinite(b) & (b > 0)] for b in (np.asarray(x, dtype=float).ravel() for x in s)]
         blocks = [b for b in blocks if b.size]
         if len(blocks) >= 2:
-            return _Blocks(blocks)
+            return LaunchBlocks(blocks)
         s = blocks[0] if blocks else np.empty(0)
     s = np.asarray(s, dtype=float).ravel()
     s = s[np.isfinite(s) & (s > 0)]
     return s if s.size >= 2 else None
-
-
-def _boot_launches(blocks: _Blocks, n_boot: int, rng) -> np.ndarray:
-    """(n_boot,) two-stage bootstrap replicates of the geometric mean of the launches' medians.
-
-    Launches are the units of replication: each replicate draws as many launches as there
-    are, with replacement, then each drawn launch's samples with replacement, and takes the
-    geometric mean of the drawn launches' medians -- the statistic a pooled row's ``median_s``
-    is (``ccbench.store.launches``).  The two-stage (cluster) bootstrap of Davison & Hinkley,
-    "Bootstrap Methods and their Application", Cambridge 1997, sec. 3.8, as
-    ``ccbench.core.replication.hierarchical_bootstrap_ci`` does for one row.
-    """
-    L = len(blocks)
-    med = np.empty((L, n_boot * L))
-    for k, b in enumerate(blocks):
-        m, total = len(b), n_boot * L
-        chunk = max(1, min(total, 2_000_000 // m))
-        for i in range(0, total, chunk):
-            c = min(chunk, total - i)
-            med[k, i : i + c] = np.median(b[rng.integers(0, m, size=(c, m))], axis=1)
-    med = med.reshape(L, n_boot, L)
-    pick = rng.integers(0, L, size=(n_boot, L))
-    vals = med[pick, np.arange(n_boot)[:, None], np.arange(L)[None, :]]
-    return np.exp(np.log(vals).mean(axis=1))
-
-
-def _boot_medians(samples: list, n_boot: int, rng) -> np.ndarray:
-    """(n_boot, sizes) medians of each size's raw samples resampled with replacement.
-
-    The nonparametric bootstrap of Efron & Tibshirani (1993, ch. 6): each size's samples
-    are resampled independently (sizes were measured independently) and the statistic the
-    fit uses -- the median -- is recomputed.  A size measured in several launches
-    (`_Blocks`) resamples launches, then samples (`_boot_launches`): samples of one launch
-    are not independent of each other.
-    """
-    out = np.empty((n_boot, len(samples)))
-    for j, s in enumerate(samples):
-        if isinstance(s, _Blocks):
-            out[:, j] = _boot_launches(s, n_boot, rng)
-            continue
-        m = len(s)
-        chunk = max(1, min(n_boot, 2_000_000 // m))
-        for i in range(0, n_boot, chunk):
-            k = min(chunk, n_boot - i)
-            out[i : i + k, j] = np.median(s[rng.integers(0, m, size=(k, m))], axis=1)
-    return out
-
-
-def _boot_residuals(fitted: np.ndarray, rel: np.ndarray, n_boot: int, rng) -> np.ndarray:
-    """(n_boot, n) synthetic curves: fitted * (1 + resampled relative residual).
-
-    The residual bootstrap for regression (Efron & Tibshirani 1993, sec. 9.5), used only
-    when raw samples are missing.  Values are kept positive so the 1/T^2 weights exist.
-    """
-    idx = rng.integers(0, len(rel), size=(n_boot, len(rel)))
-    Y = fitted * (1.0 + rel[idx])
-    floor = 1e-3 * float(np.min(np.abs(fitted[fitted != 0]))) if np.any(fitted != 0) else 1e-12
-    return np.maximum(Y, floor)
 
 
 def _prepare(nbytes, median_s, samples_s=None):
@@ -536,12 +452,12 @@ def _prepare(nbytes, median_s, samples_s=None):
             continue
         pooled = None
         if all(s is not None for s in samp):
-            if any(isinstance(s, _Blocks) for s in samp):  # every launch of every row its own block
-                pooled = _Blocks(b for s in samp for b in (s if isinstance(s, _Blocks) else [s]))
+            if any(isinstance(s, LaunchBlocks) for s in samp):  # every launch of every row its own block
+                pooled = LaunchBlocks(b for s in samp for b in (s if isinstance(s, LaunchBlocks) else [s]))
             else:
                 pooled = np.concatenate(samp)
         xs.append(size)
-        ys.append(float(np.median(np.concatenate(list(pooled)) if isinstance(pooled, _Blocks) else pooled))
+        ys.append(float(np.median(np.concatenate(list(pooled)) if isinstance(pooled, LaunchBlocks) else pooled))
                   if pooled is not None else float(np.median(y[grp])))
         ss.append(pooled)
     samples = ss if ss and all(s is not None for s in ss) else None
@@ -572,19 +488,19 @@ def _line(x, y, Yb, rng, n_boot, confidence) -> LineFit:
     """The line fit given prepared points and (optionally) bootstrap medians."""
     if len(x) < 2:
         raise CCBenchError("a line fit needs at least two distinct sizes")
-    a, b = _wls_line(x, y)
+    a, b = wls_line(x, y)
     a, b = float(a), float(b)
     fitted = a + b * x
     rel = (y - fitted) / y
     method = "samples"
     if Yb is None:
         if n_boot > 0 and len(x) > 2:
-            Yb, method = _boot_residuals(fitted, rel, n_boot, rng), "residuals"
+            Yb, method = bootstrap_residuals(fitted, rel, n_boot, rng), "residuals"
         else:
             method = "none"
     if Yb is not None:
-        ab, bb = _wls_line(x, Yb)
-        a_ci, b_ci = _percentile_ci(ab, confidence), _percentile_ci(bb, confidence)
+        ab, bb = wls_line(x, Yb)
+        a_ci, b_ci = percentile_ci(ab, confidence), percentile_ci(bb, confidence)
     else:
         a_ci = b_ci = (math.nan, math.nan)
     i = int(np.argmax(np.abs(rel)))
@@ -630,7 +546,7 @@ def _best_partitions(x, y, max_segments, min_points):
 
     def seg_rss(i, j):
         if (i, j) not in cache:
-            a, b = _wls_line(x[i:j], y[i:j])
+            a, b = wls_line(x[i:j], y[i:j])
             cache[(i, j)] = _rel_rss(x[i:j], y[i:j], float(a), float(b))
         return cache[(i, j)]
 
@@ -655,7 +571,7 @@ def _piecewise_fitted(x, y, cuts):
     coefs = []
     for s in range(len(bounds) - 1):
         i, j = bounds[s], bounds[s + 1]
-        a, b = _wls_line(x[i:j], y[i:j])
+        a, b = wls_line(x[i:j], y[i:j])
         fitted[i:j] = float(a) + float(b) * x[i:j]
         coefs.append((float(a), float(b)))
     return fitted, coefs
@@ -677,7 +593,7 @@ def _segments(x, y, Yb, rng, n_boot, confidence, max_segments, min_points) -> Se
     min_points = max(2, int(min_points))
     best = _best_partitions(x, y, max(1, max_segments), min_points)
     if best[0] is None:  # fewer sizes than min_points: one segment regardless
-        best[0] = (_rel_rss(x, y, *map(float, _wls_line(x, y))), ())
+        best[0] = (_rel_rss(x, y, *map(float, wls_line(x, y))), ())
     bics = [None if b is None else _bic(b[0], n, k + 1) for k, b in enumerate(best)]
     chosen = 0
     for k in range(1, len(best)):
@@ -696,7 +612,7 @@ def _segments(x, y, Yb, rng, n_boot, confidence, max_segments, min_points) -> Se
     method = "samples"
     if Yb is None:
         if n_boot > 0 and n > 2 * len(coefs):
-            Yb, method = _boot_residuals(fitted, rel, n_boot, rng), "residuals"
+            Yb, method = bootstrap_residuals(fitted, rel, n_boot, rng), "residuals"
         else:
             method = "none"
     bounds = (0, *cuts, n)
@@ -704,8 +620,8 @@ def _segments(x, y, Yb, rng, n_boot, confidence, max_segments, min_points) -> Se
     for s, (a, b) in enumerate(coefs):
         i, j = bounds[s], bounds[s + 1]
         if Yb is not None:
-            ab, bb = _wls_line(x[i:j], Yb[:, i:j])
-            a_ci, b_ci = _percentile_ci(ab, confidence), _percentile_ci(bb, confidence)
+            ab, bb = wls_line(x[i:j], Yb[:, i:j])
+            a_ci, b_ci = percentile_ci(ab, confidence), percentile_ci(bb, confidence)
         else:
             a_ci = b_ci = (math.nan, math.nan)
         segs.append(Segment(int(x[i]), int(x[j - 1]), j - i, a, b, a_ci, b_ci))
@@ -745,7 +661,7 @@ def fit_line(
     """
     x, y, samples = _prepare(nbytes, median_s, samples_s)
     rng = np.random.default_rng(seed)
-    Yb = _boot_medians(samples, n_boot, rng) if samples is not None and n_boot > 0 else None
+    Yb = bootstrap_medians(samples, n_boot, rng) if samples is not None and n_boot > 0 else None
     return _line(x, y, Yb, rng, n_boot, confidence)
 
 
@@ -769,7 +685,7 @@ def fit_segments(
     """
     x, y, samples = _prepare(nbytes, median_s, samples_s)
     rng = np.random.default_rng(seed)
-    Yb = _boot_medians(samples, n_boot, rng) if samples is not None and n_boot > 0 else None
+    Yb = bootstrap_medians(samples, n_boot, rng) if samples is not None and n_boot > 0 else None
     return _segments(x, y, Yb, rng, n_boot, confidence, max_segments, min_points)
 
 
@@ -808,9 +724,9 @@ def fit_curve(
             "a fit needs at least two distinct sizes with positive times"
         )
     rng = np.random.default_rng(seed)
-    Yb = _boot_medians(samples, n_boot, rng) if samples is not None and n_boot > 0 else None
+    Yb = bootstrap_medians(samples, n_boot, rng) if samples is not None and n_boot > 0 else None
     line = _line(x, y, Yb, rng, n_boot, confidence)
-    if Yb is not None and any(isinstance(s, _Blocks) for s in samples):
+    if Yb is not None and any(isinstance(s, LaunchBlocks) for s in samples):
         line = replace(line, bootstrap="launches, then samples")
     seg = _segments(x, y, Yb, rng, n_boot, confidence, max_segments, min_points)
     flags = tuple(dict.fromkeys(line.flags + seg.flags))
@@ -987,57 +903,20 @@ def network_from_microbenchmarks(
     )
 
 
-def _nnls_rel(X: np.ndarray, Y: np.ndarray, offset: np.ndarray | None = None) -> np.ndarray:
-    """min_theta>=0 sum_i ((X_i theta + o_i - y_i) / y_i)^2, vectorised over the rows of Y (B, n).
-
-    Non-negative least squares (Lawson & Hanson 1974) solved exactly by enumerating every
-    active set: the optimum is the unconstrained solution on its support, so the best
-    feasible subset solution is the NNLS solution.  Columns are scaled to unit norm first.
-    `offset` o (n,) is a known part of every time (a reduction priced at a measured gamma);
-    None is zero.  Returns (B, k).
-    """
-    B, n = Y.shape
-    k = X.shape[1]
-    chunk = max(1, 4_000_000 // max(1, n * k))
-    if B > chunk:
-        return np.concatenate([_nnls_rel(X, Y[i : i + chunk], offset) for i in range(0, B, chunk)])
-    A = X[None, :, :] / Y[:, :, None]                     # (B, n, k) relative design
-    scale = np.linalg.norm(X / np.median(Y, axis=0)[:, None], axis=0)
-    scale[scale == 0] = 1.0
-    A = A / scale
-    t = np.ones((B, n)) if offset is None else 1.0 - np.asarray(offset, dtype=float)[None, :] / Y
-    G = np.einsum("bni,bnj->bij", A, A)
-    c = np.einsum("bni,bn->bi", A, t)                      # A^T t
-    best_rss = (t * t).sum(axis=1)                         # theta = 0
-    best = np.zeros((B, k))
-    for size in range(1, k + 1):
-        for S in itertools.combinations(range(k), size):
-            S = list(S)
-            th = np.einsum("bij,bj->bi", np.linalg.pinv(G[:, S][:, :, S]), c[:, S])
-            r = t - np.einsum("bni,bi->bn", A[:, :, S], th)
-            rss = (r * r).sum(axis=1)
-            ok = np.all(th >= -1e-12, axis=1) & (rss < best_rss - 1e-15 * n)
-            best_rss = np.where(ok, rss, best_rss)
-            full = np.zeros((B, k))
-            full[:, S] = np.maximum(th, 0.0)
-            best = np.where(ok[:, None], full, best)
-    return best / scale
-
-
 def _bootstrap_rows(rows, fitted: np.ndarray, rel: np.ndarray, n_boot: int, rng) -> tuple:
     """(bootstrap replicates of the rows' medians or None, how they were drawn) for a fit over `rows`.
 
     Rows with their samples: each replicate resamples every row's samples (a row of several
-    launches resamples its launches, then samples within them: ``_boot_medians``); a row
+    launches resamples its launches, then samples within them: ``bootstrap_medians``); a row
     without samples makes the whole fit resample its relative residuals instead.
     """
     samples = [_clean_samples(row_samples(r)) for r in rows]
     if n_boot <= 0:
         return None, "none"
     if all(s is not None for s in samples):
-        blocks = any(isinstance(s, _Blocks) for s in samples)
-        return _boot_medians(samples, n_boot, rng), "launches, then samples" if blocks else "samples"
-    return _boot_residuals(fitted, rel, n_boot, rng), "residuals"
+        blocks = any(isinstance(s, LaunchBlocks) for s in samples)
+        return bootstrap_medians(samples, n_boot, rng), "launches, then samples" if blocks else "samples"
+    return bootstrap_residuals(fitted, rel, n_boot, rng), "residuals"
 
 
 def fit_joint(
@@ -1075,15 +954,15 @@ def fit_joint(
     y = np.array([float(r["median_s"]) for r in use])
     cols = [j for j in range(3) if np.any(X[:, j] != 0)]
     theta = np.full(3, math.nan)
-    theta[cols] = _nnls_rel(X[:, cols], y[None, :])[0]
+    theta[cols] = nnls_relative(X[:, cols], y[None, :])[0]
     fitted = X[:, cols] @ theta[cols]
     rel = (y - fitted) / y
     Yb, method = _bootstrap_rows(use, fitted, rel, n_boot, np.random.default_rng(seed))
     cis = [None, None, None]
     if Yb is not None:
-        tb = _nnls_rel(X[:, cols], Yb)
+        tb = nnls_relative(X[:, cols], Yb)
         for i, j in enumerate(cols):
-            cis[j] = _percentile_ci(tb[:, i], confidence)
+            cis[j] = percentile_ci(tb[:, i], confidence)
     names = ("alpha", "beta", "gamma")
     notes = [f"{len(use)} rows, bootstrap: {method}"]
     notes += [f"{names[j]} not identifiable: its regressor is zero in every row"
@@ -1140,14 +1019,14 @@ def fit_effective(
     off = np.array([float(reduction_s[i]) for i in keep])
     if not (np.any(X[:, 0] > 0) and np.any(X[:, 1] > 0)):
         raise CCBenchError(f"an effective fit of the {path} path needs rows with both messages and bytes")
-    theta = _nnls_rel(X, y[None, :], off)[0]
+    theta = nnls_relative(X, y[None, :], off)[0]
     fitted = X @ theta + off
     rel = (y - fitted) / y
     Yb, method = _bootstrap_rows([rows[i] for i in keep], fitted, rel, n_boot, np.random.default_rng(seed))
     cis = [None, None]
     if Yb is not None:
-        tb = _nnls_rel(X, Yb, off)
-        cis = [_percentile_ci(tb[:, 0], confidence), _percentile_ci(tb[:, 1], confidence)]
+        tb = nnls_relative(X, Yb, off)
+        cis = [percentile_ci(tb[:, 0], confidence), percentile_ci(tb[:, 1], confidence)]
     notes = [f"{path} path: {len(keep)} rows, bootstrap: {method}"]
     notes += [f"{name} at the zero bound" for name, v in zip(("alpha", "beta"), theta, strict=True) if v == 0]
     return NetworkParams(
