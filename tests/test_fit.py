@@ -367,14 +367,13 @@ def test_bootstrap_resamples_launches_before_samples():
     assert inside(f.line.beta_ci_s_per_byte, f.line.beta_s_per_byte)
     # per size: launches 10% apart, samples 1% apart -> the two-stage replicates spread like the launches
     # (sd of a mean of 4 launches ~ 0.1 / 2), the samples taken as one launch only like the 1% noise
-    from ccbench.analysis.fit import _clean_samples
     from ccbench.core.estimators import bootstrap_medians
 
-    two = bootstrap_medians([_clean_samples(row_samples(r)) for r in rows], 400, np.random.default_rng(0))
+    two = bootstrap_medians([row_samples(r) for r in rows], 400, np.random.default_rng(0))
     one = bootstrap_medians([np.asarray(r["samples_s"]) for r in rows], 400, np.random.default_rng(0))
     sd_two, sd_one = np.std(np.log(two), axis=0), np.std(np.log(one), axis=0)
     assert 0.02 < np.median(sd_two) < 0.08 and np.median(sd_two) > 2.5 * np.median(sd_one)
-    calm = bootstrap_medians([_clean_samples(row_samples(r)) for r in _launch_rows(0.0)], 400, np.random.default_rng(0))
+    calm = bootstrap_medians([row_samples(r) for r in _launch_rows(0.0)], 400, np.random.default_rng(0))
     assert np.median(np.std(np.log(calm), axis=0)) < 0.01
 
 
@@ -402,27 +401,32 @@ def test_gamma_by_path_and_temperature():
 
 
 def test_bandwidth_of_inverse_bandwidth_and_its_interval():
-    from ccbench.analysis.fit import _gbs, _gbs_ci
+    from ccbench.analysis.fit import Segment
 
-    assert _gbs(1e-10) == pytest.approx(10.0)         # 1 / 1e-10 B/s = 1e10 B/s = 10 GB/s
-    assert _gbs(0.0) == math.inf and _gbs(-1e-10) == math.inf
-    assert math.isnan(_gbs(None)) and math.isnan(_gbs(math.nan)) and math.isnan(_gbs(math.inf))
-    lo, hi = _gbs_ci((1e-10, 2e-10))                  # the bounds swap: slower beta, lower bandwidth
+    def gbs(beta, ci=(math.nan, math.nan)):
+        s = Segment(8, 64, 3, 1e-6, beta, (0.0, 1.0), ci)
+        return s.bandwidth_gbs, s.bandwidth_ci_gbs
+
+    assert gbs(1e-10)[0] == pytest.approx(10.0)       # 1 / 1e-10 B/s = 1e10 B/s = 10 GB/s
+    assert gbs(0.0)[0] == math.inf and gbs(-1e-10)[0] == math.inf
+    assert all(math.isnan(gbs(b)[0]) for b in (None, math.nan, math.inf))
+    lo, hi = gbs(1e-10, (1e-10, 2e-10))[1]            # the bounds swap: slower beta, lower bandwidth
     assert lo == pytest.approx(5.0) and hi == pytest.approx(10.0)
 
 
 def test_bic_is_schwarz_with_three_parameters_per_segment_less_one():
-    from ccbench.analysis.fit import _bic
+    from ccbench.core.estimators import segments_bic as _bic
 
     # n ln(RSS/n) + (3k - 1) ln n (Schwarz 1978), computed by hand for n = 8, RSS = 0.08
     assert _bic(0.08, 8, 1) == pytest.approx(8 * math.log(0.01) + 2 * math.log(8))
     assert _bic(0.08, 8, 2) == pytest.approx(8 * math.log(0.01) + 5 * math.log(8))
     # RSS/n floored at (1e-6)^2
     assert _bic(0.0, 8, 1) == pytest.approx(8 * math.log(1e-12) + 2 * math.log(8))
+    assert _bic(0.0, 8, 1, floor=1e-3) == pytest.approx(8 * math.log(1e-6) + 2 * math.log(8))
 
 
 def test_weighted_line_matches_polyfit_with_relative_weights():
-    from ccbench.analysis.fit import _weighted_r2
+    from ccbench.core.estimators import weighted_r2 as _weighted_r2
     from ccbench.core.estimators import wls_line as _wls_line
 
     x = np.array([0.0, 1.0, 2.0, 4.0])
@@ -438,6 +442,7 @@ def test_weighted_line_matches_polyfit_with_relative_weights():
     assert _weighted_r2(y, fitted) == pytest.approx(r2, rel=1e-12)
     flat = np.full(3, 2.0)                            # no spread: R^2 is 1 if exact, else 0
     assert _weighted_r2(flat, flat) == 1.0 and _weighted_r2(flat, flat + 0.1) == 0.0
+    assert fit_line(x, y, n_boot=0).r2 == pytest.approx(r2, rel=1e-12)   # the fit's R^2 is this one
 
 
 def test_compare_params_ratio_and_touching_intervals():
@@ -463,17 +468,25 @@ def test_line_flags_by_hand():
     assert _line_flags(5, 1e-6, 1e-10, (math.nan, math.nan), 0.0, "none") == ("no_intervals",)
 
 
-def test_clean_samples_keeps_finite_positive_and_needs_two():
-    from ccbench.analysis.fit import _clean_samples
-    from ccbench.core.estimators import LaunchBlocks as _Blocks
+def test_only_finite_positive_samples_count_and_a_size_needs_two():
+    """What a fit resamples: a size's finite positive samples when it has two or more (else no size's samples: the
+    residuals), launches with such samples when two or more are left (else one plain set)."""
+    def kind(first):
+        return fit_line([8, 16, 32], [1.0, 2.0, 4.0], [first, [2.0, 2.0], [4.0, 4.0]], n_boot=20).bootstrap
 
-    assert _clean_samples(None) is None
-    assert _clean_samples([1.0, 0.0, -1.0, math.nan, math.inf]) is None          # one usable sample
-    assert _clean_samples([[2.0, 0.0], [3.0, -4.0]]).tolist() == [2.0, 3.0]        # flattened
-    b = _clean_samples(_Blocks([np.array([1.0, -1.0]), np.array([math.nan]), np.array([2.0, 3.0])]))
-    assert isinstance(b, _Blocks) and [x.tolist() for x in b] == [[1.0], [2.0, 3.0]]
-    one = _clean_samples(_Blocks([np.array([0.0]), np.array([2.0, 3.0])]))   # one launch left: plain
-    assert not isinstance(one, _Blocks) and one.tolist() == [2.0, 3.0]
+    assert kind(None) == "residuals"
+    assert kind([1.0, 0.0, -1.0, math.nan, math.inf]) == "residuals"               # one usable sample
+    assert kind([[2.0, 0.0], [3.0, -4.0]]) == "samples"                             # flattened: 2 and 3
+
+    def curve(samples, counts):
+        rows = [dict(collective="bcast", algorithm="linear", nranks=2, nbytes=8, median_s=1.0, samples_s=samples,
+                     launches=list(range(1, len(counts) + 1)), launch_samples=counts),
+                *(dict(collective="bcast", algorithm="linear", nranks=2, nbytes=n, median_s=t, samples_s=[t, t])
+                  for n, t in ((16, 2.0), (32, 4.0)))]
+        return fit_curve(rows, n_boot=20).line.bootstrap
+
+    assert curve([1.0, -1.0, None, 2.0, 3.0], [2, 1, 2]) == "launches, then samples"  # launches [1] and [2, 3]
+    assert curve([0.0, 2.0, 3.0], [1, 2]) == "samples"                                 # one launch left: plain
 
 
 def test_segment_at_switches_at_the_breakpoint_itself():

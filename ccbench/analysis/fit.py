@@ -38,6 +38,8 @@ from ccbench.core.estimators import (
     bootstrap_residuals,
     nnls_relative,
     percentile_ci,
+    segments_bic,
+    weighted_r2,
     wls_line,
 )
 
@@ -383,15 +385,6 @@ def _rel_rss(x, y, a, b) -> float:
     return float(r @ r)
 
 
-def _weighted_r2(y: np.ndarray, fitted: np.ndarray) -> float:
-    """Weighted R^2 = 1 - sum w r^2 / sum w (y - ybar_w)^2 with w = 1/y^2."""
-    w = 1.0 / (y * y)
-    ybar = (w * y).sum() / w.sum()
-    sst = float((w * (y - ybar) ** 2).sum())
-    sse = float((w * (y - fitted) ** 2).sum())
-    return 1.0 - sse / sst if sst > 0 else (1.0 if sse == 0 else 0.0)
-
-
 def row_samples(row: Mapping):
     """A stored row's raw samples: an array, or one array per launch when two or more launches measured it.
 
@@ -510,7 +503,7 @@ def _line(x, y, Yb, rng, n_boot, confidence) -> LineFit:
         beta_s_per_byte=b,
         alpha_ci_s=a_ci,
         beta_ci_s_per_byte=b_ci,
-        r2=_weighted_r2(y, fitted),
+        r2=weighted_r2(y, fitted),
         max_rel_residual=max_rel,
         max_rel_residual_nbytes=int(x[i]),
         n_sizes=len(x),
@@ -521,18 +514,6 @@ def _line(x, y, Yb, rng, n_boot, confidence) -> LineFit:
         confidence=confidence,
         flags=_line_flags(len(x), a, b, b_ci, max_rel, method),
     )
-
-
-def _bic(rss: float, n: int, k_segments: int) -> float:
-    """Schwarz's (1978) criterion for k segments under Gaussian relative errors.
-
-    BIC = n ln(RSS/n) + p ln n, with p = 2k + (k - 1): an intercept and a slope per segment
-    plus each breakpoint counted as a parameter (the error variance is common to all k and
-    dropped).  RSS/n is floored at (1e-6)^2 so noise-free synthetic data is not "improved"
-    by fitting rounding error.
-    """
-    p = 3 * k_segments - 1
-    return n * math.log(max(rss / n, _REL_FLOOR**2)) + p * math.log(n)
 
 
 def _best_partitions(x, y, max_segments, min_points):
@@ -594,7 +575,7 @@ def _segments(x, y, Yb, rng, n_boot, confidence, max_segments, min_points) -> Se
     best = _best_partitions(x, y, max(1, max_segments), min_points)
     if best[0] is None:  # fewer sizes than min_points: one segment regardless
         best[0] = (_rel_rss(x, y, *map(float, wls_line(x, y))), ())
-    bics = [None if b is None else _bic(b[0], n, k + 1) for k, b in enumerate(best)]
+    bics = [None if b is None else segments_bic(b[0], n, k + 1, _REL_FLOOR) for k, b in enumerate(best)]
     chosen = 0
     for k in range(1, len(best)):
         if bics[k] is None or bics[k] >= bics[chosen]:
@@ -636,7 +617,7 @@ def _segments(x, y, Yb, rng, n_boot, confidence, max_segments, min_points) -> Se
         segments=tuple(segs),
         breakpoints_bytes=tuple(int(x[c]) for c in cuts),
         bic=tuple(math.nan if b is None else b for b in bics),
-        r2=_weighted_r2(y, fitted),
+        r2=weighted_r2(y, fitted),
         max_rel_residual=float(np.max(np.abs(rel))),
         flags=tuple(flags),
     )
@@ -982,7 +963,7 @@ def fit_joint(
         beta_ci_s_per_byte=cis[1],
         gamma_ci_s_per_byte=cis[2],
         source="joint",
-        r2=_weighted_r2(y, fitted),
+        r2=weighted_r2(y, fitted),
         max_rel_residual=float(np.max(np.abs(rel))),
         n_points=len(use),
         notes=tuple(notes),
@@ -1035,7 +1016,7 @@ def fit_effective(
         alpha_ci_s=cis[0],
         beta_ci_s_per_byte=cis[1],
         source="effective",
-        r2=_weighted_r2(y, fitted),
+        r2=weighted_r2(y, fitted),
         max_rel_residual=float(np.max(np.abs(rel))),
         n_points=len(keep),
         notes=tuple(notes),

@@ -1,6 +1,7 @@
 """The estimators and resampling methods ccbench's fits are built from (pure maths on numpy arrays).
 
-- `wls_line`: the line through points weighted by 1/y^2 (least squares on relative residuals);
+- `wls_line`: the line through points weighted by 1/y^2 (least squares on relative residuals), `weighted_r2` its
+  coefficient of determination, `segments_bic` Schwarz's criterion for a fit of k segments;
 - `nnls_relative`: non-negative least squares on relative residuals, for the joint fits;
 - `bootstrap_medians`, `bootstrap_launches`, `bootstrap_residuals`: the replicates the intervals are taken from
   (raw samples resampled per size; launches, then samples within them; residuals of the fit);
@@ -16,7 +17,7 @@ import math
 import numpy as np
 
 __all__ = ["LaunchBlocks", "bootstrap_launches", "bootstrap_medians", "bootstrap_residuals", "nnls_relative",
-           "percentile_ci", "wls_line"]
+           "percentile_ci", "segments_bic", "weighted_r2", "wls_line"]
 
 
 def wls_line(x: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -37,6 +38,27 @@ def wls_line(x: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         b = (w * dx * (Y - ybar[..., None])).sum(-1) / sxx
     a = ybar - b * xbar
     return a, b
+
+
+def weighted_r2(y: np.ndarray, fitted: np.ndarray) -> float:
+    """Weighted R^2 = 1 - sum w r^2 / sum w (y - ybar_w)^2 with w = 1/y^2."""
+    w = 1.0 / (y * y)
+    ybar = (w * y).sum() / w.sum()
+    sst = float((w * (y - ybar) ** 2).sum())
+    sse = float((w * (y - fitted) ** 2).sum())
+    return 1.0 - sse / sst if sst > 0 else (1.0 if sse == 0 else 0.0)
+
+
+def segments_bic(rss: float, n: int, k_segments: int, floor: float = 1e-6) -> float:
+    """Schwarz's (1978) criterion for k segments under Gaussian relative errors.
+
+    BIC = n ln(RSS/n) + p ln n, with p = 2k + (k - 1): an intercept and a slope per segment
+    plus each breakpoint counted as a parameter (the error variance is common to all k and
+    dropped).  RSS/n is floored at `floor`^2 (a relative residual rms below it is timer noise)
+    so noise-free synthetic data is not "improved" by fitting rounding error.
+    """
+    p = 3 * k_segments - 1
+    return n * math.log(max(rss / n, floor**2)) + p * math.log(n)
 
 
 def nnls_relative(X: np.ndarray, Y: np.ndarray, offset: np.ndarray | None = None) -> np.ndarray:
