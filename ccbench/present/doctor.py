@@ -147,15 +147,8 @@ def heatmap_figure(labels: list[str], matrix, title: str):
 
 
 def _report(run):
+    from ccbench.present import report as page
     from ccbench.present.plots import bar_panels_figure, have_matplotlib
-    from ccbench.present.report import (
-        Report,
-        add_figure,
-        launch_sentence,
-        no_figures_blocks,
-        page_files,
-        provenance_blocks,
-    )
 
     kind, path, meta, rows = run.spec, run.path, run.meta, run.rows
     d = diagnose(rows, meta)
@@ -164,7 +157,7 @@ def _report(run):
     images: dict[str, bytes] = {}
     blocks: list = [("h", 1, f"ccbench diagnosis: {path.name}"),
                     ("p", f"{meta.get('mpi_library', '?')}; {meta.get('nranks', '?')} ranks on {len(d.hosts)} "
-                          f"host(s); {len(rows)} measurements. " + launch_sentence(meta, rows)),
+                          f"host(s); {len(rows)} measurements. " + page.launch_sentence(meta, rows)),
                     ("p", answer_line(d))]
     if d.suspects:
         blocks += [("h", 2, "Suspects"), *to_block(suspects_table(d)),
@@ -176,16 +169,16 @@ def _report(run):
                      "z-score (Iglewicz & Hoaglin) is at least 3.5, the MAD of the log times floored at 5%, by the "
                      "same test in most launches. A slow host slows every one of its links, a slow link only itself: "
                      "the pair matrix tells them apart (a two-way additive model of the log times).")]
-    blocks += provenance_blocks(path, meta, rows, run.warnings, [], settings=[],
+    blocks += page.provenance_blocks(path, meta, rows, run.warnings, [], settings=[],
                                 cases=f"{len(rows)} measurements", describe=lambda r: f"{r.test} {r.subject}")
-    blocks += no_figures_blocks(plots)
+    blocks += page.no_figures_blocks(plots)
     if lv is not None:
         blocks += [("h", 2, "Link levels"), *to_block(levels_table(lv))]
         if lv.disagree:
             blocks += [("p", "Pairs the node map places otherwise than their times:"), ("ul", lv.disagree)]
     for n, (labels, matrix) in d.pair_matrix.items() if plots else ():
         if len(labels) > 1:
-            name = add_figure(heatmap_figure(labels, matrix, f"pair matrix, {format_size(n)}: one-way time"),
+            name = page.add_figure(heatmap_figure(labels, matrix, f"pair matrix, {format_size(n)}: one-way time"),
                               f"pairs-{n}.png", images)
             blocks += [("h", 2, f"Pair matrix, {format_size(n)}"), ("img", name, f"pair matrix {format_size(n)}")]
     if d.per_host:
@@ -195,12 +188,12 @@ def _report(run):
                       for w, got in d.per_host.items()}
             by = "host" if len(d.hosts) > 1 else "rank"
             fig = bar_panels_figure(panels, f"per {by}: median time", "time (median; log scale)", log=True)
-            blocks.append(("img", add_figure(fig, "hosts.png", images), f"per {by}"))
+            blocks.append(("img", page.add_figure(fig, "hosts.png", images), f"per {by}"))
         blocks += to_block(host_table(d))
     blocks += [("h", 2, "Every measurement"), *to_block(rows_table(kind, rows))]
-    files = page_files(blocks, f"ccbench diagnosis: {path.name}", images)
+    files = page.page_files(blocks, f"ccbench diagnosis: {path.name}", images)
     files["suspects.json"] = json.dumps({**d.to_dict(), "levels": lv.to_dict() if lv else None}, indent=2) + "\n"
-    return Report(run, files, plots, diagnosis=d)
+    return page.Report(run, files, plots, diagnosis=d)
 
 
 def _summary(res, console) -> None:
