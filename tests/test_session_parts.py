@@ -107,6 +107,7 @@ def test_the_watchdog_records_the_time_it_ended_the_job(tmp_path, monkeypatch, c
     after = _now()
     meta = json.loads((tmp_path / "run.json").read_text())
     assert meta["status"] == "failed" and before <= _stamp(meta["end_time"]) <= after
+    assert meta["finished_cases"] == 0                           # the rows written so far
     assert capsys.readouterr().err.startswith("ccbench: error: watchdog: gather 4 KiB at 2 ranks ")
 
 
@@ -145,7 +146,8 @@ def test_a_peer_gone_at_two_peer_checks_in_a_row_ends_the_job_and_an_idle_rank_n
     w = Watchdog(0, 3, 0)
     w.seconds = 60.0  # no deadline passes here
     alive = {11: True, 12: False}
-    monkeypatch.setattr(session, "process_gone", lambda pid, start: not alive[pid])
+    asked = []
+    monkeypatch.setattr(session, "process_gone", lambda pid, start: asked.append((pid, start)) or not alive[pid])
     w.watch_peers({1: (11, None), 2: (12, "7")})
     assert w.check(0.0) is None                                  # no item in progress: peers may leave
     w.start("bcast 8 B", 1.0, now=0.0)
@@ -161,6 +163,7 @@ def test_a_peer_gone_at_two_peer_checks_in_a_row_ends_the_job_and_an_idle_rank_n
     alive[11] = alive[12] = False
     assert w.check(4.0) is None
     assert w.check(4.5).startswith("rank 1 (process 11) ended during bcast 16 B")   # the lowest rank named
+    assert set(asked) == {(11, None), (12, "7")}                 # each peer asked with its own start time
 
 
 def test_the_watchdog_thread_never_holds_the_process_open():
@@ -522,12 +525,14 @@ def test_the_watchdog_thread_checks_at_every_wake_asks_peers_every_few_and_ends_
     """Its daemon thread (named ``ccbench-watchdog``) checks at every wake, asks about peers at every
     ``PEER_CHECK_TICKS``-th, and ends the job the first time a check says why (here its os._exit only notes it)."""
     monkeypatch.setattr(session, "WAKE_S", 0.01)
-    monkeypatch.setattr(session, "PEER_CHECK_TICKS", 3)
+    monkeypatch.setattr(session, "PEER_CHECK_TICKS", 4)
     calls, ended, holder = [], [], []
     real = Watchdog.check
 
     def check(self, now, peers=True):
         calls.append((now, peers))
+        if len(calls) == 9:  # the item starts late, its deadline long past: this check ends the job
+            self.start("scatter 1 MiB", 0.0, now=-100.0)
         return real(self, now, peers)
 
     def exit_(code):
@@ -536,14 +541,13 @@ def test_the_watchdog_thread_checks_at_every_wake_asks_peers_every_few_and_ends_
 
     monkeypatch.setattr(Watchdog, "check", check)
     monkeypatch.setattr(session.os, "_exit", exit_)
-    w = Watchdog(0.05, 2, 0)
+    w = Watchdog(60, 2, 0)
     holder.append(w)
     (thread,) = [t for t in threading.enumerate() if t.name == "ccbench-watchdog"]
     assert thread.daemon and w.running
-    w.start("scatter 1 MiB", 0.0)
-    w.join(10)
-    assert not w.running and ended == [3]
+    w.join(30)
+    assert not w.running and ended == [3] and len(calls) == 9
     assert capsys.readouterr().err == ("ccbench: error: watchdog: scatter 1 MiB at 2 ranks did not finish within "
-                                       "0.05 s past its budget; ending the job\n")
-    assert len(calls) >= 3 and [p for _, p in calls] == [(i + 1) % 3 == 0 for i in range(len(calls))]
-    assert all(a < b for (a, _), (b, _) in zip(calls, calls[1:], strict=False))  # the clock at each wake
+                                       "60 s past its budget; ending the job\n")
+    assert [p for _, p in calls] == [(i + 1) % 4 == 0 for i in range(9)]
+    assert all(a <= b for (a, _), (b, _) in zip(calls, calls[1:], strict=False))  # the clock at each wake
