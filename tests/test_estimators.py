@@ -6,6 +6,7 @@ draws the observed residuals, a bootstrap of constant launches only yields geome
 """
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -160,3 +161,11 @@ def test_percentile_interval_by_hand():
     assert percentile_ci(np.append(v, [math.nan, math.inf]), 0.80) == pytest.approx((10.0, 90.0))
     lo, hi = percentile_ci(np.array([math.nan]), 0.95)
     assert math.isnan(lo) and math.isnan(hi)
+
+
+def test_a_line_through_one_size_has_no_slope_and_says_nothing():
+    """All points at one size: no slope can be fitted (NaN), without a numpy warning on the way (0/0)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a, b = wls_line(np.array([8.0, 8.0]), np.array([2.0, 2.0]))
+    assert math.isnan(float(a)) and math.isnan(float(b))

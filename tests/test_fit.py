@@ -469,6 +469,8 @@ def test_line_flags_by_hand():
 
 
 def test_only_finite_positive_samples_count_and_a_size_needs_two():
+    from ccbench.core.estimators import LaunchBlocks
+
     """What a fit resamples: a size's finite positive samples when it has two or more (else no size's samples: the
     residuals), launches with such samples when two or more are left (else one plain set)."""
     def kind(first):
@@ -477,6 +479,7 @@ def test_only_finite_positive_samples_count_and_a_size_needs_two():
     assert kind(None) == "residuals"
     assert kind([1.0, 0.0, -1.0, math.nan, math.inf]) == "residuals"               # one usable sample
     assert kind([[2.0, 0.0], [3.0, -4.0]]) == "samples"                             # flattened: 2 and 3
+    assert kind(LaunchBlocks([[None, 2.0], [3.0, None]])) == "samples"   # nulls dropped: two launches of one sample
 
     def curve(samples, counts):
         rows = [dict(collective="bcast", algorithm="linear", nranks=2, nbytes=8, median_s=1.0, samples_s=samples,
