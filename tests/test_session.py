@@ -316,6 +316,9 @@ def test_an_unarmed_watchdog_never_fires():
     w = Watchdog(0, 2, 0)
     w.deadline = 0.0  # past, but no item has started: no label
     assert w.check(1e12) is None and w.check(1e12, peers=False) is None
+    w.seconds = 60.0
+    w.start("an item", 1.0, now=0.0)  # armed, no peers told (one rank, or ranks it cannot see): nothing to ask
+    assert w.check(30.0) is None
 
 
 def test_a_watchdog_of_under_a_second_watches(monkeypatch):
