@@ -506,9 +506,10 @@ def test_segment_at_switches_at_the_breakpoint_itself():
 
 
 def test_to_dict_is_strict_json_of_numpy_values():
-    from ccbench.analysis.fit import PathParams, _jsonable, params_from_dict
+    from ccbench.analysis.fit import PathParams, params_from_dict
+    from ccbench.core.records import jsonable
 
-    got = _jsonable({1: (np.float64(1.5), np.int64(3), np.bool_(True), math.nan, -math.inf),
+    got = jsonable({1: (np.float64(1.5), np.int64(3), np.bool_(True), math.nan, -math.inf),
                      "a": np.array([2.0, math.inf])})
     assert got == {"1": [1.5, 3, True, None, None], "a": [2.0, None]}
     assert type(got["1"][1]) is int and type(got["1"][2]) is bool and type(got["1"][0]) is float

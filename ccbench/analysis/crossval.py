@@ -21,10 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ccbench.analysis.fit import N_BOOT, _jsonable
+from ccbench.analysis.fit import N_BOOT
 from ccbench.analysis.predict import _unmodelled, _unsupported, path_of, predict
 from ccbench.analysis.runs import PARAM_SETS, choose_params, param_sets, run_models
 from ccbench.core.errors import UsageError
+from ccbench.core.records import jsonable
 from ccbench.store.run import SWEEP, Run
 
 __all__ = ["CROSSVAL_SCHEMA", "CSV_COLUMNS", "cross_validate", "crossval_text", "ratio_summary", "winner_agreement"]
@@ -177,4 +178,4 @@ def crossval_text(doc: Mapping, csv_table: bool) -> str:
         w.writeheader()
         w.writerows(doc["cases"])
         return buf.getvalue()
-    return json.dumps(_jsonable(doc), indent=1, allow_nan=False) + "\n"
+    return json.dumps(jsonable(doc), indent=1, allow_nan=False) + "\n"

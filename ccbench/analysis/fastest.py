@@ -23,8 +23,8 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from ccbench.analysis.fit import _Record
 from ccbench.core.collectives import COLLECTIVES
+from ccbench.core.records import Record
 from ccbench.core.replication import (
     LaunchComparison,
     VarianceComponents,
@@ -138,7 +138,7 @@ def _finite(v) -> float | None:
 
 
 @dataclass(frozen=True)
-class Fastest(_Record):
+class Fastest(Record):
     """The fastest of some rows against its runner-up, with a launch-level verdict (`fastest_of`)."""
 
     fastest: str

@@ -42,6 +42,7 @@ from ccbench.core.estimators import (
     weighted_r2,
     wls_line,
 )
+from ccbench.core.records import Record
 
 __all__ = [
     "CONFIDENCE",
@@ -93,35 +94,6 @@ COUNT_KEYS = ("steps_max", "step_bytes_max", "reduced_bytes_max")
 # --------------------------------------------------------------------------- records
 
 
-def _jsonable(x):
-    """`x` as strict JSON: tuples to lists, numpy scalars to Python, non-finite to None."""
-    if hasattr(x, "to_dict"):
-        return x.to_dict()
-    if isinstance(x, (bool, np.bool_)):
-        return bool(x)
-    if isinstance(x, (int, np.integer)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        return float(x) if math.isfinite(x) else None
-    if isinstance(x, Mapping):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple, np.ndarray)):
-        return [_jsonable(v) for v in x]
-    return x
-
-
-class _Record:
-    """Mixin of the result dataclasses: ``to_dict()`` = fields plus derived properties."""
-
-    _derived: tuple = ()
-
-    def to_dict(self) -> dict:
-        """This record as a strict-JSON dict (non-finite numbers become None)."""
-        d = {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
-        d.update({k: _jsonable(getattr(self, k)) for k in self._derived})
-        return d
-
-
 def _gbs(beta_s_per_byte) -> float:
     """Bandwidth in GB/s (1e9 bytes/s) of an inverse bandwidth; inf when beta <= 0."""
     if beta_s_per_byte is None or not math.isfinite(beta_s_per_byte):
@@ -134,7 +106,7 @@ def _gbs_ci(ci) -> tuple[float, float]:
     return (_gbs(ci[1]), _gbs(ci[0]))
 
 
-class _Bandwidth(_Record):
+class _Bandwidth(Record):
     """A record with beta_s_per_byte and its interval: adds the bandwidth 1 / beta."""
 
     _derived = ("bandwidth_gbs", "bandwidth_ci_gbs")
@@ -193,7 +165,7 @@ class Segment(_Bandwidth):
 
 
 @dataclass(frozen=True)
-class SegmentedFit(_Record):
+class SegmentedFit(Record):
     """A piecewise-linear fit with jumps allowed, the number of segments chosen by BIC.
 
     ``breakpoints_bytes[i]`` is the first measured size of segment i + 1: the change
@@ -225,7 +197,7 @@ class SegmentedFit(_Record):
 
 
 @dataclass(frozen=True)
-class CurveFit(_Record):
+class CurveFit(Record):
     """The fits of one measured curve: a single line, and the segmented fit chosen by BIC."""
 
     collective: str
@@ -246,7 +218,7 @@ class CurveFit(_Record):
 
 
 @dataclass(frozen=True)
-class NetworkParams(_Record):
+class NetworkParams(Record):
     """Network and reduction parameters for the alpha-beta-gamma model.
 
     ``source`` is "pingpong" (alpha, beta from ping-pong, gamma from the local reduction
@@ -317,7 +289,7 @@ class NetworkParams(_Record):
 
 
 @dataclass(frozen=True)
-class PathParams(_Record):
+class PathParams(Record):
     """Parameters per path: hand-written algorithms (``numpy``) and the library's own (``mpi``).
 
     Effective parameters (``source`` "effective") are fitted per path from the collectives
@@ -364,7 +336,7 @@ def params_from_dict(d: Mapping) -> "NetworkParams | PathParams":
 
 
 @dataclass(frozen=True)
-class ParamComparison(_Record):
+class ParamComparison(Record):
     """One parameter from two estimates: ratio = other / reference, and whether CIs overlap."""
 
     parameter: str

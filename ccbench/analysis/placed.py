@@ -37,11 +37,11 @@ from dataclasses import dataclass
 from ccbench.algorithms import REGISTRY
 from ccbench.algorithms.p2p import CountedComm
 from ccbench.algorithms.simcomm import simulate
-from ccbench.analysis.fit import _Record
 from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.dtypes import dtype_of
 from ccbench.core.errors import UsageError
 from ccbench.core.placement import node_aware
+from ccbench.core.records import Record
 
 __all__ = ["MAX_RANKS", "Hop", "Timed", "placed_schedule", "placed_time", "schedule_time", "timed_schedule"]
 
@@ -50,7 +50,7 @@ MAX_RANKS = 256
 
 
 @dataclass(frozen=True)
-class Hop(_Record):
+class Hop(Record):
     """One message on a schedule's critical path: from rank ``src`` to ``dst``, ``nbytes``, and whether it crossed
     the link between two nodes (``between``) or stayed inside one; ``ack``: a send held until acknowledged (the
     sender waited a round trip before its next step)."""
@@ -63,7 +63,7 @@ class Hop(_Record):
 
 
 @dataclass(frozen=True)
-class Timed(_Record):
+class Timed(Record):
     """A schedule's time and its critical path: the chain of messages that decided when the last rank ended."""
 
     time_s: float
@@ -239,7 +239,7 @@ def placed_schedule(collective: str, algorithm: str, node_of_rank: list[int], nb
 
 
 @dataclass(frozen=True)
-class PlacedRow(_Record):
+class PlacedRow(Record):
     """One algorithm at one size under one placement of `nranks` ranks on nodes of `ranks_per_node`: its predicted
     time and what its critical path crosses (``levels``, ``between`` of ``steps`` messages between nodes)."""
 

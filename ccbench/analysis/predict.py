@@ -23,8 +23,9 @@ import numpy as np
 
 from ccbench.algorithms.native_variants import mpich_tree_choice, mpich_value_of, textbook
 from ccbench.algorithms.registry import Cost, cost_at, row_keywords
-from ccbench.analysis.fit import CurveFit, NetworkParams, PathParams, _Record, fit_effective
+from ccbench.analysis.fit import CurveFit, NetworkParams, PathParams, fit_effective
 from ccbench.core.errors import CCBenchError
+from ccbench.core.records import Record
 
 __all__ = [
     "TOLERANCE",
@@ -294,7 +295,7 @@ def ranks_per_node_for(ranks_per_node: int | None, two_level: "TwoLevelParams | 
 
 
 @dataclass(frozen=True)
-class Prediction(_Record):
+class Prediction(Record):
     """The predicted time of one algorithm at one (nranks, nbytes), with the cost terms it comes from
     (along the critical path where the algorithm states one: `Cost.timing_cost`)."""
 
@@ -309,7 +310,7 @@ class Prediction(_Record):
 
 
 @dataclass(frozen=True)
-class Winner(_Record):
+class Winner(Record):
     """The predicted fastest algorithm at one (collective, nranks, nbytes), and the next."""
 
     collective: str
@@ -390,7 +391,7 @@ def predicted_winners(predictions: Iterable[Prediction]) -> list[Winner]:
 
 
 @dataclass(frozen=True)
-class ModelCheck(_Record):
+class ModelCheck(Record):
     """One measured case against its prediction: ratio = measured / predicted.
 
     ``off`` when |ratio - 1| > tolerance; ``reasons`` are the likely causes found (data,
@@ -592,7 +593,7 @@ def effective_params(
 
 
 @dataclass(frozen=True)
-class Crossover(_Record):
+class Crossover(Record):
     """Where two algorithms' predicted times cross at one rank count.
 
     ``nbytes`` is the real-valued crossing size (linear interpolation inside the final
@@ -607,7 +608,7 @@ class Crossover(_Record):
 
 
 @dataclass(frozen=True)
-class WinnerRow(_Record):
+class WinnerRow(Record):
     """Measured and predicted fastest algorithm at one (nranks, nbytes, dtype, op).
 
     ``measured_winner`` is over every measured algorithm (native ones too);
@@ -631,7 +632,7 @@ class WinnerRow(_Record):
 
 
 @dataclass(frozen=True)
-class WhoWins(_Record):
+class WhoWins(Record):
     """Per collective: winners per size, predicted crossovers, and the agreement rate."""
 
     collective: str
@@ -767,7 +768,7 @@ def who_wins(
 
 
 @dataclass(frozen=True)
-class TwoLevelParams(_Record):
+class TwoLevelParams(Record):
     """Intra-node and inter-node alpha-beta parameters, ranks per node, and gamma."""
 
     intra_alpha_s: float

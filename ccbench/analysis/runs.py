@@ -31,7 +31,6 @@ from ccbench.analysis.fit import (
     NetworkParams,
     ParamComparison,
     PathParams,
-    _Record,
     compare_params,
     fit_curves,
     fit_joint,
@@ -55,6 +54,7 @@ from ccbench.analysis.predict import (
     who_wins,
 )
 from ccbench.core.errors import CCBenchError, UsageError
+from ccbench.core.records import Record
 from ccbench.core.units import parse_inverse_rate, parse_time
 from ccbench.core.version import __version__
 from ccbench.store.run import SWEEP, Run
@@ -233,7 +233,7 @@ def param_sets(rows: list[dict], meta: Mapping, notes: list[str], *, models=None
 
 
 @dataclass(frozen=True)
-class CheckSummary(_Record):
+class CheckSummary(Record):
     """The model checks of one collective and kind (native or hand-written) under one parameter set.
 
     ``median_ratio`` and ``worst_ratio`` (the ratio farthest from 1 on a log scale) of measured /
@@ -253,7 +253,7 @@ class CheckSummary(_Record):
 
 
 @dataclass(frozen=True)
-class ParamChecks(_Record):
+class ParamChecks(Record):
     """The model checks under one parameter set: the summary per collective and kind, and the cases off."""
 
     summary: tuple[CheckSummary, ...]
@@ -281,7 +281,7 @@ def check_summary(checks: Iterable[ModelCheck], large_bytes: int = LARGE_BYTES) 
 
 
 @dataclass(frozen=True)
-class HarnessFloor(_Record):
+class HarnessFloor(Record):
     """The run's harness floor: an empty timed call, a zero-count call per collective, and ping-pong's alpha
     without the zero-byte ping-pong (None where the run has no ping-pong)."""
 
@@ -291,7 +291,7 @@ class HarnessFloor(_Record):
 
 
 @dataclass(frozen=True)
-class StepOverhead(_Record):
+class StepOverhead(Record):
     """The software cost per step of the hand-written algorithms beyond alpha (`predict.estimate_step_overhead`)."""
 
     seconds: float
@@ -316,7 +316,7 @@ def _floor(floor: Mapping | None, pingpong: NetworkParams | None) -> HarnessFloo
 
 
 @dataclass(frozen=True)
-class PricedAs(_Record):
+class PricedAs(Record):
     """One textbook algorithm a native algorithm is priced as (or why not), at its (ranks, bytes) points."""
 
     text: str
@@ -327,7 +327,7 @@ class PricedAs(_Record):
 
 
 @dataclass(frozen=True)
-class NativePricing(_Record):
+class NativePricing(Record):
     """How one measured native algorithm is priced: as which textbook algorithm where, or why not (``reason``)."""
 
     collective: str
@@ -380,7 +380,7 @@ def _csv_rows(curves) -> list[dict]:
 
 
 @dataclass(frozen=True)
-class NetworkFits(_Record):
+class NetworkFits(Record):
     """The network parameters of a fitted run: every set it supports, how they compare, which one predicts.
 
     ``pingpong``: ping-pong alpha and beta with the local reduction's gammas; ``joint``: fitted over the
@@ -407,7 +407,7 @@ class NetworkFits(_Record):
 
 
 @dataclass(frozen=True)
-class RunFit(_Record):
+class RunFit(Record):
     """What ``ccbench fit`` derives from a stored sweep; ``to_dict()`` is the ``fits.json`` document.
 
     ``curves``: every measured curve's single-line and segmented fit; ``network``: the parameter sets
@@ -697,7 +697,7 @@ def _check_params(params) -> None:
 
 
 @dataclass(frozen=True)
-class PredictionGrid(_Record):
+class PredictionGrid(Record):
     """Every modelled algorithm's predicted seconds at one collective and rank count: ``times_s`` {algorithm: one
     time per size, NaN where the library's selection at a size has no textbook cost}, ``winners`` one per size."""
 
