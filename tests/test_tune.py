@@ -165,6 +165,20 @@ def test_mpich_json_is_a_complete_valid_tree():
     assert tree["collective=alltoall"]["comm_type=inter"] == FAKE_DEFAULT["collective=alltoall"]["comm_type=inter"]
 
 
+def test_mpich_json_gives_the_pipelined_tree_bcast_the_parameters_a_forced_run_used():
+    """MPICH's parser leaves a parameter missing from the container unset: every one is written, with the values
+    MPICH 5.0.2 reports as its defaults (MPI_T), k last; the topology-costed tree stays unwritten."""
+    tree = mpich_json([_sel("bcast", 4, [Range(65536, None, "native:pipelined_tree")])], FAKE_DEFAULT)
+    (cnt,) = [v for k, v in tree["collective=bcast"]["comm_type=intra"]["comm_size<=4"].items()
+              if k == "avg_msg_size=any"]
+    assert cnt == {"algorithm=MPIR_Bcast_intra_pipelined_tree": {
+        "tree_type=kary": {}, "is_non_blocking=1": {}, "chunk_size=8192": {}, "recv_pre_posted=0": {}, "k=2": {}}}
+    assert list(cnt["algorithm=MPIR_Bcast_intra_pipelined_tree"])[-1] == "k=2"
+    assert [s.algorithm for s in select([_row("native", 8, 1e-3, P=4, coll="bcast", launches=3),
+                                         _row("native:tree", 8, 1e-4, P=4, coll="bcast", launches=3)],
+                                        "mpich")[0].ranges] == ["native"]
+
+
 def _ompi_numbers(text: str) -> list[int]:
     """The numbers Open MPI's reader sees: '#' to the end of a line is a comment."""
     return [int(t) for line in text.splitlines() for t in line.split("#")[0].split()]

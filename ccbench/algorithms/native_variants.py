@@ -122,9 +122,9 @@ MPICH: dict[str, tuple[str, list[tuple[str, str]]]] = {
 # The parameters a selection file must give an algorithm container that takes some (the
 # JSON parser leaves a missing one unset), with MPICH's CVAR defaults -- the values a forced
 # run used (MPIR_CVAR_*_KVAL = 2, *_SINGLE_PHASE_RECV = 0).  Algorithms that take more
-# (the tree broadcasts and allreduce: tree type, chunk size, topology costs) are measured
-# but never written into a selection file; see `ccbench.analysis.tune`.
-MPICH_PARAMS: dict[str, dict[str, int]] = {
+# (the tree broadcast and allreduce: their topology costs) are measured but never written
+# into a selection file; see `ccbench.analysis.tune`.
+MPICH_PARAMS: dict[str, dict[str, int | str]] = {
     "MPIR_Barrier_intra_k_dissemination": {"k": 2},
     "MPIR_Barrier_intra_recexch": {"k": 2, "single_phase_recv": 0},
     "MPIR_Allreduce_intra_recursive_multiplying": {"k": 2},
@@ -134,8 +134,14 @@ MPICH_PARAMS: dict[str, dict[str, int]] = {
     "MPIR_Allgather_intra_recexch_doubling": {"k": 2, "single_phase_recv": 0},
     "MPIR_Allgather_intra_recexch_halving": {"k": 2, "single_phase_recv": 0},
     "MPIR_Alltoall_intra_k_brucks": {"k": 2},
+    # MPIR_CVAR_BCAST_TREE_TYPE, _IS_NON_BLOCKING, _TREE_PIPELINE_CHUNK_SIZE, _RECV_PRE_POST and _TREE_KVAL as
+    # MPICH 5.0.2's MPI_T reports them (its mpivars tool), under the keys its csel_container.c parses; k last:
+    # an older parser stored is_non_blocking into k, so a k written after it is the k used there too
+    "MPIR_Bcast_intra_pipelined_tree": {"tree_type": "kary", "is_non_blocking": 1, "chunk_size": 8192,
+                                        "recv_pre_posted": 0, "k": 2},
 }
-MPICH_UNWRITABLE = {"MPIR_Allreduce_intra_tree", "MPIR_Bcast_intra_tree", "MPIR_Bcast_intra_pipelined_tree"}
+#: Containers whose parameters ccbench does not write (topology costs of the tree algorithms).
+MPICH_UNWRITABLE = {"MPIR_Allreduce_intra_tree", "MPIR_Bcast_intra_tree"}
 
 # Open MPI 5.0.x tuned: ccbench collective -> (MCA name, [(id, name), ...]); id 0 = ignore.
 OPENMPI: dict[str, tuple[str, list[tuple[int, str]]]] = {
