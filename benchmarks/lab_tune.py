@@ -94,6 +94,9 @@ def main() -> int:
         by_run[s.run] = {c.nbytes: {"choice": c.winner, "fastest": c.fastest, "toss_up": c.within_noise,
                                     "kept_default": c.kept_default,
                                     "times_s": {k: round(v, 9) for k, v in c.times_s.items()}} for c in s.choices}
+    cpu = (next(iter((open_run(runs[SHAPES[0]]).meta.get("hardware") or {}).get("nodes", {}).values()), {})
+           .get("cpu") or {})
+    doc["machine"] = f"{cpu.get('model', '?')}, {cpu.get('cores', '?')} cores"
     for hosts, ppn in SHAPES:
         run = open_run(runs[(hosts, ppn)])
         doc["shapes"][f"{hosts}x{ppn}"] = {"run": run.path.name, "topology": run.meta["topology"]["node_of_rank"],

@@ -835,7 +835,8 @@ def _lab_tune(ref: Path) -> tuple[list, list[str]]:
                   "another (the file names a variant only where it beat the default decidedly, at the launch level; "
                   "toss-up: the choice not decidedly faster than the runner-up); then the library's median without "
                   "and with the file, and the verdict."),
-            ("p", f"Machine: one 2-core machine (AMD EPYC), every lab host on it; links {doc['delay']} and "
+            ("p", f"Machine: one machine ({doc.get('machine', 'AMD EPYC, 2 cores')}), every lab host on it; links "
+                  f"{doc['delay']} and "
                   f"{doc['rate']}.  Measured {doc['date'][:10]}.  Command: `{_script(doc)}`, which runs "
                   + "; then ".join(f"`{c}`" for c in doc["commands"]) + f".  Files: `{_rel(path)}`."),
             _table(["size", *(f"{s.replace('x', ' hosts x ')} rank(s)" for s in shapes)], rows)], short
