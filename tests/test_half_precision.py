@@ -179,7 +179,10 @@ def _run(coll: str, name: str, P: int, x: dict, root: int):
 def test_half_precision_sums_stay_within_steps_u_sum_abs_of_the_float32_reference(coll, name):
     alg = REGISTRY[coll][name]
     worst = dict.fromkeys(HALVES, 0.0)
-    for P in range(2, 65):
+    # a persistent or non-blocking form runs its blocking twin's step schedule (ccbench.algorithms.steps), whose
+    # rounding every P of 2-64 checks: the form is checked at the P where a schedule's shape changes
+    derived = getattr(alg, "setup", None) or getattr(alg, "nonblocking", None)
+    for P in (2, 3, 4, 5, 7, 8, 9, 16, 31, 32, 33, 63, 64) if derived else range(2, 65):
         count = 2 * P + 1 if coll != "reduce_scatter" else 2  # every block of every split holds elements
         total = count * P if coll == "reduce_scatter" else count
         x = {dtype: _inputs(dtype, P, total, seed=P) for dtype in HALVES}
