@@ -97,7 +97,7 @@ def main() -> None:
     ar_sizes = parse_sizes(args.allreduce_sizes)
     if args.analyse:
         summary = dict(json.loads((out / "lab_shape.json").read_text()), acked_from=args.acked_from or None)
-        analyse({k: Path(v["run"]) for k, v in summary["runs"].items()}, summary, out)
+        analyse({k: out / Path(v["run"]).name for k, v in summary["runs"].items()}, summary, out)
         return
     why = core.unavailable()
     if why:
@@ -108,8 +108,8 @@ def main() -> None:
     ar = ["-C", "allreduce", "-s", args.allreduce_sizes, "--budget", "1", "--min-reps", "5", "--max-reps", "40",
           "--results-dir", str(out), *SWEEP]
     summary: dict = {"delay_s": delay_s, "rate": args.rate, "sizes": args.sizes, "allreduce_sizes": ar_sizes,
-                     "acked_from": args.acked_from or None,
-                     "started": time.time(), "runs": {}}
+                     "acked_from": args.acked_from or None, "argv": ["benchmarks/lab_shape.py", *sys.argv[1:]],
+                     "date": time.strftime("%Y-%m-%d", time.gmtime()), "started": time.time(), "runs": {}}
     runs: dict = {}
     try:
         print(ccb("lab", "up", "--hosts", "2", "--ppn", "2", "--delay", args.delay, "--rate", args.rate,
@@ -138,8 +138,11 @@ def analyse(paths: dict, summary: dict, out: Path) -> None:
 
     delay_s, ar_sizes, acked = summary["delay_s"], summary["allreduce_sizes"], summary.get("acked_from")
     runs = {name: loaded(path) for name, path in paths.items()}
+    cpu = (next(iter((open_run(paths["allreduce-block"]).meta.get("hardware") or {}).get("nodes", {}).values()), {})
+           .get("cpu") or {})
+    summary["machine"] = f"{cpu.get('model', '?')}, {cpu.get('cores', '?')} cores"
     for name, (run, meta, rows) in runs.items():
-        summary["runs"][name] = {"run": str(run), "topology": meta["topology"],
+        summary["runs"][name] = {"run": Path(run).name, "topology": meta["topology"],
                                  "oversubscribed": meta["oversubscribed"], "thread_level": meta["thread_level"],
                                  "rows": [{k: r[k] for k in ("algorithm", "nbytes", "min_s", "median_s", "nwrong")}
                                           for r in rows.values()]}

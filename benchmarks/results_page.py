@@ -842,6 +842,52 @@ def _lab_tune(ref: Path) -> tuple[list, list[str]]:
             _table(["size", *(f"{s.replace('x', ' hosts x ')} rank(s)" for s in shapes)], rows)], short
 
 
+def _lab_shape(ref: Path) -> tuple[list, list[str]]:
+    paths = sorted((ref / "lab").glob("lab_shape_*.json"))
+    if not paths:
+        return [], []
+    path = paths[-1]
+    doc = json.loads(path.read_text())
+    lv, delay = doc["levels"], doc["delay_s"]
+    inter = lv["inter_alpha_s"] - doc["baseline_alpha_s"]
+    rows = [[format_size(p["nbytes"]), fmt_time(p["block"]["median_s"]), fmt_time(p["cyclic"]["median_s"]),
+             f"{p['measured_ratio']['median']:.2f}", f"{p['predicted_ratio']:.2f}",
+             "yes" if p["goal"]["median"]["direction_right"] else "no"] for p in doc["placement"]]
+    hier = [[format_size(h["nbytes"]), *(fmt_time(h["measured_s"]["median"][a]) for a in h["measured_s"]["median"]),
+             h["winner"]["median"], h["winner"]["model"], h["winner"]["closed form"]] for h in doc["hierarchical"]]
+    algs = list(doc["hierarchical"][0]["measured_s"]["median"])
+    big = [p for p in doc["placement"] if p["nbytes"] >= 65536]
+    within = sum(p["goal"]["median"]["within_1_5x"] for p in big)
+    right = sum(p["goal"]["median"]["direction_right"] for p in doc["placement"])
+    model_ok = sum(h["winner"]["model"] == h["winner"]["median"] for h in doc["hierarchical"])
+    n = len(doc["hierarchical"])
+    short = [f"A lab with shape (2 hosts x 2 ranks, {delay * 1e3:g} ms and {doc['rate']} between them): the fitted "
+             f"inter-host alpha less the zero-delay baseline is {inter * 1e3:.3f} ms for {delay * 1e3:g} ms injected, the "
+             f"intra-host alpha {fmt_time(lv['intra_alpha_s'])}; ring allreduce cyclic against block, the schedule "
+             f"model within 1.5x of the measured ratio at {within} of {len(big)} sizes of 64 KiB or more, on the "
+             f"right side of 1 at {right} of {len(doc['placement'])}; the fastest of flat and hierarchical allreduce "
+             f"predicted at {model_ok} of {n} sizes."]
+    return [("h", 2, "Placement and hierarchy in the lab"),
+            ("p", "Four ranks on two emulated hosts (shared memory inside a host, the emulated link between them).  "
+                  "The link levels are fitted from ping-pong: inside a host from a one-node run, across hosts from "
+                  "a run whose ranks 0 and 1 sit on different hosts.  Ring allreduce runs with `--placement block` "
+                  "(each ring neighbour pair inside a host where it can be) and `--placement cyclic` (every "
+                  "neighbour across the link); the schedule model (`ccbench.analysis.placed`) times each "
+                  "algorithm's executed schedule on the run's node map from those two levels."),
+            ("p", f"Machine: one machine ({doc.get('machine', '?')}), both lab hosts on it.  Measured "
+                  f"{doc.get('date', '?')}.  Command: `{_script(doc)}` (as root).  Fitted levels: between hosts alpha "
+                  f"{fmt_time(lv['inter_alpha_s'])} (zero-delay baseline {fmt_time(doc['baseline_alpha_s'])}), "
+                  f"{1e-9 / lv['inter_beta_s_per_byte']:.3g} GB/s; inside a host alpha "
+                  f"{fmt_time(lv['intra_alpha_s'])}, {1e-9 / lv['intra_beta_s_per_byte']:.3g} GB/s.  "
+                  f"Files: `{_rel(path)}`."),
+            _table(["size", "ring, block", "ring, cyclic", "measured cyclic / block", "predicted", "same side of 1"],
+                   rows),
+            ("p", "Allreduce with `--placement block`: the median of each algorithm, the fastest measured, the "
+                  "fastest by the schedule model and by the closed forms (`ccbench predict --intra-from RUN "
+                  "--ppn 2`, which price the flat algorithms at the level between hosts)."),
+            _table(["size", *algs, "fastest measured", "model", "closed form"], hier)], short
+
+
 # --------------------------------------------------------------------------- the page
 
 
@@ -856,6 +902,7 @@ def render(ref: Path = REPO / "reference") -> str:
     doctor, s7 = _doctor(ref)
     lab_doctor, s8 = _lab_doctor(ref)
     lab_tune, s9 = _lab_tune(ref)
+    lab_shape, s10 = _lab_shape(ref)
     blocks = [
         ("h", 1, "Results on reference machines"),
         ("p", "What ccbench measured on this project's own machines.  Use it to know what to expect, not as a "
@@ -863,9 +910,9 @@ def render(ref: Path = REPO / "reference") -> str:
         ("p", f"This page is generated from the files in `reference/` by `{REGENERATE}`; do not edit it by hand.  "
               "The tests regenerate it and fail when it differs."),
         ("h", 2, "In short"),
-        ("ul", s1 + s6 + s2 + s3 + s4 + s5 + s7 + s8 + s9),
+        ("ul", s1 + s6 + s2 + s3 + s4 + s5 + s10 + s7 + s8 + s9),
         *replication, *newcomer, *_durations(ref), *fidelity, *_algorithms(ref), *models, *crossval, *limits,
-        *_lab(ref), *_workloads(ref, pingpong), *_tuning(ref), *lab_tune, *doctor, *lab_doctor,
+        *_lab(ref), *lab_shape, *_workloads(ref, pingpong), *_tuning(ref), *lab_tune, *doctor, *lab_doctor,
     ]
     return render_markdown(blocks)
 
