@@ -798,11 +798,16 @@ def _lab_doctor(ref: Path) -> tuple[list, list[str]]:
                     "named, forced", "another, forced", "time each"], rows, {4, 5, 6, 7, 8, 9})], short
 
 
+def _newest(folder: Path, pattern: str) -> Path | None:
+    """The newest of a benchmark's summaries (their names end in the time they were made), or None."""
+    paths = sorted(folder.glob(pattern))
+    return paths[-1] if paths else None
+
+
 def _lab_tune(ref: Path) -> tuple[list, list[str]]:
-    paths = sorted((ref / "lab").glob("lab_tune_*.json"))
-    if not paths:
+    path = _newest(ref / "lab", "lab_tune_*.json")
+    if path is None:
         return [], []
-    path = paths[-1]
     doc = json.loads(path.read_text())
     shapes = list(doc["shapes"])
     checked = {(v["shape"], v["nbytes"]): v for v in doc["verification"]}
@@ -843,10 +848,9 @@ def _lab_tune(ref: Path) -> tuple[list, list[str]]:
 
 
 def _lab_shape(ref: Path) -> tuple[list, list[str]]:
-    paths = sorted((ref / "lab").glob("lab_shape_*.json"))
-    if not paths:
+    path = _newest(ref / "lab", "lab_shape_*.json")
+    if path is None:
         return [], []
-    path = paths[-1]
     doc = json.loads(path.read_text())
     lv, delay = doc["levels"], doc["delay_s"]
     inter = lv["inter_alpha_s"] - doc["baseline_alpha_s"]
@@ -861,12 +865,12 @@ def _lab_shape(ref: Path) -> tuple[list, list[str]]:
     right = sum(p["goal"]["median"]["direction_right"] for p in doc["placement"])
     model_ok = sum(h["winner"]["model"] == h["winner"]["median"] for h in doc["hierarchical"])
     n = len(doc["hierarchical"])
-    short = [f"A lab with shape (2 hosts x 2 ranks, {delay * 1e3:g} ms and {doc['rate']} between them): the fitted "
-             f"inter-host alpha less the zero-delay baseline is {inter * 1e3:.3f} ms for {delay * 1e3:g} ms injected, the "
-             f"intra-host alpha {fmt_time(lv['intra_alpha_s'])}; ring allreduce cyclic against block, the schedule "
-             f"model within 1.5x of the measured ratio at {within} of {len(big)} sizes of 64 KiB or more, on the "
-             f"right side of 1 at {right} of {len(doc['placement'])}; the fastest of flat and hierarchical allreduce "
-             f"predicted at {model_ok} of {n} sizes."]
+    short = [f"A lab with shape (2 hosts x 2 ranks, {delay * 1e3:g} ms and {doc['rate']} between them): "
+             f"the fitted inter-host alpha less the zero-delay baseline is {inter * 1e3:.3f} ms for "
+             f"{delay * 1e3:g} ms injected, the intra-host alpha {fmt_time(lv['intra_alpha_s'])}; ring allreduce "
+             f"cyclic against block, the schedule model within 1.5x of the measured ratio at {within} of "
+             f"{len(big)} sizes of 64 KiB or more, on the right side of 1 at {right} of {len(doc['placement'])}; "
+             f"the fastest of flat and hierarchical allreduce predicted at {model_ok} of {n} sizes."]
     return [("h", 2, "Placement and hierarchy in the lab"),
             ("p", "Four ranks on two emulated hosts (shared memory inside a host, the emulated link between them).  "
                   "The link levels are fitted from ping-pong: inside a host from a one-node run, across hosts from "
