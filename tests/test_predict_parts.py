@@ -15,7 +15,6 @@ from ccbench.algorithms.native_variants import Textbook
 from ccbench.algorithms.registry import Cost
 from ccbench.analysis.predict import (
     NativeModel,
-    _gamma,
     _resolve,
     model_registry,
     path_of,
@@ -144,21 +143,25 @@ def test_path_of_is_mpi_only_for_the_library_s_own_algorithms():
     assert path_of(SimpleNamespace()) == "numpy"     # no attribute: a hand-written algorithm
 
 
-def test_gamma_asks_gamma_for_with_the_path_and_the_size():
-    """Parameters with gamma_for are asked for the algorithm's path (native or not) at the buffer's size."""
+def test_predict_prices_gamma_at_the_algorithm_s_path_and_the_buffer_s_size():
+    """Parameters with gamma_for are asked for the algorithm's path (native or not) at the buffer's size; the
+    reduction term is that gamma times the cost's gamma bytes."""
     asked = []
-    params = SimpleNamespace(gamma_for=lambda native, n: asked.append((native, n)) or (7.0 if native else 3.0))
-    assert _gamma(params, SimpleNamespace(native=True), 4096) == 7.0
-    assert _gamma(params, SimpleNamespace(native=False), 64) == 3.0
-    assert _gamma(params, SimpleNamespace(), 8) == 3.0             # no attribute: numpy's path
+    params = SimpleNamespace(alpha_s=0.0, beta_s_per_byte=0.0,
+                             gamma_for=lambda native, n: asked.append((native, n)) or (7.0 if native else 3.0))
+    reducing = Cost(0, 0, 2)  # two bytes reduced: time 2 gamma
+
+    def alg(**kw):
+        return SimpleNamespace(collective="allreduce", name="x", cost=lambda P, n: reducing, **kw)
+
+    assert predict(alg(native=True), 4, 4096, params) == 14.0
+    assert predict(alg(native=False), 4, 64, params) == 6.0
+    assert predict(alg(), 4, 8, params) == 6.0                       # no attribute: numpy's path
     assert asked == [(True, 4096), (False, 64), (False, 8)]
-
-
-def test_gamma_without_gamma_for_is_the_plain_gamma_or_zero():
-    assert _gamma(SimpleNamespace(gamma_s_per_byte=2.5e-10), SimpleNamespace(native=True), 8) == 2.5e-10
-    assert _gamma(SimpleNamespace(gamma_s_per_byte=None), None, 8) == 0.0
-    assert _gamma(SimpleNamespace(), None, 8) == 0.0
-    assert type(_gamma(SimpleNamespace(gamma_s_per_byte=1), None, 8)) is float
+    assert predict(alg(), 4, 8, SimpleNamespace(alpha_s=0.0, beta_s_per_byte=0.0, gamma_s_per_byte=None)) == 0.0
+    assert predict(alg(), 4, 8, SimpleNamespace(alpha_s=0.0, beta_s_per_byte=0.0, gamma_s_per_byte=0.5)) == 1.0
+    assert predict(alg(), 4, 8, SimpleNamespace(alpha_s=0.0, beta_s_per_byte=0.0)) == 0.0    # no gamma known
+    assert type(predict(alg(), 4, 8, SimpleNamespace(alpha_s=0, beta_s_per_byte=0, gamma_s_per_byte=1))) is float
 
 
 def test_prediction_with_plain_parameters_prices_each_term():
