@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from runfiles import workload_row
-from watchdriver import Exit, run_watch
+from watchdriver import Exit, catch_exit, run_watch
 
 from ccbench.core.errors import UsageError
 from ccbench.measure import session
@@ -428,11 +428,7 @@ def test_a_hang_fault_sleeps_for_ever_before_its_item(monkeypatch):
 
 def test_an_exit_fault_ends_the_process_with_code_3_after_flushing_stdout(monkeypatch):
     held = _Held(monkeypatch)
-
-    def exit_(code):
-        raise Exit(code)
-
-    monkeypatch.setattr(session.os, "_exit", exit_)
+    catch_exit(monkeypatch)
     print("[1/4] ddp:1 ok", end="")
     Fault("exit", None, "ddp:2").fire(_Ranks(rank=1), "ddp:1")
     assert held.text() == ""  # not this item: nothing happens, nothing flushed

@@ -85,11 +85,6 @@ class Report:
     def kind(self) -> str:
         return self.run.kind
 
-    @property
-    def written(self) -> list[str]:
-        """The names of the page's files, in the order they are written."""
-        return list(self.files)
-
     def at(self, where: Path) -> "Report":
         """The same report, written to `where`."""
         return dataclasses.replace(self, dir=Path(where))
