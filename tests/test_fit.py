@@ -458,14 +458,34 @@ def test_compare_params_ratio_and_touching_intervals():
     assert compare_params(NetworkParams(0.0, 1e-10), oth)[0].ratio is None
 
 
-def test_line_flags_by_hand():
-    from ccbench.analysis.fit import _line_flags
+FLAG_SIZES = [1e3, 2e3, 4e3, 8e3]
 
-    assert _line_flags(4, 1e-6, 1e-10, (5e-11, 2e-10), 0.25, "samples") == ()   # 4 sizes, 25%: not flagged
-    assert _line_flags(3, -1e-6, -1e-10, (-2e-10, 0.0), 0.26, "residuals") == (
-        "few_sizes", "negative_alpha", "negative_beta", "beta_ci_includes_zero", "poor_fit", "residual_bootstrap")
-    assert _line_flags(5, 0.0, 0.0, (0.0, 1e-10), 0.0, "none") == ("beta_ci_includes_zero", "no_intervals")
-    assert _line_flags(5, 1e-6, 1e-10, (math.nan, math.nan), 0.0, "none") == ("no_intervals",)
+
+def flags_of(times, spread=0.01, sizes=FLAG_SIZES, **kw):
+    """The flags of a line fitted to `times` at `sizes`, each size's samples `spread` around its time (None: no
+    samples)."""
+    samples = None if spread is None else [[t * (1 - spread), t, t * (1 + spread)] for t in times]
+    return fit_line(sizes[:len(times)], times, samples, **kw).flags
+
+
+def test_line_flags_name_each_warning_at_its_edge():
+    line = [1e-6 + 1e-9 * n for n in FLAG_SIZES]
+    assert flags_of(line) == ()                                               # four sizes are enough
+    assert flags_of(line[:3]) == ("few_sizes",)
+    assert flags_of([-1e-6 + 1e-9 * n for n in FLAG_SIZES]) == ("negative_alpha",)
+    through_zero = fit_line(FLAG_SIZES, [2 ** -20 * n for n in FLAG_SIZES], [[2 ** -20 * n] * 3 for n in FLAG_SIZES])
+    assert through_zero.alpha_s == 0.0 and through_zero.flags == ()          # alpha exactly 0 is not negative
+    assert flags_of([5e-6 - 1e-10 * n for n in FLAG_SIZES]) == ("negative_beta",)
+    assert flags_of([5e-6] * 4, spread=0) == ("beta_ci_includes_zero",)       # the interval is (0, 0)
+    assert flags_of(line, spread=None, n_boot=0) == ("no_intervals",)          # no interval includes zero
+    assert flags_of(line, spread=None) == ("residual_bootstrap",)
+    # one size off the line: the largest relative residual is just under and just over 25%
+    for factor, poor in ((1.4226216256, False), (1.4226216257, True)):
+        off = list(line)
+        off[1] *= factor
+        f = fit_line(FLAG_SIZES, off, n_boot=0)
+        assert abs(f.max_rel_residual - 0.25) < 1e-9
+        assert f.flags == (("poor_fit",) if poor else ()) + ("no_intervals",)
 
 
 def test_only_finite_positive_samples_count_and_a_size_needs_two():

@@ -15,7 +15,6 @@ from ccbench.algorithms.native_variants import Textbook
 from ccbench.algorithms.registry import Cost
 from ccbench.analysis.predict import (
     NativeModel,
-    _resolve,
     model_registry,
     path_of,
     predict,
@@ -184,28 +183,44 @@ SCATTER = fake("scatter", "binomial", lambda P, n: Cost(P.bit_length() - 1, n))
 ALLGATHER = fake("allgather", "recursive_doubling", lambda P, n: Cost(P.bit_length() - 1, n))
 
 
-def test_resolve_finds_each_part_in_the_registry():
+def forced_through(monkeypatch, reg, tb):
+    """What model_registry makes of a forced variant ``allreduce/native:x`` whose textbook equivalent is `tb`:
+    (parts, note) of its model, or ((), why) when it is not modelled."""
+    import ccbench.analysis.predict as predict_mod
+
+    monkeypatch.setattr(predict_mod, "textbook", lambda coll, name, library: tb)
+    reg = {c: dict(algs) for c, algs in reg.items()}
+    reg.setdefault("allreduce", {})["native:x"] = library_alg("allreduce", "native:x", {"mpich": {"X": "x"}})
+    out, why = model_registry("mpich", algorithms=reg)
+    if "allreduce/native:x" in why:
+        return (), why["allreduce/native:x"]
+    return out["allreduce"]["native:x"].parts(4, 8)
+
+
+def test_a_forced_variant_is_priced_as_each_part_found_in_the_registry(monkeypatch):
     reg = {"scatter": {"binomial": SCATTER}, "allgather": {"recursive_doubling": ALLGATHER}}
     tb = Textbook((("scatter", "binomial"), ("allgather", "recursive_doubling")), "van de Geijn")
-    assert _resolve(reg, tb) == ((SCATTER, ALLGATHER), "van de Geijn")
+    assert forced_through(monkeypatch, reg, tb) == ((SCATTER, ALLGATHER), "van de Geijn")
 
 
-def test_resolve_without_parts_passes_the_note_on():
-    assert _resolve({"allreduce": {"ring": RING}}, Textbook((), "not modelled: why")) == ((), "not modelled: why")
+def test_a_forced_variant_without_parts_passes_its_note_on(monkeypatch):
+    assert forced_through(monkeypatch, {"allreduce": {"ring": RING}}, Textbook((), "not modelled: why")) == (
+        (), "not modelled: why")
 
 
-def test_resolve_names_every_part_when_one_lacks_a_cost_or_is_missing():
+def test_a_forced_variant_names_every_part_when_one_lacks_a_cost_or_is_missing(monkeypatch):
     reg = {"allreduce": {"ring": RING, "rabenseifner": RABENSEIFNER_NO_COST}}
     no_cost = Textbook((("allreduce", "ring"), ("allreduce", "rabenseifner")), "note")
-    assert _resolve(reg, no_cost) == (
+    assert forced_through(monkeypatch, reg, no_cost) == (
         (), "not modelled: allreduce/ring, allreduce/rabenseifner has no cost model here")
     missing_coll = Textbook((("allreduce", "ring"), ("scatter", "binomial")))
-    assert _resolve(reg, missing_coll) == (
+    assert forced_through(monkeypatch, reg, missing_coll) == (
         (), "not modelled: allreduce/ring, scatter/binomial has no cost model here")
     missing_alg = Textbook((("allreduce", "bruck"),))
-    assert _resolve(reg, missing_alg) == ((), "not modelled: allreduce/bruck has no cost model here")
+    assert forced_through(monkeypatch, reg, missing_alg) == (
+        (), "not modelled: allreduce/bruck has no cost model here")
     no_cost_attribute = {"allreduce": {"bare": SimpleNamespace(collective="allreduce", name="bare")}}
-    assert _resolve(no_cost_attribute, Textbook((("allreduce", "bare"),))) == (
+    assert forced_through(monkeypatch, no_cost_attribute, Textbook((("allreduce", "bare"),))) == (
         (), "not modelled: allreduce/bare has no cost model here")
 
 
