@@ -554,17 +554,35 @@ def test_pairs_direction_follows_the_launch_ratio():
     assert t.ratio == pytest.approx(0.5) and t.verdict == "faster"
 
 
-def test_pairs_min_effect_band_is_inclusive_on_the_log_scale():
-    from ccbench.analysis.compare import _decide
+def verdict_of(monkeypatch, ratio, low, high, method, significant, min_effect):
+    """test_pairs' verdict on one case whose launch test (a stand-in) gave `ratio` in [low, high] by `method`,
+    called at the 5% level when `significant`."""
+    from types import SimpleNamespace
+
+    import ccbench.analysis.compare as compare
+
+    def fake(xa, xb, *, level, prior_between_cv):
+        return SimpleNamespace(p_value=0.01 if significant else 0.5, ratio=ratio, ratio_low=low, ratio_high=high,
+                               method=method, n_launches_a=2, n_launches_b=2, resolvable_ratio=None)
+
+    monkeypatch.setattr(compare, "compare_launches", fake)
+    a = _case([1.0, 1.0, 1.0, 1.0], 1.0, (2, 2))
+    (_, _, t), = compare.test_pairs([(a, a)], 0.05, min_effect=min_effect)
+    return t.verdict
+
+
+def test_pairs_min_effect_band_is_inclusive_on_the_log_scale(monkeypatch):
+    def verdict(*args):
+        return verdict_of(monkeypatch, *args)
 
     # a 10% band is [1 / 1.1, 1.1]: an interval on its edges is noise, a hair outside is not
-    assert _decide(1.02, 1 / 1.1, 1.1, "welch", True, 0.1) == "noise"
-    assert _decide(1.02, 1 / 1.1 - 1e-9, 1.1, "welch", True, 0.1) == "slower"
-    assert _decide(1.02, 1.0, 1.1 + 1e-9, "welch", True, 0.1) == "slower"
-    assert _decide(0.98, 0.95, 1.05, "prior", False, 0.1) == "noise"  # inside the band decides even a prior
-    assert _decide(0.98, 0.95, 1.05, "prior", False, 0.0) == "undetermined"
-    assert _decide(0.98, 0.95, 1.05, "welch", False, 0.0) == "noise"
-    assert _decide(1.0, 0.95, 1.05, "welch", True, 0.0) == "faster"  # "slower" needs a ratio above 1
+    assert verdict(1.02, 1 / 1.1, 1.1, "welch", True, 0.1) == "noise"
+    assert verdict(1.02, 1 / 1.1 - 1e-9, 1.1, "welch", True, 0.1) == "slower"
+    assert verdict(1.02, 1.0, 1.1 + 1e-9, "welch", True, 0.1) == "slower"
+    assert verdict(0.98, 0.95, 1.05, "prior", False, 0.1) == "noise"  # inside the band decides even a prior
+    assert verdict(0.98, 0.95, 1.05, "prior", False, 0.0) == "undetermined"
+    assert verdict(0.98, 0.95, 1.05, "welch", False, 0.0) == "noise"
+    assert verdict(1.0, 0.95, 1.05, "welch", True, 0.0) == "faster"  # "slower" needs a ratio above 1
 
 
 def test_pairs_adjusted_p_equal_to_the_level_is_not_significant(monkeypatch):
@@ -598,12 +616,10 @@ def test_pairs_have_no_band_by_default():
     assert t.verdict == "noise"
 
 
-def test_pairs_without_a_band_a_point_interval_at_one_is_not_noise():
-    from ccbench.analysis.compare import _decide
-
+def test_pairs_without_a_band_a_point_interval_at_one_is_not_noise(monkeypatch):
     # min_effect 0 means no practical band at all: even an interval that is exactly [1, 1] is not called
     # noise by the band, so a single-launch case stays undetermined
-    assert _decide(1.0, 1.0, 1.0, "prior", False, 0.0) == "undetermined"
+    assert verdict_of(monkeypatch, 1.0, 1.0, 1.0, "prior", False, 0.0) == "undetermined"
 
 
 # -- provenance, settings, summaries and the engine, pinned by mutation testing --------------------
