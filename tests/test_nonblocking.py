@@ -17,7 +17,8 @@ from ccbench.workloads.overlap import RankTimes, imb_overlap_pct, imb_times, osu
 TINY = TimingSettings(warmup=1, min_reps=2, max_reps=3, target_rse=0.5, budget_s=0.5)
 HAND_WRITTEN = [("allreduce", "ring"), ("bcast", "binomial"), ("allgather", "ring"), ("barrier", "dissemination"),
                 ("reduce", "binomial"), ("reduce_scatter", "pairwise"), ("alltoall", "pairwise"), ("gather", "linear"),
-                ("scatter", "linear"), ("allgatherv", "ring"), ("alltoallv", "pairwise")]
+                ("scatter", "linear"), ("allgatherv", "ring"), ("alltoallv", "pairwise"), ("gatherv", "linear"),
+                ("scatterv", "linear"), ("reduce_scatterv", "pairwise"), ("reduce_scatterv", "ring")]
 
 # -- the two definitions, on recorded times, against the arithmetic done by hand ----------------------------------
 

@@ -344,16 +344,20 @@ def gatherv_linear(comm, sendbuf, recvbuf, counts, root: int = 0) -> None:
     The root posts P-1 receives, block r into its slot of recvbuf, and waits for them all: (P-1) a +
     (n - c_root) b through the root's one link, whatever the distribution (Thakur et al. 2005's flat gather).
     """
+    run_plan(comm, gatherv_linear_plan(comm, sendbuf, recvbuf, counts, root))
+
+
+def gatherv_linear_plan(comm, sendbuf, recvbuf, counts, root: int = 0) -> Plan:
+    """`gatherv_linear`'s one step (`ccbench.algorithms.steps`): a send to the root, or at the root P-1 receives
+    after a prologue that copies its own block into place."""
     P, rank = comm.size, comm.rank
     if rank != root:
-        comm.Send(sendbuf, root)
-        return
+        return Plan(None, ((((sendbuf, root, 0),), (), None),))
     d = _offsets(tuple(counts))
-    if not is_in_place(sendbuf):
-        np.copyto(recvbuf[d[root]:d[root + 1]], sendbuf)
-    if P == 1:
-        return
-    comm.Waitall([comm.Irecv(recvbuf[d[s]:d[s + 1]], s) for s in ((root + i) % P for i in range(1, P))])
+    own = recvbuf[d[root]:d[root + 1]]
+    recvs = tuple((recvbuf[d[s]:d[s + 1]], s, 0) for s in ((root + i) % P for i in range(1, P)))
+    return Plan(None if is_in_place(sendbuf) else lambda: np.copyto(own, sendbuf),
+                (((), recvs, None),) if recvs else ())
 
 
 @register(
@@ -410,16 +414,20 @@ def gatherv_binomial(comm, sendbuf, recvbuf, counts, root: int = 0) -> None:
 )
 def scatterv_linear(comm, sendbuf, recvbuf, counts, root: int = 0) -> None:
     """Flat-tree scatterv: the root sends each rank its block directly, all sends posted at once."""
+    run_plan(comm, scatterv_linear_plan(comm, sendbuf, recvbuf, counts, root))
+
+
+def scatterv_linear_plan(comm, sendbuf, recvbuf, counts, root: int = 0) -> Plan:
+    """`scatterv_linear`'s one step (`ccbench.algorithms.steps`): a receive from the root, or at the root P-1 sends
+    after a prologue that copies its own block into recvbuf."""
     P, rank = comm.size, comm.rank
     if rank != root:
-        comm.Recv(recvbuf, root)
-        return
+        return Plan(None, (((), ((recvbuf, root, 0),), None),))
     d = _offsets(tuple(counts))
-    if not is_in_place(recvbuf):
-        np.copyto(recvbuf, sendbuf[d[root]:d[root + 1]])
-    if P == 1:
-        return
-    comm.Waitall([comm.Isend(sendbuf[d[t]:d[t + 1]], t) for t in ((root + i) % P for i in range(1, P))])
+    own = sendbuf[d[root]:d[root + 1]]
+    sends = tuple((sendbuf[d[t]:d[t + 1]], t, 0) for t in ((root + i) % P for i in range(1, P)))
+    return Plan(None if is_in_place(recvbuf) else lambda: np.copyto(recvbuf, own),
+                ((sends, (), None),) if sends else ())
 
 
 @register(
@@ -485,22 +493,29 @@ def reduce_scatterv_pairwise(comm, sendbuf, recvbuf, counts, op="sum") -> None:
     MPICH's MPI_Reduce_scatter does it for long messages).  In place the input is the whole of recvbuf, the
     result is reduced where the rank's own block lies and moved to the front at the end.
     """
+    run_plan(comm, reduce_scatterv_pairwise_plan(comm, sendbuf, recvbuf, counts, op))
+
+
+def reduce_scatterv_pairwise_plan(comm, sendbuf, recvbuf, counts, op="sum") -> Plan:
+    """`reduce_scatterv_pairwise`'s rounds as steps (`ccbench.algorithms.steps`): one Sendrecv's messages and a
+    reduction into the result each, after a prologue that starts the result from this rank's own part; in place
+    an epilogue moves it to the front.  Every round runs, blocks of zero elements too: another rank's block may
+    not be empty."""
     ufunc = as_ufunc(op)
     P, rank = comm.size, comm.rank
     in_place = is_in_place(sendbuf)
     d = _offsets(tuple(counts))
     data = recvbuf if in_place else sendbuf
     c = d[rank + 1] - d[rank]
-    acc = data[d[rank]:d[rank + 1]] if in_place else recvbuf
-    if not in_place:
-        np.copyto(acc, data[d[rank]:d[rank + 1]])
+    mine = data[d[rank]:d[rank + 1]]
+    acc = mine if in_place else recvbuf
     tmp = comm.scratch(c, data.dtype)
+    steps = []
     for i in range(1, P):
         dst, src = (rank + i) % P, (rank - i) % P
-        comm.Sendrecv(data[d[dst]:d[dst + 1]], dst, 0, tmp, src, 0)
-        comm.reduce_local(ufunc, tmp, acc)
-    if in_place and d[rank]:
-        np.copyto(recvbuf[:c], acc)
+        steps.append((((data[d[dst]:d[dst + 1]], dst, 0),), ((tmp, src, 0),), (ufunc, tmp, acc)))
+    return Plan(None if in_place else lambda: np.copyto(acc, mine), tuple(steps),
+                (lambda: np.copyto(recvbuf[:c], acc)) if in_place and d[rank] else None)
 
 
 def _rs_ring_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1) -> Cost:
@@ -527,23 +542,35 @@ def reduce_scatterv_ring(comm, sendbuf, recvbuf, counts, op="sum") -> None:
     slot 0) and adds its own part to it.  After P-1 rounds block r has passed every rank and lies complete on
     rank r.  A round lasts as long as the largest block on the move, so a heavy block slows P-1 rounds.
     """
+    run_plan(comm, reduce_scatterv_ring_plan(comm, sendbuf, recvbuf, counts, op))
+
+
+def reduce_scatterv_ring_plan(comm, sendbuf, recvbuf, counts, op="sum") -> Plan:
+    """`reduce_scatterv_ring`'s rounds as steps (`ccbench.algorithms.steps`): one Sendrecv's messages and the
+    addition of this rank's part each, after a prologue that copies the input to scratch; an epilogue moves the
+    rank's finished block into recvbuf."""
     ufunc = as_ufunc(op)
     P, rank = comm.size, comm.rank
     d = _offsets(tuple(counts))
     data = recvbuf if is_in_place(sendbuf) else sendbuf
     work = comm.scratch(d[-1], data.dtype, 1)
-    np.copyto(work, data[:d[-1]])
     tmp = comm.scratch(max(counts, default=0), data.dtype, 0)
     left, right = (rank - 1) % P, (rank + 1) % P
+    steps = []
     for k in range(1, P):
         s, t = (rank - k) % P, (rank - k - 1) % P
         incoming = tmp[:d[t + 1] - d[t]]
-        comm.Sendrecv(work[d[s]:d[s + 1]], right, 0, incoming, left, 0)
-        comm.reduce_local(ufunc, incoming, work[d[t]:d[t + 1]])
-    np.copyto(recvbuf[:d[rank + 1] - d[rank]], work[d[rank]:d[rank + 1]])
+        steps.append((((work[d[s]:d[s + 1]], right, 0),), ((incoming, left, 0),),
+                       (ufunc, incoming, work[d[t]:d[t + 1]])))
+    return Plan(lambda: np.copyto(work, data[:d[-1]]), tuple(steps),
+                lambda: np.copyto(recvbuf[:d[rank + 1] - d[rank]], work[d[rank]:d[rank + 1]]))
 
 
 # -- persistent and non-blocking forms (registered last: the blocking algorithms keep their order) ------------
 
 register_forms("allgatherv", "ring", allgatherv_ring_plan, what="Ring allgatherv")
 register_forms("alltoallv", "pairwise", alltoallv_pairwise_plan, what="Pairwise-exchange alltoallv")
+register_forms("gatherv", "linear", gatherv_linear_plan, what="Flat-tree gatherv")
+register_forms("scatterv", "linear", scatterv_linear_plan, what="Flat-tree scatterv")
+register_forms("reduce_scatterv", "pairwise", reduce_scatterv_pairwise_plan, what="Pairwise-exchange reduce_scatterv")
+register_forms("reduce_scatterv", "ring", reduce_scatterv_ring_plan, what="Ring reduce_scatterv")
