@@ -535,6 +535,55 @@ def test_the_start_up_watch_kills_a_rank_stuck_in_c_holding_the_interpreter_lock
     assert subprocess.run([sys.executable, "-c", off], timeout=60).returncode == 0
 
 
+def _watched_child(seconds, rank, what="item", release=False, live_s=3.0):
+    """A forked child that starts a StartupWatch (released at once when `release`) and then sleeps `live_s`:
+    (how it ended: an exit status or -signal, what its watcher wrote on fd 2, seconds it lived).  Forked, not
+    started afresh, so the child runs this process's StartupWatch, whatever it is."""
+    import time
+
+    r, w = os.pipe()
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            os.dup2(w, 2)
+            watch = session.StartupWatch(seconds, rank, what)
+            if release:
+                watch.reached()
+                watch.reached()              # a second call does nothing
+            os.close(w)
+            os.close(2)                      # only the watcher holds the pipe now
+            time.sleep(live_s)
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        said = f.read().decode()             # until the child and its watcher are gone
+    _, status = os.waitpid(pid, 0)
+    return (-os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)), said, time.monotonic() - t0
+
+
+def test_the_start_up_watch_ends_a_rank_that_does_not_begin_in_time_and_only_rank_0_says_so():
+    session.StartupWatch(0.0, 0).reached()   # in this process too: mutation testing counts only the calls made here
+    code, said, lived = _watched_child(0.5, 0, "case")
+    assert code == -signal.SIGKILL and lived < 2.5
+    assert said == ("ccbench: error: watchdog: rank 0 did not begin its first case within 0.5 s of starting (stuck "
+                    "starting MPI or planning); ending the job\n")
+    code, said, _ = _watched_child(0.5, None)
+    assert code == -signal.SIGKILL
+    assert said.startswith("ccbench: error: watchdog: a rank did not begin its first item within 0.5 s")
+    code, said, lived = _watched_child(0.2, 1, live_s=8.0)       # another rank: 5 s later, silent (rank 0 speaks)
+    assert code == -signal.SIGKILL and said == "" and 5.0 <= lived < 6.1
+
+
+def test_the_start_up_watch_leaves_a_rank_alone_once_released_or_when_off():
+    session.StartupWatch(0.0, 0).reached()   # in this process too: mutation testing counts only the calls made here
+    assert _watched_child(0.5, 0, release=True, live_s=1.5)[:2] == (0, "")
+    assert _watched_child(0.0, 0, live_s=0.5)[:2] == (0, "")
+    assert _watched_child(-1.0, 0, live_s=0.5)[:2] == (0, "")
+
+
 @pytest.mark.parametrize("watchdog_s, env, seconds", [
     (300.0, None, 300.0), (1.0, None, 60.0), (0.0, None, 0.0), (1.0, "2.5", 2.5), (300.0, "0", 0.0),
 ])
@@ -542,14 +591,16 @@ def test_the_start_up_limit(monkeypatch, watchdog_s, env, seconds):
     """At least a minute whatever a small --watchdog says, off with it, CCBENCH_STARTUP_WATCHDOG above both."""
     made = []
     real = session.StartupWatch
-    monkeypatch.setattr(session, "StartupWatch", lambda s, rank, what: made.append(s) or real(0, rank, what))
+    monkeypatch.setattr(session, "StartupWatch",
+                        lambda s, rank, what: made.append((s, rank, what)) or real(0, rank, what))
     if env is None:
         monkeypatch.delenv("CCBENCH_STARTUP_WATCHDOG", raising=False)
     else:
         monkeypatch.setenv("CCBENCH_STARTUP_WATCHDOG", env)
-    session.watch_startup(watchdog_s)
+    monkeypatch.setenv("PMI_RANK", "3")                  # the rank the launcher announced
+    session.watch_startup(watchdog_s, "case")
     session.startup_reached()
-    assert made == [seconds]
+    assert made == [(seconds, 3, "case")]
 
 
 @pytest.mark.parametrize("bad", ["soon", "-1", "nan"])
@@ -620,6 +671,34 @@ def test_process_gone():
     assert process_gone(child.pid) and process_start(child.pid) is None  # reaped: no such process
 
 
+def test_process_start_is_the_start_in_clock_ticks_after_boot_whatever_the_process_is_called():
+    """The start of a child made between two readings of the time since boot lies between them (to a tick); it stays
+    the same when the child names itself with a ')' and a space (/proc/PID/stat's name field holds them as
+    they are)."""
+    import subprocess
+    import sys
+
+    from ccbench.measure.session import process_start
+
+    def uptime():
+        return float(Path("/proc/uptime").read_text().split()[0])
+
+    tick = os.sysconf("SC_CLK_TCK")
+    before = uptime()
+    child = subprocess.Popen([sys.executable, "-c", "import sys, time; open('/proc/self/comm', 'w').write('a) b c');"
+                              " print(flush=True); time.sleep(30)"], stdout=subprocess.PIPE)
+    try:
+        start = process_start(child.pid)
+        after = uptime()
+        assert before - 2 / tick <= int(start) / tick <= after + 2 / tick
+        child.stdout.readline()                               # renamed
+        assert Path(f"/proc/{child.pid}/comm").read_text() == "a) b c\n"
+        assert process_start(child.pid) == start
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_only_peers_seen_as_themselves_are_watched():
     """Same host and the same process behind the id: watched; another host, or an id whose process here started
     at another time (a rank in a container of its own), or a start nobody could read: left to the launcher."""
@@ -647,3 +726,92 @@ def test_only_peers_seen_as_themselves_are_watched():
         assert s.watchdog.peers == {1: (parent, process_start(parent))}
     finally:
         s.close()
+
+
+class _Gathering:
+    """A stand-in communicator of one rank among others: allgather returns what every rank gave (`others` after
+    this rank's own)."""
+
+    def __init__(self, rank: int, others: list) -> None:
+        self.rank, self.others = rank, others
+
+    def Get_rank(self) -> int:  # noqa: N802 - mpi4py naming
+        return self.rank
+
+    def allgather(self, mine):
+        return [mine, *self.others] if self.rank == 0 else [*self.others, mine]
+
+
+def test_run_load_sums_the_own_cpu_of_the_ranks_on_rank_0s_kernel_and_the_emulator(monkeypatch):
+    """Rank 0's record: the node's busy share over the span, its own share the CPU seconds of the ranks that share
+    rank 0's kernel (not another kernel's) plus the link emulator's once; None on the other ranks, and without a
+    reading at the start."""
+    from ccbench.measure import hardware, provenance
+    from ccbench.measure.hardware import CpuTimes
+
+    start = CpuTimes(busy=10.0, steal=1.0, total=100.0, cpus=4, own=2.0, wall=50.0, helper=0.5)
+    end = CpuTimes(busy=30.0, steal=2.0, total=140.0, cpus=4, own=3.0, wall=60.0, helper=1.5)
+    monkeypatch.setattr(hardware, "cpu_times", lambda: end)
+    monkeypatch.setattr(provenance, "machine_id", lambda: "k0")
+    others = [("k0", 2.0), ("k1", 7.0), ("k0", 1.0)]            # two ranks on rank 0's kernel, one elsewhere
+    got = session.run_load(_Gathering(0, others), start)
+    own = (1.0 + 2.0 + 1.0 + 1.0) / (10.0 * 4)                  # ranks 1.0 + 2.0 + 1.0, the emulator 1.0
+    assert got == {"wall_s": 10.0, "cpus": 4, "busy_fraction": 0.5, "own_fraction": own,
+                   "other_fraction": 0.5 - own, "steal_fraction": 0.025}
+    assert session.run_load(_Gathering(1, [("k0", 5.0)]), start) is None
+    assert session.run_load(_Gathering(0, others), None) is None
+    # no reading at the end: no record, and no rank's share counted from it
+    monkeypatch.setattr(hardware, "cpu_times", lambda: None)
+    gathered = []
+    comm = _Gathering(0, [])
+    comm.allgather = lambda mine: gathered.append(mine) or [mine]
+    assert session.run_load(comm, start) is None and gathered == [("k0", 0.0)]
+
+
+def _resume(comm, run, row_cls=Row):
+    meta = json.loads((run / "run.json").read_text())
+    prov = {"nranks": meta["nranks"], "mpi_library": meta["mpi_library"], "start_time": "T1"}
+    return session.open_run_dir(comm, lambda: pytest.fail("a resume makes no new run"), run, prov=prov, argv=[],
+                                same_config=lambda c: True, summary=lambda r: r, row_cls=row_cls)
+
+
+def _files(run):
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in run.iterdir()}
+
+
+def test_a_resume_refuses_what_is_no_run_a_complete_run_and_another_kind_leaving_each_as_it_was(tmp_path,
+                                                                                               stand_in_mpi):
+    import shutil
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(UsageError) as e:
+        session.open_run_dir(_Ranks(), lambda: None, empty, prov={}, argv=[], same_config=lambda c: True,
+                             summary=lambda r: r)
+    assert str(e.value) == f"'{empty}' is not a ccbench run (no run.json)"
+    assert list(empty.iterdir()) == []                        # no lock file made in it
+    with pytest.raises(UsageError) as e:                      # nor a directory where there was none
+        session.open_run_dir(_Ranks(), lambda: None, tmp_path / "gone", prov={}, argv=[], same_config=lambda c: True,
+                             summary=lambda r: r)
+    assert str(e.value) == (f"no run at '{tmp_path / 'gone'}' (give a run directory, its name under 'results', "
+                            "or latest)")
+    assert not (tmp_path / "gone").exists()
+
+    done = tmp_path / "done"
+    shutil.copytree(DATA / "run-np2", done)
+    assert json.loads((done / "run.json").read_text())["status"] == "complete"
+    before = _files(done)
+    for _ in range(2):                                        # the lock was released: the same answer again
+        with pytest.raises(UsageError) as e:
+            _resume(_Ranks(), done)
+        assert str(e.value) == f"{done} is complete: nothing to resume (start a new run to measure again)"
+    assert _files(done) == before
+
+    workload = tmp_path / "wl"
+    shutil.copytree(DATA / "wl-ddp-np2", workload)
+    before = _files(workload)
+    for _ in range(2):
+        with pytest.raises(UsageError) as e:
+            _resume(_Ranks(), workload)
+        assert str(e.value) == f"'{workload}' is a 'workload' run; --resume reads collective sweeps only"
+    assert _files(workload) == before

@@ -66,7 +66,7 @@ declare -A TESTS=(
   [ccbench/algorithms/registry.py]="tests/test_predict.py tests/test_costs_at_scale.py tests/test_algorithm_parts.py"
   [ccbench/analysis/fit.py]="tests/test_fit.py tests/test_gamma_paths.py tests/test_fit_parts.py"
   [ccbench/core/estimators.py]="tests/test_estimators.py tests/test_fit.py tests/test_fit_parts.py"
-  [ccbench/measure/session.py]="tests/test_session.py tests/test_measure_contract.py tests/test_slow_fault.py tests/test_launches.py tests/test_session_parts.py"
+  [ccbench/measure/session.py]="tests/test_session.py tests/test_measure_contract.py tests/test_slow_fault.py tests/test_launches.py tests/test_session_parts.py tests/test_doctor.py"
   [ccbench/measure/sweep.py]="tests/test_measure_contract.py tests/test_session.py tests/test_slow_fault.py tests/test_sweep_inprocess.py"
   [ccbench/store/results.py]="tests/test_results.py tests/test_launches.py tests/test_run_names.py"
 )
