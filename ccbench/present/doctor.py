@@ -38,7 +38,7 @@ def levels_table(lv: Levels) -> Table:
               f"bandwidth through {format_size(small)} and {format_size(large)}, median over the level's pairs)",
               [Column("level", "count"), Column("node map says"), Column("pairs", "count"),
                Column(f"{format_size(small)} one-way, fastest"), Column("alpha", "time"),
-               Column("bandwidth GB/s", fmt=lambda v: f"{v:.3g}")])
+               Column("bandwidth GB/s", "bandwidth")])
     for i, v in enumerate(lv.levels, 1):
         lo, hi = v.range_s
         t.add_row(i, v.where, v.pairs, human_time(lo) if lo == hi else f"{human_time(lo)}-{human_time(hi)}",

@@ -268,7 +268,7 @@ def rows_tables(rows: list[Row], launches: bool | None = None, per_rank: bool = 
         t = Table(f"{coll} at {P} ranks - size: {_size_title(coll, per_rank)}; busbw = algbw x {factor:.3g}",
                   [Column("algorithm"), Column("size", "size"), *[Column(k.replace("_", " ")) for k in vary],
                    Column("median", "time"), Column("95% CI", "time_ci", no_wrap=True), Column("min", "time"),
-                   Column("busbw GB/s", fmt=lambda v: f"{v:.3f}", align="right"), Column("n", "count"),
+                   Column("busbw GB/s", "bandwidth"), Column("n", "count"),
                    *((Column("set-up", "time"),) if setup else ()),
                    *(LAUNCH_COLUMNS if launches else ()), Column("stop"), Column("flags"), Column("check")])
         if setup:
