@@ -38,7 +38,7 @@ def summary_table(doc: dict) -> Table:
     """Per collective (all, hand-written, native): cases, median and worst ratio."""
     t = Table("per collective: measured / predicted (worst = farthest from 1)",
               [Column("collective"), Column("kind"), Column("cases", "count"),
-               Column("median", fmt=lambda v: f"{v:.2f}"), Column("worst", fmt=lambda v: f"{v:.2f}")])
+               Column("median", "model_ratio"), Column("worst", "model_ratio")])
     for s in sorted(doc["summary"], key=lambda s: (s["collective"], s["kind"] != "all", s["kind"])):
         t.add_row(s["collective"], s["kind"], s["cases"], s["median_ratio"], s["worst_ratio"])
     return t
@@ -50,7 +50,7 @@ def winners_table(doc: dict) -> Table:
     t = Table(f"who wins: predicted = measured fastest at {a['agree']} of {a['sizes']} sizes",
               [Column("collective"), Column("size", "size"), Column("algorithms", "count"),
                Column("measured fastest"), Column("predicted fastest"), Column("agree"),
-               Column("margin", fmt=lambda v: f"{v:.0%}")])
+               Column("margin", "percent")])
     for w in doc["winners"]:
         t.add_row(w["collective"], w["nbytes"], w["algorithms"], w["measured_winner"], w["predicted_winner"],
                   None if w["agree"] is None else ("yes" if w["agree"] else Styled("no", "red")), w["margin"])

@@ -214,7 +214,7 @@ def who_wins_tables(who: list) -> list[Table]:
                   + ("-" if w.agreement is None else f"{w.agreement:.0%}") + ")",
                   [Column("P", "count"), Column("size", "size"), Column("measured fastest"),
                    Column("fastest modelled"), Column("predicted"), Column("agree"),
-                   Column("margin", fmt=lambda v: f"{v:.0%}")])
+                   Column("margin", "percent")])
         for r in w.rows:
             t.add_row(r.nranks, r.nbytes, r.measured_winner, r.measured_winner_modelled, r.predicted_winner,
                       None if r.agree is None else ("yes" if r.agree else Styled("no", "red")), r.margin)
@@ -279,7 +279,7 @@ def prediction_tables(rows: list[dict]) -> list[Table]:
         best = min(r["time_s"] for r in mine)
         t = Table(f"predicted step communication at {P} ranks (sum of the calls' modelled times, nothing overlapped)",
                   [Column("variant"), Column("algorithms"), Column("ranks/comm", "count"), Column("calls", "count"),
-                   Column("size", "size"), Column("predicted", "time"), Column("vs best", fmt=lambda v: f"{v:.2f}x")])
+                   Column("size", "size"), Column("predicted", "time"), Column("vs best (x)", "ratio")])
         for variant in dict.fromkeys(r["variant"] for r in mine):
             for r in sorted((r for r in mine if r["variant"] == variant), key=lambda r: r["time_s"]):
                 t.add_row(r["variant"], r["algorithm"], r["group_ranks"], r["ncalls"], r["nbytes"], r["time_s"],
