@@ -536,7 +536,7 @@ def test_the_start_up_watch_kills_a_rank_stuck_in_c_holding_the_interpreter_lock
 
 
 def _watched_child(seconds, rank, what="item", release=False, live_s=3.0):
-    """A forked child that starts a StartupWatch (released at once when `release`) and then sleeps `live_s`:
+    """A forked child that starts a StartupWatch (released at once when `release`), sleeps `live_s` and exits 7:
     (how it ended: an exit status or -signal, what its watcher wrote on fd 2, seconds it lived).  Forked, not
     started afresh, so the child runs this process's StartupWatch, whatever it is."""
     import time
@@ -555,6 +555,7 @@ def _watched_child(seconds, rank, what="item", release=False, live_s=3.0):
             os.close(w)
             os.close(2)                      # only the watcher holds the pipe now
             time.sleep(live_s)
+            os._exit(7)                      # this process lived to its end
         finally:
             os._exit(0)
     os.close(w)
@@ -567,7 +568,7 @@ def _watched_child(seconds, rank, what="item", release=False, live_s=3.0):
 def test_the_start_up_watch_ends_a_rank_that_does_not_begin_in_time_and_only_rank_0_says_so():
     session.StartupWatch(0.0, 0).reached()   # in this process too: mutation testing counts only the calls made here
     code, said, lived = _watched_child(0.5, 0, "case")
-    assert code == -signal.SIGKILL and lived < 2.5
+    assert code == -signal.SIGKILL and lived < 1.4                # rank 0 at once, no grace
     assert said == ("ccbench: error: watchdog: rank 0 did not begin its first case within 0.5 s of starting (stuck "
                     "starting MPI or planning); ending the job\n")
     code, said, _ = _watched_child(0.5, None)
@@ -579,9 +580,9 @@ def test_the_start_up_watch_ends_a_rank_that_does_not_begin_in_time_and_only_ran
 
 def test_the_start_up_watch_leaves_a_rank_alone_once_released_or_when_off():
     session.StartupWatch(0.0, 0).reached()   # in this process too: mutation testing counts only the calls made here
-    assert _watched_child(0.5, 0, release=True, live_s=1.5)[:2] == (0, "")
-    assert _watched_child(0.0, 0, live_s=0.5)[:2] == (0, "")
-    assert _watched_child(-1.0, 0, live_s=0.5)[:2] == (0, "")
+    assert _watched_child(0.5, 0, release=True, live_s=1.5)[:2] == (7, "")
+    assert _watched_child(0.0, 0, live_s=0.5)[:2] == (7, "")
+    assert _watched_child(-1.0, 0, live_s=0.5)[:2] == (7, "")
 
 
 @pytest.mark.parametrize("watchdog_s, env, seconds", [
@@ -726,6 +727,47 @@ def test_only_peers_seen_as_themselves_are_watched():
         assert s.watchdog.peers == {1: (parent, process_start(parent))}
     finally:
         s.close()
+
+    class Two(Comm):                                   # two ranks: the one other rank is watched too
+        def Get_size(self):
+            return 2
+
+        def allgather(self, mine):
+            return [mine, (host, parent, process_start(parent))]
+
+    s = Session(Two(), None, watchdog_s=0.0)
+    try:
+        s.watch_peers()
+        assert s.watchdog.peers == {1: (parent, process_start(parent))}
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("status, raised", [("complete", True), ("interrupted", True), ("failed", False)])
+def test_a_final_status_the_disk_refuses_is_the_error_only_when_the_loop_ended_well(status, raised):
+    """A full disk refusing run.json's last write: after a loop that ended well that is the error to report; after a
+    failed one the error that ended the loop says more (this one is dropped).  The writer is closed either way."""
+    from ccbench.measure.session import Session
+    from ccbench.store.results import WriteError
+
+    class Writer:
+        rows, closed = 3, False
+
+        def update(self, **fields):
+            raise WriteError("disk full")
+
+        def close(self):
+            self.closed = True
+
+    w = Writer()
+    s = Session(_Ranks(size=1), w, watchdog_s=0.0)
+    s.status = status
+    if raised:
+        with pytest.raises(WriteError, match="disk full"):
+            s.close()
+    else:
+        s.close()
+    assert w.closed
 
 
 class _Gathering:
