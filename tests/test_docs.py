@@ -323,7 +323,7 @@ def test_mutation_scores_add_up_and_the_readme_quotes_their_range():
     """docs/mutation.md's table of scores: each score is killed / mutants, every mutant not killed is
     accounted for in the survivors column, and the README gives the range of the scores."""
     text = (REPO / "docs" / "mutation.md").read_text()
-    section = text[text.index("## Scores (2026-11-27)"):]
+    section = text[text.index("## Scores ("):]
     section = section[:section.index("\n## ", 5)]
     rows = re.findall(r"^\| `(ccbench/[\w/]+\.py)` \| (\d+)/(\d+) \| ([\d.]+)% \| [^|]+ \| ([^|]+) \|$", section, re.M)
     assert len(rows) >= 20, "one row per core module"
