@@ -844,53 +844,56 @@ def test_workload_summary_steps_then_calls_per_workload():
     ])
 
 
-def _launch_test(**kw):
-    from ccbench.analysis.compare import LaunchTest
-
-    fields = dict(ratio=1.25, p_value=0.01, p_adjusted=0.02, significant=True, verdict="slower", ratio_low=1.1,
-                  ratio_high=1.4, launches_a=3, launches_b=2, method="welch", resolvable_ratio=None)
-    return LaunchTest(**dict(fields, **kw))
-
-
-def test_sweep_pair_takes_the_case_from_a_and_both_sides_measurements():
-    import dataclasses
-
-    from ccbench.analysis.compare import _sweep_pair
+def test_a_sweep_pair_takes_the_case_from_a_and_both_sides_measurements(tmp_path):
+    """compare's pair of two runs' rows of one case: the case (dtype, op, in place, root) from the baseline's row,
+    each side's rank count, samples, median and interval, and the settings of each as text."""
+    from ccbench.analysis.compare import test_pairs
 
     ra = dataclasses.replace(_row("bcast", "binomial", 64, [1e-6, 2e-6, 3e-6, 4e-6]), dtype="int32", op="max",
                              in_place=True, root=1, nranks=4, settings={"ALG": "binomial", "N": 2})
     rb = dataclasses.replace(_row("bcast", "binomial", 64, [5e-6, 6e-6, 9e-6]), dtype="int32", op="max",
-                             in_place=True, root=1, nranks=2, settings="ALG=2")
-    test = _launch_test()
-    got = dataclasses.asdict(_sweep_pair("A", "C", ra, rb, test))
-    assert got == {"baseline": "A", "other": "C", "collective": "bcast", "algorithm": "binomial", "nbytes": 64,
-                   "dtype": "int32", "op": "max", "in_place": True, "root": 1, "settings_a": "ALG=binomial;N=2",
-                   "settings_b": "ALG=2", "nranks_a": 4, "nranks_b": 2, "samples_a": 4, "samples_b": 3,
-                   "median_a_s": ra.median_s, "median_b_s": 6e-6, "ci_low_a_s": ra.ci_low_s,
-                   "ci_high_a_s": ra.ci_high_s, "ci_low_b_s": rb.ci_low_s, "ci_high_b_s": rb.ci_high_s,
-                   **dataclasses.asdict(test)}
+                             in_place=True, root=1, nranks=2, settings={"ALG": 2})
+    a = _write_run(tmp_path / "A", [ra], nranks=4)
+    c = _write_run(tmp_path / "C", [rb])
+    cmp = compare_runs([open_run(a), open_run(c)])
+    (got,), ((_, _, test),) = cmp.pairs, test_pairs([(ra, rb)], cmp.level)
+    assert dataclasses.asdict(got) == {
+        "baseline": "A", "other": "B", "collective": "bcast", "algorithm": "binomial", "nbytes": 64,
+        "dtype": "int32", "op": "max", "in_place": True, "root": 1, "settings_a": "ALG=binomial;N=2",
+        "settings_b": "ALG=2", "nranks_a": 4, "nranks_b": 2, "samples_a": 4, "samples_b": 3,
+        "median_a_s": ra.median_s, "median_b_s": 6e-6, "ci_low_a_s": ra.ci_low_s, "ci_high_a_s": ra.ci_high_s,
+        "ci_low_b_s": rb.ci_low_s, "ci_high_b_s": rb.ci_high_s, **dataclasses.asdict(test)}
     assert ra.median_s == pytest.approx(2.5e-6)
     assert len({ra.ci_low_s, ra.ci_high_s, rb.ci_low_s, rb.ci_high_s}) == 4  # four distinct values to tell apart
 
 
-def test_workload_pair_takes_the_key_from_a_and_both_sides_measurements():
-    import dataclasses
-    from types import SimpleNamespace
+def test_a_workload_pair_takes_the_key_from_a_and_both_sides_measurements(tmp_path):
+    """compare's pair of two workload runs' rows of one key: the key from the baseline's row, each side's rank count,
+    samples, median, interval, overlap and slowdown."""
+    from ccbench.analysis.compare import LaunchTest
 
-    from ccbench.analysis.compare import _workload_pair
+    def copy(name, **changed):
+        run = tmp_path / name
+        shutil.copytree(DATA / "wl-ddp-np2", run)
+        lines = (run / "cases.jsonl").read_text().splitlines()
+        first = dict(json.loads(lines[0]), **changed)
+        (run / "cases.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+        (run / "cases.csv").unlink()
+        return run
 
-    key = dict(workload="ddp", variant="bucketed", model="mlp", algorithm="ring", dtype="float32", part=-1,
-               label="step", collective="allreduce", nbytes=4096, delay_s=0.002, delayed_rank=1)
-    a = SimpleNamespace(**key, nranks=2, samples=5, median_s=1.0, ci_low_s=0.9, ci_high_s=1.1, overlap_pct=40.0,
-                        slowdown=1.5)
-    b = SimpleNamespace(**key, nranks=4, samples=7, median_s=2.0, ci_low_s=1.8, ci_high_s=2.2, overlap_pct=55.0,
-                        slowdown=2.5)
-    test = _launch_test(method="prior", resolvable_ratio=2.6)
-    got = dataclasses.asdict(_workload_pair("A", "B", a, b, test))
-    assert got == {"baseline": "A", "other": "B", **key, "nranks_a": 2, "nranks_b": 4, "samples_a": 5,
-                   "samples_b": 7, "median_a_s": 1.0, "median_b_s": 2.0, "ci_low_a_s": 0.9, "ci_high_a_s": 1.1,
-                   "ci_low_b_s": 1.8, "ci_high_b_s": 2.2, "overlap_pct_a": 40.0, "overlap_pct_b": 55.0,
-                   "slowdown_a": 1.5, "slowdown_b": 2.5, **dataclasses.asdict(test)}
+    a = copy("A", median_s=1.0, ci_low_s=0.9, ci_high_s=1.1, overlap_pct=40.0, slowdown=1.5)
+    b = copy("B", median_s=2.0, ci_low_s=1.8, ci_high_s=2.2, overlap_pct=55.0, slowdown=2.5)
+    ra, rb = open_run(a), open_run(b)
+    got = dataclasses.asdict(next(p for p in compare_runs([ra, rb]).pairs if p.median_a_s == 1.0))
+    key = {k: getattr(ra.rows[0], k) for k in ("workload", "variant", "model", "algorithm", "dtype", "part", "label",
+                                              "collective", "nbytes", "delay_s", "delayed_rank")}
+    tested = {f.name for f in dataclasses.fields(LaunchTest)}   # decided with the run's other pairs, as one family
+    assert {k: v for k, v in got.items() if k not in tested} == {
+        "baseline": "A", "other": "B", **key, "nranks_a": 2, "nranks_b": 2, "samples_a": ra.rows[0].samples,
+        "samples_b": rb.rows[0].samples, "median_a_s": 1.0, "median_b_s": 2.0, "ci_low_a_s": 0.9, "ci_high_a_s": 1.1,
+        "ci_low_b_s": 1.8, "ci_high_b_s": 2.2, "overlap_pct_a": 40.0, "overlap_pct_b": 55.0, "slowdown_a": 1.5,
+        "slowdown_b": 2.5}
+    assert got["ratio"] == 2.0
 
 
 def test_compare_runs_reads_run_names_under_the_results_directory(tmp_path, monkeypatch):
