@@ -88,9 +88,9 @@ def main() -> int:
     finally:
         print(ccb("lab", "down").strip().splitlines()[-1], flush=True)
     doc["tuning_file"] = json.loads(tuning.read_text())
-    doc["notes"] = list(tuned.notes)
+    doc["notes"] = list(tuned.choice.notes)
     by_run = {}
-    for s in tuned.selections:
+    for s in tuned.choice.selections:
         by_run[s.run] = {c.nbytes: {"choice": c.winner, "fastest": c.fastest, "toss_up": c.within_noise,
                                     "kept_default": c.kept_default,
                                     "times_s": {k: round(v, 9) for k, v in c.times_s.items()}} for c in s.choices}

@@ -243,7 +243,7 @@ def test_tune_writes_once_and_refuses_foreign_input(tmp_path):
         tune_runs([run], "mpich-json", str(tmp_path / "x.json"))
     doc = tune_runs([run], "openmpi-json", str(tmp_path / "o.json"))
     side = json.loads((tmp_path / "o.json.source.json").read_text())
-    assert side["sources"][0]["run"] == "r" and any("6.0" in n for n in doc.notes)
+    assert side["sources"][0]["run"] == "r" and any("6.0" in n for n in doc.choice.notes)
     plain = _write_run(tmp_path / "p", [_row("native", 64, 2e-6), _row("ring", 64, 1e-6)],
                        vendor="Open MPI 5.0.11", library="Open MPI v5.0.11")
     with pytest.raises(UsageError, match="no measured native:<alg> variants"):
@@ -540,7 +540,7 @@ def test_verify_runs_alternating_launches_and_records_every_size(tmp_path, fake_
                                                                                                      2e-5))]
     run = _source_run(tmp_path / "src", rows)
     doc = tune_runs([run], "openmpi-rules")
-    assert [c.winner for c in doc.selections[0].choices] == ["native:ring", "native", "native", "native"]
+    assert [c.winner for c in doc.choice.selections[0].choices] == ["native:ring", "native", "native", "native"]
     jobs = FakeJobs(derived(run) / "tuning.openmpi-rules.txt", {64: 0.5}, skip=(1 << 20,), wrong=(65536,))
     said = []
     result = verify(doc, tmp_path / "out", say=said.append, launches=3, seed=7, job_runner=jobs)
@@ -632,7 +632,7 @@ def test_verify_at_another_shape_than_the_choices_notes_it_in_the_record(tmp_pat
     meta = json.loads((run / "run.json").read_text())
     (run / "run.json").write_text(json.dumps(dict(meta, nodes=2, ranks_per_node=2)))
     doc = tune_runs([run], "openmpi-rules")
-    assert doc.selections[0].shape == Shape(2, 2, True)
+    assert doc.choice.selections[0].shape == Shape(2, 2, True)
 
     def on(nodes, ppn):
         jobs = FakeJobs(derived(run) / "tuning.openmpi-rules.txt", {})
@@ -711,27 +711,27 @@ def test_tune_runs_writes_the_classic_rules_and_returns_what_it_chose(tmp_path):
     doc = tune_runs([run], "openmpi-rules")
     out = derived(run) / "tuning.openmpi-rules.txt"
     src = "run r (Open MPI v5.0.11, 4 ranks, 2026-01-01T00:00:00)"
-    assert doc.path == str(out) and doc.format == "openmpi-rules" and doc.library == "openmpi"
-    assert doc.sources == (TuningSource("r", str(run), "Open MPI v5.0.11", 4, "2026-01-01T00:00:00", None),)
-    assert doc.sources[0].to_dict() == {"run": "r", "path": str(run), "mpi_library": "Open MPI v5.0.11", "nranks": 4,
-                                        "start_time": "2026-01-01T00:00:00", "shape": None}
-    assert doc.notes == () and doc.side is False and doc.defaults_from is None
-    assert [s.run for s in doc.selections] == ["r"]
-    assert [r.algorithm for r in doc.selections[0].ranges] == ["native:ring", "native"]
-    assert out.read_text() == doc.text == openmpi_rules(doc.selections, src)
+    assert doc.path == str(out) and doc.choice.format == "openmpi-rules" and doc.choice.library == "openmpi"
+    assert doc.choice.sources == (TuningSource("r", str(run), "Open MPI v5.0.11", 4, "2026-01-01T00:00:00", None),)
+    assert doc.choice.sources[0].to_dict() == {"run": "r", "path": str(run), "mpi_library": "Open MPI v5.0.11",
+                                               "nranks": 4, "start_time": "2026-01-01T00:00:00", "shape": None}
+    assert doc.choice.notes == () and doc.side is False and doc.defaults_from is None
+    assert [s.run for s in doc.choice.selections] == ["r"]
+    assert [r.algorithm for r in doc.choice.selections[0].ranges] == ["native:ring", "native"]
+    assert out.read_text() == doc.text == openmpi_rules(doc.choice.selections, src)
     assert sorted(p.name for p in derived(run).iterdir()) == [out.name]   # no side file
     # the run's own name resolved under the results directory, one output file named by the caller
     doc = tune_runs(["r"], "openmpi-json", str(tmp_path / "sub" / "d" / "o.json"), results_dir=tmp_path)
     side = tmp_path / "sub" / "d" / "o.json.source.json"
     assert side.read_text() == json.dumps({"tuning_file": "o.json", "format": "openmpi-json",
-                                           "sources": [s.to_dict() for s in doc.sources]}, indent=2) + "\n"
+                                           "sources": [s.to_dict() for s in doc.choice.sources]}, indent=2) + "\n"
     assert side.read_text() == json.dumps(doc.to_dict(), indent=2) + "\n"
     with pytest.raises(CCBenchError, match="^a tuning file not written yet has no FILE.source.json$"):
         dataclasses.replace(doc, path=None).to_dict()
-    assert doc.notes == ("Open MPI reads JSON rules from 6.0 on; the 5.0.x series reads only the classic format "
+    assert doc.choice.notes == ("Open MPI reads JSON rules from 6.0 on; the 5.0.x series reads only the classic format "
                          "(--format openmpi-rules)",)
-    assert (tmp_path / "sub" / "d" / "o.json").read_text() == doc.text == json.dumps(openmpi_json(doc.selections),
-                                                                                indent=2) + "\n"
+    assert (tmp_path / "sub" / "d" / "o.json").read_text() == doc.text == json.dumps(
+        openmpi_json(doc.choice.selections), indent=2) + "\n"
     (tmp_path / "sub" / "p.json.source.json").write_text("{}")      # the side file alone is never overwritten
     with pytest.raises(UsageError, match=rf"^{re.escape(str(tmp_path / 'sub' / 'p.json.source.json'))} exists; "
                                          r"tuning files are never overwritten: give another -o FILE$"):
@@ -774,7 +774,7 @@ def test_tune_runs_refusals_name_the_run(tmp_path):
     eight = _open_mpi_run(tmp_path / "e", [_row("native", 64, 2e-6, P=8), _row("native:ring", 64, 1e-6, P=8)],
                           nranks=8)
     doc = tune_runs([run, eight], "openmpi-rules")
-    assert [(s.run, s.nranks) for s in doc.selections] == [("r", 4), ("e", 8)]
+    assert [(s.run, s.nranks) for s in doc.choice.selections] == [("r", 4), ("e", 8)]
     assert doc.path == str(derived(run) / "tuning.openmpi-rules.txt")      # the first run's derived tree
     assert doc.text.startswith("# Open MPI coll/tuned dynamic rules written by ccbench tune from run r (Open MPI "
                                   "v5.0.11, 4 ranks, 2026-01-01T00:00:00), run e (Open MPI v5.0.11, 8 ranks, "
@@ -782,7 +782,7 @@ def test_tune_runs_refusals_name_the_run(tmp_path):
     jdoc = tune_runs([eight], "openmpi-json")
     assert jdoc.path == str(derived(eight) / "tuning.openmpi.json")
     assert (derived(eight) / "tuning.openmpi.json.source.json").is_file()
-    assert [s.run for s in doc.sources] == ["r", "e"]
+    assert [s.run for s in doc.choice.sources] == ["r", "e"]
 
 
 def test_tune_runs_mpich_json_keeps_the_library_s_defaults(tmp_path, monkeypatch):
@@ -793,16 +793,17 @@ def test_tune_runs_mpich_json_keeps_the_library_s_defaults(tmp_path, monkeypatch
     run = _write_run(tmp_path / "m", rows)
     doc = tune_runs([run], "mpich-json")
     assert doc.path == str(derived(run) / "tuning.mpich.json")
-    assert doc.notes == ("the default subtrees come from 'MPICH Version:      4.9', the run used "
+    assert doc.choice.notes == ("the default subtrees come from 'MPICH Version:      4.9', the run used "
                          "'MPICH Version:      5.0.2'",) and doc.defaults_from == "MPICH Version: 4.9"
-    assert doc.text == json.dumps(mpich_json(doc.selections, FAKE_DEFAULT), indent=1) + "\n"
+    assert doc.text == json.dumps(mpich_json(doc.choice.selections, FAKE_DEFAULT), indent=1) + "\n"
     side = json.loads(Path(doc.path + ".source.json").read_text())
     assert side == {"tuning_file": "tuning.mpich.json", "format": "mpich-json", "defaults_from": "MPICH Version: 4.9",
                     "sources": [{"run": "m", "path": str(run), "mpi_library": "MPICH Version:      5.0.2",
                                  "nranks": 4, "start_time": "2026-01-01T00:00:00", "shape": None}]}
     monkeypatch.setattr(tune, "mpich_default_tree", lambda: (FAKE_DEFAULT, "MPICH Version:      5.0.2"))
     doc = tune_runs([run], "mpich-json", str(tmp_path / "same.json"))
-    assert doc.notes == () and read_json_with_comment(doc.text) == mpich_json(doc.selections, FAKE_DEFAULT)
+    assert doc.choice.notes == ()
+    assert read_json_with_comment(doc.text) == mpich_json(doc.choice.selections, FAKE_DEFAULT)
 
 
 def _winners(coll, P, *winners):
@@ -1022,19 +1023,19 @@ def test_refused_cases_of_the_run_move_the_boundary_to_the_first_size_measured(t
             _row("native", 64, 4e-6, launches=3), _row("native:ring", 64, 2e-6, launches=3)]
     refusal = {"collective": "allreduce", "algorithm": "native:ring", "nranks": 4, "nbytes": 8, "not_applicable": True}
     run = _open_mpi_run(tmp_path / "a", rows, skipped=[refusal])
-    assert tune_runs([run], "openmpi-rules").selections[0].ranges == [Range(8, 63, "native"),
+    assert tune_runs([run], "openmpi-rules").choice.selections[0].ranges == [Range(8, 63, "native"),
                                                                          Range(64, None, "native:ring")]
     # skips that were not refusals, or refusals of another collective or rank count, change nothing:
     # the crossover interpolated half-way between 8 B and 64 B in log size, 8 sqrt(8) = 22.6
     others = [dict(refusal, not_applicable=False), {k: v for k, v in refusal.items() if k != "not_applicable"},
               dict(refusal, collective="bcast"), dict(refusal, nranks=8)]
     run = _open_mpi_run(tmp_path / "b", rows, skipped=others)
-    assert tune_runs([run], "openmpi-rules").selections[0].ranges == [Range(8, 22, "native"),
+    assert tune_runs([run], "openmpi-rules").choice.selections[0].ranges == [Range(8, 22, "native"),
                                                                          Range(23, None, "native:ring")]
     meta = json.loads((run / "run.json").read_text())                 # a run.json without a list of skips
     del meta["skipped"]
     (run / "run.json").write_text(json.dumps(meta))
-    assert tune_runs([run], "openmpi-json", str(tmp_path / "o.json")).selections[0].ranges[0] == Range(8, 22,
+    assert tune_runs([run], "openmpi-json", str(tmp_path / "o.json")).choice.selections[0].ranges[0] == Range(8, 22,
                                                                                                          "native")
 
 
@@ -1043,7 +1044,7 @@ def test_tune_runs_finds_runs_under_results_and_names_an_unknown_library(tmp_pat
     run = _open_mpi_run(tmp_path / "results" / "r", rows)
     monkeypatch.chdir(tmp_path)
     doc = tune_runs(["r"], "openmpi-rules", "out.txt")
-    assert doc.sources[0].path == str(Path("results") / "r") and Path("out.txt").is_file()
+    assert doc.choice.sources[0].path == str(Path("results") / "r") and Path("out.txt").is_file()
     meta = json.loads((run / "run.json").read_text())
     del meta["mpi_library"]
     (run / "run.json").write_text(json.dumps(meta))
@@ -1058,8 +1059,8 @@ def test_tune_runs_for_mpich_names_what_only_mpich_has(tmp_path, monkeypatch):
     rows = [_row("native", 64, 2e-6, launches=3), _row("native:recexch", 64, 1e-6, launches=3)]
     run = _write_run(tmp_path / "m", rows)
     doc = tune_runs([run], "mpich-json")
-    assert doc.library == "mpich" and doc.selections[0].ranges == [Range(64, None, "native:recexch")]
-    assert doc.selections[0].notes == []
+    assert doc.choice.library == "mpich" and doc.choice.selections[0].ranges == [Range(64, None, "native:recexch")]
+    assert doc.choice.selections[0].notes == []
 
 
 def test_launch_arrays_need_positive_finite_samples_in_every_launch():

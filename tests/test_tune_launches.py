@@ -260,7 +260,7 @@ def _source(tmp_path: Path) -> Path:
 def test_verify_alternates_launches_and_decides_per_size(tmp_path, no_mpi):
     run = _source(tmp_path)
     doc = tune_runs([run], "openmpi-rules")
-    assert [c.winner for c in doc.selections[0].choices] == ["native", "native", "native:ring"]
+    assert [c.winner for c in doc.choice.selections[0].choices] == ["native", "native", "native:ring"]
     jobs = FakeJobs(derived(run) / "tuning.openmpi-rules.txt", {65536: 0.5})
     said = []
     result = verify(doc, say=said.append, launches=3, seed=7, job_runner=jobs)
@@ -300,7 +300,7 @@ def test_a_file_that_keeps_every_default_is_already_best_at_every_size(tmp_path,
         rows.append(_row("native:ring", n, _launches(1e-5, (1.1, 0.9, 1.05), seed=n + 1)))
     run = _write_run(tmp_path / "src", rows)
     doc = tune_runs([run], "openmpi-rules")
-    assert {c.winner for c in doc.selections[0].choices} == {"native"}
+    assert {c.winner for c in doc.choice.selections[0].choices} == {"native"}
     jobs = FakeJobs(derived(run) / "tuning.openmpi-rules.txt", {}, spread=0.2, seed=4)
     result = verify(doc, say=lambda line: None, seed=3, job_runner=jobs)
     assert len(result.rows) == 12 and {r.verdict for r in result.rows} == {"already best"}

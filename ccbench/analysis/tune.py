@@ -682,37 +682,13 @@ class TuningFile:
     defaults_from: str | None = None
     path: str | None = None
 
-    @property
-    def format(self) -> str:
-        return self.choice.format
-
-    @property
-    def library(self) -> str:
-        return self.choice.library
-
-    @property
-    def ext(self) -> str:
-        return self.choice.ext
-
-    @property
-    def selections(self) -> tuple[Selection, ...]:
-        return self.choice.selections
-
-    @property
-    def sources(self) -> tuple[TuningSource, ...]:
-        return self.choice.sources
-
-    @property
-    def notes(self) -> tuple[str, ...]:
-        return self.choice.notes
-
     def to_dict(self) -> dict:
         """``FILE.source.json``: the file's name, its format, the runs it came from and, for MPICH, the version
         whose defaults it keeps.  Only a written file has one."""
         if self.path is None:
             raise CCBenchError("a tuning file not written yet has no FILE.source.json")
-        return {"tuning_file": Path(self.path).name, "format": self.format,
-                "sources": [s.to_dict() for s in self.sources],
+        return {"tuning_file": Path(self.path).name, "format": self.choice.format,
+                "sources": [s.to_dict() for s in self.choice.sources],
                 **({"defaults_from": self.defaults_from} if self.defaults_from is not None else {})}
 
 
@@ -869,10 +845,10 @@ def _major_version(library: str) -> float:
 def file_env(doc: TuningFile) -> dict:
     """The environment that makes the library read the written tuning file."""
     path = str(Path(doc.path).resolve())
-    if doc.format == "mpich-json":
+    if doc.choice.format == "mpich-json":
         return {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": path}
-    libs = [s.mpi_library or "" for s in doc.sources]
-    if doc.format == "openmpi-json" and any(_major_version(s) < 6 for s in libs):
+    libs = [s.mpi_library or "" for s in doc.choice.sources]
+    if doc.choice.format == "openmpi-json" and any(_major_version(s) < 6 for s in libs):
         raise UsageError(f"cannot verify a JSON rules file with {libs[0]!r}: Open MPI reads JSON rules from "
                          "6.0 on; use --format openmpi-rules")
     return {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_dynamic_rules_filename": path}

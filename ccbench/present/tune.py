@@ -61,14 +61,14 @@ def selection_table(s) -> Table:
 
 def print_selections(doc: TuningFile, console) -> None:
     """Every selection of `tune_runs`' `TuningFile`, its size ranges and notes, and where the file went."""
-    for s in doc.selections:
+    for s in doc.choice.selections:
         console.print(to_rich(selection_table(s)))
         console.print("  ranges: " + "; ".join(
             f"{format_size(r.lo)}-{format_size(r.hi) if r.hi is not None else 'up'}: {r.algorithm}" for r in s.ranges),
             markup=False, highlight=False)
         for n in s.notes:
             console.print(f"  note: {n}", style="yellow", markup=False, highlight=False)
-    for n in doc.notes:
+    for n in doc.choice.notes:
         console.print(f"note: {n}", style="yellow", markup=False, highlight=False)
     for line in answer_lines(doc):
         console.print(line, markup=False, highlight=False)
@@ -80,7 +80,7 @@ def answer_lines(doc: TuningFile) -> list[str]:
     """What the written `TuningFile` changes, per collective and rank count, why each default stayed and what
     would decide it, and the line that makes the library read the file: the answer ``ccbench tune`` ends with."""
     out = []
-    for s in doc.selections:
+    for s in doc.choice.selections:
         head = f"{s.collective} at {s.nranks} ranks:"
         changed = [r for r in s.ranges if r.algorithm != "native"]
         if changed:

@@ -61,7 +61,7 @@ def tune_runs(runs, fmt: str, output: str | None = None, results_dir="results", 
                 raise UsageError(f"{p} exists; tuning files are never overwritten: give another -o FILE")
         _write(target, doc.text)
     else:
-        suffix = "." + doc.ext
+        suffix = "." + doc.choice.ext
         target = write_new_set(output_dir(opened[0].path, out), "tuning", {suffix: doc.text})[suffix]
         side = target.with_name(target.name + ".source.json") if doc.side else None
     doc = dataclasses.replace(doc, path=str(target))
@@ -108,8 +108,8 @@ def verify(doc: TuningFile, results_dir: str | Path | None = None, say=print,
     seed = secrets.randbelow(2**32) if seed is None else int(seed)
     default_runner = job_runner or run_job
     runs, items, where_of = [], [], []   # items: (selection, choice, row without, row with)
-    for src in doc.sources:
-        sels = [s for s in doc.selections if s.run == src.run]
+    for src in doc.choice.sources:
+        sels = [s for s in doc.choice.selections if s.run == src.run]
         src_meta = open_run(src.path).meta
         cfg, lab = src_meta.get("config", {}), src_meta.get("lab")
         runner = default_runner
@@ -134,7 +134,7 @@ def verify(doc: TuningFile, results_dir: str | Path | None = None, say=print,
                 cmd += [flag, str(cfg[key])]
         cmd += ["--launches", str(launches), "--seed", str(seed), "--order", str(cfg.get("order", "shuffled")),
                 "--no-show"]
-        where = new_run_dir(root, src.nranks, f"verify-{doc.format}")
+        where = new_run_dir(root, src.nranks, f"verify-{doc.choice.format}")
         launched: dict[str, list[VerificationLaunch]] = {"without": [], "with": []}
         shown = " ".join(f"{k}={v}" for k, v in env.items())
         done: dict[str, list[tuple[int, list]]] = {"without": [], "with": []}
@@ -163,7 +163,7 @@ def verify(doc: TuningFile, results_dir: str | Path | None = None, say=print,
                 key = (s.collective, c.nbytes, s.dtype, s.op)
                 items.append((s, c, without.get(key), with_file.get(key)))
                 where_of.append(str(where))
-    out = Verification(str(Path(doc.path)), doc.format, launches, seed,
+    out = Verification(str(Path(doc.path)), doc.choice.format, launches, seed,
                        tuple(f"L{k:02d}-{side}" for k in range(1, launches + 1) for side in ("without", "with")),
                        LEVEL, tuple(runs), tuple(verification_rows(items, where_of)))
     text = json.dumps(out.to_dict(), indent=2) + "\n"
