@@ -672,14 +672,20 @@ def test_settings_are_checked_at_their_bounds_with_exact_messages(tmp_path):
 
 
 def test_settings_text_of_a_row():
-    from types import SimpleNamespace
+    """How a sweep pair (its kind's `Matching.pair`) writes each row's forced settings: none as "", a mapping as
+    KEY=value;..., anything else as written."""
+    from ccbench.analysis.compare import SWEEP_MATCHING, test_pairs
 
-    from ccbench.analysis.compare import _settings
+    row = _row("bcast", "binomial", 64, [1e-6, 2e-6, 3e-6])
+    (_, _, test), = test_pairs([(row, row)], 0.05)
 
-    assert _settings(SimpleNamespace()) == ""
-    assert _settings(SimpleNamespace(settings=None)) == ""
-    assert _settings(SimpleNamespace(settings={"A_ALG": "ring", "B_N": 4})) == "A_ALG=ring;B_N=4"
-    assert _settings(SimpleNamespace(settings="X=1")) == "X=1"  # not a mapping: as written
+    def settings(value):
+        r = dataclasses.replace(row, settings=value)
+        return SWEEP_MATCHING.pair("A", "B", r, r, test).settings_a
+
+    assert settings(None) == "" and settings({}) == ""
+    assert settings({"A_ALG": "ring", "B_N": 4}) == "A_ALG=ring;B_N=4"
+    assert settings("X=1") == "X=1"  # not a mapping: as written
 
 
 def test_measured_launch_cv_pools_the_variance_of_launch_log_medians():
@@ -743,20 +749,23 @@ def test_provenance_differences_lines_are_exact():
 
 
 def test_workload_settings_differences_name_each_setting_once():
-    from ccbench.analysis.compare import _settings_differences
+    """The warnings a workload comparison adds to the provenance lines (its kind's `Matching.extra_warnings`)."""
+    from ccbench.analysis.compare import WORKLOAD_MATCHING
+
+    warnings = WORKLOAD_MATCHING.extra_warnings
 
     a = {"config": {"sync": "barrier", "steps": 10, "seed": 1, "warmup": 3, "only_a": "x"}}
     b = {"config": {"sync": "barrier", "steps": 20, "seed": 2, "warmup": 5, "only_b": 7}}
-    assert _settings_differences(a, b, "A", "C") == [
+    assert warnings(a, b, "A", "C") == [
         "provenance differs in workload settings: steps=10 (A) vs 20 (C), only_a=x (A) vs (unset) (C), "
         "only_b=(unset) (A) vs 7 (C)"]
-    assert _settings_differences({"config": None}, {"config": {"steps": 1}}, "A", "B") == [
+    assert warnings({"config": None}, {"config": {"steps": 1}}, "A", "B") == [
         "provenance differs in workload settings: steps=(unset) (A) vs 1 (B)"]
-    assert _settings_differences({"config": {"steps": 1}}, {}, "A", "B") == [
+    assert warnings({"config": {"steps": 1}}, {}, "A", "B") == [
         "provenance differs in workload settings: steps=1 (A) vs (unset) (B)"]
     # only the quiet settings (how, not what, is measured) differ: nothing to say
-    assert _settings_differences({"config": {"seed": 1, "warmup": 3}}, {"config": {"seed": 2}}, "A", "B") == []
-    assert _settings_differences({}, {}, "A", "B") == []
+    assert warnings({"config": {"seed": 1, "warmup": 3}}, {"config": {"seed": 2}}, "A", "B") == []
+    assert warnings({}, {}, "A", "B") == []
 
 
 def _fake_comparison(kind, runs, pairs):

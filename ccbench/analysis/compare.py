@@ -131,7 +131,7 @@ def match_key(r: Row) -> tuple:
 
 def _settings(r: Row) -> str:
     """A row's forcing environment (``native:<alg>`` variants) as NAME=value;... ("" when none)."""
-    s = getattr(r, "settings", None) or {}
+    s = r.settings or {}
     return ";".join(f"{k}={v}" for k, v in s.items()) if isinstance(s, Mapping) else str(s)
 
 
