@@ -257,6 +257,16 @@ def _key(r) -> tuple:
     return r.collective, r.nbytes, r.count, r.in_place, r.nwrong, r.median_s, r.min_s, r.max_s
 
 
+def test_an_imb_file_cut_right_after_benchmarking_keeps_the_blocks_before():
+    """Cut after "# Benchmarking " and before the block's name (found by the generated test below): the blocks
+    before it are read, the nameless one holds no rows."""
+    text = (_FOREIGN / "imb_np2.txt").read_text()
+    cut = text[:text.rindex("# Benchmarking ") + len("# Benchmarking ")]
+    whole = [_key(r) for r in parse_imb(text, where="whole").rows]
+    rows = [_key(r) for r in parse_imb(cut, where="cut").rows]
+    assert rows and rows == whole[:len(rows)]
+
+
 @GENERATED
 @given(st.sampled_from(range(len(_WHOLE))), st.floats(min_value=0.0, max_value=1.0))
 def test_a_file_cut_at_any_byte_is_refused_or_gives_the_whole_file_s_first_rows(which, where):

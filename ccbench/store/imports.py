@@ -387,6 +387,8 @@ def parse_imb(text: str, where: str = "file") -> Parsed:
     for block in blocks[1:]:
         start = text.index(block, pos)  # where this block begins in the file, for line numbers
         pos = start + len(block)
+        if not block.strip():  # the file ends at "# Benchmarking ": a block cut before its name holds no rows
+            continue
         name = block.split()[0]
         collective = _IMB_NAMES.get(name.lower())
         if collective is None:
