@@ -721,13 +721,6 @@ def test_only_peers_seen_as_themselves_are_watched():
             return [mine, (host, parent, process_start(parent)), ("elsewhere", parent, process_start(parent)),
                     (host, parent, "1"), (host, parent, None)]
 
-    s = Session(Comm(), None, watchdog_s=0.0)
-    try:
-        s.watch_peers()
-        assert s.watchdog.peers == {1: (parent, process_start(parent))}
-    finally:
-        s.close()
-
     class Two(Comm):                                   # two ranks: the one other rank is watched too
         def Get_size(self):
             return 2
@@ -735,12 +728,13 @@ def test_only_peers_seen_as_themselves_are_watched():
         def allgather(self, mine):
             return [mine, (host, parent, process_start(parent))]
 
-    s = Session(Two(), None, watchdog_s=0.0)
-    try:
-        s.watch_peers()
-        assert s.watchdog.peers == {1: (parent, process_start(parent))}
-    finally:
-        s.close()
+    for comm in (Comm(), Two()):
+        s = Session(comm, None, watchdog_s=0.0)
+        try:
+            s.watch_peers()
+            assert s.watchdog.peers == {1: (parent, process_start(parent))}
+        finally:
+            s.close()
 
 
 @pytest.mark.parametrize("status, raised", [("complete", True), ("interrupted", True), ("failed", False)])
@@ -770,20 +764,6 @@ def test_a_final_status_the_disk_refuses_is_the_error_only_when_the_loop_ended_w
     assert w.closed
 
 
-class _Gathering:
-    """A stand-in communicator of one rank among others: allgather returns what every rank gave (`others` after
-    this rank's own)."""
-
-    def __init__(self, rank: int, others: list) -> None:
-        self.rank, self.others = rank, others
-
-    def Get_rank(self) -> int:  # noqa: N802 - mpi4py naming
-        return self.rank
-
-    def allgather(self, mine):
-        return [mine, *self.others] if self.rank == 0 else [*self.others, mine]
-
-
 def test_run_load_sums_the_own_cpu_of_the_ranks_on_rank_0s_kernel_and_the_emulator(monkeypatch):
     """Rank 0's record: the node's busy share over the span, its own share the CPU seconds of the ranks that share
     rank 0's kernel (not another kernel's) plus the link emulator's once; None on the other ranks, and without a
@@ -796,16 +776,16 @@ def test_run_load_sums_the_own_cpu_of_the_ranks_on_rank_0s_kernel_and_the_emulat
     monkeypatch.setattr(hardware, "cpu_times", lambda: end)
     monkeypatch.setattr(provenance, "machine_id", lambda: "k0")
     others = [("k0", 2.0), ("k1", 7.0), ("k0", 1.0)]            # two ranks on rank 0's kernel, one elsewhere
-    got = session.run_load(_Gathering(0, others), start)
+    got = session.run_load(_Ranks(gathered=others), start)
     own = (1.0 + 2.0 + 1.0 + 1.0) / (10.0 * 4)                  # ranks 1.0 + 2.0 + 1.0, the emulator 1.0
     assert got == {"wall_s": 10.0, "cpus": 4, "busy_fraction": 0.5, "own_fraction": own,
                    "other_fraction": 0.5 - own, "steal_fraction": 0.025}
-    assert session.run_load(_Gathering(1, [("k0", 5.0)]), start) is None
-    assert session.run_load(_Gathering(0, others), None) is None
+    assert session.run_load(_Ranks(rank=1, gathered=[("k0", 5.0)]), start) is None
+    assert session.run_load(_Ranks(gathered=others), None) is None
     # no reading at the end: no record, and no rank's share counted from it
     monkeypatch.setattr(hardware, "cpu_times", lambda: None)
     gathered = []
-    comm = _Gathering(0, [])
+    comm = _Ranks()
     comm.allgather = lambda mine: gathered.append(mine) or [mine]
     assert session.run_load(comm, start) is None and gathered == [("k0", 0.0)]
 
