@@ -56,6 +56,20 @@ def test_apportion_by_largest_remainder():
         apportion(5, np.array([0, 0]))
 
 
+def test_apportion_gives_the_left_over_to_the_largest_remainders_with_ties_cut_at_the_lower_index():
+    """Against the definition (a stable sort of the remainders, largest first), where the left-over count cuts
+    through a run of equal remainders: shares drawn from few values, so most remainders tie."""
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        shares = rng.integers(0, 4, size=int(rng.integers(1, 40)))
+        shares[rng.integers(shares.size)] += 1
+        total = int(rng.integers(0, 500))
+        q, r = np.divmod(total * shares, shares.sum())
+        q[np.argsort(-r, kind="stable")[:total - q.sum()]] += 1
+        assert apportion(total, shares).tolist() == q.tolist(), (total, shares.tolist())
+    assert apportion(5, np.array([1, 1, 1, 1, 1, 1, 1])).tolist() == [1, 1, 1, 1, 1, 0, 0]  # all tie: lowest first
+
+
 def test_uniform_is_the_even_split_and_the_others_skew_as_named():
     P = 5
     assert block_counts("uniform", P, 35).tolist() == [7] * 5

@@ -225,9 +225,14 @@ def apportion(total: int, shares: np.ndarray) -> np.ndarray:
     if total >= 1 << 43:
         raise ValueError("apportion: a total of 2^43 elements or more overflows the exact arithmetic")
     q, r = np.divmod(total * s.ravel(), ssum)
-    left = total - int(q.sum())
+    left = total - int(q.sum())  # < the number of blocks
     if left:
-        q[np.argsort(-r, kind="stable")[:left]] += 1
+        # the `left` largest remainders, ties to the lower index, found by selection (linear time) rather than a
+        # stable sort: all remainders above the left-th largest, then the first ones equal to it
+        cut = np.partition(r, r.size - left)[r.size - left]
+        above = np.flatnonzero(r > cut)
+        q[above] += 1
+        q[np.flatnonzero(r == cut)[:left - above.size]] += 1
     return q.reshape(s.shape)
 
 
