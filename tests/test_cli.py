@@ -280,7 +280,7 @@ def test_predict_from_an_oversubscribed_run_says_what_that_does_to_it():
     env = {"COLUMNS": "300"}
     note = ("note: run-np4 was measured with more ranks than cores (oversubscribed): its times include waits for the "
             "scheduler, so predictions from it overstate every latency-bound time")
-    for argv in (["predict", "--from", str(REPO / "tests" / "data" / "run-np4"), "-n", "4096", "-s", "8:1K"],
+    for argv in (["predict", "--from", str(REPO / "tests" / "data" / "run-np4"), "-n", "64", "-s", "8:1K"],
                  ["workload", "predict", "ddp", "-m", "resnet50", "-n", "64",
                   "--from", str(REPO / "tests" / "data" / "run-np4")]):
         out = CliRunner().invoke(cli, argv, env=env)

@@ -175,14 +175,20 @@ def _run(coll: str, name: str, P: int, x: dict, root: int):
     return results
 
 
+def _ranks_to_check(alg, first):
+    """A blocking algorithm is checked at every P from `first` to 20 and on both sides of 32 and 64.  A persistent
+    or non-blocking form runs its blocking twin's step schedule (ccbench.algorithms.steps): it is checked at the P
+    of up to 33 where a schedule's shape changes."""
+    if getattr(alg, "setup", None) or getattr(alg, "nonblocking", None):
+        return (*range(first, 6), 7, 8, 9, 16, 31, 32, 33)
+    return (*range(first, 21), 31, 32, 33, 63, 64)
+
+
 @pytest.mark.parametrize("coll,name", REDUCTIONS, ids=[f"{c}-{n}" for c, n in REDUCTIONS])
 def test_half_precision_sums_stay_within_steps_u_sum_abs_of_the_float32_reference(coll, name):
     alg = REGISTRY[coll][name]
     worst = dict.fromkeys(HALVES, 0.0)
-    # a persistent or non-blocking form runs its blocking twin's step schedule (ccbench.algorithms.steps), whose
-    # rounding every P of 2-64 checks: the form is checked at the P where a schedule's shape changes
-    derived = getattr(alg, "setup", None) or getattr(alg, "nonblocking", None)
-    for P in (2, 3, 4, 5, 7, 8, 9, 16, 31, 32, 33, 63, 64) if derived else range(2, 65):
+    for P in _ranks_to_check(alg, first=2):
         count = 2 * P + 1 if coll != "reduce_scatter" else 2  # every block of every split holds elements
         total = count * P if coll == "reduce_scatter" else count
         x = {dtype: _inputs(dtype, P, total, seed=P) for dtype in HALVES}
@@ -211,7 +217,7 @@ def test_half_precision_sums_stay_within_steps_u_sum_abs_of_the_float32_referenc
 @pytest.mark.parametrize("coll,name", REDUCTIONS, ids=[f"{c}-{n}" for c, n in REDUCTIONS])
 def test_the_registry_counts_each_algorithms_sequential_additions_exactly(coll, name, monkeypatch):
     """Run with an op that counts instead of adding (depth = max of the operands' depths + 1): the deepest
-    element of the result is the registry's count, for P = 1-20 and around 32 and 64."""
+    element of the result is the registry's count, for P = 1-20 and around 32 and 64 (a derived form's up to 33)."""
     alg = REGISTRY[coll][name]
 
     def count_additions(self, ufunc, inbuf, inoutbuf):
@@ -219,7 +225,7 @@ def test_the_registry_counts_each_algorithms_sequential_additions_exactly(coll, 
         inoutbuf += 1
 
     monkeypatch.setattr(CountedComm, "reduce_local", count_additions)
-    for P in [*range(1, 21), 31, 32, 33, 63, 64]:
+    for P in _ranks_to_check(alg, first=1):
         count = 2 * P + 1
         x = {"depth": np.zeros((P, count * P if coll == "reduce_scatter" else count))}
         results = _run(coll, name, P, x, root=P - 1)
