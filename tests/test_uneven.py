@@ -68,6 +68,13 @@ def test_apportion_gives_the_left_over_to_the_largest_remainders_with_ties_cut_a
         q[np.argsort(-r, kind="stable")[:total - q.sum()]] += 1
         assert apportion(total, shares).tolist() == q.tolist(), (total, shares.tolist())
     assert apportion(5, np.array([1, 1, 1, 1, 1, 1, 1])).tolist() == [1, 1, 1, 1, 1, 0, 0]  # all tie: lowest first
+    for _ in range(200):  # a matrix that repeats one line (a broadcast view, as alltoallv's weights are) is
+        line = rng.integers(0, 4, size=int(rng.integers(1, 12)))  # apportioned as the matrix it stands for
+        line[0] += 1
+        total = int(rng.integers(0, 2000))
+        for view in (np.broadcast_to(line, (line.size, line.size)), np.broadcast_to(line[:, None], (line.size, 3))):
+            got = apportion(total, view)
+            assert got.flags.c_contiguous and got.tolist() == apportion(total, view.copy()).tolist(), (total, line)
 
 
 def test_uniform_is_the_even_split_and_the_others_skew_as_named():

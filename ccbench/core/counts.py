@@ -201,9 +201,26 @@ def weights(dist: Distribution, nranks: int, matrix: bool = False) -> np.ndarray
     return m if matrix else m.sum(axis=0)
 
 
+def _repeated(a: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """A matrix that repeats one vector along an axis without holding it twice (a broadcast view, stride 0, as
+    `weights` gives every distribution but moe): the vector and that axis; None for any other array."""
+    if a.ndim == 2 and a.size and 0 in a.strides:
+        axis = a.strides.index(0)
+        return (a[0] if axis == 0 else a[:, 0]), axis
+    return None
+
+
+def _spread(vector: np.ndarray, axis: int, shape: tuple) -> np.ndarray:
+    """`vector` repeated along `axis` into `shape`, as a view (the inverse of `_repeated`)."""
+    return np.broadcast_to(vector if axis == 0 else vector[:, None], shape)
+
+
 def _shares(w: np.ndarray) -> np.ndarray:
     """Weights as non-negative int64 shares: kept where they are whole and at most SHARE_SCALE, else rescaled so
-    the largest is SHARE_SCALE (a relative resolution of 1e-6)."""
+    the largest is SHARE_SCALE (a relative resolution of 1e-6).  Repeated weights give repeated shares (a view)."""
+    line = _repeated(w)
+    if line is not None:
+        return _spread(_shares(line[0]), line[1], w.shape)
     w = np.asarray(w, dtype=np.float64)
     top = float(w.max()) if w.size else 0.0
     if top <= SHARE_SCALE and np.array_equal(w, np.rint(w)):
@@ -217,23 +234,47 @@ def _shares(w: np.ndarray) -> np.ndarray:
 
 def apportion(total: int, shares: np.ndarray) -> np.ndarray:
     """`total` elements split in proportion to integer `shares` by the largest-remainder (Hamilton) method: int64
-    blocks of the shares' shape, summing to `total`; ties go to the lower index."""
+    blocks of the shares' shape, summing to `total`; ties go to the lower index (row-major for a matrix)."""
     s = np.asarray(shares, dtype=np.int64)
     ssum = int(s.sum())
     if total < 0 or ssum <= 0:
         raise ValueError("apportion needs a total >= 0 and shares with a positive sum")
     if total >= 1 << 43:
         raise ValueError("apportion: a total of 2^43 elements or more overflows the exact arithmetic")
-    q, r = np.divmod(total * s.ravel(), ssum)
+    line = _repeated(s)
+    if line is None:
+        q, r = np.divmod(total * s, ssum)
+    else:  # one line's quotients and remainders, repeated: an alltoallv matrix at 4,096 ranks holds 16.8 M blocks
+        vector, axis = line
+        q, rv = np.divmod(total * vector, ssum)
+        q = _spread(q, axis, s.shape)
     left = total - int(q.sum())  # < the number of blocks
-    if left:
-        # the `left` largest remainders, ties to the lower index, found by selection (linear time) rather than a
-        # stable sort: all remainders above the left-th largest, then the first ones equal to it
-        cut = np.partition(r, r.size - left)[r.size - left]
-        above = np.flatnonzero(r > cut)
-        q[above] += 1
-        q[np.flatnonzero(r == cut)[:left - above.size]] += 1
-    return q.reshape(s.shape)
+    q = np.array(q, dtype=np.int64, order="C")  # writable, row-major
+    if not left:
+        return q
+    # the `left` largest remainders, ties to the lower index: every remainder above the left-th largest, then the
+    # first ones equal to it
+    if line is None:
+        cut = np.partition(r.ravel(), r.size - left)[r.size - left]  # selection, linear time
+        above = r > cut
+        q += above
+        q.ravel()[np.flatnonzero(r == cut)[:left - int(np.count_nonzero(above))]] += 1
+        return q
+    n = s.shape[axis]  # the line's remainders rv, each repeated n times
+    cut = np.sort(rv)[::-1][(left - 1) // n]
+    q += _spread(rv > cut, axis, s.shape)
+    need, tied = left - n * int(np.count_nonzero(rv > cut)), np.flatnonzero(rv == cut)
+    if axis == 0:  # row-major: the tied columns of the first whole rows, then the first ones of the next row
+        whole, part = divmod(need, tied.size)
+        q[:whole, tied] += 1
+        if part:
+            q[whole, tied[:part]] += 1
+    else:  # the first tied rows whole, then the first entries of the next tied row
+        whole, part = divmod(need, n)
+        q[tied[:whole]] += 1
+        if part:
+            q[tied[whole], :part] += 1
+    return q
 
 
 @lru_cache(maxsize=16)
@@ -242,17 +283,25 @@ def _shares_of(spec: str, nranks: int, matrix: bool) -> np.ndarray:
     return _shares(weights(parse_counts(spec), nranks, matrix))
 
 
-@lru_cache(maxsize=32)
-def _block_counts(spec: str, nranks: int, total: int, matrix: bool) -> np.ndarray:
+#: the most blocks of a count matrix kept among the last 32 asked for (2,048 ranks); a larger one is kept alone
+#: (the last), as 32 matrices at 16,384 ranks would hold 69 GB
+BIG_MATRIX = 1 << 22
+
+
+def _counts(spec: str, nranks: int, total: int, matrix: bool) -> np.ndarray:
     out = apportion(total, _shares_of(spec, nranks, matrix))
     out.flags.writeable = False
     return out
 
 
+_block_counts, _big_block_counts = lru_cache(maxsize=32)(_counts), lru_cache(maxsize=1)(_counts)
+
+
 def block_counts(spec: str, nranks: int, total: int, matrix: bool = False) -> np.ndarray:
     """The element counts of the blocks of a case of `total` elements at `nranks` ranks (read-only int64): a
     vector of P, or (`matrix`, alltoallv) P x P with row i what rank i sends.  The same on every rank."""
-    return _block_counts(parse_counts(spec).text, int(nranks), int(total), bool(matrix))
+    cached = _big_block_counts if matrix and int(nranks) ** 2 > BIG_MATRIX else _block_counts
+    return cached(parse_counts(spec).text, int(nranks), int(total), bool(matrix))
 
 
 def symmetric(spec: str, nranks: int) -> bool:
