@@ -61,11 +61,23 @@ def _offsets(counts: tuple) -> tuple[int, ...]:
 # -- costs ------------------------------------------------------------------------------------
 
 
-def _blocks(P: int, nbytes: int, counts: str, itemsize: int, matrix: bool = False) -> np.ndarray:
-    """The bytes of the blocks of a case of size `nbytes`: a vector of P, or (alltoallv) the P x P matrix."""
+def _blocks(P: int, nbytes: int, counts: str, itemsize: int) -> np.ndarray:
+    """The bytes of the blocks of a case of size `nbytes`, a vector of P."""
     isz = max(1, int(itemsize))
-    total = int(nbytes) * (P if matrix else 1) // isz
-    return block_counts(counts, P, total, matrix) * isz
+    return block_counts(counts, P, int(nbytes) // isz) * isz
+
+
+def _matrix(P: int, nbytes: int, counts: str, itemsize: int) -> tuple[np.ndarray, int]:
+    """alltoallv's P x P matrix of a case of size `nbytes` (per rank), in elements, and the bytes of an element:
+    scaled where it is read, as the matrix is large (134 MB at 4,096 ranks)."""
+    isz = max(1, int(itemsize))
+    return block_counts(counts, P, int(nbytes) * P // isz, matrix=True), isz
+
+
+def _rolls(c: np.ndarray):
+    """``np.roll(c, s)`` for any shift s, as a view of one doubled copy (a lock-step schedule takes P of them)."""
+    P, twice = len(c), np.concatenate((c, c))
+    return lambda s: twice[(-s) % P:][:P]
 
 
 def _with_path(cost: Cost, steps: float, beta: float) -> Cost:
@@ -116,9 +128,9 @@ def _direct(sent: np.ndarray, received: np.ndarray, P: int) -> Cost:
 
 
 def _ag_ring_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1) -> Cost:
-    c = _blocks(P, nbytes, counts, itemsize)
+    roll = _rolls(_blocks(P, nbytes, counts, itemsize))
     left = np.roll(np.arange(P), 1)
-    return _lockstep(P, ((np.roll(c, k - 1), left, None) for k in range(1, P)))
+    return _lockstep(P, ((roll(k - 1), left, None) for k in range(1, P)))
 
 
 @register(
@@ -203,9 +215,9 @@ def _a2a_input(comm, sendbuf, recvbuf, sendcounts, recvcounts):
 
 
 def _a2a_pairwise_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1) -> Cost:
-    m = _blocks(P, nbytes, counts, itemsize, matrix=True)
-    ar = np.arange(P)
-    return _lockstep(P, ((m[ar, (ar + k) % P], (ar - k) % P, None) for k in range(1, P)))
+    m, isz = _matrix(P, nbytes, counts, itemsize)
+    flat, ar = m.ravel(), np.arange(P)
+    return _lockstep(P, ((flat.take(ar * P + (ar + k) % P) * isz, (ar - k) % P, None) for k in range(1, P)))
 
 
 @register(
@@ -240,9 +252,9 @@ def alltoallv_pairwise_plan(comm, sendbuf, recvbuf, sendcounts, recvcounts) -> P
 
 
 def _a2a_linear_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1) -> Cost:
-    m = _blocks(P, nbytes, counts, itemsize, matrix=True)
+    m, isz = _matrix(P, nbytes, counts, itemsize)
     own = np.diagonal(m)
-    return _direct(m.sum(axis=1) - own, m.sum(axis=0) - own, P)
+    return _direct((m.sum(axis=1) - own) * isz, (m.sum(axis=0) - own) * isz, P)
 
 
 @register(
@@ -287,9 +299,13 @@ class _Node(NamedTuple):
 def _node_of(counts: tuple, root: int, rank: int) -> _Node:
     """The binomial-tree node of `rank`: the tree of MPICH's binomial gather and scatter (Thakur et al. 2005),
     whose subtree [vr, vr + m) is one contiguous run of blocks in relative order, m = min(lowbit(vr), P - vr)."""
-    P = len(counts)
-    rel = counts[root:] + counts[:root]
-    rd = _offsets(rel)
+    return _tree_node(_offsets(counts[root:] + counts[:root]), _offsets(counts)[root], root, rank)
+
+
+def _tree_node(rd: tuple, root_offset: int, root: int, rank: int) -> _Node:
+    """`_node_of` from the offsets `rd` of the blocks in relative order (root first) and the offset of the root's
+    block in rank order: what every rank's node shares, computed once for a whole tree's cost."""
+    P = len(rd) - 1
     vr = (rank - root) % P
     low = vr & -vr
     m = min(low, P - vr) if vr else P
@@ -299,8 +315,7 @@ def _node_of(counts: tuple, root: int, rank: int) -> _Node:
         nb = min(mask, m - mask)
         children.append(((rank + mask) % P, rd[vr + mask] - rd[vr], rd[vr + mask + nb] - rd[vr + mask]))
         mask <<= 1
-    d = _offsets(counts)
-    return _Node(vr, (rank - low) % P if vr else -1, rd[vr + m] - rd[vr], tuple(children), d[root], d[-1])
+    return _Node(vr, (rank - low) % P if vr else -1, rd[vr + m] - rd[vr], tuple(children), root_offset, rd[-1])
 
 
 _node = lru_cache(maxsize=1024)(_node_of)
@@ -314,8 +329,9 @@ def _tree_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1, 
     c = tuple(int(x) for x in _blocks(P, nbytes, counts, isz) // isz)
     root = int(root) % P
     plans = []
+    rd, root_offset = _offsets(c[root:] + c[:root]), _offsets(c)[root]
     for r in range(P):
-        node = _node_of(c, root, r)
+        node = _tree_node(rd, root_offset, root, r)
         kids = [((), ((k, n * isz),)) for k, _, n in node.children]
         up = [(((node.parent, node.size * isz),), ())] if node.vr else []
         if gather:
@@ -472,8 +488,8 @@ def scatterv_binomial(comm, sendbuf, recvbuf, counts, root: int = 0) -> None:
 
 def _rs_pairwise_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1) -> Cost:
     c = _blocks(P, nbytes, counts, itemsize)
-    ar = np.arange(P)
-    return _lockstep(P, ((np.roll(c, -k), (ar - k) % P, c) for k in range(1, P)))
+    roll, ar = _rolls(c), np.arange(P)
+    return _lockstep(P, ((roll(-k), (ar - k) % P, c) for k in range(1, P)))
 
 
 @register(
@@ -519,9 +535,9 @@ def reduce_scatterv_pairwise_plan(comm, sendbuf, recvbuf, counts, op="sum") -> P
 
 
 def _rs_ring_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1) -> Cost:
-    c = _blocks(P, nbytes, counts, itemsize)
+    roll = _rolls(_blocks(P, nbytes, counts, itemsize))
     left = np.roll(np.arange(P), 1)
-    return _lockstep(P, ((np.roll(c, k), left, np.roll(c, k + 1)) for k in range(1, P)))
+    return _lockstep(P, ((roll(k), left, roll(k + 1)) for k in range(1, P)))
 
 
 @register(
