@@ -119,6 +119,25 @@ def test_prediction_table_and_winners_at_scale():
     json.dumps([r.to_dict() for r in table + list(wins.values())], allow_nan=False)
 
 
+def test_a_table_prices_each_cost_function_once_per_rank_count_and_size():
+    """A persistent form shares its blocking twin's cost function (a v-collective's reads a P x P matrix): the
+    table calls it once per (P, n) and gives both the same prediction."""
+    calls = []
+
+    def ring_cost(P, n):
+        calls.append((P, n))
+        return Cost(P - 1, n)
+
+    algs = [fake("allgatherv", "ring", ring_cost), fake("allgatherv", "ring-persistent", ring_cost),
+            fake("allgatherv", "linear", lambda P, n: Cost(1, n))]
+    table = prediction_table(algs, [4, 64], [8, 1024], PARAMS)
+    assert sorted(calls) == [(4, 8), (4, 1024), (64, 8), (64, 1024)]
+    times = {(p.algorithm, p.nranks, p.nbytes): p.predicted_s for p in table}
+    assert len(times) == 12
+    assert all(times["ring", P, n] == times["ring-persistent", P, n] for P in (4, 64) for n in (8, 1024))
+    assert times["linear", 64, 8] == pytest.approx(A + 8 * B)
+
+
 def measured_rows(P=16, sizes=None, scale=None, noise=0.0, seed=0):
     """Rows 'measured' as exactly the model predicts (times `scale(alg, n)` if given)."""
     rng = np.random.default_rng(seed)
