@@ -16,6 +16,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,12 +28,14 @@ GOAL_S = 15.0
 
 def timed(argv: list[str]) -> tuple[float, float, float]:
     """Run `argv` quietly; its wall time (s), CPU time (s) and peak resident memory (MB)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, use = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"predict_scale: {' '.join(argv)} failed: {proc.stderr.read().decode().strip()}")
+    with tempfile.TemporaryFile() as err:  # a file, not a pipe: nothing blocks while the process is waited on
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, use = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        if os.waitstatus_to_exitcode(status) != 0:
+            err.seek(0)
+            sys.exit(f"predict_scale: {' '.join(argv)} failed: {err.read().decode().strip()}")
     return wall, use.ru_utime + use.ru_stime, use.ru_maxrss / 1e3
 
 

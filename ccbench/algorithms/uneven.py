@@ -217,7 +217,8 @@ def _a2a_input(comm, sendbuf, recvbuf, sendcounts, recvcounts):
 def _a2a_pairwise_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1) -> Cost:
     m, isz = _matrix(P, nbytes, counts, itemsize)
     flat, ar = m.ravel(), np.arange(P)
-    return _lockstep(P, ((flat.take(ar * P + (ar + k) % P) * isz, (ar - k) % P, None) for k in range(1, P)))
+    rows = ar * P  # where each rank's row starts in the flat matrix
+    return _lockstep(P, ((flat.take(rows + (ar + k) % P) * isz, (ar - k) % P, None) for k in range(1, P)))
 
 
 @register(

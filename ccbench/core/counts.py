@@ -249,7 +249,7 @@ def apportion(total: int, shares: np.ndarray) -> np.ndarray:
         q, rv = np.divmod(total * vector, ssum)
         q = _spread(q, axis, s.shape)
     left = total - int(q.sum())  # < the number of blocks
-    q = np.array(q, dtype=np.int64, order="C")  # writable, row-major
+    q = np.array(q, dtype=np.int64, order="C")  # a writable copy: a 1 x 1 broadcast view is contiguous, read-only
     if not left:
         return q
     # the `left` largest remainders, ties to the lower index: every remainder above the left-th largest, then the
@@ -262,8 +262,9 @@ def apportion(total: int, shares: np.ndarray) -> np.ndarray:
         return q
     n = s.shape[axis]  # the line's remainders rv, each repeated n times
     cut = np.sort(rv)[::-1][(left - 1) // n]
-    q += _spread(rv > cut, axis, s.shape)
-    need, tied = left - n * int(np.count_nonzero(rv > cut)), np.flatnonzero(rv == cut)
+    above = rv > cut
+    q += _spread(above, axis, s.shape)
+    need, tied = left - n * int(np.count_nonzero(above)), np.flatnonzero(rv == cut)
     if axis == 0:  # row-major: the tied columns of the first whole rows, then the first ones of the next row
         whole, part = divmod(need, tied.size)
         q[:whole, tied] += 1
