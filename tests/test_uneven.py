@@ -15,7 +15,16 @@ from ccbench.analysis.fit import NetworkParams
 from ccbench.analysis.predict import predict
 from ccbench.analysis.trace import trace
 from ccbench.core.collectives import COLLECTIVES
-from ccbench.core.counts import apportion, block_counts, check_ranks, moe_routing, parse_counts, symmetric, weights
+from ccbench.core.counts import (
+    apportion,
+    block_counts,
+    check_ranks,
+    count_matrix,
+    moe_routing,
+    parse_counts,
+    symmetric,
+    weights,
+)
 from ccbench.core.errors import UsageError
 from ccbench.measure.config import EVEN, load_config, plan
 
@@ -75,6 +84,22 @@ def test_apportion_gives_the_left_over_to_the_largest_remainders_with_ties_cut_a
         for view in (np.broadcast_to(line, (line.size, line.size)), np.broadcast_to(line[:, None], (line.size, 3))):
             got = apportion(total, view)
             assert got.flags.c_contiguous and got.tolist() == apportion(total, view.copy()).tolist(), (total, line)
+
+
+@pytest.mark.parametrize(("spec", "P"), [(s, P) for s in SPECS + ["~zipf:2", "~heavy:3"] for P in (1, 2, 3, 5, 8, 13)
+                                          if "moe" not in s or P <= 8] + [("weights:0,3,1,1,0,2,1,1,3,1,2,1,1", 13)])
+def test_count_matrix_reads_the_entries_sums_and_diagonal_of_the_array(spec, P):
+    """The matrix a cost model reads (kept as its line and the left-over +1s where it repeats one line) holds
+    block_counts' array entry for entry: totals that leave nothing over, a partial row, whole rows of ties."""
+    rng = np.random.default_rng(P)
+    for total in (0, P * P, P * P + 1, 3 * P * P - 1, 7 * P + 2, 12345, int(rng.integers(0, 10**6))):
+        dense, m = block_counts(spec, P, total, matrix=True), count_matrix(spec, P, total)
+        assert m.shape == (P, P) and m.dense().tolist() == dense.tolist(), (total,)
+        rows, cols = rng.integers(0, P, size=50), rng.integers(0, P, size=50)
+        assert m.at(rows, cols).tolist() == dense[rows, cols].tolist()
+        assert m.diagonal().tolist() == np.diagonal(dense).tolist()
+        assert m.sum(axis=1).tolist() == dense.sum(axis=1).tolist()
+        assert m.sum(axis=0).tolist() == dense.sum(axis=0).tolist()
 
 
 def test_uniform_is_the_even_split_and_the_others_skew_as_named():

@@ -24,7 +24,8 @@ bytes rank i sends rank j (alltoallv), n the collective's size (the sum of the b
 all blocks over P), indices mod P.  Where ranks wait on each other -- a ring passes the largest block over P-1
 links one after another, a tree carries a heavy subtree up level by level -- the critical path
 (`Cost.critical`, under `ccbench.algorithms.p2p.critical_path`'s rule) is longer than the busiest rank's work and
-sets the time; it is computed from the schedule, vectorised over the ranks for the lock-step ones.
+sets the time; it is computed from the schedule, vectorised over the ranks for the pairwise ones and in
+closed form for the rings.  alltoallv's matrix is read by entry (`ccbench.core.counts.CountMatrix`), never held.
 
 Source: Thakur, Rabenseifner & Gropp, "Optimization of Collective Communication Operations in MPICH", IJHPCA
 19(1), 2005, for every schedule with even blocks; MPICH's and Open MPI's v-collectives for the uneven ones
@@ -39,7 +40,7 @@ import numpy as np
 from ccbench.algorithms.p2p import as_ufunc, critical_path, is_in_place
 from ccbench.algorithms.registry import Cost, register
 from ccbench.algorithms.steps import Plan, register_forms, run_plan
-from ccbench.core.counts import block_counts
+from ccbench.core.counts import CountMatrix, block_counts, count_matrix
 
 __all__ = ["allgatherv_linear", "allgatherv_ring", "alltoallv_linear", "alltoallv_pairwise", "gatherv_binomial",
            "gatherv_linear", "reduce_scatterv_pairwise", "reduce_scatterv_ring", "scatterv_binomial",
@@ -67,11 +68,11 @@ def _blocks(P: int, nbytes: int, counts: str, itemsize: int) -> np.ndarray:
     return block_counts(counts, P, int(nbytes) // isz) * isz
 
 
-def _matrix(P: int, nbytes: int, counts: str, itemsize: int) -> tuple[np.ndarray, int]:
-    """alltoallv's P x P matrix of a case of size `nbytes` (per rank), in elements, and the bytes of an element:
-    scaled where it is read, as the matrix is large (134 MB at 4,096 ranks)."""
+def _matrix(P: int, nbytes: int, counts: str, itemsize: int) -> tuple[CountMatrix, int]:
+    """alltoallv's P x P counts of a case of size `nbytes` (per rank), in elements, and the bytes of an element:
+    read by entry and scaled where read, as the array would be large (2 GB at 16,384 ranks; moe's alone is)."""
     isz = max(1, int(itemsize))
-    return block_counts(counts, P, int(nbytes) * P // isz, matrix=True), isz
+    return count_matrix(counts, P, int(nbytes) * P // isz), isz
 
 
 def _rolls(c: np.ndarray):
@@ -91,16 +92,17 @@ def _with_path(cost: Cost, steps: float, beta: float) -> Cost:
 
 
 def _lockstep(P: int, steps) -> Cost:
-    """The cost of lock-step Sendrecv rounds: `steps` yields per round (sends, src, reduced), vectors over the
-    ranks: rank r sends sends[r] bytes and receives the sends[src[r]] bytes rank src[r] sends it, then reduces
-    reduced[r] bytes (or None).  A round costs a rank max(out, in); on the critical path it ends when the rank and
-    its source have both ended the round before (`critical_path`'s rule), plus that."""
+    """The cost of lock-step Sendrecv rounds: `steps` yields per round (sends, shift, reduced), sends and reduced
+    vectors over the ranks: rank r sends sends[r] bytes and receives the sends[r - shift] bytes its source,
+    rank r - shift (mod P), sends it, then reduces reduced[r] bytes (or None).  A round costs a rank max(out, in);
+    on the critical path it ends when the rank and its source have both ended the round before (`critical_path`'s
+    rule), plus that."""
     busy, end, red = np.zeros(P), np.zeros(P), np.zeros(P)
     rounds = 0
-    for sends, src, reduced in steps:
-        step = np.maximum(sends, sends[src])
+    for sends, shift, reduced in steps:
+        step = np.maximum(sends, np.roll(sends, shift))
         busy += step
-        end = np.maximum(end, end[src]) + step
+        end = np.maximum(end, np.roll(end, shift)) + step
         if reduced is not None:
             red += reduced
         rounds += 1
@@ -127,10 +129,22 @@ def _direct(sent: np.ndarray, received: np.ndarray, P: int) -> Cost:
 # -- allgatherv -------------------------------------------------------------------------------
 
 
+def _ring(c: np.ndarray, w: np.ndarray, reduced: np.ndarray | None = None) -> Cost:
+    """`_lockstep` of a ring's P-1 rounds in closed form, O(P) where the enumeration is O(P^2) (16,384 ranks):
+    rank r's step in round k is w[r - k], so over the rounds it takes every w but its own, W - w[r] (W = sum w).
+    A round's chain runs from rank r to r + 1 (its receiver) or stays at r, so the longest one takes w[r - k]
+    with r - k constant or falling by one: following one block round the ring, (P-1) max w, the largest block
+    crossing every link in turn.  `reduced`: what each rank reduces over all its rounds."""
+    P = len(c)
+    if P < 2:
+        return Cost(0, 0.0, 0.0)
+    cost = Cost(P - 1, float((int(w.sum()) - w).max()), 0.0 if reduced is None else float(reduced.max()))
+    return _with_path(cost, P - 1, float((P - 1) * int(w.max())))
+
+
 def _ag_ring_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1) -> Cost:
-    roll = _rolls(_blocks(P, nbytes, counts, itemsize))
-    left = np.roll(np.arange(P), 1)
-    return _lockstep(P, ((roll(k - 1), left, None) for k in range(1, P)))
+    c = _blocks(P, nbytes, counts, itemsize)  # round k: rank r passes on block r-k+1 and takes block r-k
+    return _ring(c, np.maximum(c, np.roll(c, -1)))
 
 
 @register(
@@ -216,9 +230,7 @@ def _a2a_input(comm, sendbuf, recvbuf, sendcounts, recvcounts):
 
 def _a2a_pairwise_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1) -> Cost:
     m, isz = _matrix(P, nbytes, counts, itemsize)
-    flat, ar = m.ravel(), np.arange(P)
-    rows = ar * P  # where each rank's row starts in the flat matrix
-    return _lockstep(P, ((flat.take(rows + (ar + k) % P) * isz, (ar - k) % P, None) for k in range(1, P)))
+    return _lockstep(P, ((m.wrapped(k) * isz, k, None) for k in range(1, P)))
 
 
 @register(
@@ -254,7 +266,7 @@ def alltoallv_pairwise_plan(comm, sendbuf, recvbuf, sendcounts, recvcounts) -> P
 
 def _a2a_linear_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1) -> Cost:
     m, isz = _matrix(P, nbytes, counts, itemsize)
-    own = np.diagonal(m)
+    own = m.diagonal()
     return _direct((m.sum(axis=1) - own) * isz, (m.sum(axis=0) - own) * isz, P)
 
 
@@ -489,8 +501,8 @@ def scatterv_binomial(comm, sendbuf, recvbuf, counts, root: int = 0) -> None:
 
 def _rs_pairwise_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1) -> Cost:
     c = _blocks(P, nbytes, counts, itemsize)
-    roll, ar = _rolls(c), np.arange(P)
-    return _lockstep(P, ((roll(-k), (ar - k) % P, c) for k in range(1, P)))
+    roll = _rolls(c)
+    return _lockstep(P, ((roll(-k), k, c) for k in range(1, P)))
 
 
 @register(
@@ -536,9 +548,9 @@ def reduce_scatterv_pairwise_plan(comm, sendbuf, recvbuf, counts, op="sum") -> P
 
 
 def _rs_ring_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1) -> Cost:
-    roll = _rolls(_blocks(P, nbytes, counts, itemsize))
-    left = np.roll(np.arange(P), 1)
-    return _lockstep(P, ((roll(k), left, roll(k + 1)) for k in range(1, P)))
+    c = _blocks(P, nbytes, counts, itemsize)  # round k: rank r sends block r-k, takes and reduces block r-k-1
+    left = np.roll(c, 1)
+    return _ring(c, np.maximum(c, left), int(c.sum()) - left)
 
 
 @register(

@@ -39,8 +39,8 @@ import numpy as np
 
 from ccbench.core.errors import UsageError
 
-__all__ = ["DISTRIBUTIONS", "Distribution", "apportion", "block_counts", "check_ranks", "moe_routing",
-           "parse_counts", "symmetric", "weights"]
+__all__ = ["DISTRIBUTIONS", "CountMatrix", "Distribution", "apportion", "block_counts", "check_ranks",
+           "count_matrix", "moe_routing", "parse_counts", "symmetric", "weights"]
 
 #: name -> (parameter names, defaults) of each distribution
 DISTRIBUTIONS: dict[str, tuple[tuple[str, ...], tuple[float, ...]]] = {
@@ -232,9 +232,82 @@ def _shares(w: np.ndarray) -> np.ndarray:
     return s
 
 
-def apportion(total: int, shares: np.ndarray) -> np.ndarray:
-    """`total` elements split in proportion to integer `shares` by the largest-remainder (Hamilton) method: int64
-    blocks of the shares' shape, summing to `total`; ties go to the lower index (row-major for a matrix)."""
+class CountMatrix:
+    """alltoallv's block counts (entry (i, j) what rank i sends rank j), read by entry, row or column: the P x P
+    array itself, or, for a distribution that repeats one line (every one but moe), that line and where the
+    largest-remainder method put its left-over elements -- a band of rows given +1 at some columns and one edge
+    row given +1 at a few more -- in O(P) memory where the array takes O(P^2) (2 GB at 16,384 ranks).
+
+    ``m[i, j] = line[j or i] + [i in rows and j in cols] + [i == edge and j in edge_cols]``, the line indexed by
+    the column (`axis` 0: every row alike) or by the row (`axis` 1).
+    """
+
+    def __init__(self, shape: tuple, dense: np.ndarray | None = None, *, line: np.ndarray | None = None,
+                 axis: int = 0, rows=(), cols=(), edge: int = -1, edge_cols=()) -> None:
+        self.shape, self._dense, self._line, self._axis, self._edge = tuple(shape), dense, line, axis, int(edge)
+        if dense is None:
+            self._rows, self._cols, self._edge_cols = (np.asarray(x, dtype=np.intp) for x in (rows, cols, edge_cols))
+            self._in_rows, self._in_cols, self._in_edge = (np.zeros(n, dtype=np.int64) for n in (*self.shape, shape[1]))
+            self._in_rows[self._rows], self._in_cols[self._cols], self._in_edge[self._edge_cols] = 1, 1, 1
+
+    def at(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """The entries (rows[k], cols[k]), a vector (fancy indexing ``m[rows, cols]``)."""
+        if self._dense is not None:
+            return self._dense[rows, cols]
+        out = self._line[cols if self._axis == 0 else rows] + self._in_rows[rows] * self._in_cols[cols]
+        if self._edge >= 0:
+            out = out + (rows == self._edge) * self._in_edge[cols]
+        return out
+
+    def wrapped(self, k: int) -> np.ndarray:
+        """Entry (r, r + k mod P) of every row r of a square matrix (its k-th wrapped diagonal): what each rank
+        sends the rank k places after it.  O(P) for a repeated line."""
+        P = self.shape[0]
+        if self._dense is not None:
+            ar = np.arange(P)
+            return self._dense[ar, (ar + k) % P]
+        out = np.roll(self._line, -k) if self._axis == 0 else self._line.copy()
+        if self._rows.size and self._cols.size:
+            out += self._in_rows * np.roll(self._in_cols, -k)
+        if self._edge >= 0:
+            out[self._edge] += self._in_edge[(self._edge + k) % P]
+        return out
+
+    def diagonal(self) -> np.ndarray:
+        """Entry (i, i) of every row i: what each rank keeps (a square matrix)."""
+        ar = np.arange(self.shape[0])
+        return self.at(ar, ar)
+
+    def sum(self, axis: int) -> np.ndarray:
+        """Sums over `axis` as numpy's: axis 1 what each rank sends (row sums), axis 0 what each receives."""
+        if self._dense is not None:
+            return self._dense.sum(axis=axis)
+        if axis == 1 - self._axis:  # along the line: its sum in every place
+            out = np.full(self.shape[self._axis], int(self._line.sum()), dtype=np.int64)
+        else:  # across the lines: each entry times the number of lines
+            out = self._line * self.shape[self._axis]
+        if axis == 1:
+            out = out + self._in_rows * self._cols.size
+            if self._edge >= 0:
+                out[self._edge] += self._edge_cols.size
+            return out
+        out = out + self._in_cols * self._rows.size
+        return out + self._in_edge if self._edge >= 0 else out
+
+    def dense(self) -> np.ndarray:
+        """The whole array (a new, writable, C-ordered int64 array)."""
+        if self._dense is not None:
+            return np.array(self._dense, dtype=np.int64, order="C")
+        q = np.array(_spread(self._line, self._axis, self.shape), dtype=np.int64, order="C")
+        if self._rows.size and self._cols.size:
+            q[np.ix_(self._rows, self._cols)] += 1
+        if self._edge >= 0:
+            q[self._edge, self._edge_cols] += 1
+        return q
+
+
+def _split(total: int, shares: np.ndarray) -> CountMatrix | np.ndarray:
+    """`apportion`'s blocks: an array, or a `CountMatrix` where the shares repeat one line (never expanded)."""
     s = np.asarray(shares, dtype=np.int64)
     ssum = int(s.sum())
     if total < 0 or ssum <= 0:
@@ -244,38 +317,39 @@ def apportion(total: int, shares: np.ndarray) -> np.ndarray:
     line = _repeated(s)
     if line is None:
         q, r = np.divmod(total * s, ssum)
-    else:  # one line's quotients and remainders, repeated: an alltoallv matrix at 4,096 ranks holds 16.8 M blocks
-        vector, axis = line
-        q, rv = np.divmod(total * vector, ssum)
-        q = _spread(q, axis, s.shape)
-    left = total - int(q.sum())  # < the number of blocks
-    q = np.array(q, dtype=np.int64, order="C")  # a writable copy: a 1 x 1 broadcast view is contiguous, read-only
-    if not left:
+        q = np.ascontiguousarray(q)  # C order (a transposed matrix's quotients are not), so ravel is a view
+        left = total - int(q.sum())  # < the number of blocks
+        if left:  # the `left` largest remainders, ties to the lower index: every remainder above the left-th
+            # largest, then the first ones equal to it
+            cut = np.partition(r.ravel(), r.size - left)[r.size - left]  # selection, linear time
+            above = r > cut
+            q += above
+            q.ravel()[np.flatnonzero(r == cut)[:left - int(np.count_nonzero(above))]] += 1
         return q
-    # the `left` largest remainders, ties to the lower index: every remainder above the left-th largest, then the
-    # first ones equal to it
-    if line is None:
-        cut = np.partition(r.ravel(), r.size - left)[r.size - left]  # selection, linear time
-        above = r > cut
-        q += above
-        q.ravel()[np.flatnonzero(r == cut)[:left - int(np.count_nonzero(above))]] += 1
-        return q
+    # one line's quotients and remainders, repeated: an alltoallv matrix at 4,096 ranks holds 16.8 M blocks
+    vector, axis = line
+    q, rv = np.divmod(total * vector, ssum)
     n = s.shape[axis]  # the line's remainders rv, each repeated n times
+    left = total - n * int(q.sum())
+    if not left:
+        return CountMatrix(s.shape, line=q, axis=axis)
     cut = np.sort(rv)[::-1][(left - 1) // n]
-    above = rv > cut
-    q += _spread(above, axis, s.shape)
-    need, tied = left - n * int(np.count_nonzero(above)), np.flatnonzero(rv == cut)
+    q += rv > cut
+    need, tied = left - n * int(np.count_nonzero(rv > cut)), np.flatnonzero(rv == cut)
     if axis == 0:  # row-major: the tied columns of the first whole rows, then the first ones of the next row
         whole, part = divmod(need, tied.size)
-        q[:whole, tied] += 1
-        if part:
-            q[whole, tied[:part]] += 1
-    else:  # the first tied rows whole, then the first entries of the next tied row
-        whole, part = divmod(need, n)
-        q[tied[:whole]] += 1
-        if part:
-            q[tied[whole], :part] += 1
-    return q
+        return CountMatrix(s.shape, line=q, axis=0, rows=np.arange(whole), cols=tied,
+                           edge=whole if part else -1, edge_cols=tied[:part])
+    whole, part = divmod(need, n)  # the first tied rows whole, then the first entries of the next tied row
+    return CountMatrix(s.shape, line=q, axis=1, rows=tied[:whole], cols=np.arange(n),
+                       edge=tied[whole] if part else -1, edge_cols=np.arange(part))
+
+
+def apportion(total: int, shares: np.ndarray) -> np.ndarray:
+    """`total` elements split in proportion to integer `shares` by the largest-remainder (Hamilton) method: int64
+    blocks of the shares' shape, summing to `total`; ties go to the lower index (row-major for a matrix)."""
+    q = _split(total, shares)
+    return q.dense() if isinstance(q, CountMatrix) else q
 
 
 @lru_cache(maxsize=16)
@@ -303,6 +377,20 @@ def block_counts(spec: str, nranks: int, total: int, matrix: bool = False) -> np
     vector of P, or (`matrix`, alltoallv) P x P with row i what rank i sends.  The same on every rank."""
     cached = _big_block_counts if matrix and int(nranks) ** 2 > BIG_MATRIX else _block_counts
     return cached(parse_counts(spec).text, int(nranks), int(total), bool(matrix))
+
+
+@lru_cache(maxsize=32)
+def _count_matrix(spec: str, nranks: int, total: int) -> CountMatrix:
+    shares = _shares_of(spec, nranks, True)
+    if _repeated(shares) is not None:
+        return _split(total, shares)
+    return CountMatrix((nranks, nranks), block_counts(spec, nranks, total, matrix=True))
+
+
+def count_matrix(spec: str, nranks: int, total: int) -> CountMatrix:
+    """`block_counts`'s alltoallv matrix as a `CountMatrix`: the same entries, held in O(P) memory for every
+    distribution but moe (what a cost model at 16,384 ranks or more reads)."""
+    return _count_matrix(parse_counts(spec).text, int(nranks), int(total))
 
 
 def symmetric(spec: str, nranks: int) -> bool:
