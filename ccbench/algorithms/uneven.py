@@ -151,8 +151,8 @@ def _ag_ring_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 
     "allgatherv",
     "ring",
     cost=_ag_ring_cost,
-    formula="(P-1) a + max_r sum_k max(c_(r-k+1), c_(r-k)) b; critical path up to (P-1) max c b (the largest block "
-            "crosses P-1 links in turn), enumerated",
+    formula="(P-1) a + max_r (W - w_r) b, w_d = max(c_d, c_(d+1)), W = sum_d w_d; critical path up to "
+            "(P-1) max c b (the largest block crosses P-1 links in turn)",
     source=_THAKUR + " (MPICH MPIR_Allgatherv_intra_ring, without its chunking of long blocks)",
 )
 def allgatherv_ring(comm, sendbuf, recvbuf, counts) -> None:
@@ -557,8 +557,8 @@ def _rs_ring_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 
     "reduce_scatterv",
     "ring",
     cost=_rs_ring_cost,
-    formula="(P-1) a + max_r sum_k max(c_(r-k), c_(r-k-1)) b + max_r (n - c_(r-1)) g; critical path from the "
-            "lock-step rounds, enumerated",
+    formula="(P-1) a + max_r (W - w_r) b + max_r (n - c_(r-1)) g, w_d = max(c_d, c_(d-1)), W = sum_d w_d; "
+            "critical path up to (P-1) max c b (the largest block crosses P-1 links in turn)",
     source="the reduce-scatter half of the ring allreduce (Patarasuk & Yuan 2009; MPICH MPIR_Allreduce_intra_ring, "
            "whose blocks are uneven where P does not divide the count)",
     additions=lambda P: P - 1,  # a block is added to once per hop round the ring
