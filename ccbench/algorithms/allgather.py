@@ -128,14 +128,21 @@ def _rd_plan(P: int, rank: int) -> tuple:
     return tuple(ops)
 
 
-def _rd_cost(P: int, nbytes: int) -> Cost:
-    """Busiest rank's counts; for P not a power of two also the critical path, where the
-    forwarding to ranks whose partner is missing chains behind the exchanges."""
+@lru_cache(maxsize=256)
+def _rd_busiest(P: int) -> tuple[int, int]:
+    """(steps, blocks) of the busiest rank: the same at every size (a 16,384-rank predict asks at 8 sizes)."""
     steps = blocks = 0
     for rank in range(P):
         plan = _rd_plan(P, rank)
         steps = max(steps, len(plan))
         blocks = max(blocks, sum(max(op[3], op[5]) for op in plan))
+    return steps, blocks
+
+
+def _rd_cost(P: int, nbytes: int) -> Cost:
+    """Busiest rank's counts; for P not a power of two also the critical path, where the
+    forwarding to ranks whose partner is missing chains behind the exchanges."""
+    steps, blocks = _rd_busiest(P)
     cost = Cost(steps, blocks * nbytes / P)
     if P & (P - 1) == 0:
         return cost

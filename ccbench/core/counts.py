@@ -262,13 +262,13 @@ class CountMatrix:
     def wrapped(self, k: int) -> np.ndarray:
         """Entry (r, r + k mod P) of every row r of a square matrix (its k-th wrapped diagonal): what each rank
         sends the rank k places after it.  O(P) for a repeated line."""
-        P = self.shape[0]
+        P, k = self.shape[0], k % self.shape[0]
         if self._dense is not None:
             ar = np.arange(P)
             return self._dense[ar, (ar + k) % P]
-        out = np.roll(self._line, -k) if self._axis == 0 else self._line.copy()
+        out = np.concatenate((self._line[k:], self._line[:k])) if self._axis == 0 else self._line.copy()
         if self._rows.size and self._cols.size:
-            out += self._in_rows * np.roll(self._in_cols, -k)
+            out += self._in_rows * np.concatenate((self._in_cols[k:], self._in_cols[:k]))
         if self._edge >= 0:
             out[self._edge] += self._in_edge[(self._edge + k) % P]
         return out
