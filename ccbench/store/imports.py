@@ -94,7 +94,7 @@ from ccbench.core.units import MAX_SIZE, MAX_TIME_S, MIN_TIME_S, format_size
 from ccbench.core.units import is_time as _is_time
 from ccbench.core.version import __version__
 from ccbench.store.launches import pool_launches
-from ccbench.store.results import CSV_COLUMNS, Row, RunWriter, WriteError, _check_name, new_run_dir
+from ccbench.store.results import CSV_COLUMNS, Row, RunWriter, WriteError, _check_name, make_results_dir, new_run_dir
 
 __all__ = ["CSV_OPTIONAL", "CSV_REQUIRED", "FORMATS", "IMPORTED", "Parsed", "import_files", "parse_csv", "parse_imb",
            "parse_nccl_tests", "parse_osu", "sniff", "with_model_terms"]
@@ -1319,12 +1319,7 @@ def _make_folders(root: Path) -> list[Path]:
     while not p.exists() and p != p.parent:
         made.append(p)
         p = p.parent
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"results directory {str(root)!r} cannot be created: {exc.strerror}") from None
-    if not os.access(root, os.W_OK | os.X_OK):
-        raise UsageError(f"results directory {str(root)!r} is not writable")
+    make_results_dir(root)
     return made
 
 

@@ -26,8 +26,8 @@ from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.store.lock import RunLock
 
 __all__ = ["READABLE_SCHEMAS", "SCHEMA", "Row", "RunWriter", "StoredRow", "free_path", "free_stem", "latest_run",
-           "install_run", "new_numbered_dir", "new_run_dir", "reopen_tables", "resolve_run", "started_at",
-           "write_json_atomic", "WriteError"]
+           "install_run", "make_results_dir", "new_numbered_dir", "new_run_dir", "reopen_tables", "resolve_run",
+           "started_at", "write_json_atomic", "WriteError"]
 
 #: The schema a run is written with.  /2: cases.jsonl is strict JSON (null where /1 wrote NaN or Infinity).
 SCHEMA = "ccbench.run/2"
@@ -290,16 +290,21 @@ def _check_name(name: str, what: str) -> None:
             raise UsageError(f"{what} {name!r} cannot name a run directory: it holds the control character {ch!r}")
 
 
-def new_run_dir(root: str | Path, nranks: int, tag: str = "") -> Path:
-    """Create a new, uniquely named run directory under `root` (never reuses a name); `tag` is checked first."""
-    _check_name(tag, "tag")
-    root = Path(root)
+def make_results_dir(root: Path) -> None:
+    """Create the results directory `root` and its parents; one clear line where it cannot be made or written."""
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"results directory {str(root)!r} cannot be created: {exc.strerror}") from None
     if not os.access(root, os.W_OK | os.X_OK):
         raise UsageError(f"results directory {str(root)!r} is not writable")
+
+
+def new_run_dir(root: str | Path, nranks: int, tag: str = "") -> Path:
+    """Create a new, uniquely named run directory under `root` (never reuses a name); `tag` is checked first."""
+    _check_name(tag, "tag")
+    root = Path(root)
+    make_results_dir(root)
     host = socket.gethostname().split(".")[0] or "host"
     stem = time.strftime("%Y%m%d-%H%M%S") + f"_{host}_np{nranks}" + (f"_{tag}" if tag else "")
     return new_numbered_dir(root, stem, "a run")
