@@ -210,7 +210,6 @@ class SimComm:
         self.size = world.size if group is None else len(group)
         self.wrank = rank if group is None else group[rank]  # this rank in the world
         self._nsplits = 0  # Split calls so far (the same on every rank: they are collective)
-        self._batch_sent = False
 
     def Get_rank(self) -> int:  # noqa: N802
         return self.rank
@@ -223,9 +222,6 @@ class SimComm:
         if not 0 <= peer < self.size:
             raise ValueError(f"rank {self.rank}: peer {peer} outside 0..{self.size - 1}")
         return peer if self.group is None else self.group[peer]
-
-    def _check_peer(self, peer: int) -> None:
-        self._world(peer)
 
     # -- communicator management (collective over this communicator) -------------
     def Split(self, color: int = 0, key: int = 0) -> "SimComm | None":  # noqa: N802

@@ -127,7 +127,6 @@ class CaseBuffers:
     kwargs: dict                     # op= / root=
     inputs: list                     # (array, template) pairs restored by fill()
     outputs: list                    # (array view, expected) pairs checked by nwrong()
-    nbytes_allocated: int = 0
     # a half-type reduction: u of the type and the sequential additions allowed (module docstring);
     # nwrong() accepts |out - expected| <= steps * u * |expected| (expected = sum|x|: the inputs are >= 0)
     unit_roundoff: float = 0.0

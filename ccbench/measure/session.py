@@ -148,11 +148,6 @@ def run_load(comm, start) -> dict | None:
     return load_record(start, end, sum(s for h, s in mine if h == mine[0][0]) + emulator)
 
 
-def _mem_available_bytes(root: Path = Path("/")) -> int | None:
-    """Bytes this node may still allocate: min(MemAvailable, cgroup limit - usage); None when unknown."""
-    return memory_available(root)[0]
-
-
 def require_memory(need: int, local_ranks: int, what: str, hint: str, root: Path = Path("/")) -> None:
     """Refuse, before allocating, `need` bytes on this node that would not fit in 80% of its free memory.
 

@@ -63,10 +63,6 @@ class StepBuffers:
                     "recvcounts": tuple(int(x) for x in m[:, self.rank])}
         return {"op": "sum"} if COLLECTIVES[c.collective].reduction else {}
 
-    @property
-    def nbytes_allocated(self) -> int:
-        return self.send.nbytes + self.recv.nbytes
-
     def views(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         so, sn, ro, rn = self.layout[i]
         return self.send[so:so + sn], self.recv[ro:ro + rn]

@@ -70,10 +70,6 @@ def _pct(x: float) -> str:
     return f"{100 * x:.3g}%"
 
 
-def _confidence(cmp: Comparison) -> str:
-    return _pct(1 - cmp.level)
-
-
 def legend(cmp: Comparison, what: str = "cases") -> str:
     """How to read a comparison's ratios, intervals, launches, p-values and verdicts (one paragraph)."""
     base = cmp.runs[0][0]

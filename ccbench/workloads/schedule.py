@@ -47,10 +47,6 @@ class Call:
         """Bytes as nccl-tests defines them for this collective (`Collective.nbytes_for`)."""
         return COLLECTIVES[self.collective].nbytes_for(self.count, itemsize, nranks)
 
-    def elements(self, nranks: int) -> int:
-        """Elements of the whole buffer: count, or count x P for the blocked collectives."""
-        return self.count * (nranks if COLLECTIVES[self.collective].blocked else 1)
-
 
 @dataclass(frozen=True)
 class Schedule:
