@@ -380,17 +380,18 @@ def block_counts(spec: str, nranks: int, total: int, matrix: bool = False) -> np
 
 
 @lru_cache(maxsize=32)
-def _count_matrix(spec: str, nranks: int, total: int) -> CountMatrix:
-    shares = _shares_of(spec, nranks, True)
-    if _repeated(shares) is not None:
-        return _split(total, shares)
-    return CountMatrix((nranks, nranks), block_counts(spec, nranks, total, matrix=True))
+def _line_matrix(spec: str, nranks: int, total: int) -> CountMatrix:
+    return _split(total, _shares_of(spec, nranks, True))
 
 
 def count_matrix(spec: str, nranks: int, total: int) -> CountMatrix:
     """`block_counts`'s alltoallv matrix as a `CountMatrix`: the same entries, held in O(P) memory for every
-    distribution but moe (what a cost model at 16,384 ranks or more reads)."""
-    return _count_matrix(parse_counts(spec).text, int(nranks), int(total))
+    distribution but moe (what a cost model at 16,384 ranks or more reads); moe's is the array itself, kept
+    as `block_counts` keeps it."""
+    text, P, total = parse_counts(spec).text, int(nranks), int(total)
+    if _repeated(_shares_of(text, P, True)) is None:
+        return CountMatrix((P, P), block_counts(text, P, total, matrix=True))
+    return _line_matrix(text, P, total)
 
 
 def symmetric(spec: str, nranks: int) -> bool:
