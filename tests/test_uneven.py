@@ -227,6 +227,31 @@ def test_rows_and_cases_price_their_own_counts():
     assert cost_at(get("alltoall", "pairwise").cost, 2, 400, **row_keywords(row))[:2] == (1, 200)  # nothing taken
 
 
+PREDICT = ["--alpha", "2us", "--beta", "1e-9", "-n", "4", "-s", "1K"]
+
+
+def test_predict_prices_the_v_collectives_on_the_distribution_it_is_given(capsys):
+    """predict_table's v-collective grids are priced on `counts` and name it; the even ones are left alone; the
+    command prints the distribution under each v-collective's table."""
+    from ccbench.analysis.runs import predict_table
+    from ccbench.cli import main
+
+    params = NetworkParams(2e-6, 1e-9)
+    for spec, want in ((None, "uniform"), ("zipf:2", "zipf:2"), ("~heavy:6", "~heavy:6")):
+        grids = {g.collective: g for g in predict_table(params, [5], [1000], ["alltoallv", "alltoall"],
+                                                         counts=spec)}
+        v, even = grids["alltoallv"], grids["alltoall"]
+        assert v.counts == want and even.counts == ""
+        assert v.times_s["pairwise"] == (predict(get("alltoallv", "pairwise"), 5, 1000, params, counts=want),)
+        assert even.times_s["pairwise"] == (predict(get("alltoall", "pairwise"), 5, 1000, params),)
+    leaf, flat, root = (predict_table(params, [5], [1 << 20], ["gatherv"], counts=c)[0].times_s["binomial"][0]
+                        for c in ("weights:1,1,1,1,6", None, "heavy:6"))
+    assert leaf > flat > root  # a heavy block climbs the tree from a leaf; the root's own stays put
+    main(["predict", *PREDICT, "-C", "alltoallv,allreduce", "--counts", "zipf:1.5"])  # returns when it succeeds
+    out = capsys.readouterr().out
+    assert out.count("blocks: --counts zipf:1.5") == 1 and "predicted allreduce at 4 ranks" in out
+
+
 def test_the_moe_alltoallv_is_predicted_dearer_than_the_even_alltoall():
     """The goal's model side at 2 ranks: with moe:8,2,2 the busiest rank exchanges 1.26x the even block, so at sizes
     where bandwidth dominates the routed alltoallv is predicted at least 1.2x the even alltoall of the same total."""
@@ -335,6 +360,10 @@ def test_trace_prices_the_distribution():
     (["run", "-C", "alltoallv", "--counts", "zipf:11", "--results-dir", "."], "Zipf exponent S must be in (0, 10]"),
     (["run", "-C", "alltoallv", "--counts", "moe:8,2,1.25,x", "--results-dir", "."], "'x' is not a number"),
     (["trace", "gatherv", "linear", "-n", "3", "--counts", "weights:1,2"], "gives 2 weights for 3 ranks"),
+    (["predict", *PREDICT, "-C", "alltoallv,alltoall", "--counts", "weights:1,2"], "gives 2 weights for 4 ranks"),
+    (["predict", *PREDICT, "-C", "alltoall", "--counts", "zipf"], "name one with -C"),
+    (["predict", *PREDICT, "--counts", "zipf"], "name one with -C"),  # the default names no v-collective
+    (["predict", *PREDICT, "-C", "alltoallv", "--counts", "zipf", "--placement", "block"], "leave one out"),
 ])
 def test_the_command_line_refuses_a_bad_distribution_in_one_line(tmp_path, argv, why):
     r = subprocess.run([sys.executable, "-m", "ccbench", *argv], capture_output=True, text=True, timeout=120,

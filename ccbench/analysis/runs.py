@@ -53,6 +53,8 @@ from ccbench.analysis.predict import (
     ranks_per_node_for,
     who_wins,
 )
+from ccbench.core.collectives import COLLECTIVES
+from ccbench.core.counts import check_ranks, parse_counts
 from ccbench.core.errors import CCBenchError, UsageError
 from ccbench.core.records import Record
 from ccbench.core.units import parse_inverse_rate, parse_time
@@ -706,6 +708,7 @@ class PredictionGrid(Record):
     sizes: tuple[int, ...]
     times_s: Mapping[str, tuple[float, ...]]
     winners: tuple[str, ...]
+    counts: str = ""  # a v-collective's count distribution (canonical spec); "" for the even collectives
 
 
 def predict_table(
@@ -717,6 +720,7 @@ def predict_table(
     two_level: TwoLevelParams | None = None,
     algorithms=None,
     ranks_per_node: int | None = None,
+    counts: str | None = None,
 ) -> list[PredictionGrid]:
     """Predicted seconds of every modelled algorithm, per collective and rank count.
 
@@ -724,7 +728,8 @@ def predict_table(
     count are left out).  With `two_level`, allreduce also gets
     ``two-level/ring`` and ``two-level/rabenseifner`` (`predict.two_level_allreduce_s`).
     Node-aware costs (the hierarchical allreduce) are priced on nodes of `ranks_per_node`
-    ranks, by default the two-level model's, else all ranks on one node.
+    ranks, by default the two-level model's, else all ranks on one node.  `counts` (a spec of
+    ``ccbench.core.counts``, checked at every rank count) sizes the v-collectives' blocks: uniform by default.
     """
     if algorithms is None:  # what -a all takes: no persistent or non-blocking twin (their blocking twin's model)
         from ccbench.algorithms import REGISTRY  # imports no MPI
@@ -743,10 +748,14 @@ def predict_table(
                 raise UsageError(f"unknown collective {c!r}; choose from {', '.join(algorithms)}")
             if not any(a.cost is not None for a in algorithms[c].values()):
                 raise UsageError(f"collective {c!r} has no algorithm with a cost model")
+    spec = parse_counts(counts or "uniform")
+    uneven = [c for c in colls if COLLECTIVES[c].uneven]
+    for P in ranks if uneven else ():
+        check_ranks(spec, P)
     out = []
     for coll in colls:  # one prediction API: analysis.predict.prediction_table, grouped per rank count
         preds = prediction_table({coll: algorithms[coll]}, ranks, sizes, params, two_level=two_level,
-                                 ranks_per_node=rpn)
+                                 ranks_per_node=rpn, counts=spec.text)
         leaders = [f"two-level/{lead}" for lead in TWO_LEVEL_LEADERS]
         for P in ranks:
             mine = [pr for pr in preds if pr.nranks == P]
@@ -759,5 +768,6 @@ def predict_table(
                 at.setdefault(pr.algorithm, {})[pr.nbytes] = pr.predicted_s
             times = {a: tuple(v.get(n, math.nan) for n in sizes) for a, v in at.items()}
             wins = {w.nbytes: w.algorithm for w in predicted_winners(kept)}
-            out.append(PredictionGrid(coll, P, tuple(sizes), times, tuple(wins[n] for n in sizes)))
+            out.append(PredictionGrid(coll, P, tuple(sizes), times, tuple(wins[n] for n in sizes),
+                                      spec.text if coll in uneven else ""))
     return out

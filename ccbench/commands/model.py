@@ -59,9 +59,12 @@ def fit(run_path, results_dir, out):
                    "(MPI over TCP; default: every send completes at once).")
 @click.option("-n", "ranks", help="Rank counts: 1024,4096 or a range 64:65536:4 (not with --against).")
 @click.option("-s", "--sizes", default="8:64M:8", show_default=True, help="Sizes in bytes: 8:64M[:FACTOR] or 8,4K,1M.")
-@click.option("-C", "--collective", "collectives", help="Collectives, comma separated (default: every modelled one).")
+@click.option("-C", "--collective", "collectives",
+              help="Collectives, comma separated (default: every modelled one but the v-collectives).")
+@click.option("--counts", help="The v-collectives' count distribution: uniform (default), heavy:F, zipf:S, "
+              "moe:E,K,CF[,T][@SEED], weights:W0,W1,... (~ before it: reversed); as sweeps take it.")
 def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gamma, intra_alpha, intra_beta,
-                intra_from, levels_from, ppn, placement, acked_from, ranks, sizes, collectives):
+                intra_from, levels_from, ppn, placement, acked_from, ranks, sizes, collectives, counts):
     """Predict every modelled algorithm's time at any rank count and size, and the winner per size.
 
     With --against RUN: fit on the --from runs, predict RUN (a larger rank count) and compare.
@@ -72,7 +75,7 @@ def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gam
         from ccbench.workflow.predict import cross_validation
 
         if ranks or alpha or beta or gamma or intra_alpha or intra_beta or intra_from or levels_from or ppn \
-                or placement:
+                or placement or counts:
             raise UsageError("--against takes the rank count and sizes from its run: leave out -n and the "
                              "parameter options")
         doc, written = cross_validation(from_runs, against, results_dir, which=which, collectives=colls,
@@ -105,17 +108,25 @@ def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gam
         run = open_run(from_runs[0], results_dir, kinds=(SWEEP,), what="predict --from") if from_runs else None
         params, source, algorithms = prediction_inputs(run, alpha, beta, gamma, which)
         two, intra_text = _two_level(params, intra_from, intra_alpha, intra_beta, ppn, results_dir)
+    if counts and (placement or acked_from):
+        raise UsageError("--counts sizes the v-collectives' blocks; --placement times the even collectives' "
+                         "schedules: leave one out")
     if placement or acked_from:
         _predict_placed(params, source, two, rank_list, size_list, colls, placement, acked_from, run)
         return
+    from ccbench.core.collectives import COLLECTIVES
+
     if colls is None:  # every modelled collective but the v-collectives (their even forms, at uniform counts): the
         from ccbench.algorithms import REGISTRY  # v-collectives are not priced only to be dropped (at 65,536 ranks
-        from ccbench.core.collectives import COLLECTIVES  # their O(P^2) lock-step costs were 9/10 of the time)
+        # their O(P^2) lock-step costs were 9/10 of the time)
 
         colls = [c for c, algs in (algorithms or REGISTRY).items()
                  if not COLLECTIVES[c].uneven and any(a.cost is not None for a in algs.values())]
+    if counts and not any(COLLECTIVES[c].uneven for c in colls if c in COLLECTIVES):
+        raise UsageError("--counts sizes the v-collectives' blocks: name one with -C (allgatherv, alltoallv, "
+                         "gatherv, scatterv, reduce_scatterv)")
     tables = predict_table(params, rank_list, size_list, colls, two_level=two, ranks_per_node=ppn,
-                           algorithms=algorithms)
+                           algorithms=algorithms, counts=counts)
     console = new_console()
     print_predictions(params, source, two, ppn, tables, console)
     if intra_text:

@@ -346,6 +346,8 @@ def prediction_grid_table(tab) -> Table:
                Column("winner", no_wrap=True, min_width=max(map(len, tab.winners)))])
     for i, n in enumerate(tab.sizes):
         t.add_row(n, *[None if v[i] != v[i] else v[i] for v in tab.times_s.values()], tab.winners[i])
+    if tab.counts:
+        t.caption = f"blocks: --counts {tab.counts}"
     return t
 
 
