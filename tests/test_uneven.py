@@ -364,6 +364,7 @@ def test_trace_prices_the_distribution():
     (["predict", *PREDICT, "-C", "alltoall", "--counts", "zipf"], "name one with -C"),
     (["predict", *PREDICT, "--counts", "zipf"], "name one with -C"),  # the default names no v-collective
     (["predict", *PREDICT, "-C", "alltoallv", "--counts", "zipf", "--placement", "block"], "leave one out"),
+    (["predict", "--from", "a", "--against", "b", "--counts", "zipf"], "on the counts its run measured"),
 ])
 def test_the_command_line_refuses_a_bad_distribution_in_one_line(tmp_path, argv, why):
     r = subprocess.run([sys.executable, "-m", "ccbench", *argv], capture_output=True, text=True, timeout=120,

@@ -75,9 +75,11 @@ def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gam
         from ccbench.workflow.predict import cross_validation
 
         if ranks or alpha or beta or gamma or intra_alpha or intra_beta or intra_from or levels_from or ppn \
-                or placement or counts:
+                or placement:
             raise UsageError("--against takes the rank count and sizes from its run: leave out -n and the "
                              "parameter options")
+        if counts:
+            raise UsageError("--against prices each case on the counts its run measured: leave out --counts")
         doc, written = cross_validation(from_runs, against, results_dir, which=which, collectives=colls,
                                         output=output)
         print_crossval(doc, new_console(), written)
