@@ -24,8 +24,8 @@ bytes rank i sends rank j (alltoallv), n the collective's size (the sum of the b
 all blocks over P), indices mod P.  Where ranks wait on each other -- a ring passes the largest block over P-1
 links one after another, a tree carries a heavy subtree up level by level -- the critical path
 (`Cost.critical`, under `ccbench.algorithms.p2p.critical_path`'s rule) is longer than the busiest rank's work and
-sets the time; it is computed from the schedule, vectorised over the ranks for the pairwise ones and in
-closed form for the rings.  alltoallv's matrix is read by entry (`ccbench.core.counts.CountMatrix`), never held.
+sets the time; it is computed from the schedule, vectorised over the ranks for the pairwise ones, level by
+level for the trees and in closed form for the rings.  alltoallv's matrix is read by entry (`ccbench.core.counts.CountMatrix`), never held.
 
 Source: Thakur, Rabenseifner & Gropp, "Optimization of Collective Communication Operations in MPICH", IJHPCA
 19(1), 2005, for every schedule with even blocks; MPICH's and Open MPI's v-collectives for the uneven ones
@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ccbench.algorithms.p2p import as_ufunc, critical_path, is_in_place
+from ccbench.algorithms.p2p import as_ufunc, is_in_place
 from ccbench.algorithms.registry import Cost, register
 from ccbench.algorithms.steps import Plan, register_forms, run_plan
 from ccbench.core.counts import CountMatrix, block_counts, count_matrix
@@ -112,15 +112,6 @@ def _lockstep(P: int, steps) -> Cost:
         rounds += 1
     cost = Cost(rounds, float(busy.max(initial=0)), float(red.max(initial=0)))
     return _with_path(cost, rounds, float(end.max(initial=0)))
-
-
-def _plan_cost(plans: list) -> Cost:
-    """The cost of explicit per-rank plans (batches of ``(peer, bytes)`` sends and receives, as `critical_path`
-    takes them): the busiest rank's steps and bytes, and the critical path."""
-    alpha = max((sum(max(len(s), len(r)) for s, r in plan) for plan in plans), default=0)
-    beta = max((sum(max(sum(b for _, b in s), sum(b for _, b in r)) for s, r in plan) for plan in plans), default=0)
-    steps, path = critical_path(plans)
-    return _with_path(Cost(alpha, float(beta)), steps, float(path))
 
 
 def _direct(sent: np.ndarray, received: np.ndarray, P: int) -> Cost:
@@ -316,12 +307,7 @@ class _Node(NamedTuple):
 def _node_of(counts: tuple, root: int, rank: int) -> _Node:
     """The binomial-tree node of `rank`: the tree of MPICH's binomial gather and scatter (Thakur et al. 2005),
     whose subtree [vr, vr + m) is one contiguous run of blocks in relative order, m = min(lowbit(vr), P - vr)."""
-    return _tree_node(_offsets(counts[root:] + counts[:root]), _offsets(counts)[root], root, rank)
-
-
-def _tree_node(rd: tuple, root_offset: int, root: int, rank: int) -> _Node:
-    """`_node_of` from the offsets `rd` of the blocks in relative order (root first) and the offset of the root's
-    block in rank order: what every rank's node shares, computed once for a whole tree's cost."""
+    rd, root_offset = _offsets(counts[root:] + counts[:root]), _offsets(counts)[root]
     P = len(rd) - 1
     vr = (rank - root) % P
     low = vr & -vr
@@ -338,24 +324,53 @@ def _tree_node(rd: tuple, root_offset: int, root: int, rank: int) -> _Node:
 _node = lru_cache(maxsize=1024)(_node_of)
 
 
+def _later(s: np.ndarray, b: np.ndarray, s2: np.ndarray, b2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The later of two (steps, bytes) times, element by element, compared as `critical_path` compares them: by
+    steps, then bytes."""
+    take = (s2 > s) | ((s2 == s) & (b2 > b))
+    return np.where(take, s2, s), np.where(take, b2, b)
+
+
 def _tree_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1, root: int = 0, *,
                gather: bool) -> Cost:
-    """The cost of the binomial gatherv (`gather`) or scatterv from its plans: a gather receives its children's
-    subtrees, smallest first, then sends its own up; a scatter does the reverse."""
+    """The cost of the binomial gatherv (`gather`) or scatterv, vectorised over the relative ranks v (O(P log P)):
+    node v holds the subtree [v, v + m), m = min(lowbit(v), P - v), its children v + 2^j for 2^j < m each the
+    root of its own.  A gather receives its children's subtrees, smallest first, then sends its own up; a scatter
+    receives its subtree, then sends the children theirs, largest first.  One message a batch, so a rank's steps
+    are its batches and its bytes their sum; the critical path follows `critical_path`'s rule (a receive ends at
+    the later of the rank's last batch and the message's departure, plus (1, its bytes)), level by level."""
     isz = max(1, int(itemsize))
-    c = tuple(int(x) for x in _blocks(P, nbytes, counts, isz) // isz)
+    c = _blocks(P, nbytes, counts, isz) // isz
     root = int(root) % P
-    plans = []
-    rd, root_offset = _offsets(c[root:] + c[:root]), _offsets(c)[root]
-    for r in range(P):
-        node = _tree_node(rd, root_offset, root, r)
-        kids = [((), ((k, n * isz),)) for k, _, n in node.children]
-        up = [(((node.parent, node.size * isz),), ())] if node.vr else []
-        if gather:
-            plans.append(kids + up)
-        else:  # receive from the parent, then send the children theirs, largest first
-            plans.append([(r_, s_) for s_, r_ in up] + [(r_, s_) for s_, r_ in reversed(kids)])
-    return _plan_cost(plans)
+    cr = np.roll(c, -root)  # blocks in relative order, root first
+    rd = np.concatenate(([0], np.cumsum(cr)))
+    v = np.arange(P)
+    m = np.where(v > 0, np.minimum(v & -v, P - v), P)
+    size = rd[v + m] - rd[v]  # elements of each subtree
+    kids = np.array([int(x - 1).bit_length() for x in m])  # children: ceil(lg m)
+    inner = v > 0
+    steps = kids + inner
+    moved = (size - cr) + inner * size  # the children's subtrees, and the own one up (or down)
+    s, b = np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64)
+    top = (P - 1).bit_length()
+    if gather:  # level by level from the leaves: every child is done with its own children before its parent
+        for j in range(top):  # ... takes it (t of v + 2^j is final once masks below 2^j are)
+            par = np.flatnonzero(m > 1 << j)
+            s[par], b[par] = _later(s[par], b[par], s[par + (1 << j)], b[par + (1 << j)])
+            s[par] += 1
+            b[par] += size[par + (1 << j)]
+        done = (s + inner, b + inner * size)  # the send up ends a non-root rank
+    else:  # from the root down: a child's data leaves when its parent has sent every larger subtree
+        for j in reversed(range(top)):
+            u = np.flatnonzero(inner & ((v & -v) == 1 << j))
+            p = u - (1 << j)
+            first = np.minimum(p + (2 << j), p + m[p])  # the children with larger masks: [first, p + m)
+            s[u] = s[p] + np.maximum(kids[p] - 1 - j, 0) + 1
+            b[u] = b[p] + rd[p + m[p]] - rd[first] + size[u]
+        done = (s + kids, b + size - cr)
+    order = np.lexsort((done[1], done[0]))[-1]  # the latest (steps, then bytes)
+    cost = Cost(int(steps.max()), float(moved.max() * isz))
+    return _with_path(cost, int(done[0][order]), float(done[1][order] * isz))
 
 
 def _rooted_direct_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1, root: int = 0) -> Cost:
