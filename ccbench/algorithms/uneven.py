@@ -24,8 +24,9 @@ bytes rank i sends rank j (alltoallv), n the collective's size (the sum of the b
 all blocks over P), indices mod P.  Where ranks wait on each other -- a ring passes the largest block over P-1
 links one after another, a tree carries a heavy subtree up level by level -- the critical path
 (`Cost.critical`, under `ccbench.algorithms.p2p.critical_path`'s rule) is longer than the busiest rank's work and
-sets the time; it is computed from the schedule, vectorised over the ranks for the pairwise ones, level by
-level for the trees and in closed form for the rings.  alltoallv's matrix is read by entry (`ccbench.core.counts.CountMatrix`), never held.
+sets the time; it is computed from the schedule: round by round, vectorised over the ranks, for the pairwise
+alltoallv, level by level for the trees and in closed form for the rings and the pairwise reduce_scatterv.
+alltoallv's matrix is read by entry (`ccbench.core.counts.CountMatrix`), never held.
 
 Source: Thakur, Rabenseifner & Gropp, "Optimization of Collective Communication Operations in MPICH", IJHPCA
 19(1), 2005, for every schedule with even blocks; MPICH's and Open MPI's v-collectives for the uneven ones
@@ -73,12 +74,6 @@ def _matrix(P: int, nbytes: int, counts: str, itemsize: int) -> tuple[CountMatri
     read by entry and scaled where read, as the array would be large (2 GB at 16,384 ranks; moe's alone is)."""
     isz = max(1, int(itemsize))
     return count_matrix(counts, P, int(nbytes) * P // isz), isz
-
-
-def _rolls(c: np.ndarray):
-    """``np.roll(c, s)`` for any shift s, as a view of one doubled copy (a lock-step schedule takes P of them)."""
-    P, twice = len(c), np.concatenate((c, c))
-    return lambda s: twice[(-s) % P:][:P]
 
 
 def _with_path(cost: Cost, steps: float, beta: float) -> Cost:
@@ -519,9 +514,11 @@ def scatterv_binomial(comm, sendbuf, recvbuf, counts, root: int = 0) -> None:
 
 
 def _rs_pairwise_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1) -> Cost:
-    c = _blocks(P, nbytes, counts, itemsize)
-    roll = _rolls(c)
-    return _lockstep(P, ((roll(-k), k, c) for k in range(1, P)))
+    """In round k rank r sends c_(r+k) and takes (and reduces) c_r, a step of max(c_(r+k), c_r): the rank of the
+    largest block pays c_max every round, (P-1) c_max, and no rank pays more.  No chain is longer either: a round
+    ends by c_max after the last at the latest, so the critical path is at most (P-1) c_max too."""
+    top = float((P - 1) * int(_blocks(P, nbytes, counts, itemsize).max())) if P > 1 else 0.0
+    return Cost(P - 1, top, top)
 
 
 @register(
