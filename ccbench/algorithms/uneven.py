@@ -525,8 +525,7 @@ def _rs_pairwise_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: in
     "reduce_scatterv",
     "pairwise",
     cost=_rs_pairwise_cost,
-    formula="(P-1) a + max_r sum_k max(c_(r+k), c_r) b + (P-1) max_r c_r g; critical path from the lock-step "
-            "rounds, enumerated",
+    formula="(P-1) a + (P-1) max_r c_r b + (P-1) max_r c_r g (the rank of the largest block takes it every round)",
     source=_THAKUR + ", section 4.4 (MPICH MPIR_Reduce_scatter_intra_pairwise)",
     additions=lambda P: P - 1,  # each block collects the P - 1 others one after another
 )
