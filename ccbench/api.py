@@ -81,13 +81,14 @@ def _ints(value, parse) -> list[int]:
 
 
 def predict(params, ranks, sizes="8:64M:8", collectives=None, *, ranks_per_node: int | None = None,
-            two_level: TwoLevelParams | None = None) -> list[PredictionGrid]:
+            two_level: TwoLevelParams | None = None, counts: str | None = None) -> list[PredictionGrid]:
     """Every modelled algorithm's predicted time per size, and the winner, as ``ccbench predict`` prints them.
 
     `params`: a `NetworkParams` (`network_params`) or a run to take them from.  `ranks`: an int, a
     list, or text (``"1024,4096"``, ``"64:65536:4"``); `sizes`: a list of bytes or text (``"8:64M"``,
-    ``"8,4K,1M"``); `collectives`: a name, a list, or None for every modelled one.  One `PredictionGrid`
-    per (collective, nranks): ``sizes``, ``times_s`` {algorithm: seconds per size} and ``winners``.
+    ``"8,4K,1M"``); `collectives`: a name, a list, or None for every modelled one but the v-collectives;
+    `counts`: the v-collectives' count distribution (``"zipf:1.2"``; default uniform).  One `PredictionGrid`
+    per (collective, nranks): ``sizes``, ``times_s`` {algorithm: seconds per size}, ``winners`` and ``counts``.
     `ranks_per_node` places the ranks on nodes for the hierarchical allreduce; `two_level` adds
     the two-level allreduce (``two-level/ring``, ``two-level/rabenseifner``).
     """
@@ -96,7 +97,7 @@ def predict(params, ranks, sizes="8:64M:8", collectives=None, *, ranks_per_node:
     if isinstance(collectives, str):
         collectives = [c.strip() for c in collectives.split(",") if c.strip()]
     return predict_table(params, _ints(ranks, parse_ranks), _ints(sizes, parse_sizes), collectives,
-                         two_level=two_level, ranks_per_node=ranks_per_node)
+                         two_level=two_level, ranks_per_node=ranks_per_node, counts=counts)
 
 
 def compare(runs: Iterable, results_dir="results", *, level: float = 0.05, min_effect: float = 0.0,

@@ -725,8 +725,8 @@ def predict_table(
     """Predicted seconds of every modelled algorithm, per collective and rank count.
 
     Returns one `PredictionGrid` per (collective, nranks) (algorithms that cannot run at that rank
-    count are left out).  With `two_level`, allreduce also gets
-    ``two-level/ring`` and ``two-level/rabenseifner`` (`predict.two_level_allreduce_s`).
+    count are left out); `collectives` None: every modelled one but the v-collectives.  With `two_level`,
+    allreduce also gets ``two-level/ring`` and ``two-level/rabenseifner`` (`predict.two_level_allreduce_s`).
     Node-aware costs (the hierarchical allreduce) are priced on nodes of `ranks_per_node`
     ranks, by default the two-level model's, else all ranks on one node.  `counts` (a spec of
     ``ccbench.core.counts``, checked at every rank count) sizes the v-collectives' blocks: uniform by default.
@@ -738,9 +738,9 @@ def predict_table(
     _check_params(params)
     ranks, sizes = [int(p) for p in ranks], [int(n) for n in sizes]
     rpn = ranks_per_node_for(ranks_per_node, two_level)
-    if collectives is None:
-        colls = [c for c, algs in algorithms.items()
-                 if any(a.cost is not None for a in algs.values())]
+    if collectives is None:  # every modelled collective but the v-collectives, whose even forms at uniform counts
+        colls = [c for c, algs in algorithms.items()  # these are; name one to price its blocks (`counts`)
+                 if not COLLECTIVES[c].uneven and any(a.cost is not None for a in algs.values())]
     else:
         colls = list(collectives)
         for c in colls:
@@ -750,6 +750,9 @@ def predict_table(
                 raise UsageError(f"collective {c!r} has no algorithm with a cost model")
     spec = parse_counts(counts or "uniform")
     uneven = [c for c in colls if COLLECTIVES[c].uneven]
+    if counts and not uneven:
+        raise UsageError("--counts sizes the v-collectives' blocks: name one with -C (allgatherv, alltoallv, "
+                         "gatherv, scatterv, reduce_scatterv)")
     for P in ranks if uneven else ():
         check_ranks(spec, P)
     out = []

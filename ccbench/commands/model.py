@@ -116,17 +116,6 @@ def predict_cmd(from_runs, which, against, output, results_dir, alpha, beta, gam
     if placement or acked_from:
         _predict_placed(params, source, two, rank_list, size_list, colls, placement, acked_from, run)
         return
-    from ccbench.core.collectives import COLLECTIVES
-
-    if colls is None:  # every modelled collective but the v-collectives (their even forms, at uniform counts): the
-        from ccbench.algorithms import REGISTRY  # v-collectives are not priced only to be dropped (at 65,536 ranks
-        # their O(P^2) lock-step costs were 9/10 of the time)
-
-        colls = [c for c, algs in (algorithms or REGISTRY).items()
-                 if not COLLECTIVES[c].uneven and any(a.cost is not None for a in algs.values())]
-    if counts and not any(COLLECTIVES[c].uneven for c in colls if c in COLLECTIVES):
-        raise UsageError("--counts sizes the v-collectives' blocks: name one with -C (allgatherv, alltoallv, "
-                         "gatherv, scatterv, reduce_scatterv)")
     tables = predict_table(params, rank_list, size_list, colls, two_level=two, ranks_per_node=ppn,
                            algorithms=algorithms, counts=counts)
     console = new_console()
