@@ -88,15 +88,16 @@ def test_apportion_gives_the_left_over_to_the_largest_remainders_with_ties_cut_a
 
 @pytest.mark.parametrize(("spec", "P"), [(s, P) for s in SPECS + ["~zipf:2", "~heavy:3"] for P in (1, 2, 3, 5, 8, 13)
                                           if "moe" not in s or P <= 8] + [("weights:0,3,1,1,0,2,1,1,3,1,2,1,1", 13)])
-def test_count_matrix_reads_the_entries_sums_and_diagonal_of_the_array(spec, P):
+def test_count_matrix_reads_the_wrapped_diagonals_sums_and_dense_form_of_the_array(spec, P):
     """The matrix a cost model reads (kept as its line and the left-over +1s where it repeats one line) holds
     block_counts' array entry for entry: totals that leave nothing over, a partial row, whole rows of ties."""
     rng = np.random.default_rng(P)
     for total in (0, P * P, P * P + 1, 3 * P * P - 1, 7 * P + 2, 12345, int(rng.integers(0, 10**6))):
         dense, m = block_counts(spec, P, total, matrix=True), count_matrix(spec, P, total)
         assert m.shape == (P, P) and m.dense().tolist() == dense.tolist(), (total,)
-        rows, cols = rng.integers(0, P, size=50), rng.integers(0, P, size=50)
-        assert m.at(rows, cols).tolist() == dense[rows, cols].tolist()
+        ar = np.arange(P)
+        for k in range(-1, P + 1):  # every entry, each on its wrapped diagonal (k mod P)
+            assert m.wrapped(k).tolist() == dense[ar, (ar + k) % P].tolist(), (total, k)
         assert m.diagonal().tolist() == np.diagonal(dense).tolist()
         assert m.sum(axis=1).tolist() == dense.sum(axis=1).tolist()
         assert m.sum(axis=0).tolist() == dense.sum(axis=0).tolist()

@@ -119,13 +119,13 @@ def _direct(sent: np.ndarray, received: np.ndarray, P: int) -> Cost:
 # -- allgatherv -------------------------------------------------------------------------------
 
 
-def _ring(c: np.ndarray, w: np.ndarray, reduced: np.ndarray | None = None) -> Cost:
+def _ring(w: np.ndarray, reduced: np.ndarray | None = None) -> Cost:
     """`_lockstep` of a ring's P-1 rounds in closed form, O(P) where the enumeration is O(P^2) (16,384 ranks):
     rank r's step in round k is w[r - k], so over the rounds it takes every w but its own, W - w[r] (W = sum w).
     A round's chain runs from rank r to r + 1 (its receiver) or stays at r, so the longest one takes w[r - k]
     with r - k constant or falling by one: following one block round the ring, (P-1) max w, the largest block
     crossing every link in turn.  `reduced`: what each rank reduces over all its rounds."""
-    P = len(c)
+    P = len(w)
     if P < 2:
         return Cost(0, 0.0, 0.0)
     cost = Cost(P - 1, float((int(w.sum()) - w).max()), 0.0 if reduced is None else float(reduced.max()))
@@ -134,7 +134,7 @@ def _ring(c: np.ndarray, w: np.ndarray, reduced: np.ndarray | None = None) -> Co
 
 def _ag_ring_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1) -> Cost:
     c = _blocks(P, nbytes, counts, itemsize)  # round k: rank r passes on block r-k+1 and takes block r-k
-    return _ring(c, np.maximum(c, np.roll(c, -1)))
+    return _ring(np.maximum(c, np.roll(c, -1)))
 
 
 @register(
@@ -565,7 +565,7 @@ def reduce_scatterv_pairwise_plan(comm, sendbuf, recvbuf, counts, op="sum") -> P
 def _rs_ring_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1) -> Cost:
     c = _blocks(P, nbytes, counts, itemsize)  # round k: rank r sends block r-k, takes and reduces block r-k-1
     left = np.roll(c, 1)
-    return _ring(c, np.maximum(c, left), int(c.sum()) - left)
+    return _ring(np.maximum(c, left), int(c.sum()) - left)
 
 
 @register(

@@ -233,10 +233,11 @@ def _shares(w: np.ndarray) -> np.ndarray:
 
 
 class CountMatrix:
-    """alltoallv's block counts (entry (i, j) what rank i sends rank j), read by entry, row or column: the P x P
-    array itself, or, for a distribution that repeats one line (every one but moe), that line and where the
-    largest-remainder method put its left-over elements -- a band of rows given +1 at some columns and one edge
-    row given +1 at a few more -- in O(P) memory where the array takes O(P^2) (2 GB at 16,384 ranks).
+    """alltoallv's block counts (entry (i, j) what rank i sends rank j), read by wrapped diagonal, row sums or
+    column sums: the P x P array itself, or, for a distribution that repeats one line (every one but moe), that
+    line and where the largest-remainder method put its left-over elements -- a band of rows given +1 at some
+    columns and one edge row given +1 at a few more -- in O(P) memory where the array takes O(P^2) (2 GB at
+    16,384 ranks).
 
     ``m[i, j] = line[j or i] + [i in rows and j in cols] + [i == edge and j in edge_cols]``, the line indexed by
     the column (`axis` 0: every row alike) or by the row (`axis` 1).
@@ -249,15 +250,6 @@ class CountMatrix:
             self._rows, self._cols, self._edge_cols = (np.asarray(x, dtype=np.intp) for x in (rows, cols, edge_cols))
             self._in_rows, self._in_cols, self._in_edge = (np.zeros(n, dtype=np.int64) for n in (*self.shape, shape[1]))
             self._in_rows[self._rows], self._in_cols[self._cols], self._in_edge[self._edge_cols] = 1, 1, 1
-
-    def at(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """The entries (rows[k], cols[k]), a vector (fancy indexing ``m[rows, cols]``)."""
-        if self._dense is not None:
-            return self._dense[rows, cols]
-        out = self._line[cols if self._axis == 0 else rows] + self._in_rows[rows] * self._in_cols[cols]
-        if self._edge >= 0:
-            out = out + (rows == self._edge) * self._in_edge[cols]
-        return out
 
     def wrapped(self, k: int) -> np.ndarray:
         """Entry (r, r + k mod P) of every row r of a square matrix (its k-th wrapped diagonal): what each rank
@@ -274,9 +266,8 @@ class CountMatrix:
         return out
 
     def diagonal(self) -> np.ndarray:
-        """Entry (i, i) of every row i: what each rank keeps (a square matrix)."""
-        ar = np.arange(self.shape[0])
-        return self.at(ar, ar)
+        """Entry (i, i) of every row i: what each rank keeps (the 0th wrapped diagonal)."""
+        return self.wrapped(0)
 
     def sum(self, axis: int) -> np.ndarray:
         """Sums over `axis` as numpy's: axis 1 what each rank sends (row sums), axis 0 what each receives."""
