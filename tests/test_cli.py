@@ -262,6 +262,24 @@ def test_show_ends_with_what_the_sweep_found():
     assert any(ln.startswith("bcast: fastest ") for ln in lines[-6:])
 
 
+@pytest.mark.parametrize("copy_gbs, said", [
+    (1.612, "50% of the node's memory copy limit)"),
+    (0.403, "200% of the node's memory copy limit: above it, the data stayed in cache)"),
+])
+def test_the_peak_is_held_against_the_memory_limit_and_above_it_said_to_be_cache(copy_gbs, said):
+    from ccbench.present.views import answer_lines
+    from ccbench.store.run import open_run
+
+    run = open_run(REPO / "tests" / "data" / "run-np4")
+    # one node of 4 ranks copying 2e9 x copy_gbs counted bytes in a second: a per-rank limit of copy_gbs
+    record = {"one_core": {"host": "n1", "counted_bytes": 10**9, "seconds": [1.0], "nbytes": 1 << 20},
+              "all_ranks": [{"host": "n1", "ranks": 4, "counted_bytes": round(2e9 * copy_gbs), "seconds": [1.0],
+                             "nbytes": 1 << 20}]}
+    line = next(ln for ln in answer_lines(run.rows, {**run.meta, "memory_bandwidth": record})
+                if ln.startswith("allreduce"))
+    assert line.endswith("peak bus bandwidth 0.806 GB/s (recursive_doubling, 32 KiB, " + said)
+
+
 def test_a_sweep_ends_with_what_it_found_and_leaves_the_tables_to_show(tmp_path):
     r = subprocess.run([sys.executable, "-m", "ccbench", "launch", "-n", "2", "-C", "allreduce,bcast", "-a",
                         "native,ring,binomial", "-s", "8,64K", "--min-reps", "3", "--max-reps", "5", "--budget",

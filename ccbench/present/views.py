@@ -337,8 +337,11 @@ def answer_lines(rows: Sequence, meta: dict) -> list[str]:
         ok = [r for r in (x for rs in g.by_algorithm.values() for x in rs) if r.ok and r.busbw_gbs > 0]
         if ok and g.collective not in ("barrier", "pingpong"):
             top = max(ok, key=lambda r: r.busbw_gbs)
-            share = (f", {share_of_limit(top.busbw_gbs, limit.copy_gbs):.0%} of the node's memory copy limit"
-                     if limit is not None else "")
+            share = ""
+            if limit is not None:
+                frac = share_of_limit(top.busbw_gbs, limit.copy_gbs)
+                share = (f", {frac:.0%} of the node's memory copy limit"
+                         + (": above it, the data stayed in cache" if frac > 1 else ""))
             parts.append(f"peak bus bandwidth {top.busbw_gbs:.3g} GB/s ({top.algorithm}, {format_size(top.nbytes)}"
                          f"{share})")
         if parts:
