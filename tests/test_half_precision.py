@@ -234,12 +234,17 @@ def test_the_registry_counts_each_algorithms_sequential_additions_exactly(coll, 
 
 
 def test_hierarchical_counts_its_node_local_and_leader_additions():
-    from ccbench.algorithms.allreduce import _hierarchical_additions
-
-    assert _hierarchical_additions(16) == 4  # one node: the binomial reduce
-    assert _hierarchical_additions(16, 4) == 2 + 2  # lg 4 inside a node, then Rabenseifner on 4 leaders
-    assert _hierarchical_additions(12, 4) == 2 + 2  # 3 leaders: one fold, one halving step
-    assert REGISTRY["allreduce"]["native"].additions_at(8) == 7  # the library's order is unknown: any order
+    hier = REGISTRY["allreduce"]["hierarchical"]
+    assert hier.additions_at(16) == 4  # one node: the binomial reduce
+    assert hier.additions_at(16, ranks_per_node=4) == 2 + 2  # lg 4 inside a node, then Rabenseifner on 4 leaders
+    assert hier.additions_at(12, ranks_per_node=4) == 2 + 2  # 3 leaders: one fold, one halving step
+    # uneven nodes (4 + 1 + 1 + 1 + 1 ranks): 5 leaders, not the 2 that full nodes of 4 would make
+    assert hier.additions_at(8, ranks_per_node=4) == 2 + 1
+    assert hier.additions_at(8, ranks_per_node=4, nodes=5) == 2 + 3
+    assert hier.additions_at(8, ranks_per_node=None, nodes=None) == 3  # nothing known: one node
+    # a count that takes no layout ignores it; the library's order is unknown: any order
+    assert REGISTRY["allreduce"]["ring"].additions_at(8, ranks_per_node=4, nodes=2) == 7
+    assert REGISTRY["allreduce"]["native"].additions_at(8, ranks_per_node=1, nodes=8) == 7
     assert REGISTRY["bcast"]["binomial"].additions_at(8) == 0
 
 
@@ -286,6 +291,21 @@ def test_a_half_reduction_is_checked_within_its_bound_and_an_error_beyond_it_is_
     assert bufs.nwrong() == 3
     bufs.steps = 0  # an algorithm that adds nothing must be exact
     assert bufs.nwrong() > 3
+    # the bound is gamma_k = k u / (1 - k u), a hair wider than the first-order k u: an element between the
+    # two is within it, one just past gamma_k is not; past k u >= 1 it bounds nothing, but NaN and inf stay wrong
+    bufs.steps, ref = 1, np.float64(exp[5])
+    out[...] = exp
+    u = 2.0 ** -11
+    for err, wrong in ((ref * u, 0), (ref * (u + u * u / 2), 0), (ref * u / (1 - u) * (1 + 1e-9), 1)):
+        wide = bufs.outputs[0][0].astype(np.float64)
+        wide[5] = ref + err
+        bufs.outputs[0] = (wide, exp)
+        assert bufs.nwrong() == wrong, err / ref
+    bufs.steps = 1 << 11
+    wide[5] = ref * 1000
+    assert bufs.nwrong() == 0
+    wide[5], wide[6] = np.inf, np.nan
+    assert bufs.nwrong() == 2
     for op in ("min", "max"):  # they round nothing: checked exactly
         mm = COLLECTIVES["reduce_scatter"].make_buffers(10, 4, 1, DTYPES["bfloat16"], op, 0, False, None)
         assert mm.steps == 0 and mm.unit_roundoff == 2.0 ** -8

@@ -142,3 +142,30 @@ def test_float16_on_a_library_without_its_type_takes_the_user_defined_path(monke
             bufs.fill()
             REGISTRY[coll]["native"](comm, *bufs.args, **bufs.kwargs)
             assert comm.allreduce(bufs.nwrong()) == 0, (coll, op)
+
+
+def test_a_sweep_holds_each_hand_written_sum_to_its_own_additions_on_the_node_layout_it_finds(monkeypatch):
+    """The library's own sum to P - 1 (any order); a hand-written one to its count, which for hierarchical
+    depends on the layout: here one node of P ranks, so ceil(lg P) and no leaders' step."""
+    from ccbench.algorithms.p2p import counted
+    from ccbench.core.collectives import CaseBuffers
+    from ccbench.measure.sweep import run_case
+
+    comm = _comm()
+    P = comm.Get_size()
+    assert counted(comm).node_layout() == {"ranks_per_node": P, "nodes": 1}
+    held, check = [], CaseBuffers.nwrong
+
+    def spy(self):
+        held.append(self.steps)
+        return check(self)
+
+    monkeypatch.setattr(CaseBuffers, "nwrong", spy)
+    names = ("native", "ring", "recursive_doubling", "hierarchical")
+    for name in names:
+        case = Case("allreduce", name, 2 * 37, 37, "float16", "sum", False, 0)
+        assert run_case(comm, case, TINY).nwrong == 0
+    assert held == [REGISTRY["allreduce"][n].additions_at(P, ranks_per_node=P, nodes=1) for n in names]
+    # recursive doubling: lg p' steps of the power-of-two group, +1 for the fold; hierarchical: ceil(lg P)
+    folds = {1: 0, 2: 1, 3: 2, 4: 2, 5: 3, 6: 3, 7: 3, 8: 3}
+    assert held == [P - 1, P - 1, folds[P], (P - 1).bit_length()]

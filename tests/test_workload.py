@@ -15,6 +15,7 @@ from ccbench.algorithms.simcomm import simulate
 from ccbench.analysis.fit import NetworkParams
 from ccbench.analysis.predict import predict
 from ccbench.analysis.workload_predict import predict_workload
+from ccbench.core.collectives import COLLECTIVES
 from ccbench.core.errors import UsageError
 from ccbench.measure.workload_config import KEYS, load_workload_config, resolve_workload
 from ccbench.measure.workload_engine import StepBuffers, step_calls
@@ -228,6 +229,36 @@ def test_ddp_sends_exactly_the_model_bytes(P):
         # a ring allreduce sends every element 2(P-1) times in all: once per step of each phase
         assert sent == 2 * (P - 1) * m.numel * 4
         assert sum(c.count for c in sch.calls) == m.numel
+
+
+@pytest.mark.parametrize("P", [3, 5])
+def test_a_half_precision_step_is_judged_within_its_bound_and_a_wrong_element_is_caught(P):
+    """bfloat16 sums of 3 or more ranks round (integers above 256 are not bfloat16 numbers): every call is held to
+    its bound, as a sweep's case is, not compared exactly; an element off by far more is still wrong."""
+    pytest.importorskip("ml_dtypes")
+    m = small_model()
+    algs = {"allreduce": get("allreduce", "ring"), "reduce_scatter": get("reduce_scatter", "pairwise"),
+            "allgather": get("allgather", "ring")}
+    for sch in (ddp_schedule(m, 4, "per_tensor"), zero_schedule(m, P, "zero2")):
+        rounded: list = []
+
+        def body(comm, sch=sch, rounded=rounded):
+            cc = CountedComm(comm)
+            bufs = StepBuffers(sch, P, comm.rank, "bfloat16")
+            bufs.fill()
+            for call in step_calls(cc, sch, algs, bufs):
+                call()
+            exact = [bufs.nwrong_call(i) for i in range(len(sch.calls))]
+            for i, c in enumerate(sch.calls):  # the exact results, from the collective's own buffer hook
+                exp = COLLECTIVES[c.collective].buffers(c.count, P, comm.rank, bufs.dtype).outputs[0][1]
+                rounded.append(int(np.count_nonzero(bufs.views(i)[1] != exp)))
+            bufs.recv[0] = bufs.recv[0] * 2 + 64
+            return exact, bufs.nwrong_call(0)
+
+        results, _ = simulate(P, body)
+        assert sum(rounded) > 0  # the sums did round: the check is not exact comparison in disguise
+        assert all(sum(exact) == 0 for exact, _ in results)
+        assert all(first == 1 for _, first in results)
 
 
 @pytest.mark.parametrize("P", [2, 3, 4])

@@ -550,10 +550,13 @@ def double_binary_tree(comm, sendbuf, recvbuf, op="sum") -> None:
 # -- hierarchical ------------------------------------------------------------------
 
 
-def _hierarchical_additions(P: int, ranks_per_node: int | None = None) -> int:
-    """Sequential additions: the node-local binomial reduce's ceil(lg m), then the leaders' Rabenseifner."""
+def _hierarchical_additions(P: int, ranks_per_node: int | None = None, nodes: int | None = None) -> int:
+    """Sequential additions: the node-local binomial reduce's ceil(lg m) on the largest node (`ranks_per_node`
+    ranks), then the leaders' Rabenseifner on `nodes` leaders (by default as many as full nodes of
+    `ranks_per_node` need; None, None: one node)."""
     local = P if ranks_per_node is None else min(ranks_per_node, P)
-    nodes = 1 if ranks_per_node is None else -(-P // ranks_per_node)
+    if nodes is None:
+        nodes = 1 if ranks_per_node is None else -(-P // ranks_per_node)
     return (local - 1).bit_length() + fold_additions(nodes)
 
 

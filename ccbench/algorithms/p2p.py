@@ -97,7 +97,8 @@ class CountedComm:
     from the array, as mpi4py does.
     """
 
-    __slots__ = ("comm", "rank", "size", "counts", "_waitall", "_startall", "_testall", "_scratch", "_pend", "_nodes")
+    __slots__ = ("comm", "rank", "size", "counts", "_waitall", "_startall", "_testall", "_scratch", "_pend", "_nodes",
+                 "_layout")
 
     def __init__(self, comm) -> None:
         self.comm = comm
@@ -114,6 +115,7 @@ class CountedComm:
         # pending Isend/Irecv batch: msgs out, bytes out, msgs in, bytes in
         self._pend = [0, 0, 0, 0]
         self._nodes: tuple | None = None  # (node comm, leader comm or None), made once
+        self._layout: dict | None = None  # node_layout(), found once
 
     def Get_rank(self) -> int:  # noqa: N802 - mpi4py naming
         return self.rank
@@ -269,6 +271,17 @@ class CountedComm:
                 leader_cc.counts = self.counts
             self._nodes = (node_cc, leader_cc)
         return self._nodes
+
+
+    def node_layout(self) -> dict[str, int]:
+        """``{"ranks_per_node": the largest node's ranks, "nodes": how many}`` as `node_comms` splits this
+        communicator: what a node-aware algorithm's depth depends on (`Algorithm.additions_at`).  Collective (one
+        allgather, on the first call only); under MPI only (the simulated communicator has no allgather)."""
+        if self._layout is None:
+            node, _ = self.node_comms()
+            sizes = self.comm.allgather(node.size if node.rank == 0 else 0)
+            self._layout = {"ranks_per_node": max(sizes), "nodes": sum(1 for s in sizes if s)}
+        return self._layout
 
 
 def _words(buf: np.ndarray) -> np.ndarray:

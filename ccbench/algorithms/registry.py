@@ -104,24 +104,30 @@ class Algorithm:
             return f"{self.collective} needs at least {need} ranks"
         return self.supports(nranks, op) if self.supports else None
 
-    def additions_at(self, nranks: int) -> int:
+    def additions_at(self, nranks: int, **layout) -> int:
         """The longest chain of sequential additions (each one rounding) behind any element of the result
         with `nranks` ranks: the steps of the half-precision bound steps x u x sum|x|.  0 for a collective that
-        reduces nothing; P - 1 where the algorithm does not say (the library's own: any order of P terms)."""
+        reduces nothing; P - 1 where the algorithm does not say (the library's own: any order of P terms).
+        `layout` (``ranks_per_node``: the largest node's ranks, ``nodes``) reaches a count that takes it (a
+        node-aware algorithm's); None, or no layout: one node."""
         if not COLLECTIVES[self.collective].reduction or nranks <= 1:
             return 0
-        return self.additions(nranks) if self.additions else nranks - 1
+        if not self.additions:
+            return nranks - 1
+        take = _keywords(self.additions, 1)
+        return self.additions(nranks, **{k: v for k, v in layout.items()
+                                         if v is not None and (take is None or k in take)})
 
 
 REGISTRY: dict[str, dict[str, Algorithm]] = {name: {} for name in COLLECTIVES}
 
 
 @lru_cache(maxsize=1024)
-def _keywords(fn) -> frozenset | None:
-    """The keyword parameters a cost function takes after (nranks, nbytes): none for a builtin or C callable, None
-    for one that takes any (``**case``)."""
+def _keywords(fn, positional: int = 2) -> frozenset | None:
+    """The keyword parameters a function takes after its `positional` ones (a cost's nranks, nbytes; an additions
+    count's nranks): none for a builtin or C callable, None for one that takes any (``**case``)."""
     try:
-        params = list(inspect.signature(fn).parameters.values())[2:]
+        params = list(inspect.signature(fn).parameters.values())[positional:]
     except (TypeError, ValueError):
         return frozenset()
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):

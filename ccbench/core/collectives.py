@@ -22,12 +22,14 @@ add exactly; unsigned bytes wrap modulo 256 exactly as MPI's do).
 Half precision (float16, bfloat16): the inputs are still exact (small integers, times a power
 of two that keeps every sum below 2^15, so float16's 65504 is never reached at any rank
 count), but each reduction step rounds to 16 bits, so a reduction's result is checked against
-the float32 reference within its bound: |result - reference| <= steps x u x sum|x| per element
+the float32 reference within its bound: |result - reference| <= gamma_steps x sum|x| per element
 (`ccbench.core.dtypes.unit_roundoff`; Higham, Accuracy and Stability of Numerical Algorithms,
 ch. 4), where steps is the longest chain of sequential additions.  The buffers do not know the
-algorithm, so they assume P - 1, which bounds every summation order of P contributions;
-`CaseBuffers.steps` takes an algorithm's own count (``Algorithm.additions``).  min and max
-round nothing and are checked exactly, like every other collective of a half type.
+algorithm, so they assume P - 1, which bounds every summation order of P contributions; a sweep
+sets `CaseBuffers.steps` to a hand-written algorithm's own count (``Algorithm.additions_at``, given
+the node layout).  The bound is applied as Higham's gamma_k = k u / (1 - k u) (his Lemma 3.1),
+not its first-order k u, so that no exact count is one rounding too tight.  min and max round
+nothing and are checked exactly, like every other collective of a half type.
 """
 
 from collections.abc import Callable
@@ -128,7 +130,7 @@ class CaseBuffers:
     inputs: list                     # (array, template) pairs restored by fill()
     outputs: list                    # (array view, expected) pairs checked by nwrong()
     # a half-type reduction: u of the type and the sequential additions allowed (module docstring);
-    # nwrong() accepts |out - expected| <= steps * u * |expected| (expected = sum|x|: the inputs are >= 0)
+    # nwrong() accepts |out - expected| <= gamma_steps * |expected| (expected = sum|x|: the inputs are >= 0)
     unit_roundoff: float = 0.0
     steps: int = 0
 
@@ -143,17 +145,23 @@ class CaseBuffers:
         """How many output elements on this rank differ from the exact result -- for a half-type reduction, lie
         outside its bound (`steps`, `unit_roundoff`) -- compared CHUNK elements at a time: no temporary as large as
         the buffer."""
+        return sum(self.wrong_in(out, exp) for out, exp in self.outputs)
+
+    def wrong_in(self, out: np.ndarray, exp: np.ndarray) -> int:
+        """How many elements of `out` differ from `exp` as `nwrong` judges them (a half-type reduction within its
+        bound): for an output held elsewhere, such as a workload's region of one receive buffer."""
+        out, exp = out.reshape(-1), exp.reshape(-1)
         if self.unit_roundoff:
-            return sum(self._outside(out.reshape(-1)[lo:lo + CHUNK], exp.reshape(-1)[lo:lo + CHUNK])
-                       for out, exp in self.outputs for lo in range(0, out.size, CHUNK))
-        return sum(int(np.count_nonzero(out.reshape(-1)[lo:lo + CHUNK] != exp.reshape(-1)[lo:lo + CHUNK]))
-                   for out, exp in self.outputs for lo in range(0, out.size, CHUNK))
+            return sum(self._outside(out[lo:lo + CHUNK], exp[lo:lo + CHUNK]) for lo in range(0, out.size, CHUNK))
+        return sum(int(np.count_nonzero(out[lo:lo + CHUNK] != exp[lo:lo + CHUNK])) for lo in range(0, out.size, CHUNK))
 
     def _outside(self, out: np.ndarray, exp: np.ndarray) -> int:
-        """Elements of `out` farther from the reference `exp` than steps x u x |exp| (NaN and inf included)."""
+        """Elements of `out` farther from the reference `exp` than gamma_steps x |exp| (NaN and inf included)."""
         ref = exp.astype(np.float64)
         err = np.abs(out.astype(np.float64) - ref)
-        return int(np.count_nonzero(~(err <= self.steps * self.unit_roundoff * np.abs(ref))))
+        ku = self.steps * self.unit_roundoff
+        gamma = ku / (1.0 - ku) if ku < 1.0 else np.inf  # Higham, Lemma 3.1; k u >= 1 bounds nothing
+        return int(np.count_nonzero(~(np.isfinite(err) & (err <= gamma * np.abs(ref)))))
 
     def bytes_held(self) -> int:
         """The bytes this rank's buffers, templates and expected results hold (each array once)."""

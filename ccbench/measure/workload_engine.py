@@ -86,14 +86,15 @@ class StepBuffers:
                 send[...] = tmpl
 
     def nwrong_call(self, i: int) -> int:
-        """Output elements of call `i` on this rank that differ from the exact result."""
+        """Output elements of call `i` on this rank that differ from the exact result (a half-type sum: lie outside
+        its bound for any order of the P contributions, `CaseBuffers.nwrong`)."""
         cb = self._hook(i)
         _, recv = self.views(i)
         bad = 0
         for arr, exp in cb.outputs:
             if arr is not cb.args[1]:
                 raise AssertionError("out-of-place outputs live in the receive buffer")
-            bad += int(np.count_nonzero(recv != exp))
+            bad += cb.wrong_in(recv, exp)
         return bad
 
     def nwrong(self) -> int:
