@@ -150,8 +150,9 @@ def _inputs(dtype, P: int, count: int, seed: int) -> np.ndarray:
     return x.astype(DTYPES[dtype])
 
 
-def _run(coll: str, name: str, P: int, x: dict, root: int):
-    """Run the algorithm once per half type on P simulated ranks; per type, every rank's result (None if none)."""
+def _run(coll: str, name: str, P: int, x: dict, root: int, ranks_per_node: int | None = None):
+    """Run the algorithm once per half type on P simulated ranks (on nodes of `ranks_per_node`; None: one node);
+    per type, every rank's result (None if none)."""
     alg = REGISTRY[coll][name]
 
     def body(comm):
@@ -171,7 +172,7 @@ def _run(coll: str, name: str, P: int, x: dict, root: int):
             out[dtype] = recv
         return out
 
-    results, _ = simulate(P, body)
+    results, _ = simulate(P, body, ranks_per_node=ranks_per_node)
     return results
 
 
@@ -214,23 +215,38 @@ def test_half_precision_sums_stay_within_steps_u_sum_abs_of_the_float32_referenc
     assert all(0.0 < w <= 1.0 for w in worst.values()), worst
 
 
+def _count_additions(self, ufunc, inbuf, inoutbuf):
+    """A reduction that counts instead of adding: an element's depth is the larger operand's + 1."""
+    np.maximum(inoutbuf, inbuf, out=inoutbuf)
+    inoutbuf += 1
+
+
 @pytest.mark.parametrize("coll,name", REDUCTIONS, ids=[f"{c}-{n}" for c, n in REDUCTIONS])
 def test_the_registry_counts_each_algorithms_sequential_additions_exactly(coll, name, monkeypatch):
     """Run with an op that counts instead of adding (depth = max of the operands' depths + 1): the deepest
     element of the result is the registry's count, for P = 1-20 and around 32 and 64 (a derived form's up to 33)."""
     alg = REGISTRY[coll][name]
 
-    def count_additions(self, ufunc, inbuf, inoutbuf):
-        np.maximum(inoutbuf, inbuf, out=inoutbuf)
-        inoutbuf += 1
-
-    monkeypatch.setattr(CountedComm, "reduce_local", count_additions)
+    monkeypatch.setattr(CountedComm, "reduce_local", _count_additions)
     for P in _ranks_to_check(alg, first=1):
         count = 2 * P + 1
         x = {"depth": np.zeros((P, count * P if coll == "reduce_scatter" else count))}
         results = _run(coll, name, P, x, root=P - 1)
         deepest = max(int(r["depth"].max()) for r in results if r["depth"] is not None)
         assert deepest == alg.additions_at(P), (P, deepest, alg.additions_at(P))
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 8])
+def test_hierarchical_counts_its_additions_exactly_on_every_node_layout(m, monkeypatch):
+    """As above, on nodes of m consecutive ranks (the last one smaller where m does not divide P): the deepest
+    element is the count given the largest node and the node count, what a sweep passes (`node_layout`)."""
+    alg = REGISTRY["allreduce"]["hierarchical"]
+
+    monkeypatch.setattr(CountedComm, "reduce_local", _count_additions)
+    for P in (*range(1, 14), 16, 17):
+        results = _run("allreduce", "hierarchical", P, {"depth": np.zeros((P, 2 * P + 1))}, 0, ranks_per_node=m)
+        deepest = max(int(r["depth"].max()) for r in results)
+        assert deepest == alg.additions_at(P, ranks_per_node=min(m, P), nodes=-(-P // m)), (P, m, deepest)
 
 
 def test_hierarchical_counts_its_node_local_and_leader_additions():
