@@ -154,7 +154,8 @@ def test_specs_are_canonical():
 @pytest.mark.parametrize("spec,why", [
     ("", "empty"), ("pareto", "unknown distribution 'pareto'"), ("zipf:0", "Zipf exponent S must be in (0, 10]"),
     ("zipf:10.5", "Zipf exponent"), ("zipf:-1", "Zipf exponent"), ("zipf:nan", "must be finite"),
-    ("heavy:x", "'x' is not a number"), ("heavy:0", "heavy factor"), ("zipf:1,2", "at most 1 parameters"),
+    ("heavy:x", "'x' is not a number"), ("heavy:0", "heavy factor"), ("zipf:1,2", "at most 1 parameter (S)"),
+    ("uniform:3", "uniform takes no parameters"), ("moe:8,2,1,64,5", "at most 4 parameters (E,K,CF,T)"),
     ("moe:8,9", "top-K must be a whole number from 1 to 8"), ("moe:0", "expert count E"),
     ("moe:8,2,0", "capacity factor"), ("moe:8,2,1,0", "tokens per rank"), ("moe:8,2,1@x", "seed 'x'"),
     ("uniform@3", "only moe takes @SEED"), ("weights:", "one weight per rank"), ("weights:0,0", "positive sum"),

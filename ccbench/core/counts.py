@@ -124,7 +124,8 @@ def parse_counts(text: str) -> Distribution:
             raise _bad(spec, "weights must be >= 0 with a positive sum")
         return Distribution(name, tuple(values), reverse=reverse)
     if len(values) > len(names):
-        raise _bad(spec, f"{name} takes at most {len(names)} parameters ({','.join(names)})")
+        raise _bad(spec, f"{name} takes no parameters" if not names else
+                   f"{name} takes at most {len(names)} parameter{'s' if len(names) > 1 else ''} ({','.join(names)})")
     p = list(values) + list(defaults[len(values):])
     if name == "heavy" and not 0 < p[0] <= MAX_HEAVY:
         raise _bad(spec, f"the heavy factor F must be in (0, {MAX_HEAVY:g}]")
