@@ -342,3 +342,17 @@ def test_list_puts_the_installed_library_s_variants_before_the_hand_written_and_
     assert names.index("native:basic_linear") < names.index("ring") < names.index("native:smp")
     assert ("native:smp", "native (MPICH only)") in ompi
     assert all("only" not in kind for _, kind in order(None))  # no library known: nothing called foreign
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["tune", str(REPO / "tests" / "data" / "run-np2")], "Missing option '--format'. Choose from: mpich-json, "),
+    (["export", str(REPO / "tests" / "data" / "run-np2"), "--format", "nope"], "'nope' is not one of 'osu', "),
+])
+def test_a_usage_error_of_click_is_one_line_too(argv, words, capsys):
+    """click lists a required choice's values one per line; the error line joins them."""
+    from ccbench.cli import main
+
+    with pytest.raises(SystemExit) as end:
+        main(argv)
+    err = capsys.readouterr().err
+    assert end.value.code == 2 and err.count("\n") == 1 and err.startswith("ccbench: error: ") and words in err

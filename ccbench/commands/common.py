@@ -1,6 +1,7 @@
 """What the commands share: the error line, the console, the sweep options, the launcher call."""
 
 import os
+import re
 
 import click
 
@@ -13,11 +14,12 @@ __all__ = ["CONFIG_KEYS", "OUT_OPTION", "new_console", "nothing_to_resume",
 
 
 def print_error(msg: str) -> None:
-    """One line on stderr, from rank 0 only (or outside any launcher)."""
+    """One line on stderr, from rank 0 only (or outside any launcher): a message of several lines (click lists a
+    choice's values one per line) is joined into one."""
     from ccbench.measure.provenance import env_rank
 
     if env_rank() in (None, 0):
-        click.echo(f"ccbench: error: {msg}", err=True)
+        click.echo("ccbench: error: " + re.sub(r"\s*\n\s*", " ", msg.strip()), err=True)
 
 
 def new_console():
