@@ -96,3 +96,33 @@ def test_osu_statistics_and_per_rank_sizes_in_show():
     r = subprocess.run([sys.executable, "-m", "ccbench", "show", str(NP4), "--osu", "--size-per-rank"],
                        capture_output=True, text=True, cwd=REPO, timeout=60, env={"COLUMNS": "200", "PATH": ""})
     assert r.returncode == 0 and "OSU/IMB statistics" in r.stdout and "Avg/Min/Max Latency" in r.stdout
+
+
+def test_each_osu_block_reads_back_as_the_call_it_was_and_unequal_v_blocks_are_named_not_written():
+    """Every collective, blocking and persistent, even and v: each exported block, imported alone, gives the
+    collective, algorithm, size and count it was written from; a v-curve on zipf counts has no OSU block."""
+    import dataclasses
+
+    from ccbench.core.collectives import COLLECTIVES
+    from ccbench.store.imports import parse_osu
+
+    (name, meta, rows), = _runs(NP4)
+    proto = next(r for r in rows if r.collective == "allreduce" and r.algorithm == "native" and r.nbytes >= 1024)
+    made = []
+    for coll in COLLECTIVES:
+        if coll == "barrier":
+            continue
+        P = 2 if coll == "pingpong" else 4
+        for alg in ("native", "native-persistent") if coll != "pingpong" else ("native",):
+            made.append(dataclasses.replace(proto, collective=coll, algorithm=alg, nbytes=4096, dtype="uint8",
+                                            count=COLLECTIVES[coll].count_for(4096, 1, P), nranks=P,
+                                            op="sum" if COLLECTIVES[coll].reduction else "none"))
+    zipf = dataclasses.replace(made[-1], collective="alltoallv", counts="zipf:1")
+    text = export_osu([(name, meta, made), ("zipf-run", meta, [zipf])])
+    head, *blocks = text.split("\n\n")
+    assert head == ("# not written: alltoallv (native-persistent) of zipf-run on counts zipf:1: OSU's v-tests give "
+                    "every block the same size")
+    back = [parse_osu(b + "\n", 2 if "OSU MPI Latency Test" in b else 4).rows for b in blocks if b.strip()]
+    assert all(len(rows) == 1 for rows in back)
+    assert sorted((r.collective, r.algorithm, r.nbytes, r.count, round(r.median_s * 1e6, 2)) for (r,) in back) == \
+        sorted((r.collective, r.algorithm, r.nbytes, r.count, round(r.median_s * 1e6, 2)) for r in made)

@@ -45,6 +45,61 @@ def test_osu_per_rank_sizes_become_whole_buffers():
     assert [r.rank_mean_min_s for r in p.rows] == [None] * 3  # without -f: no min/max
 
 
+def _osu(title: str) -> str:
+    return (f"# OSU MPI {title} Test v7.5\n# Datatype: MPI_CHAR.\n# Size       Avg Latency(us)\n"
+            "16                      3.15\n1024                   12.50\n")
+
+
+@pytest.mark.parametrize("title, collective, algorithm, nbytes", [
+    # the headers OMB 5-7 print: each names the MPI call it times
+    ("Broadcast Latency", "bcast", "native", [16, 1024]),
+    ("All-to-All Personalized Exchange Latency", "alltoall", "native", [64, 4096]),   # per-rank blocks, x 4 ranks
+    ("All-to-Allv Personalized Exchange Latency", "alltoallv", "native", [64, 4096]),
+    ("Allgatherv Latency", "allgatherv", "native", [64, 4096]),
+    ("Gatherv Latency", "gatherv", "native", [64, 4096]),
+    ("Scatterv Latency", "scatterv", "native", [64, 4096]),
+    ("Reduce_scatter Latency", "reduce_scatterv", "native", [16, 1024]),              # MPI_Reduce_scatter
+    ("Reduce_scatter_block Latency", "reduce_scatter", "native", [16, 1024]),         # MPI_Reduce_scatter_block
+    ("Broadcast Persistent Latency", "bcast", "native-persistent", [16, 1024]),       # MPI_Bcast_init, Start, Wait
+    ("Allreduce Persistent Latency", "allreduce", "native-persistent", [16, 1024]),
+    # older and hand-made spellings
+    ("Bcast Latency", "bcast", "native", [16, 1024]),
+    ("All-to-All Latency", "alltoall", "native", [64, 4096]),
+    ("Latency", "pingpong", "native", [16, 1024]),
+])
+def test_every_osu_collective_test_is_read_as_the_call_it_times(title, collective, algorithm, nbytes):
+    rows = parse_osu(_osu(title), 4).rows
+    assert [(r.collective, r.algorithm, r.nbytes, r.counts) for r in rows] == [
+        (collective, algorithm, n, "uniform") for n in nbytes]
+    # count as a sweep has it: elements per block where ccbench's size is P blocks (OSU's per-rank size here)
+    blocked = collective in ("alltoall", "alltoallv", "allgatherv", "gatherv", "scatterv", "reduce_scatterv",
+                             "reduce_scatter")
+    assert [r.count for r in rows] == [n // 4 if blocked else n for n in nbytes]
+
+
+def test_imb_v_blocks_and_reduce_scatter_are_read_as_the_calls_they_time():
+    def block(name, cols="t_min[usec]  t_max[usec]  t_avg[usec]", line="1.00  1.20  1.10"):
+        return (f"#---------------------------------------------------\n# Benchmarking {name}\n# #processes = 4\n"
+                f"#---------------------------------------------------\n       #bytes #repetitions  {cols}\n"
+                f"         1024         1000  {line}\n\n")
+
+    text = "#  Intel(R) MPI Benchmarks 2021.11, MPI-1 part\n" + "".join(
+        block(n) for n in ("Allgatherv", "Alltoallv", "Gatherv", "Scatterv", "Reduce_scatter", "Reduce_scatter_block"))
+    got = [(r.collective, r.nbytes, r.count, r.dtype) for r in parse_imb(text).rows]
+    assert got == [("allgatherv", 4096, 1024, "uint8"), ("alltoallv", 4096, 1024, "uint8"),
+                   ("gatherv", 4096, 1024, "uint8"), ("scatterv", 4096, 1024, "uint8"),
+                   ("reduce_scatterv", 1024, 64, "float32"), ("reduce_scatter", 1024, 64, "float32")]
+
+
+def test_osu_non_blocking_tests_are_refused_in_one_line():
+    text = ("# OSU MPI Non-blocking Allreduce Latency Test v7.5\n# Overall = Coll. Init + Compute + MPI_Test + "
+            "MPI_Wait\n# Size           Overall(us)       Compute(us)    Pure Comm.(us)        Overlap(%)\n"
+            "4                    10.10              5.00              4.90             96.00\n")
+    with pytest.raises(UsageError, match="times a non-blocking collective beside computation") as err:
+        parse_osu(text, 4)
+    assert "\n" not in str(err.value)
+
+
 def test_imb_blocks_pingpong_and_allreduce():
     p = parse_imb((FOREIGN / "imb_np2.txt").read_text())
     assert p.tool == "IMB-MPI1" and "2021.11" in p.version

@@ -4,12 +4,17 @@
   OSU Micro-Benchmarks prints one -- ``# OSU MPI <Collective> Latency Test``, a header line
   ``# Size       Avg Latency(us)`` and one line per size with the latency in microseconds, two
   decimals -- so that parsers written for OSU read it (ReFrame's OSU checks match
-  ``^{size}\\s+(\\S+)``; Ramble's OSU modifier reads the same columns).  Sizes follow OSU's
-  definitions: for scatter, gather, allgather and alltoall OSU's size is one rank's block, so
-  ccbench's size (P blocks) is divided by the rank count; the other collectives' sizes are the
-  same.  The latency is ccbench's median (for runs of several launches, the geometric mean of
-  the launches' medians): OSU prints the mean over ranks of each rank's mean, a different
-  statistic, as the block's comment line says.
+  ``^{size}\\s+(\\S+)``; Ramble's OSU modifier reads the same columns).  Each block is titled as OSU's
+  own test of that call (``ccbench.store.imports.OSU_TITLES``: ``Broadcast``, ``All-to-All Personalized
+  Exchange``, ``Reduce_scatter_block`` for ccbench's reduce_scatter, ``Reduce_scatter`` for
+  reduce_scatterv; ``Persistent`` for ``native-persistent``), so that ``ccbench import`` reads a block
+  back as what it was.  Sizes follow OSU's definitions: for the scatters, gathers, allgathers and
+  all-to-alls, even and v, OSU's size is one rank's block, so ccbench's size (P blocks) is divided
+  by the rank count; the other collectives' sizes are the same.  OSU's v-tests give every block
+  the same size, so a v-collective measured on another count distribution (``--counts zipf``) has no
+  OSU block: it is named in a comment line at the top instead.  The latency is ccbench's median
+  (for runs of several launches, the geometric mean of the launches' medians): OSU prints the
+  mean over ranks of each rank's mean, a different statistic, as the block's comment line says.
 * ``nccl-tests``: the out-of-place columns of nccl-tests' table (size, count, type, redop,
   root, time in us, algbw, busbw in GB/s, #wrong); ccbench already uses nccl-tests' size and
   bus-bandwidth definitions.
@@ -23,32 +28,38 @@ from collections.abc import Sequence
 
 from ccbench.analysis.fastest import group_rows
 from ccbench.core.collectives import COLLECTIVES
+from ccbench.store.imports import OSU_PERSISTENT, OSU_TITLES
+from ccbench.store.imports import PER_RANK as OSU_PER_RANK
 
 __all__ = ["EXPORT_FORMATS", "OSU_PER_RANK", "SWEEP_EXPORTS", "export_csv", "export_nccl_tests", "export_osu",
            "exporter"]
 
 EXPORT_FORMATS = ("osu", "nccl-tests", "csv")
-#: Collectives whose OSU size is one rank's block (OMB's osu_scatter, osu_gather, osu_allgather, osu_alltoall).
-OSU_PER_RANK = frozenset({"scatter", "gather", "allgather", "alltoall"})
 
 
 def _library(meta: dict) -> str:
     return " ".join(str(meta.get("mpi_library") or "?").split())
 
 
-def _osu_name(collective: str) -> str:
-    return {"pingpong": "Latency", "reduce_scatter": "Reduce_scatter", "alltoall": "All-to-All",
-            "allgather": "Allgather", "allreduce": "Allreduce"}.get(collective, collective.capitalize())
+def _osu_title(collective: str, algorithm: str) -> str:
+    """OSU's header of its test of this call: ``OSU MPI <title> [Persistent ]Latency Test``."""
+    if collective == "pingpong":
+        return "OSU MPI Latency Test"
+    return f"OSU MPI {OSU_TITLES[collective]} {'Persistent ' if algorithm == OSU_PERSISTENT else ''}Latency Test"
 
 
 def export_osu(runs: Sequence[tuple[str, dict, list]]) -> str:
-    """OSU-style blocks of every curve of `runs` ([(name, meta, rows)]), one after the other."""
-    out = io.StringIO()
+    """OSU-style blocks of every curve of `runs` ([(name, meta, rows)]), one after the other; a v-collective's
+    curve on unequal blocks is named in a comment line first instead (OSU's v-tests have equal blocks)."""
+    out, unequal = io.StringIO(), {}  # (run, counts) -> {collective: [algorithm, ...]}
     for name, meta, rows in runs:
         for g in group_rows(rows):
             for alg, curve in g.by_algorithm.items():
-                title = ("OSU MPI Latency Test" if g.collective == "pingpong"
-                         else f"OSU MPI {_osu_name(g.collective)} Latency Test")
+                spread = sorted({r.counts for r in curve if COLLECTIVES[g.collective].uneven} - {"uniform"})
+                if spread:
+                    unequal.setdefault((name, ", ".join(spread)), {}).setdefault(g.collective, []).append(alg)
+                    continue
+                title = _osu_title(g.collective, alg)
                 per_rank = g.collective in OSU_PER_RANK
                 out.write(f"# {title} (ccbench export of {name}: {alg}, {g.nranks} ranks, {g.dtype}"
                           + (f" {g.op}" if COLLECTIVES[g.collective].reduction else "")
@@ -62,7 +73,11 @@ def export_osu(runs: Sequence[tuple[str, dict, list]]) -> str:
                     size = r.nbytes // g.nranks if per_rank else r.nbytes
                     out.write(f"{size:<12d}{r.median_s * 1e6:>18.2f}\n")
                 out.write("\n")
-    return out.getvalue()
+    if not unequal:
+        return out.getvalue()
+    skipped = "; ".join(", ".join(f"{c} ({', '.join(algs)})" for c, algs in colls.items()) + f" of {run} on counts "
+                        f"{counts}" for (run, counts), colls in unequal.items())
+    return f"# not written: {skipped}: OSU's v-tests give every block the same size\n\n" + out.getvalue()
 
 
 def export_nccl_tests(runs: Sequence[tuple[str, dict, list]]) -> str:

@@ -5,18 +5,22 @@ An imported run is an ordinary sweep run directory (``run.json`` + ``cases.jsonl
 ``compare``, ``fit``, ``report`` and ``export`` take it.  OSU, IMB and nccl-tests rows have no
 raw samples (``compare`` leaves such cases untested) and the statistics are the tool's own:
 
-* OSU (``osu_allreduce``, ``osu_bcast``, ... and ``osu_latency``; with or without ``-f``): its
+* OSU (``osu_allreduce``, ``osu_bcast``, ... and ``osu_latency``; with or without ``-f``; the v-tests and the
+  persistent tests too, as ``native-persistent``; not the non-blocking tests, which time overlap): its
   "Avg Latency(us)" (each rank's mean, averaged over ranks) becomes the row's typical time
   (``median_s``, flagged ``imported``) and ``rank_mean_avg_s``; "Min/Max Latency(us)" with
   ``-f`` become ``rank_mean_min_s``/``rank_mean_max_s``; ``osu_latency``'s one-way latency is
-  ping-pong.  Sizes: OSU's per-rank block for scatter, gather, allgather and alltoall becomes
+  ping-pong.  ``osu_reduce_scatter`` (MPI_Reduce_scatter) is reduce_scatterv, ``osu_reduce_scatter_block``
+  reduce_scatter (``OSU_TITLES``).  Sizes: OSU's per-rank block for the scatters, gathers, allgathers and
+  all-to-alls, even and v, becomes
   ccbench's whole buffer (x ranks), the block kept in the row's ``count``; the "# Datatype:" line
   gives the dtype (MPI_CHAR: uint8), which compare matches on -- measure ccbench with the same
   ``-t`` to compare.
 * IMB-MPI1: every "# Benchmarking NAME" block with its "# #processes = P" line; ``t_avg``
   (each rank's mean over the repetitions, averaged over ranks) is the typical time, ``t_min``
   and ``t_max`` the minimum and maximum over ranks; PingPong's ``t[usec]`` is half a round
-  trip already.  IMB's sizes of Allgather, Alltoall, Gather and Scatter are per rank, as OSU's;
+  trip already.  IMB's sizes of Allgather, Alltoall, Gather and Scatter (and their v forms) are per rank, as
+  OSU's; Reduce_scatter (MPI_Reduce_scatter, equal blocks) is reduce_scatterv;
   IMB reduces MPI_FLOAT (float32) and moves MPI_BYTE (uint8) by default.  A file with several
   process counts gives rows per count in one run, as a ccbench run of several sizes does.
 * nccl-tests (``all_reduce_perf``, ``all_gather_perf``, ``broadcast_perf``, ``reduce_perf``,
@@ -96,24 +100,40 @@ from ccbench.core.version import __version__
 from ccbench.store.launches import pool_launches
 from ccbench.store.results import CSV_COLUMNS, Row, RunWriter, WriteError, _check_name, make_results_dir, new_run_dir
 
-__all__ = ["CSV_OPTIONAL", "CSV_REQUIRED", "FORMATS", "IMPORTED", "Parsed", "import_files", "parse_csv", "parse_imb",
-           "parse_nccl_tests", "parse_osu", "sniff", "with_model_terms"]
+__all__ = ["CSV_OPTIONAL", "CSV_REQUIRED", "FORMATS", "IMPORTED", "OSU_PERSISTENT", "OSU_TITLES", "PER_RANK", "Parsed",
+           "import_files", "parse_csv", "parse_imb", "parse_nccl_tests", "parse_osu", "sniff", "with_model_terms"]
 
 #: Flag of an imported row: its statistics are the other tool's, without raw samples.
 IMPORTED = "imported"
-#: Collectives whose OSU/IMB size is one rank's block (ccbench's size is P blocks).
-PER_RANK = frozenset({"scatter", "gather", "allgather", "alltoall"})
+#: Collectives whose OSU/IMB size is one rank's block (ccbench's size is P blocks): the gathers, the scatters and
+#: the all-to-alls, even and v (OSU's v-tests give every block the same size).
+PER_RANK = frozenset({"scatter", "gather", "allgather", "alltoall", "scatterv", "gatherv", "allgatherv", "alltoallv"})
+#: Each collective's OSU test, as its header names it ("# OSU MPI <title> Latency Test": OMB's osu_<name>.c, 5.x-7.x).
+#: OSU's osu_reduce_scatter calls MPI_Reduce_scatter (ccbench's reduce_scatterv, its blocks equal) and
+#: osu_reduce_scatter_block MPI_Reduce_scatter_block (ccbench's reduce_scatter).
+OSU_TITLES = {"pingpong": "Latency", "barrier": "Barrier", "bcast": "Broadcast", "scatter": "Scatter",
+              "gather": "Gather", "allgather": "Allgather", "reduce": "Reduce",
+              "reduce_scatter": "Reduce_scatter_block", "allreduce": "Allreduce",
+              "alltoall": "All-to-All Personalized Exchange", "allgatherv": "Allgatherv", "gatherv": "Gatherv",
+              "scatterv": "Scatterv", "reduce_scatterv": "Reduce_scatter",
+              "alltoallv": "All-to-Allv Personalized Exchange"}
+#: A persistent OSU test ("# OSU MPI Broadcast Persistent Latency Test", OMB 7.3+: MPI_<coll>_init once, then Start
+#: and Wait per call) is ccbench's ``native-persistent``, timed the same way.
+OSU_PERSISTENT = "native-persistent"
 
-_OSU_NAMES = {"latency": "pingpong", "allreduce": "allreduce", "bcast": "bcast", "reduce": "reduce",
-              "allgather": "allgather", "alltoall": "alltoall", "all-to-all": "alltoall", "gather": "gather",
-              "scatter": "scatter", "reduce_scatter": "reduce_scatter", "reduce-scatter": "reduce_scatter",
-              "barrier": "barrier"}
+_OSU_NAMES = {**{t.lower(): c for c, t in OSU_TITLES.items()},
+              # the short names of older headers, and the spellings of hand-made ones
+              "bcast": "bcast", "all-to-all": "alltoall", "alltoall": "alltoall", "alltoallv": "alltoallv",
+              "all-to-allv": "alltoallv", "reduce-scatter": "reduce_scatterv"}
 #: MPI datatypes as OSU's "# Datatype:" line names them, as ccbench's dtypes.
 _DTYPES = {"MPI_CHAR": "uint8", "MPI_BYTE": "uint8", "MPI_INT": "int32", "MPI_FLOAT": "float32",
            "MPI_DOUBLE": "float64", "MPI_LONG": "int64"}
+#: IMB-MPI1's benchmarks by ccbench collective: Reduce_scatter calls MPI_Reduce_scatter (equal blocks), as OSU's.
 _IMB_NAMES = {"pingpong": "pingpong", "allreduce": "allreduce", "bcast": "bcast", "reduce": "reduce",
               "allgather": "allgather", "alltoall": "alltoall", "gather": "gather", "scatter": "scatter",
-              "reduce_scatter_block": "reduce_scatter", "barrier": "barrier"}
+              "reduce_scatter_block": "reduce_scatter", "barrier": "barrier", "allgatherv": "allgatherv",
+              "alltoallv": "alltoallv", "gatherv": "gatherv", "scatterv": "scatterv",
+              "reduce_scatter": "reduce_scatterv"}
 
 
 @dataclass(frozen=True)
@@ -135,12 +155,12 @@ class Parsed:
 
 def _row(collective: str, nbytes: int, count: int, nranks: int, avg_s: float, lo: float | None,
          hi: float | None, dtype: str = "uint8", *, op: str | None = None, in_place: bool = False, root: int = 0,
-         nwrong: int = 0, timing: str = "per-call") -> Row:
+         nwrong: int = 0, timing: str = "per-call", algorithm: str = "native") -> Row:
     factor = COLLECTIVES[collective].busbw_factor(nranks) if collective != "barrier" else 0.0
     algbw = nbytes / avg_s / 1e9 if avg_s > 0 else 0.0
     if op is None:
         op = "sum" if COLLECTIVES[collective].reduction else "none"
-    return Row(collective=collective, algorithm="native", nbytes=nbytes, count=count, dtype=dtype,
+    return Row(collective=collective, algorithm=algorithm, nbytes=nbytes, count=count, dtype=dtype,
                op=op, in_place=in_place, root=root, nranks=nranks,
                samples=0, min_s=lo if lo is not None else avg_s, median_s=avg_s, mean_s=avg_s, p95_s=avg_s,
                p99_s=avg_s, max_s=hi if hi is not None else avg_s, stddev_s=float("nan"), ci_low_s=avg_s,
@@ -152,6 +172,12 @@ def _row(collective: str, nbytes: int, count: int, nranks: int, avg_s: float, lo
 
 def _size(collective: str, size: int, nranks: int) -> int:
     return size * nranks if collective in PER_RANK else size
+
+
+def _count(collective: str, nbytes: int, dtype: str, nranks: int) -> int:
+    """A row's ``count`` as a sweep's row has it (elements per block where ccbench's size is P blocks: the gathers,
+    scatters, all-to-alls and reduce-scatters), from its ccbench size in bytes."""
+    return COLLECTIVES[collective].count_for(nbytes, DTYPES[dtype].itemsize, nranks)
 
 
 _NOT_A_TIME = f"is not a time (a finite number of seconds from {MIN_TIME_S:g} to {MAX_TIME_S:g})"
@@ -206,6 +232,7 @@ class _OsuReader:
         self.where, self.nranks, self.from_file = where, nranks, from_file
         self.head: re.Match | None = None
         self.collective = ""
+        self.algorithm = "native"  # OSU_PERSISTENT for a persistent test
         self.options: dict[str, str] = {}
         self.procs: int | None = None
         self.p = 0              # the rank count of every row, known at the first result line
@@ -230,9 +257,14 @@ class _OsuReader:
         if head is not None:
             if self.head is None:
                 self.head = head
-                title = head.group(1).strip().lower().replace(" latency", "")
-                name = title.split()[-1] if title else "latency"
-                collective = _OSU_NAMES.get(name) or _OSU_NAMES.get(title)
+                words = head.group(1).strip().lower().replace(" latency", "").split()
+                if words[:1] == ["non-blocking"]:
+                    raise UsageError(f"{self.where}: OSU test {head.group(1)!r} times a non-blocking collective "
+                                     "beside computation (Overall, Compute, Pure Comm.): import its blocking test")
+                if "persistent" in words:
+                    self.algorithm = OSU_PERSISTENT
+                title = " ".join(w for w in words if w != "persistent")
+                collective = _OSU_NAMES.get(title) or _OSU_NAMES.get(title.split()[-1] if title else "latency")
                 if collective is None:
                     raise UsageError(f"{self.where}: OSU test {head.group(1)!r} is not a collective ccbench knows")
                 self.collective = collective
@@ -360,7 +392,7 @@ class _OsuReader:
         return "sum" if COLLECTIVES[self.collective].reduction else "none"
 
     def _case(self, nbytes: int) -> str:
-        return f"{self.collective}/native {nbytes} B at {self.p} ranks"
+        return f"{self.collective}/{self.algorithm} {nbytes} B at {self.p} ranks"
 
     def parsed(self, rows: Sequence[Row]) -> Parsed:
         return Parsed("OSU Micro-Benchmarks", self.version, self.options, rows)
@@ -369,8 +401,9 @@ class _OsuReader:
 def parse_osu(text: str, nranks: int, where: str = "file") -> Parsed:
     """An OSU Micro-Benchmarks output (module docstring), every number checked (`_OsuReader`)."""
     reader = _OsuReader(where, nranks, from_file=False)
-    rows = [_row(reader.collective, nbytes, size // DTYPES[reader.dtype].itemsize, reader.p, avg, lo, hi, reader.dtype)
-            for _, nbytes, size, avg, lo, hi in reader.records(text.splitlines(keepends=True))]
+    rows = [_row(reader.collective, nbytes, _count(reader.collective, nbytes, reader.dtype, reader.p), reader.p, avg,
+                 lo, hi, reader.dtype, algorithm=reader.algorithm)
+            for _, nbytes, _, avg, lo, hi in reader.records(text.splitlines(keepends=True))]
     return reader.parsed(rows)
 
 
@@ -422,7 +455,8 @@ def parse_imb(text: str, where: str = "file") -> Parsed:
                 continue
             # IMB reduces MPI_FLOAT and moves MPI_BYTE (its default datatypes)
             dtype = "float32" if COLLECTIVES[collective].reduction else "uint8"
-            rows.append(_row(collective, _size(collective, size, p), size // DTYPES[dtype].itemsize, p, avg, lo, hi,
+            nbytes = _size(collective, size, p)
+            rows.append(_row(collective, nbytes, _count(collective, nbytes, dtype, p), p, avg, lo, hi,
                              dtype))
     if not rows:
         raise UsageError(f"{where}: IMB blocks, but none of a collective ccbench knows with results")
@@ -1177,23 +1211,26 @@ def _write_osu(lines: Iterable[str], where: str, nranks: int | None, cost: CostO
     first = next(records, None)
     if first is None:
         return reader.parsed([])
-    collective, p, dtype = reader.collective, reader.p, reader.dtype
-    itemsize = DTYPES[dtype].itemsize  # OSU's sizes are bytes; a row's count is elements
+    collective, p, dtype, alg = reader.collective, reader.p, reader.dtype, reader.algorithm
     factor = COLLECTIVES[collective].busbw_factor(p) if collective != "barrier" else 0.0
-    template = _Template.make(_row(collective, 8, 8, p, 1e-6, 1e-6, 1e-6, dtype), _OSU_FIELDS)
+    template = _Template.make(_row(collective, 8, 8, p, 1e-6, 1e-6, 1e-6, dtype, algorithm=alg), _OSU_FIELDS)
     if collective != "pingpong":
         out.ranks.add(p)
-    for _, nbytes, size, avg, lo, hi in itertools.chain((first,), records):
-        terms = _terms(cost, collective, "native", p, nbytes, None)
+    count_for, itemsize = COLLECTIVES[collective].count_for, DTYPES[dtype].itemsize
+    for _, nbytes, _, avg, lo, hi in itertools.chain((first,), records):
+        terms = _terms(cost, collective, alg, p, nbytes, None)
         if template is None:
-            out.add(_with_terms(_row(collective, nbytes, size // itemsize, p, avg, lo, hi, dtype), terms))
+            out.add(_with_terms(_row(collective, nbytes, count_for(nbytes, itemsize, p), p, avg, lo, hi, dtype,
+                                     algorithm=alg),
+                                terms))
             continue
         a = repr(avg)
         lo_t = a if lo is None else repr(lo)
         hi_t = a if hi is None else repr(hi)
         algbw = nbytes / avg / 1e9
-        values = (nbytes, size // itemsize, a, lo_t, hi_t, algbw, algbw * factor, "null" if lo is None else lo_t,
-                  "" if lo is None else lo_t, "null" if hi is None else hi_t, "" if hi is None else hi_t)
+        values = (nbytes, count_for(nbytes, itemsize, p), a, lo_t, hi_t, algbw, algbw * factor,
+                  "null" if lo is None else lo_t, "" if lo is None else lo_t, "null" if hi is None else hi_t,
+                  "" if hi is None else hi_t)
         out.add_line(template, values, terms)
     return reader.parsed([])
 
