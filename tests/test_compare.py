@@ -1000,6 +1000,11 @@ def test_compare_runs_refusals_are_exact(tmp_path, wl_runs):
     b = _write_run(tmp_path / "b", rows)
     empty = _write_run(tmp_path / "empty", [])
     other = _write_run(tmp_path / "other", [_row("gather", "linear", 8, [1e-6, 2e-6])])
+    bytes_ = _write_run(tmp_path / "bytes", [dataclasses.replace(rows[0], dtype="uint8")])
+    mixed_a = _write_run(tmp_path / "mixed-a", [_row("allreduce", "ring", 8, [1e-6] * 2),
+                                                _row("allreduce", "linear", 64, [1e-6] * 2)])
+    mixed_b = _write_run(tmp_path / "mixed-b", [_row("allreduce", "linear", 8, [1e-6] * 2),
+                                                _row("allreduce", "ring", 64, [1e-6] * 2)])
     wl = wl_runs["wl-ddp-np2"]
     cases = [
         ([a], "compare needs at least two runs"),
@@ -1010,7 +1015,13 @@ def test_compare_runs_refusals_are_exact(tmp_path, wl_runs):
         ([a, empty], f"{str(empty)!r} has no finished cases"),
         ([a, b, tmp_path / "b" / ".." / "a"], f"run {str(tmp_path / 'b' / '..' / 'a')!r} is given twice"),
         ([a, b, other], "runs A (a) and C (other) have no case in common (same collective, algorithm, size, dtype, "
-                        "op)"),
+                        "op): they differ in collective (A: allreduce; C: gather) and algorithm (A: ring; C: linear)"),
+        # one part of the key alone keeps them apart (an OSU import in uint8 beside a float32 sweep): it is named
+        ([a, bytes_], "runs A (a) and B (bytes) have no case in common (same collective, algorithm, size, dtype, op): "
+                      "they differ in dtype (A: float32; B: uint8)"),
+        # no part alone does (each size is in both runs, never with the same algorithm): nothing more is said
+        ([mixed_a, mixed_b], "runs A (mixed-a) and B (mixed-b) have no case in common (same collective, algorithm, "
+                             "size, dtype, op)"),
     ]
     for runs, message in cases:
         with pytest.raises(UsageError) as exc:

@@ -65,7 +65,7 @@ the verdicts are ``test_pairs``', as for sweeps; per workload the ratios of whol
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -574,6 +574,7 @@ class Matching:
     summary: Callable
     what: str  # "case" or "row"
     same: str
+    fields: tuple[str, ...] = ()  # a name for each part of the key, to say which part keeps two runs apart
 
 
 def _sweep_pair(la, lb, a, b, test: LaunchTest) -> Pair:
@@ -590,9 +591,24 @@ def _no_warnings(*_) -> list[str]:
 
 
 SWEEP_MATCHING = Matching(match_key, _sweep_pair, _no_warnings, sweep_summary, "case",
-                          "same collective, algorithm, size, dtype, op")
+                          "same collective, algorithm, size, dtype, op",
+                          ("collective", "algorithm", "size", "dtype", "op", "in place", "root"))
 WORKLOAD_MATCHING = Matching(workload_match_key, _workload_pair, _settings_differences, workload_summary, "row",
-                             "same workload, variant, model, algorithm, call, size, delay")
+                             "same workload, variant, model, algorithm, call, size, delay", KEY_FIELDS)
+
+
+def _apart(a: Iterable[tuple], b: Iterable[tuple], fields: Sequence[str], la: str, lb: str) -> str:
+    """Which parts of the match key no row of `a` shares with any row of `b` (their values, a few each): why two
+    runs have nothing in common, such as an OSU import in uint8 beside a float32 sweep; "" where no part alone does."""
+    a, b = list(a), list(b)
+    out = []
+    for i, name in enumerate(fields):
+        va, vb = {k[i] for k in a}, {k[i] for k in b}
+        if va and vb and not va & vb:
+            show = [", ".join(str(v) for v in sorted(vs, key=str)[:3]) + (", ..." if len(vs) > 3 else "")
+                    for vs in (va, vb)]
+            out.append(f"{name} ({la}: {show[0]}; {lb}: {show[1]})")
+    return f": they differ in {' and '.join(out)}" if out else ""
 
 
 def run_summary(cmp: Comparison) -> list[GroupSummary]:
@@ -609,7 +625,7 @@ def _generic_matching(kind: RunKind) -> Matching:
     fields = {f.name: f.type for f in dataclasses.fields(kind.rows)}
     cls = pair_type(f"{kind.name.title()}Pair", [(f, fields.get(f, object)) for f in kind.key_fields])
     _GENERIC[kind.name] = Matching(kind.key_of, functools.partial(make_pair, cls), _no_warnings, run_summary,
-                                   kind.item, "same " + ", ".join(kind.key_fields))
+                                   kind.item, "same " + ", ".join(kind.key_fields), tuple(kind.key_fields))
     return _GENERIC[kind.name]
 
 
@@ -718,7 +734,7 @@ def compare_runs(runs: Sequence[Run], *, level: float = SIGNIFICANCE, min_effect
         unmatched[lab] = (len(base) - len(common), len(other) - len(common))
         if not common:
             raise UsageError(f"runs {labels[0]} ({first.path.name}) and {lab} ({r.path.name}) have no "
-                             f"{spec.what} in common ({spec.same})")
+                             f"{spec.what} in common ({spec.same})" + _apart(base, other, spec.fields, labels[0], lab))
         mine = [spec.pair(labels[0], lab, a, b, test) for a, b, test in
                 test_pairs([(base[k], other[k]) for k in common], level, min_effect=min_effect, launch_cv=prior)]
         why = disturbances(first.meta, r.meta, labels[0], lab)
