@@ -344,15 +344,23 @@ def apportion(total: int, shares: np.ndarray) -> np.ndarray:
     return q.dense() if isinstance(q, CountMatrix) else q
 
 
-@lru_cache(maxsize=16)
-def _shares_of(spec: str, nranks: int, matrix: bool) -> np.ndarray:
-    """The integer shares of a canonical spec at `nranks` ranks (moe's routing drawn once per spec and P)."""
-    return _shares(weights(parse_counts(spec), nranks, matrix))
-
-
 #: the most blocks of a count matrix kept among the last 32 asked for (2,048 ranks); a larger one is kept alone
 #: (the last), as 32 matrices at 16,384 ranks would hold 69 GB
 BIG_MATRIX = 1 << 22
+
+
+def _spec_shares(spec: str, nranks: int, matrix: bool) -> np.ndarray:
+    return _shares(weights(parse_counts(spec), nranks, matrix))
+
+
+_some_shares, _big_shares = lru_cache(maxsize=16)(_spec_shares), lru_cache(maxsize=1)(_spec_shares)
+
+
+def _shares_of(spec: str, nranks: int, matrix: bool) -> np.ndarray:
+    """The integer shares of a canonical spec at `nranks` ranks (moe's routing drawn once per spec and P); a matrix
+    of more than ``BIG_MATRIX`` blocks is kept alone, as `block_counts` keeps its counts (moe's is dense: 16 of
+    them at 8,192 ranks held 8.6 GB)."""
+    return (_big_shares if matrix and nranks ** 2 > BIG_MATRIX else _some_shares)(spec, nranks, matrix)
 
 
 def _counts(spec: str, nranks: int, total: int, matrix: bool) -> np.ndarray:
