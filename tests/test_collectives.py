@@ -5,7 +5,7 @@ import pytest
 
 from ccbench.algorithms import REGISTRY
 from ccbench.algorithms.simcomm import simulate
-from ccbench.core.collectives import COLLECTIVES, POISON, _red_expected, _red_input, pattern
+from ccbench.core.collectives import COLLECTIVES, POISON, pattern, red_expected, red_input
 from ccbench.core.dtypes import DTYPES, HALF, OPS
 
 
@@ -32,10 +32,10 @@ def test_count_and_nbytes():
 @pytest.mark.parametrize("P", [1, 2, 3, 7, 9, 300])
 def test_closed_form_reduction_equals_brute_force(op, dtype, P):
     n = 500
-    acc = _red_input(op, 0, P, 3, n, dtype)
+    acc = red_input(op, 0, P, 3, n, dtype)
     for r in range(1, P):
-        acc = OPS[op](acc, _red_input(op, r, P, 3, n, dtype))
-    np.testing.assert_array_equal(acc, _red_expected(op, P, 3, n, dtype))
+        acc = OPS[op](acc, red_input(op, r, P, 3, n, dtype))
+    np.testing.assert_array_equal(acc, red_expected(op, P, 3, n, dtype))
 
 
 @pytest.mark.parametrize("name", list(COLLECTIVES))

@@ -198,11 +198,13 @@ def test_a_collective_without_a_persistent_form_is_refused_when_named_and_all_le
         monkeypatch):
     """native-persistent where the library lacks <Method>_init: one line when named.  `all` never takes a persistent
     form (the set a stored run was planned with stays the same), so it neither plans nor skips one."""
-    from ccbench.algorithms import native
+    import dataclasses
 
-    monkeypatch.setattr(native, "_persistent_missing",
-                        lambda coll: "the MPI library (MPI 3.1) has no MPI_Allreduce_init" if coll == "allreduce"
-                        else None)
+    from ccbench.algorithms import REGISTRY
+
+    old = REGISTRY["allreduce"]["native-persistent"]  # what it says under an MPI-3 library
+    monkeypatch.setitem(REGISTRY["allreduce"], "native-persistent", dataclasses.replace(
+        old, supports=lambda P, op: "the MPI library (MPI 3.1) has no MPI_Allreduce_init"))
     with pytest.raises(UsageError, match="allreduce/native-persistent cannot run here: .*MPI_Allreduce_init"):
         plan(load_config(None, {"collectives": "allreduce", "algorithms": "native-persistent", "sizes": "8"}), 2)
     cases, skipped = plan(load_config(None, {"collectives": "allreduce,bcast", "algorithms": "all", "sizes": "8"}), 2)

@@ -90,16 +90,35 @@ def test_reduction_rates_times_both_paths_warm_and_cold_on_every_rank():
     assert comm.allgather([r["seconds"] for r in recs]) == [[r["seconds"] for r in recs]] * comm.Get_size()
 
 
-def test_alpha_without_the_harness_floor():
-    from ccbench.analysis.fit import NetworkParams
-    from ccbench.analysis.runs import _floor
-    from ccbench.present.views import floor_line
+def test_alpha_without_the_harness_floor(tmp_path):
+    """`fit_run` reports the run's harness floor and ping-pong's alpha less a zero-byte ping-pong's time; a run
+    without ping-pong rows gets the floor but no alpha without it; a run without a floor gets none."""
+    import json
+    import shutil
+    from pathlib import Path
 
+    from ccbench.analysis.runs import fit_run
+    from ccbench.present.views import floor_line
+    from ccbench.store.run import open_run
+
+    run = tmp_path / "run-np2"
+    shutil.copytree(Path(__file__).parent / "data" / "run-np2", run)
     floor = {"empty_s": 5e-7, "zero_count_s": {"allreduce": 3e-6, "pingpong": 2e-6}}
-    got = _floor(floor, NetworkParams(alpha_s=5e-6, beta_s_per_byte=1e-10))
-    assert got.alpha_without_floor_s == pytest.approx(3e-6) and got.zero_count_s == floor["zero_count_s"]
-    assert _floor(floor, None).alpha_without_floor_s is None
-    assert _floor(None, None) is None
+    meta = json.loads((run / "run.json").read_text())
+    assert "harness_floor" not in meta  # made before the floor was measured
+    assert fit_run(open_run(run), n_boot=50).network.harness_floor is None
+    (run / "run.json").write_text(json.dumps({**meta, "harness_floor": floor}, indent=2) + "\n")
+    network = fit_run(open_run(run), n_boot=50).network
+    got, alpha = network.harness_floor, network.pingpong.alpha_s
+    assert got.empty_s == 5e-7 and got.zero_count_s == floor["zero_count_s"]
+    assert got.alpha_without_floor_s == pytest.approx(alpha - 2e-6)
+    jl = run / "cases.jsonl"  # no ping-pong rows: no ping-pong alpha to take the floor from
+    jl.write_text("".join(ln + "\n" for ln in jl.read_text().splitlines()
+                          if json.loads(ln)["collective"] != "pingpong"))
+    network = fit_run(open_run(run), n_boot=50).network
+    assert network.pingpong is None
+    assert network.harness_floor.zero_count_s == floor["zero_count_s"]
+    assert network.harness_floor.alpha_without_floor_s is None
     line = floor_line(floor)
     assert line.startswith("harness floor: an empty call costs 500 ns") and "allreduce 3 us, pingpong 2 us" in line
     assert floor_line(None) == ""

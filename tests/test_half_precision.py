@@ -17,7 +17,7 @@ import pytest
 from ccbench.algorithms import REGISTRY
 from ccbench.algorithms.p2p import CountedComm, reduce_half
 from ccbench.algorithms.simcomm import simulate
-from ccbench.core.collectives import COLLECTIVES, _red_expected, _red_input, half_scale
+from ccbench.core.collectives import COLLECTIVES, half_scale, red_expected, red_input
 from ccbench.core.dtypes import DTYPES, HALF, OPS, dtype_of, is_half, itemsize_of, unit_roundoff
 from ccbench.core.errors import UsageError
 
@@ -272,12 +272,12 @@ def test_the_sum_pattern_never_overflows_float16_and_its_reference_is_exact(P):
     start, n = 5, 400
     scale = half_scale(P)
     assert P * 100 * scale <= 2 ** 15 and (scale == 1.0 or P * 100 * scale > 2 ** 14)
-    inputs = [_red_input("sum", r, P, start, n, np.float16) for r in range(min(P, 9))]
+    inputs = [red_input("sum", r, P, start, n, np.float16) for r in range(min(P, 9))]
     assert all(np.array_equal(a.astype(np.float64) / scale, np.rint(a.astype(np.float64) / scale)) for a in inputs)
-    exp = _red_expected("sum", P, start, n, np.float16)
+    exp = red_expected("sum", P, start, n, np.float16)
     assert exp.dtype in (np.float32, np.float64) and float(exp.max()) <= 2 ** 15
     if P <= 4096:  # the brute force over every rank
-        total = sum(_red_input("sum", r, P, start, n, DTYPES["bfloat16"]).astype(np.float64) for r in range(P))
+        total = sum(red_input("sum", r, P, start, n, DTYPES["bfloat16"]).astype(np.float64) for r in range(P))
         assert np.array_equal(total, exp.astype(np.float64))
 
 
@@ -285,10 +285,10 @@ def test_the_sum_pattern_never_overflows_float16_and_its_reference_is_exact(P):
 @pytest.mark.parametrize("op", list(OPS))
 @pytest.mark.parametrize("P", [1, 3, 300])
 def test_the_other_ops_have_exact_references_for_half_types(dtype, op, P):
-    acc = _red_input(op, 0, P, 3, 500, DTYPES[dtype]).astype(np.float64)
+    acc = red_input(op, 0, P, 3, 500, DTYPES[dtype]).astype(np.float64)
     for r in range(1, P):
-        acc = OPS[op](acc, _red_input(op, r, P, 3, 500, DTYPES[dtype]).astype(np.float64))
-    np.testing.assert_array_equal(acc, _red_expected(op, P, 3, 500, DTYPES[dtype]))
+        acc = OPS[op](acc, red_input(op, r, P, 3, 500, DTYPES[dtype]).astype(np.float64))
+    np.testing.assert_array_equal(acc, red_expected(op, P, 3, 500, DTYPES[dtype]))
 
 
 def test_a_half_reduction_is_checked_within_its_bound_and_an_error_beyond_it_is_caught():

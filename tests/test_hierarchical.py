@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from ccbench.algorithms import get
-from ccbench.algorithms.allreduce import _hierarchical_cost
 from ccbench.algorithms.p2p import CountedComm
+from ccbench.algorithms.registry import cost_at
 from ccbench.algorithms.simcomm import COMM_TYPE_SHARED, UNDEFINED, SimDeadlock, simulate
 from ccbench.core.collectives import COLLECTIVES
 
@@ -58,7 +58,7 @@ def test_hierarchical_cost_equals_counted_traffic(P, ranks_per_node):
         max(c.step_bytes for c in counts),
         max(c.reduced_bytes for c in counts),
     )
-    want = _hierarchical_cost(P, count * 4, ranks_per_node)
+    want = cost_at(get("allreduce", "hierarchical").cost, P, count * 4, ranks_per_node=ranks_per_node)
     assert got == pytest.approx(tuple(want[:3])), (got, want)
 
 

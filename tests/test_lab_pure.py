@@ -170,15 +170,26 @@ def test_lab_command_is_one_proxy_per_host_through_the_lab_launcher():
     assert "MPIR_CVAR_NOLOCAL" not in LAB_ENV  # hosts are nodes now: shared memory inside one is wanted
 
 
-def test_provenance_reads_the_lab_block(monkeypatch):
-    from ccbench.measure.provenance import _lab
+def test_provenance_reads_the_lab_block(tmp_path):
+    """run.json's ``lab``: the block ``ccbench lab run`` hands its ranks in CCBENCH_LAB, none outside a lab, an error
+    for a block that cannot be read.  Each is a one-rank sweep of its own (a singleton, vouched for as launched)."""
+    import os
+    import subprocess
+    import sys
 
-    monkeypatch.delenv("CCBENCH_LAB", raising=False)
-    assert _lab() is None
-    monkeypatch.setenv("CCBENCH_LAB", json.dumps({"delay_s": 5e-4, "rate_bps": 1e9}))
-    assert _lab() == {"delay_s": 5e-4, "rate_bps": 1e9}
-    monkeypatch.setenv("CCBENCH_LAB", "{not json")
-    assert "unreadable" in _lab()["error"]
+    def lab_of(block: str | None, name: str):
+        env = {k: v for k, v in os.environ.items() if k != "CCBENCH_LAB"}
+        env.update(CCBENCH_LAUNCHED="1", **({"CCBENCH_LAB": block} if block is not None else {}))
+        res = subprocess.run([sys.executable, "-m", "ccbench", "run", "-C", "barrier", "--loop", "python",
+                              "--min-reps", "2", "--max-reps", "3", "--budget", "0.05", "--results-dir",
+                              str(tmp_path / name), "--no-show"], capture_output=True, text=True, timeout=120, env=env)
+        assert res.returncode == 0, res.stderr
+        (run,) = (tmp_path / name).iterdir()
+        return json.loads((run / "run.json").read_text()).get("lab", "absent")
+
+    assert lab_of(None, "none") == "absent"
+    assert lab_of(json.dumps({"delay_s": 5e-4, "rate_bps": 1e9}), "lab") == {"delay_s": 5e-4, "rate_bps": 1e9}
+    assert "unreadable" in lab_of("{not json", "bad")["error"]
 
 
 def test_the_lab_emulators_cpu_time_is_the_runs_own_not_other_load(tmp_path, monkeypatch):
@@ -209,21 +220,6 @@ def test_lab_launch_jobs_refuse_a_command_that_is_not_mpiexecs(monkeypatch):
     for argv in (["-n", "x", "py", "-m", "mpi4py", "-m", "ccbench", "run"], ["-n", "4", "py", "script.py"], []):
         with pytest.raises(UsageError, match="lab mpiexec: expected -n N"):
             lab_job(argv)
-
-
-def test_tune_verify_finds_a_lab_runs_directory_by_its_tag(tmp_path):
-    """A verification job on the lab is a `lab run`, whose own launcher records the run: the outer job learns no
-    directory, so it is found by the job's tag (the newest of that tag); a failed job is left as it is."""
-    from ccbench.measure.launcher import Job
-    from ccbench.workflow.tune import _lab_job
-
-    for name in ("20261128-100000_ccb-h0_np4_L01-with", "20261128-100001_ccb-h0_np4_L01-without",
-                 "20261128-100002_ccb-h0_np4_L01-without"):
-        (tmp_path / name).mkdir()
-    cmd = ["ccbench", "lab", "run", "--", "-C", "allreduce", "--results-dir", str(tmp_path), "--tag", "L01-without"]
-    job = _lab_job(lambda c, e: Job(0, None, False, "exit code 0"), cmd, {})
-    assert job.run_dir == tmp_path / "20261128-100002_ccb-h0_np4_L01-without"
-    assert _lab_job(lambda c, e: Job(1, None, False, "exit code 1"), cmd, {}).run_dir is None
 
 
 # ------------------------------------------------------------------ fitted vs injected

@@ -152,11 +152,14 @@ def test_a_closed_terminal_stops_the_run_as_sigterm_does(tmp_path):
     assert meta["status"] == "interrupted" and meta["signal"] == "SIGTERM"
 
 
-def test_run_records_of_a_killed_ccbench_are_removed(tmp_path):
+def test_run_records_of_a_killed_ccbench_are_removed(tmp_path, monkeypatch):
+    """A job started by `run_job` first removes the run records (in the temporary folder) of a ccbench that died
+    before it could, and leaves those of live processes, its own and other files; its own record goes with it."""
     import subprocess
     import sys
+    import tempfile
 
-    from ccbench.measure.launcher import RECORD_PREFIX, _remove_stale_records
+    from ccbench.measure.launcher import RECORD_PREFIX, run_job
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -164,7 +167,9 @@ def test_run_records_of_a_killed_ccbench_are_removed(tmp_path):
              "ccbench-run-x-y", "other"]
     for n in names:
         (tmp_path / n).write_text("")
-    _remove_stale_records(str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where run_job keeps its record
+    job = run_job([sys.executable, "-c", "pass"], dict(os.environ))
+    assert (job.code, job.run_dir) == (0, None)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:])
 
 

@@ -182,12 +182,23 @@ def test_a_step_workload_sends_a_non_blocking_form_to_the_overlap_workload():
     assert "ring-nonblocking" not in resolve_workload("straggler", {"algorithms": ["all"]}).algorithms
 
 
-def test_async_progress_both_needs_its_launches_and_plans_one_of_each():
-    from ccbench.measure.workload import _async_progress, workload_replication
+def test_async_progress_both_needs_its_launches_and_plans_one_of_each(tmp_path):
+    """Started as one job (a singleton rank, vouched for as launched), ``--async-progress both`` is refused in one line,
+    nothing written: it needs the launches ``--launch N`` starts, one of each."""
+    import os
+    import subprocess
+    import sys
 
+    from ccbench.measure.workload import workload_replication
+
+    r = subprocess.run([sys.executable, "-m", "ccbench", "workload", "overlap", "-s", "64K", "--async-progress", "both",
+                        "--results-dir", str(tmp_path / "results")], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "CCBENCH_LAUNCHED": "1"})
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "ccbench: error: async_progress both measures a launch with MPICH's progress thread and one without: start "
+        "it with --launch N"], r.stderr
+    assert not (tmp_path / "results").exists()
     cfg = resolve_workload("overlap", {"sizes": "64K", "async_progress": "both", "launches": 2})
-    with pytest.raises(UsageError, match="--launch N"):
-        _async_progress(cfg, None)
     rep = workload_replication(cfg, 2, lambda part: {})
     assert [(k, p.label, p.env) for k, p in rep.plan] == [
         (1, "default", {}), (1, "async-progress", {"MPIR_CVAR_ASYNC_PROGRESS": "1"}),
@@ -288,7 +299,7 @@ def test_the_overlap_command_refuses_bad_input_in_one_line_exit_2_nothing_writte
 def test_a_library_without_the_i_form_is_refused_by_name_in_a_sweep_and_in_the_overlap_workload(monkeypatch):
     """What `_nonblocking_missing` says under an MPI-2 library, given to the planners of both kinds of run."""
     from ccbench.measure.config import load_config, plan
-    from ccbench.measure.workload import _overlap_items
+    from ccbench.measure.workload import plan_items
 
     why = "the MPI library (MPI 2.2) has no MPI_Iallreduce"
     old = REGISTRY["allreduce"]["native-nonblocking"]
@@ -298,4 +309,4 @@ def test_a_library_without_the_i_form_is_refused_by_name_in_a_sweep_and_in_the_o
     with pytest.raises(UsageError, match="allreduce/native-nonblocking cannot run here: the MPI library"):
         plan(cfg, 2)
     with pytest.raises(UsageError, match="overlap allreduce/native cannot run here: the MPI library"):
-        _overlap_items(resolve_workload("overlap", {"sizes": "8"}), 2, False)
+        plan_items(resolve_workload("overlap", {"sizes": "8"}), 2, None)

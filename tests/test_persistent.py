@@ -34,12 +34,12 @@ class _NoKernel:
 def test_native_persistent_is_validated_and_its_set_up_timed_apart(coll):
     from mpi4py import MPI
 
-    from ccbench.algorithms.native import _persistent_missing
     from ccbench.measure.sweep import run_case
 
     comm = MPI.COMM_WORLD
     P, spec = comm.Get_size(), COLLECTIVES[coll]
-    assert (_persistent_missing(coll) is None) == (MPI.Get_version() >= (4, 0))  # the installed library's own
+    why_not = REGISTRY[coll]["native-persistent"].unsupported(P, "sum" if spec.reduction else None)
+    assert (why_not is None) == (MPI.Get_version() >= (4, 0))  # the installed library's own
     places = [False] if coll in ("barrier", "bcast") else [False, True]
     for in_place in places:
         for root in sorted({0, P - 1}) if spec.rooted else [0]:

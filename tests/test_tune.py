@@ -430,23 +430,69 @@ def test_the_environment_that_makes_the_library_read_the_file(tmp_path, monkeypa
             _file_env(doc("openmpi-json", lib))
 
 
-def test_json_safe_and_the_launches_paired_by_number():
-    from ccbench.analysis.tune import _json_safe, _pairs
+def _verified(without, with_file):
+    """The `verification_rows` row of one size whose file names native:ring, measured by `without` and `with_file`
+    (pooled rows of the launches without the file and with it; None: a side not measured)."""
+    from ccbench.analysis.tune import verification_rows
 
-    assert [_json_safe(v) for v in (float("nan"), float("inf"), -float("inf"), 1.5, 0, None, "x")] == [
-        None, None, None, 1.5, 0, None, "x"]
+    sel = Selection("allreduce", 4, "float32", "sum", "r", [])
+    choice = _choice(64, {"native": 1.0, "native:ring": 0.5})
+    (row,) = verification_rows([(sel, choice, without, with_file)], ["v"])
+    assert row.file_choice == "native:ring" and row.changed and row.verify_dir == "v"
+    return row
+
+
+def test_verification_pairs_the_launches_by_number():
+    """Launch k without the file is paired with launch k with it; sides without a launch in common, with a time of
+    0 or below, or with a launch without samples are not compared."""
+    from ccbench.analysis.tune import decide_sizes
+
     a = _row("native", 64, 1.0, launches=3)                                  # launches 1, 2, 3: 0.97, 1.0, 1.03
     b = dataclasses.replace(a, samples_s=(2.0, 3.0, 4.0, 5.0), samples=4, launches=(2, 3, 4),
                             launch_samples=(1, 2, 1))
-    xa, xb = _pairs(a, b)
-    assert [x.tolist() for x in xa] == [[1.0], [1.03]] and [x.tolist() for x in xb] == [[2.0], [3.0, 4.0]]
-    assert all(x.dtype == np.float64 for x in xa + xb)
-    assert _pairs(None, b) == (None, None) and _pairs(a, None) == (None, None)
-    assert _pairs(a, dataclasses.replace(b, launches=(4, 5, 6))) == (None, None)          # no launch in common
-    assert _pairs(a, dataclasses.replace(b, samples_s=(2.0, 0.0, 4.0, 5.0))) == (None, None)  # a time of 0
-    assert _pairs(dataclasses.replace(a, samples_s=(0.97, -1.0, 1.03)), b) == (None, None)
-    assert _pairs(a, dataclasses.replace(b, samples_s=(2.0, 4.0, 5.0), samples=3, launch_samples=(1, 0, 2))) == (
-        None, None)                                                           # a launch without samples
+    # launches 2 and 3 of each side, paired: [1.0] with [2.0], [1.03] with [3.0, 4.0]
+    (want,) = decide_sizes([([np.array([1.0]), np.array([1.03])], [np.array([2.0]), np.array([3.0, 4.0])], True)])
+    got, c = _verified(a, b), want.comparison
+    assert got.pairs == 2 and got.ratio == pytest.approx((2.0 / 1.0 * 3.5 / 1.03) ** 0.5)
+    assert (got.ratio, got.ratio_low, got.ratio_high, got.p_value, got.q_value, got.verdict) == (
+        c.ratio, c.ratio_low, c.ratio_high, c.p_value, want.q, want.verdict)
+    assert (got.without_s, got.with_file_s) == (a.median_s, b.median_s)
+    not_compared = [
+        (None, b), (a, None),
+        (a, dataclasses.replace(b, launches=(4, 5, 6))),                     # no launch in common
+        (a, dataclasses.replace(b, samples_s=(2.0, 0.0, 4.0, 5.0))),         # a time of 0
+        (dataclasses.replace(a, samples_s=(0.97, -1.0, 1.03)), b),
+        # a launch without samples
+        (a, dataclasses.replace(b, samples_s=(2.0, 4.0, 5.0), samples=3, launch_samples=(1, 0, 2))),
+    ]
+    for without, with_file in not_compared:
+        row = _verified(without, with_file)
+        assert (row.pairs, row.ratio, row.ratio_low, row.ratio_high, row.p_value, row.q_value, row.verdict) == (
+            0, None, None, None, None, None, "not measured"), (without, with_file)
+
+
+def test_verification_rows_hold_no_nan_or_infinity(monkeypatch):
+    """NaN and infinity of a comparison are written as null (JSON has neither); finite numbers as they are."""
+    import ccbench.analysis.tune as tune
+    from ccbench.core.replication import LaunchComparison
+
+    a = _row("native", 64, 1.0, launches=3)
+    # one launch in common (3): too few to compare, interval and p are NaN
+    b = dataclasses.replace(a, samples_s=(2.0, 3.0, 4.0, 5.0), samples=4, launches=(3, 4, 5),
+                            launch_samples=(1, 2, 1))
+    row = _verified(a, b)
+    assert row.ratio == pytest.approx(2.0 / 1.03) and row.pairs == 1 and row.verdict == "undetermined"
+    assert (row.ratio_low, row.ratio_high, row.p_value, row.q_value) == (None, None, None, None)
+    json.dumps(row.to_dict(), allow_nan=False)
+    # infinite ends of the interval; and finite numbers (an int among them) kept as they are
+    nan, inf = float("nan"), float("inf")
+    for comparison, want in (((1.2, -inf, inf, nan), (1.2, None, None, None)),
+                             ((1.5, 0, 1.5, 0.2), (1.5, 0, 1.5, 0.2))):
+        monkeypatch.setattr(tune, "paired_compare", lambda a, b, level, _c=comparison: LaunchComparison(
+            *_c, "noise", 3, 3, 2.0, 1.5, "paired-t"))
+        row = _verified(a, dataclasses.replace(b, launches=(1, 2, 3)))
+        assert (row.ratio, row.ratio_low, row.ratio_high, row.p_value) == want
+        json.dumps(row.to_dict(), allow_nan=False)
 
 
 FILE_VAR = "OMPI_MCA_coll_tuned_dynamic_rules_filename"
@@ -698,6 +744,48 @@ def test_verify_stops_at_a_failed_launch_and_when_the_record_exists(tmp_path, fa
     with pytest.raises(UsageError, match="2: a verification needs 3 or more"):
         verify(doc, tmp_path / "d", launches=2, job_runner=jobs)
     assert not (tmp_path / "d").exists()
+
+
+def test_verify_on_the_lab_finds_each_launch_s_run_by_its_tag(tmp_path, monkeypatch):
+    """A source run measured on the emulated lab is verified there: each job is a `ccbench lab run`, whose own
+    launcher records the run, so the outer job learns no directory: the run is found by the job's tag (the newest
+    of that tag, not one of another tag beside it); a failed job, or one whose run is not found, stops it."""
+    import ccbench.workflow.tune as workflow
+    from ccbench.measure.launcher import Job
+    from ccbench.workflow.tune import verify
+
+    monkeypatch.setattr(workflow, "prepare_launcher", lambda *a, **k: pytest.fail("the lab starts its own launcher"))
+    rows = [_row(a, 64, t, launches=3) for a, t in (("native", 2e-6), ("native:ring", 1e-6))]
+    run = _source_run(tmp_path / "src", rows)
+    meta = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps(dict(meta, lab={"ppn": 2, "order": "cyclic", "delay_s": 5e-4})))
+    doc = tune_runs([run], "openmpi-rules")
+    jobs = FakeJobs(derived(run) / "tuning.openmpi-rules.txt", {64: 0.5})
+
+    def lab_jobs(cmd, env):
+        arg = {k: cmd[i + 1] for i, k in enumerate(cmd[:-1]) if k.startswith("-")}
+        # an older directory of the same tag, without a run in it: the job's run is the newest
+        (Path(arg["--results-dir"]) / f"20000101-000000_ccb-h0_np4_{arg['--tag']}").mkdir()
+        return dataclasses.replace(jobs(cmd, env), run_dir=None)     # the outer job learns no directory
+
+    result = verify(doc, tmp_path / "out", say=lambda line: None, seed=1, job_runner=lab_jobs)
+    cmd = jobs.calls[0][0]
+    assert cmd[:15] == [sys.executable, "-m", "ccbench", "lab", "run", "-n", "4", "--ppn", "2", "--order", "cyclic",
+                        "--bind", "none", "--", "-C"]
+    (entry,) = result.runs
+    where = Path(entry.dir)
+    for side, launched in (("without", entry.without), ("with", entry.with_file)):
+        found = [Path(x.run) for x in launched]
+        assert [p.parent for p in found] == [where] * 3
+        assert [p.name.split("_")[-1] for p in found] == [f"L{k:02d}-{side}" for k in (1, 2, 3)]
+        assert all(not p.name.startswith("20000101-000000_") for p in found)
+    (row,) = result.rows
+    assert row.pairs == 3 and row.verdict == "moved"
+    # a failed job; a job whose run is not found under its tag
+    for runner, why in ((lambda c, e: Job(1, None, False, "exit code 1"), "exit code 1"),
+                        (lambda c, e: Job(0, None, False, "exit code 0"), "exit code 0")):
+        with pytest.raises(CCBenchError, match=rf"^verification launch 1 without the file failed \({why}\)"):
+            verify(doc, tmp_path / why.replace(" ", "-"), say=lambda line: None, seed=1, job_runner=runner)
 
 
 def _open_mpi_run(path, rows, **meta):
@@ -1180,17 +1268,28 @@ def test_curve_fits_of_three_sizes_and_of_the_default_place_a_coarse_crossover()
     assert (lo, hi2) == (1000, hi + 1) and hi in (9999, 10000) and [r.algorithm for r in sel.ranges] == [
         "native", "native:ring"]
     assert any("from the alpha-beta fits of both curves (coarse: sizes 1.95 KiB and 62.5 KiB" in n for n in sel.notes)
-    from ccbench.analysis.tune import _curve_fits
+    # a curve is fitted from three sizes up: native against recursive doubling measured at two sizes only
+    # (a line through two points would do) crosses by interpolation; measured at a third, by the fits
+    rd = "native:recursive_doubling"
+    native = [r for r in rows if r.algorithm == "native"]
+    two = [_row(rd, n, 1e-5 + 1e-10 * n, launches=3) for n in (2000, 64000)]
+    assert "from interpolation (coarse" in _crossover_note(native + two, "native", rd)
+    third = [_row(rd, 1000, 1e-5 + 1e-7, launches=3)]
+    assert "from the alpha-beta fits of both curves (coarse" in _crossover_note(native + two + third, "native", rd)
+    # a zero time is not a point: with it recursive doubling still has two sizes
+    zero = dataclasses.replace(_row(rd, 1 << 20, 1e-6), median_s=0.0)
+    assert "from interpolation (coarse" in _crossover_note(native + two + [zero], "native", rd)
+    # a curve the fit refuses (infinite times leave one size) is skipped, and the curves after it still fitted
+    bad = [dataclasses.replace(_row(rd, n, 1e-6), median_s=m) for n, m in ((8, 1e-6), (16, float("inf")),
+                                                                           (32, float("inf")))]
+    assert "from the alpha-beta fits of both curves (coarse" in _crossover_note(bad + rows, "native", "native:ring")
 
-    fits = _curve_fits(rows + [_row("native:recursive_doubling", n, 1e-6, launches=3) for n in (8, 16)])
-    assert sorted(fits) == ["native", "native:ring"]                       # two sizes are not enough for a fit
-    zero = dataclasses.replace(_row("native:recursive_doubling", 32, 1e-6), median_s=0.0)
-    fits = _curve_fits([*rows, zero, *(_row("native:recursive_doubling", n, 1e-6, launches=3) for n in (8, 16))])
-    assert sorted(fits) == ["native", "native:ring"]                       # a zero time is not a point
-    # a curve the fit refuses (infinite times leave one size) is skipped, and the next one still fitted
-    bad = [dataclasses.replace(_row("native:recursive_doubling", n, 1e-6), median_s=m)
-           for n, m in ((8, 1e-6), (16, float("inf")), (32, float("inf")))]
-    assert sorted(_curve_fits(bad + [_row("native:ring", n, 1e-6 * n) for n in (8, 16, 32)])) == ["native:ring"]
+
+def _crossover_note(rows, a, b):
+    """The note of `select` (MPICH) on where `a` hands over to `b`."""
+    (sel,) = select(rows, "mpich")
+    (note,) = [n for n in sel.notes if n.startswith(f"{a} -> {b} between ")]
+    return note
 
 
 def test_read_json_with_comments_over_several_lines():

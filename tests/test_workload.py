@@ -532,11 +532,11 @@ def test_resume_keeps_the_run_s_configuration_and_refuses_another(tmp_path):
 
 
 def test_resume_cuts_the_rows_of_an_unfinished_item():
-    from ccbench.measure.workload import _complete_items, _Item
+    from ccbench.measure.workload import WorkloadItem, complete_items
 
-    items = [_Item(("a", "allreduce=ring"), "a", 1.0, 3, None, None),
-             _Item(("b", "allreduce=ring"), "b", 1.0, 2, None, None)]
-    keep = _complete_items(items)
+    items = [WorkloadItem(("a", "allreduce=ring"), "a", 1.0, 3, None, None),
+             WorkloadItem(("b", "allreduce=ring"), "b", 1.0, 2, None, None)]
+    keep = complete_items(items)
     a = [_row(variant="a", part=p) for p in (-1, 0, 1)]
     b = [_row(variant="b", part=p) for p in (-1, 0)]
     assert keep(a + b) == a + b

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ccbench.commands.workload import _launch_options, _overrides
+from ccbench.commands.workload import launch_options, overrides
 from ccbench.core.errors import UsageError
 from ccbench.measure.multilaunch import Part
-from ccbench.measure.workload import _plan_items, _row_key, pool_key, workload_replication
+from ccbench.measure.workload import plan_schedules, pool_key, workload_replication
 from ccbench.measure.workload_config import resolve_workload
 from ccbench.store.run import open_run
 from ccbench.store.workload_rows import WORKLOAD_COLUMNS, WorkloadRow
@@ -49,7 +49,7 @@ def test_bad_replication_keys_are_refused(values, message):
 def test_a_launch_s_options_restate_the_configuration(kind, values):
     """What each launch is given on its command line resolves to the run's own configuration."""
     cfg = resolve_workload(kind, values)
-    assert resolve_workload(kind, _overrides(_launch_options(cfg))) == cfg
+    assert resolve_workload(kind, overrides(launch_options(cfg))) == cfg
 
 
 def _row(variant, algorithm, part, samples=(1e-5, 2e-5)):
@@ -66,11 +66,13 @@ def test_merged_rows_are_pooled_by_identity_and_kept_in_the_plan_s_order():
     rep = workload_replication(cfg, 2, lambda part: {})
     assert rep.plan == [(1, Part("all", (), ())), (2, Part("all", (), ()))] and rep.launches == 2
     assert rep.row_cls is WorkloadRow and rep.columns == WORKLOAD_COLUMNS and rep.order == "shuffled"
-    items, _, _ = _plan_items(cfg, 2, load_model(str(MLP)))
-    (variant, native), (_, ring) = [it.key for it in items]
+    scheds, _ = plan_schedules(cfg, 2, load_model(str(MLP)))
+    (variant, native), (_, ring) = [(sch.variant, f"allreduce={algs['allreduce'].name}") for sch, algs in scheds]
     shuffled = [_row(variant, ring, 0), _row(variant, ring, -1), _row(variant, native, -1), _row(variant, native, 0)]
     assert sorted(shuffled, key=rep.sort_key) == [shuffled[2], shuffled[3], shuffled[1], shuffled[0]]
-    assert {_row_key(r) for r in shuffled} == {(variant, native), (variant, ring)}
+    # each row belongs to its item (the plan's first or second) by its variant and algorithm; a row of no item last
+    assert [rep.sort_key(r) for r in shuffled] == [(1, 0), (1, -1), (0, -1), (0, 0)]
+    assert rep.sort_key(_row("other", native, -1)) == rep.sort_key(_row(variant, "allreduce=linear", -1)) == (2, -1)
     assert pool_key(shuffled[0]) == pool_key(_row(variant, ring, 0, samples=(3e-5,)))
     assert pool_key(shuffled[0]) != pool_key(shuffled[1])
 
@@ -177,7 +179,7 @@ def test_each_round_gets_its_share_of_a_launch_s_steps():
     for bad, message in (({"rounds": 0}, "outside 1..100"), ({"rounds": 101}, "outside 1..100")):
         with pytest.raises(UsageError, match=message):
             resolve_workload("straggler", bad)
-    assert resolve_workload("ddp", _overrides(_launch_options(cfg))) == cfg  # a launch restates its rounds
+    assert resolve_workload("ddp", overrides(launch_options(cfg))) == cfg  # a launch restates its rounds
 
 
 def test_rounds_of_a_workload_visit_every_item_and_pool_their_steps(tmp_path):

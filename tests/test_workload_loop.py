@@ -16,16 +16,15 @@ import numpy as np
 import pytest
 
 from ccbench.algorithms import get
-from ccbench.commands.workload import _launch_options, _overrides
+from ccbench.commands.workload import launch_options, overrides
 from ccbench.core.errors import UsageError
 from ccbench.measure import compiled
 from ccbench.measure.config import LOOPS
-from ccbench.measure.workload import _loop_items, _plan_items, _schedule_why
+from ccbench.measure.workload import loop_items, plan_items
 from ccbench.measure.workload_config import load_workload_config, resolve_workload, resume_workload, stored_workload
 from ccbench.store.run import open_run
 from ccbench.store.workload_rows import WORKLOADS
 from ccbench.workloads.models import load_model
-from ccbench.workloads.schedule import Call, Schedule
 
 ROOT = Path(__file__).resolve().parent.parent
 MLP = ROOT / "tests" / "data" / "mlp-sizes.txt"
@@ -91,9 +90,9 @@ def test_resume_compares_the_loop_and_old_runs_read_as_python():
 def test_each_launch_is_given_the_loop(kind, values):
     """--launches K: every launch's command line restates the loop (the run's configuration)."""
     cfg = resolve_workload(kind, values)
-    options = _launch_options(cfg)
+    options = launch_options(cfg)
     assert options["loop"] == values["loop"]
-    assert resolve_workload(kind, _overrides(options)) == cfg
+    assert resolve_workload(kind, overrides(options)) == cfg
 
 
 # -- which items the compiled loop can time ----------------------------------------------------
@@ -101,34 +100,39 @@ def test_each_launch_is_given_the_loop(kind, values):
 
 def test_native_blocking_items_can_be_compiled_the_others_say_why():
     model = load_model(str(MLP))
-    items, _, _ = _plan_items(resolve_workload("ddp", {"model": str(MLP), "algorithms": "native,ring"}), 2, model)
+    items, _, _ = plan_items(resolve_workload("ddp", {"model": str(MLP), "algorithms": "native,ring"}), 2, model)
     assert [(it.label.split()[-1], it.python_why) for it in items] == [
         ("allreduce=native", None), ("allreduce=ring", "allreduce=ring is hand-written (Python)")] * 2
     zero = resolve_workload("zero", {"model": str(MLP), "variants": "zero2,zero3", "rs_algorithms": "native,pairwise"})
-    items, _, _ = _plan_items(zero, 2, model)
+    items, _, _ = plan_items(zero, 2, model)
     assert [it.python_why for it in items] == [None, "reduce_scatter=pairwise is hand-written (Python)"] * 2
-    items, _, _ = _plan_items(resolve_workload("moe", {"algorithms": "native,bruck", "ep": "2"}), 4, None)
+    items, _, _ = plan_items(resolve_workload("moe", {"algorithms": "native,bruck", "ep": "2"}), 4, None)
     assert [it.python_why for it in items] == [None, "alltoall=bruck is hand-written (Python)",
                                                "the compiled loop has no alltoallv"]  # routed: alltoallv, no bruck
-    items, _, _ = _plan_items(resolve_workload("overlap", {"sizes": "4K,64K"}), 2, None)
+    items, _, _ = plan_items(resolve_workload("overlap", {"sizes": "4K,64K"}), 2, None)
     assert all(it.python_why.startswith("non-blocking calls overlapped with compute") for it in items)
-    items, _, _ = _plan_items(resolve_workload("straggler", {"algorithms": "native,ring", "sizes": "1K"}), 2, None)
+    items, _, _ = plan_items(resolve_workload("straggler", {"algorithms": "native,ring", "sizes": "1K"}), 2, None)
     assert [it.python_why for it in items] == [None, "allreduce=ring is hand-written (Python)"]
 
 
-def test_a_count_the_c_loop_cannot_hold_keeps_the_step_in_python():
-    big = Schedule("ddp", "big", (Call("allreduce", 8, "bucket 0"), Call("allreduce", 2**31, "bucket 1")))
-    assert _schedule_why(big, {"allreduce": get("allreduce", "native")}) == \
-        "bucket 1: 2147483648 elements, more than the compiled loop's int holds"
-    assert _schedule_why(Schedule("ddp", "ok", big.calls[:1]), {"allreduce": get("allreduce", "native")}) is None
+def test_a_count_the_c_loop_cannot_hold_keeps_the_step_in_python(tmp_path):
+    """A native step whose second call has 2**31 elements (more than the C loop's int holds) stays in Python, said
+    by that call; without it the step can be compiled (planned only: nothing is allocated)."""
+    big, small = tmp_path / "big.txt", tmp_path / "small.txt"
+    big.write_text(f"8 a\n{2**31} b\n")
+    small.write_text("8 a\n")
+    for model, why in ((big, "t1: 2147483648 elements, more than the compiled loop's int holds"), (small, None)):
+        cfg = resolve_workload("ddp", {"model": str(model), "modes": "per_tensor"})
+        (item,), _, _ = plan_items(cfg, 2, load_model(str(model)))
+        assert item.label == "ddp per_tensor allreduce=native" and item.python_why == why
 
 
 def test_the_record_names_the_loop_of_each_item():
-    items, _, _ = _plan_items(resolve_workload("straggler", {"algorithms": "native,ring", "sizes": "1K"}), 2, None)
-    assert _loop_items(items, True) == [
+    items, _, _ = plan_items(resolve_workload("straggler", {"algorithms": "native,ring", "sizes": "1K"}), 2, None)
+    assert loop_items(items, True) == [
         {"what": "straggler allreduce/native 1 KiB", "loop": "compiled"},
         {"what": "straggler allreduce/ring 1 KiB", "loop": "python", "why": "allreduce=ring is hand-written (Python)"}]
-    assert _loop_items(items, False) == [{"what": "straggler allreduce/native 1 KiB", "loop": "python"},
+    assert loop_items(items, False) == [{"what": "straggler allreduce/native 1 KiB", "loop": "python"},
                                          {"what": "straggler allreduce/ring 1 KiB", "loop": "python"}]
 
 
@@ -242,7 +246,7 @@ def _schedules(P: int):
 @pytest.mark.mpi(min_size=2)
 def test_a_compiled_step_computes_every_call_and_keeps_its_per_call_times(loop):
     from ccbench.measure.timing import TimingSettings, measure
-    from ccbench.measure.workload import _step_sequence
+    from ccbench.measure.workload import step_sequence
     from ccbench.measure.workload_engine import StepBuffers
 
     comm = _world()
@@ -253,7 +257,7 @@ def test_a_compiled_step_computes_every_call_and_keeps_its_per_call_times(loop):
         G = schedule.group_ranks or P
         sub = comm if G == P else comm.Split(rank // G, rank)
         bufs = StepBuffers(schedule, G, sub.Get_rank(), "float32")
-        seq = _step_sequence(loop, comm, sub, schedule, algs, bufs, rows)
+        seq = step_sequence(loop, comm, sub, schedule, algs, bufs, rows)
         assert seq is not None and seq.times.shape == (rows, len(schedule.calls))
         bufs.fill()
         assert bufs.nwrong() > 0  # poisoned outputs

@@ -8,7 +8,7 @@ from ccbench.commands.common import launching_options
 from ccbench.commands.options import network_options, run_options
 from ccbench.core.errors import UsageError
 
-__all__ = ["COMMANDS"]
+__all__ = ["COMMANDS", "launch_options", "overrides"]
 
 
 @click.group("workload")
@@ -55,7 +55,11 @@ def _model_option(fn):
                                               "(one per line, or JSON).")(fn)
 
 
-def _overrides(kw: dict) -> dict:
+def overrides(kw: dict) -> dict:
+    """The configuration keys a workload command's options give (`kw`: click's parameters by name), for
+    ``ccbench.measure.workload_config.load_workload_config``: options renamed to their keys (``algorithm`` ->
+    ``algorithms``, ``delay`` -> ``delay_s``, ...), those left out (None) and those that are no key (``--config``,
+    ``--launch``, ``--resume``, ...) dropped.  The inverse of `launch_options`."""
     return {_RENAME.get(k, k): v for k, v in kw.items() if k not in _NOT_KEYS and v is not None}
 
 
@@ -64,20 +68,22 @@ def _resolve(kind: str, kw: dict):
     from ccbench.measure.workload_config import load_workload_config, resume_workload
 
     if not kw.get("resume"):
-        return load_workload_config(kind, kw.get("config_file"), _overrides(kw)), None
+        return load_workload_config(kind, kw.get("config_file"), overrides(kw)), None
     from ccbench.commands.common import nothing_to_resume
     from ccbench.store.results import resolve_run
     from ccbench.store.run import WORKLOAD, open_run
 
     path = resolve_run(kw["resume"], kw.get("results_dir") or "results")
     meta = open_run(path, kinds=(WORKLOAD,), what="workload --resume").meta
-    cfg = resume_workload(kind, meta, path, kw.get("config_file"), _overrides(kw))  # the same workload and settings
+    cfg = resume_workload(kind, meta, path, kw.get("config_file"), overrides(kw))  # the same workload and settings
     nothing_to_resume(path, meta)
     return cfg, path
 
 
-def _launch_options(cfg) -> dict:
-    """The options, by parameter name, that restate `cfg` on a launch's command line (`multilaunch.Replication`)."""
+def launch_options(cfg) -> dict:
+    """The options, by parameter name, that restate `cfg` (a ``WorkloadConfig``) on a launch's command line
+    (`multilaunch.Replication`): every key of ``cfg.to_dict()`` under its option's name, a tuple as its values
+    comma separated (None when empty).  ``overrides(launch_options(cfg))`` resolves to `cfg` again."""
     param = {key: name for name, key in _RENAME.items()}
     out = {}
     for key, value in cfg.to_dict().items():
@@ -97,7 +103,7 @@ def _measure(kind: str, kw: dict) -> None:
     def replication(n: int):
         from ccbench.measure.workload import workload_replication
 
-        return workload_replication(cfg, n, lambda part: _launch_options(cfg))
+        return workload_replication(cfg, n, lambda part: launch_options(cfg))
 
     def measure(thread, console):
         from ccbench.measure.workload import run_workload

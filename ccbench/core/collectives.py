@@ -40,7 +40,7 @@ import numpy as np
 from ccbench.core.counts import block_counts
 from ccbench.core.dtypes import is_half, unit_roundoff
 
-__all__ = ["COLLECTIVES", "Collective", "CaseBuffers", "half_scale", "pattern"]
+__all__ = ["COLLECTIVES", "Collective", "CaseBuffers", "half_scale", "pattern", "red_expected", "red_input"]
 
 POISON = 0  # never produced by a pattern: outputs are poisoned with it before a check
 
@@ -87,8 +87,13 @@ def _reference_dtype(nranks: int):
     return np.float32 if nranks * _SUM_MAX < 1 << 24 else np.float64
 
 
-def _red_input(op: str, rank: int, nranks: int, start: int, n: int, dtype) -> np.ndarray:
-    """The input of rank `rank` to a reduction with `op` at element offsets [start, start+n)."""
+def red_input(op: str, rank: int, nranks: int, start: int, n: int, dtype) -> np.ndarray:
+    """The input of rank `rank` of `nranks` to a reduction with `op` at element offsets [start, start+n), of `dtype`.
+
+    The deterministic pattern every reduction case fills its inputs with: small integers (sum: rank % 5 + i % 97,
+    times `half_scale` for a half type; prod: 2 on exactly one rank per element, else 1; min and max: 1..7), so the
+    exact result over all ranks is known in closed form (`red_expected`) for every dtype and op.
+    """
     if op == "sum":
         scale = half_scale(nranks) if is_half(dtype) else 1.0
         return _periodic(start, n, dtype, 97, lambda i: rank % 5 + i % 97, scale)
@@ -97,8 +102,9 @@ def _red_input(op: str, rank: int, nranks: int, start: int, n: int, dtype) -> np
     return _periodic(start, n, dtype, 7, lambda i: (rank + i) % 7 + 1)  # min, max
 
 
-def _red_expected(op: str, nranks: int, start: int, n: int, dtype) -> np.ndarray:
-    """The exact reduction over all ranks of `_red_input`, in closed form (for a half type: the float32
+def red_expected(op: str, nranks: int, start: int, n: int, dtype) -> np.ndarray:
+    """The exact reduction with `op` over `nranks` ranks of `red_input` at element offsets [start, start+n), in
+    closed form: what a correct reduction of those inputs gives, element for element (for a half type: the float32
     reference, exact, against which the result is checked within its bound)."""
     scale = 1.0
     if is_half(dtype):
@@ -224,8 +230,8 @@ def _bound(dtype, op: str, P: int) -> dict:
 
 
 def _allreduce(count, P, rank, dtype, op, root, in_place, marker):
-    inp = _red_input(op, rank, P, 0, count, dtype)
-    exp = _red_expected(op, P, 0, count, dtype)
+    inp = red_input(op, rank, P, 0, count, dtype)
+    exp = red_expected(op, P, 0, count, dtype)
     recv = _alloc(count, dtype)
     bound = _bound(dtype, op, P)
     if in_place:
@@ -235,12 +241,12 @@ def _allreduce(count, P, rank, dtype, op, root, in_place, marker):
 
 
 def _reduce(count, P, rank, dtype, op, root, in_place, marker):
-    inp = _red_input(op, rank, P, 0, count, dtype)
+    inp = red_input(op, rank, P, 0, count, dtype)
     kw = {"op": op, "root": root}
     if rank != root:
         send = _alloc(count, dtype)
         return CaseBuffers((send, None), kw, [(send, inp)], [])
-    exp = _red_expected(op, P, 0, count, dtype)
+    exp = red_expected(op, P, 0, count, dtype)
     recv = _alloc(count, dtype)
     bound = _bound(dtype, op, P)
     if in_place:
@@ -298,8 +304,8 @@ def _allgather(count, P, rank, dtype, op, root, in_place, marker):
 
 
 def _reduce_scatter(count, P, rank, dtype, op, root, in_place, marker):
-    inp = _red_input(op, rank, P, 0, P * count, dtype)
-    exp = _red_expected(op, P, rank * count, count, dtype)
+    inp = red_input(op, rank, P, 0, P * count, dtype)
+    exp = red_expected(op, P, rank * count, count, dtype)
     bound = _bound(dtype, op, P)
     if in_place:  # input is the whole recvbuf; the result lands in its first block
         recv = _alloc(P * count, dtype)
@@ -382,8 +388,8 @@ def _scatterv(count, P, rank, dtype, op, root, in_place, marker, counts="uniform
 
 def _reduce_scatterv(count, P, rank, dtype, op, root, in_place, marker, counts="uniform"):
     c, d = _vector(counts, P, count)
-    inp = _red_input(op, rank, P, 0, d[-1], dtype)
-    exp = _red_expected(op, P, d[rank], c[rank], dtype)
+    inp = red_input(op, rank, P, 0, d[-1], dtype)
+    exp = red_expected(op, P, d[rank], c[rank], dtype)
     bound = _bound(dtype, op, P)
     kw = {"op": op, "counts": c}
     if in_place:  # input is the whole recvbuf; the result lands in its first c[rank] elements

@@ -56,7 +56,8 @@ from ccbench.workloads.models import Model, load_model
 from ccbench.workloads.overlap import RankTimes, imb_overlap_pct, imb_times, osu_overlap_pct, osu_times
 from ccbench.workloads.schedule import Schedule, ddp_schedule, moe_schedule, straggler_slowdown, zero_schedule
 
-__all__ = ["plan_schedules", "pool_key", "run_workload", "workload_replication"]
+__all__ = ["WorkloadItem", "complete_items", "loop_items", "plan_items", "plan_schedules", "pool_key", "run_workload",
+           "step_sequence", "workload_replication"]
 
 
 def _ep_degrees(cfg: WorkloadConfig, P: int) -> list[int]:
@@ -164,7 +165,7 @@ def _visit_schedule(ctx, schedule, algs) -> _Visit:
     bufs = StepBuffers(schedule, G, sub.Get_rank(), dtype)
     calls = step_calls(sub, schedule, algs, bufs)
     rows = settings.warmup + settings.max_reps + 1
-    timer = _step_sequence(ctx.loop, comm, sub, schedule, algs, bufs, rows) or StepTimer(calls, rows)
+    timer = step_sequence(ctx.loop, comm, sub, schedule, algs, bufs, rows) or StepTimer(calls, rows)
     bufs.fill()
     samples, stop = measure(comm, timer, settings)
     n = len(samples)
@@ -201,10 +202,15 @@ def _schedule_why(schedule: Schedule, algs: dict) -> str | None:
     return None
 
 
-def _step_sequence(loop, comm, sub, schedule: Schedule, algs: dict, bufs: StepBuffers, rows: int):
+def step_sequence(loop, comm, sub, schedule: Schedule, algs: dict, bufs: StepBuffers, rows: int):
     """The compiled step (`compiled.Sequence`) of `schedule` on `bufs`, synchronised on `comm`, each call on
     `sub`, its per-call times in `rows` rows as `StepTimer` keeps them; None where the Python loop times it
-    (no compiled loop in use, or `_schedule_why`)."""
+    (no compiled loop in use, or a step the compiled loop cannot time: a hand-written algorithm, a collective
+    the C loop lacks, a count its ``int`` does not hold).
+
+    `loop`: the compiled loop (``ccbench.measure.compiled.load``) or None; `algs`: the algorithm of each
+    collective of the schedule; `bufs`: the step's ``StepBuffers`` on `sub` (collective on `comm`).
+    """
     if loop is None or _schedule_why(schedule, algs) is not None:
         return None
     kernels = []
@@ -363,10 +369,13 @@ def _straggler_rows(ctx, visits: list[_Visit], *, alg, count, part, late) -> lis
 
 
 @dataclass(frozen=True)
-class _Item:
-    """One measured item of a workload run: what --resume skips, the watchdog names, a fault picks."""
+class WorkloadItem:
+    """One measured item of a workload run (`plan_items`): what --resume skips, the watchdog names, a fault picks.
 
-    key: tuple       # what its rows say of it (`_row_key`)
+    A schedule with one choice of algorithms (ddp, zero, moe), one algorithm at one size (overlap, straggler).
+    """
+
+    key: tuple       # what its rows say of it: (variant, algorithm), and the size for overlap and straggler
     label: str       # how the watchdog names it
     budget_s: float  # the time one visit's measurements may take; the watchdog's time comes on top
     nrows: int       # rows it writes: a step and its calls, or one
@@ -376,7 +385,7 @@ class _Item:
 
 
 def _row_key(row: WorkloadRow) -> tuple:
-    """The item a stored row belongs to (`_Item.key`)."""
+    """The item a stored row belongs to (`WorkloadItem.key`)."""
     if row.workload in ("overlap", "straggler"):
         return (row.variant, row.algorithm, row.nbytes)
     return (row.variant, row.algorithm)
@@ -401,7 +410,7 @@ def workload_replication(cfg: WorkloadConfig, nranks: int, options: Callable):
     from ccbench.store.workload_rows import WORKLOAD_COLUMNS
 
     model = load_model(cfg.model) if cfg.workload in ("ddp", "zero") else None
-    items, _, _ = _plan_items(cfg, nranks, model)
+    items, _, _ = plan_items(cfg, nranks, model)
     rank_of = {it.key: i for i, it in enumerate(items)}
 
     def sort_key(row: WorkloadRow) -> tuple:
@@ -447,12 +456,12 @@ def _straggler_plan(cfg: WorkloadConfig, P: int) -> tuple[list, list]:
     return out, skipped
 
 
-def _overlap_items(cfg: WorkloadConfig, P: int, async_progress: bool) -> tuple[list[_Item], list, dict]:
+def _overlap_items(cfg: WorkloadConfig, P: int, async_progress: bool) -> tuple[list[WorkloadItem], list, dict]:
     """The items of an overlap run: every non-blocking algorithm of each collective at each size.  A named algorithm
     the collective lacks is skipped; one the installed library cannot run (no MPI_I<coll>) is refused."""
     bind = functools.partial
     sizes, model_name = _overlap_sizes(cfg)
-    items: list[_Item] = []
+    items: list[WorkloadItem] = []
     skipped = []
     for coll_name in cfg.collectives:
         coll = COLLECTIVES[coll_name]
@@ -467,32 +476,39 @@ def _overlap_items(cfg: WorkloadConfig, P: int, async_progress: bool) -> tuple[l
             for count in dict.fromkeys(coll.count_for(size, cfg.itemsize, P) for size in sizes):
                 nbytes = coll.nbytes_for(count, cfg.itemsize, P)
                 variant = _overlap_variant(cfg, coll_name, async_progress)
-                items.append(_Item((variant, f"{coll_name}={name}", nbytes),
-                                   f"overlap I{coll_name}/{name} {format_size(nbytes)}", 4 * cfg.budget_s, 1,
-                                   bind(_visit_overlap, coll_name=coll_name, alg=alg, count=count),
-                                   bind(_overlap_rows, coll_name=coll_name, alg_name=name, count=count,
-                                        part=len(items), model_name=model_name),
-                                   "non-blocking calls overlapped with compute (the compiled loop times blocking "
-                                   "calls)"))
+                items.append(WorkloadItem((variant, f"{coll_name}={name}", nbytes),
+                                          f"overlap I{coll_name}/{name} {format_size(nbytes)}", 4 * cfg.budget_s, 1,
+                                          bind(_visit_overlap, coll_name=coll_name, alg=alg, count=count),
+                                          bind(_overlap_rows, coll_name=coll_name, alg_name=name, count=count,
+                                               part=len(items), model_name=model_name),
+                                          "non-blocking calls overlapped with compute (the compiled loop times "
+                                          "blocking calls)"))
     if not items:
         raise UsageError("nothing to run (" + "; ".join(f"{s['what']}: {s['why']}" for s in skipped[:3]) + ")")
     return items, skipped, {}
 
 
-def _plan_items(cfg: WorkloadConfig, P: int, model: Model | None,
-                async_progress: bool = False) -> tuple[list[_Item], list, dict]:
-    """The items of a run at P ranks, in order; the skips (stored in run.json); extra planning facts."""
+def plan_items(cfg: WorkloadConfig, P: int, model: Model | None,
+               async_progress: bool = False) -> tuple[list[WorkloadItem], list, dict]:
+    """The items (`WorkloadItem`) of a run of `cfg` at P ranks, in the plan's order; the skips (stored in run.json);
+    extra planning facts (``big``: the schedule with the largest buffers, which the memory check sizes).
+
+    `model`: the loaded model of a ddp or zero workload (None for the others); `async_progress`: whether this launch
+    of an overlap run has MPICH's progress thread (it names the items).  Allocates nothing and needs no MPI; refuses
+    (`UsageError`) a plan that cannot run at P ranks, as `run_workload` and `workload_replication` do.
+    """
     bind = functools.partial
-    items: list[_Item] = []
+    items: list[WorkloadItem] = []
     if cfg.workload in ("ddp", "zero", "moe"):
         scheds, skipped = plan_schedules(cfg, P, model)
         big = max(scheds, key=lambda it: _buffer_bytes(it[0], P, cfg.itemsize))[0]
         for sch, algs in scheds:
             what = _alg_label(algs)
-            items.append(_Item((sch.variant, what), f"{sch.workload} {sch.variant} {what}", 2 * cfg.budget_s,
-                               1 + len(sch.calls), bind(_visit_schedule, schedule=sch, algs=algs),
-                               bind(_schedule_rows, model_name=model.name if model else "-", schedule=sch,
-                                    algs=algs), _schedule_why(sch, algs)))
+            items.append(WorkloadItem((sch.variant, what), f"{sch.workload} {sch.variant} {what}",
+                                      2 * cfg.budget_s, 1 + len(sch.calls),
+                                      bind(_visit_schedule, schedule=sch, algs=algs),
+                                      bind(_schedule_rows, model_name=model.name if model else "-", schedule=sch,
+                                           algs=algs), _schedule_why(sch, algs)))
         return items, skipped, {"big": big}
     if cfg.workload == "overlap":
         return _overlap_items(cfg, P, async_progress)
@@ -503,11 +519,11 @@ def _plan_items(cfg: WorkloadConfig, P: int, model: Model | None,
     coll_name = cfg.collectives[0]
     for alg, count in pairs:
         nbytes = COLLECTIVES[coll_name].nbytes_for(count, cfg.itemsize, P)
-        items.append(_Item((_straggler_variant(cfg, late), f"{coll_name}={alg.name}", nbytes),
-                           f"straggler {coll_name}/{alg.name} {format_size(nbytes)}", 3 * cfg.budget_s, 1,
-                           bind(_visit_straggler, alg=alg, count=count, late=late),
-                           bind(_straggler_rows, alg=alg, count=count, part=len(items), late=late),
-                           _straggler_why(coll_name, alg, count)))
+        items.append(WorkloadItem((_straggler_variant(cfg, late), f"{coll_name}={alg.name}", nbytes),
+                                  f"straggler {coll_name}/{alg.name} {format_size(nbytes)}", 3 * cfg.budget_s, 1,
+                                  bind(_visit_straggler, alg=alg, count=count, late=late),
+                                  bind(_straggler_rows, alg=alg, count=count, part=len(items), late=late),
+                                  _straggler_why(coll_name, alg, count)))
     return items, skipped, {}
 
 
@@ -590,8 +606,9 @@ class _Context:
                     samples_s=tuple(float(x) for x in samples))
 
 
-def _complete_items(items: list[_Item]):
-    """keep(rows) for a resumed run: the rows up to the last item whose rows are all there."""
+def complete_items(items: list[WorkloadItem]):
+    """keep(rows) for a resumed run of `items`: its stored rows up to the last item whose rows (its ``nrows``) are
+    all there, so that an item a crash cut between its rows is measured again whole."""
     want = {it.key: it.nrows for it in items}
 
     def keep(rows: list) -> list:
@@ -608,8 +625,9 @@ def _complete_items(items: list[_Item]):
     return keep
 
 
-def _loop_items(items: list[_Item], compiled_in_use: bool) -> list[dict]:
-    """run.json's record of which loop times each item (by its watchdog label), and why one stays in Python."""
+def loop_items(items: list[WorkloadItem], compiled_in_use: bool) -> list[dict]:
+    """run.json's record (``loop.items``) of which loop times each item, by its watchdog label: ``compiled`` where
+    the compiled loop is in use and can time it, else ``python``, with why (``python_why``) when it is in use."""
     out = []
     for it in items:
         if compiled_in_use and it.python_why is None:
@@ -620,7 +638,7 @@ def _loop_items(items: list[_Item], compiled_in_use: bool) -> list[dict]:
     return out
 
 
-def _note_python_items(items: list[_Item], requested: str) -> None:
+def _note_python_items(items: list[WorkloadItem], requested: str) -> None:
     """One line on stderr where the compiled loop is in use but some items stay in the Python loop."""
     import sys
 
@@ -657,7 +675,7 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
     if cfg.workload in ("ddp", "zero"):
         model = agree(comm, lambda: load_model(cfg.model))
     progress = _async_progress(cfg, launch) if cfg.workload == "overlap" else False
-    items, skipped, facts = agree(comm, lambda: _plan_items(cfg, P, model, progress))
+    items, skipped, facts = agree(comm, lambda: plan_items(cfg, P, model, progress))
     if "big" in facts:
         big, nlocal = facts["big"], local_ranks(comm)
         agree(comm, lambda: _check_memory(nlocal, _buffer_bytes(big, P, cfg.itemsize),
@@ -682,7 +700,7 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
                          "params": model.numel, "itemsize": cfg.itemsize}
     launch_cfg = cfg.per_launch()
     loop, loop_record = compiled.choose(comm, cfg.loop)  # before the run directory: --loop compiled may fail
-    loop_record = dict(loop_record, items=_loop_items(items, loop is not None))
+    loop_record = dict(loop_record, items=loop_items(items, loop is not None))
     if loop is not None and comm.Get_rank() == 0:
         _note_python_items(items, cfg.loop)
     ctx = _Context(comm, cfg, _settings(launch_cfg.per_round()), launch_cfg.min_reps, timer_res, kernel, loop,
@@ -694,7 +712,7 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
         except UsageError:
             return False
 
-    def item(n: int, it: _Item) -> Item:
+    def item(n: int, it: WorkloadItem) -> Item:
         # numbered in the plan's order: what CCBENCH_FAULT names
         return Item(it.key, it.label, f"{cfg.workload}:{n}", it.budget_s / cfg.rounds,
                     functools.partial(it.visit, ctx), functools.partial(it.rows, ctx))
@@ -708,7 +726,7 @@ def run_workload(cfg: WorkloadConfig, *, thread: tuple[str, str], argv: list[str
                     progress_line=lambda r: _progress(r) if _whole(r) else None,
                     visit_ok=lambda v: v.nwrong == 0, row_cls=WorkloadRow, columns=WORKLOAD_COLUMNS,
                     order="shuffled" if cfg.launches > 1 or cfg.rounds > 1 else None, seed=cfg.seed, rounds=cfg.rounds,
-                    watchdog_s=cfg.watchdog_s, fault=fault, keep=_complete_items(items), noun="workload",
+                    watchdog_s=cfg.watchdog_s, fault=fault, keep=complete_items(items), noun="workload",
                     what="rows", opened={"loop": loop_record})
     return drive(comm, run_plan, prov=prov, argv=argv, results_dir=cfg.results_dir, tag=tag, resume=resume,
                  launch=launch, console=console, progress=not quiet)
