@@ -89,6 +89,36 @@ def test_zero_every_variant_zero_wrong(results, model_file):
 
 
 @pytest.mark.mpi(min_size=2)
+def test_a_bfloat16_step_holds_each_sum_to_its_algorithms_own_additions(results, model_file, monkeypatch):
+    """bfloat16 ddp and zero: every row correct (a sum of 3 or more ranks rounds), each hand-written sum held to its
+    algorithm's chain of additions, the library's own to P - 1; a data-moving call (allgather) exactly."""
+    pytest.importorskip("ml_dtypes")
+    from mpi4py import MPI
+
+    from ccbench.algorithms import REGISTRY
+    from ccbench.core.collectives import CaseBuffers
+
+    held, check = [], CaseBuffers.wrong_in
+
+    def spy(self, out, exp):
+        held.append((self.unit_roundoff > 0, self.steps))
+        return check(self, out, exp)
+
+    monkeypatch.setattr(CaseBuffers, "wrong_in", spy)
+    P = MPI.COMM_WORLD.Get_size()
+    code, rows = _run("ddp", results, model=model_file, algorithms="native,recursive_doubling", modes="per_tensor",
+                      dtype="bfloat16")
+    assert code == 0 and all(r.nwrong == 0 for r in rows)
+    rd = REGISTRY["allreduce"]["recursive_doubling"].additions_at(P)
+    assert sorted(set(held)) == sorted({(True, P - 1), (True, rd)})  # native's calls, then recursive doubling's
+    held.clear()
+    code, rows = _run("zero", results, model=model_file, rs_algorithms="pairwise", ag_algorithms="ring",
+                      algorithms="native", dtype="bfloat16")
+    assert code == 0 and all(r.nwrong == 0 for r in rows)
+    assert set(held) == {(True, P - 1), (False, 0)}  # pairwise and native sums: P - 1; allgather moves bytes
+
+
+@pytest.mark.mpi(min_size=2)
 def test_moe_every_degree_zero_wrong(results):
     from mpi4py import MPI
 

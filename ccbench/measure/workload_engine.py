@@ -85,10 +85,13 @@ class StepBuffers:
                     raise AssertionError("out-of-place inputs live in the send buffer")
                 send[...] = tmpl
 
-    def nwrong_call(self, i: int) -> int:
+    def nwrong_call(self, i: int, additions: int | None = None) -> int:
         """Output elements of call `i` on this rank that differ from the exact result (a half-type sum: lie outside
-        its bound for any order of the P contributions, `CaseBuffers.nwrong`)."""
+        its bound, `CaseBuffers.nwrong`, for its algorithm's `additions` where given, else for any order of the P
+        contributions)."""
         cb = self._hook(i)
+        if additions is not None and cb.steps:
+            cb.steps = additions
         _, recv = self.views(i)
         bad = 0
         for arr, exp in cb.outputs:
