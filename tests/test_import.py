@@ -1,5 +1,6 @@
 """ccbench import: OSU, IMB and nccl-tests outputs and CSV timings read into runs that show, compare and fit take."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -89,6 +90,29 @@ def test_imb_v_blocks_and_reduce_scatter_are_read_as_the_calls_they_time():
     assert got == [("allgatherv", 4096, 1024, "uint8"), ("alltoallv", 4096, 1024, "uint8"),
                    ("gatherv", 4096, 1024, "uint8"), ("scatterv", 4096, 1024, "uint8"),
                    ("reduce_scatterv", 1024, 64, "float32"), ("reduce_scatter", 1024, 64, "float32")]
+
+
+@pytest.mark.parametrize("text, want", [
+    # osu_barrier prints its times without a size column (OMB 5-7), with -f its min and max too
+    ("# Avg Latency(us)\n             12.57\n", (12.57e-6, None, None)),
+    ("# Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations\n   12.57   11.02   14.10   1000\n",
+     (12.57e-6, 11.02e-6, 14.10e-6)),
+    ("# Size  Avg Latency(us)\n0       12.57\n", (12.57e-6, None, None)),  # a hand-made one with a size
+])
+def test_osu_barrier_without_a_size_column_is_one_row(text, want):
+    (row,) = parse_osu("# OSU MPI Barrier Latency Test v7.4\n" + text, 4).rows
+    assert (row.collective, row.nbytes, row.count, row.nranks) == ("barrier", 0, 0, 4)
+    assert (row.median_s, row.rank_mean_min_s, row.rank_mean_max_s) == pytest.approx(want)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("# Avg Latency(us)\n             12.57\n             12.60\n", "appears twice (lines 3 and 4)"),
+    ("# Avg Latency(us)\n             abc\n", "avg latency(us) 'abc' is not a number"),
+    ("# Avg Latency(us)\n             12.57", "the last line has no line end"),
+])
+def test_osu_barrier_lines_are_checked_as_any_others(text, message):
+    with pytest.raises(UsageError, match=re.escape(message)):
+        parse_osu("# OSU MPI Barrier Latency Test v7.4\n" + text, 4)
 
 
 def test_osu_non_blocking_tests_are_refused_in_one_line():

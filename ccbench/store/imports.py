@@ -239,6 +239,7 @@ class _OsuReader:
         self.dtype = "uint8"
         self.columns: list[str] | None = None
         self._cols: tuple | None = None  # (values per line, avg, min, max indexes; -1: no such column)
+        self.sizeless = False  # osu_barrier's lines: times without a size (read as size 0)
         self.started = False
 
     @property
@@ -280,8 +281,12 @@ class _OsuReader:
             self.options[name] = value
         if m := _OSU_PROCS.search(line):
             self._procs(int(m.group(1)), n)
-        if "Size" in s and "Latency" in s:
+        if head is None and "Latency" in s and ("Size" in s or self.collective == "barrier"):
             self.columns = columns = [c.strip().lower() for c in re.split(r"\s{2,}", s.lstrip("#").strip())]
+            # osu_barrier's header: "# Avg Latency(us)", then one line of times, no size
+            self.sizeless = "size" not in columns
+            if self.sizeless:
+                self.columns = columns = ["size", *columns]
             index = {c: i for i, c in enumerate(columns)}  # dict(zip(columns, parts)) keeps a name's last value
             avg = next((c for c in ("avg latency(us)", "latency (us)") if c in index),
                        columns[1] if len(columns) > 1 else None)
@@ -317,7 +322,7 @@ class _OsuReader:
 
     def _bad(self, line: str, n: int) -> None:
         """Raise the one-line refusal of a result line the fast path did not take."""
-        at, columns, parts = f"{self.where}, line {n}", self.columns, line.split()
+        at, columns, parts = f"{self.where}, line {n}", self.columns, self._parts(line)
         values = dict(zip(columns, parts, strict=False))
         try:
             int(parts[0])
@@ -331,6 +336,11 @@ class _OsuReader:
             pass
         raise UsageError(f"{at}: cannot read the line {line.strip()!r}")
 
+    def _parts(self, line: str) -> list[str]:
+        """A line's fields, a result line of osu_barrier's led by its size, 0."""
+        parts = line.split()
+        return ["0", *parts] if self.sizeless and parts and not parts[0].startswith("#") else parts
+
     def records(self, lines: Iterable[str]) -> Iterator[tuple[int, int, int, float, float | None, float | None]]:
         """(line, nbytes, per-rank bytes, avg, min, max) of each result line, in seconds; min/max None without
         ``-f``.  One `UsageError` naming the file and line for the first bad one."""
@@ -340,7 +350,7 @@ class _OsuReader:
         last, sizes, first_line, seen = -1, array("q"), array("q"), None
         mult = 1
         for n, line in enumerate(lines, start=1):
-            parts = line.split()
+            parts = line.split() if not self.sizeless else self._parts(line)
             if not parts or self._cols is None or not parts[0].isdigit():
                 if parts and self.columns is not None and parts[0].isdigit():
                     self._bad(line, n)  # a result under a header without a time column
