@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -148,14 +149,22 @@ def test_references_from_json_with_units_and_open_bounds(tmp_path):
 @pytest.mark.parametrize("text, message", [
     ("collective,algorithm,nbytes\nallreduce,native,8\n", "missing value"),
     ("collective,algorithm,nbytes,value,lower\nallreduce,native,8,1e-6,0.2\n", "lower <= 0 <= upper"),
-    ("collective,algorithm,nbytes,value\nallreduce,native,8,0\n", "value must be a time > 0"),
+    ("collective,algorithm,nbytes,value\nallreduce,native,8,0\n", "value '0' is not a time (a finite number of "
+                                                                  "seconds from 1e-12 to 86400)"),
+    ("collective,algorithm,nbytes,value\nallreduce,native,8,1e300\n", "value '1e300' is not a time"),
+    ("collective,algorithm,nbytes,value\nallreduce,native,8,86401\n", "value '86401' is not a time"),
     ("collective,algorithm,nbytes,value\nallreduce,native,8,-1\n", "a time must be >= 0"),
     ("collective,algorithm,nbytes,value\n", "holds no references"),
+    # one case twice (8 and 8 B, the same dtype and op): which value holds would be a guess
+    ("collective,algorithm,nbytes,value,upper\nallreduce,native,8,1us,0.1\nallreduce,native,8B,2us,0.1\n",
+     "refs.csv line 3: a second reference for allreduce/native 8 B (the first: line 2); give each case one"),
+    ('[{"collective": "allreduce", "algorithm": "native", "nbytes": 8, "value": true}]',
+     "refs.json item 1: value True is not a number"),
 ])
 def test_bad_reference_files_are_one_clear_error(tmp_path, text, message):
-    path = tmp_path / "refs.csv"
+    path = tmp_path / ("refs.json" if text.startswith("[") else "refs.csv")
     path.write_text(text)
-    with pytest.raises(UsageError, match=message):
+    with pytest.raises(UsageError, match=re.escape(message)):
         read_references(path)
     r = _ccbench("check", str(NP4), "--reference", str(path))
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and message.split()[0] in r.stderr

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ccbench.core.errors import UsageError
-from ccbench.core.units import format_size, parse_size, parse_time
+from ccbench.core.units import MAX_TIME_S, MIN_TIME_S, format_size, parse_size, parse_time
 from ccbench.core.units import is_time as _is_time
 
 __all__ = ["FAIL_ON", "NOT_A_TIME", "Failure", "Reference", "RefResult", "check_references", "gate_failures",
@@ -37,6 +37,7 @@ FAIL_ON = ("slower", "faster", "different")
 #: The verdict of a pair or reference without a usable time (`ccbench.core.units.is_time`: NaN, infinite, zero,
 #: negative or beyond a day): it fails the gate.
 NOT_A_TIME = "not a time"
+NOT_A_TIME_TEXT = f"is not a time (a finite number of seconds from {MIN_TIME_S:g} to {MAX_TIME_S:g})"
 
 
 
@@ -152,12 +153,14 @@ def _reference(d: dict, where: str) -> Reference:
                          "nbytes, value; lower and upper are relative bounds, e.g. -0.1 and 0.1)")
     try:
         nbytes = parse_size(str(d["nbytes"]))
+        if isinstance(d["value"], bool):  # JSON's true is no number of seconds
+            raise ValueError(f"value {d['value']!r} is not a number")
         value = parse_time(str(d["value"])) if isinstance(d["value"], str) else float(d["value"])
     except (UsageError, ValueError) as exc:
         raise UsageError(f"{where}: {exc}") from None
     lower, upper = _bound(d.get("lower"), "lower", where), _bound(d.get("upper"), "upper", where)
-    if not value > 0:
-        raise UsageError(f"{where}: value must be a time > 0")
+    if not _is_time(value):
+        raise UsageError(f"{where}: value {d['value']!r} {NOT_A_TIME_TEXT}")
     if (lower is not None and lower > 0) or (upper is not None and upper < 0) or (lower is not None and lower <= -1):
         raise UsageError(f"{where}: need -1 < lower <= 0 <= upper (relative bounds)")
     return Reference(str(d["collective"]), str(d["algorithm"]), nbytes, value, lower, upper,
@@ -184,6 +187,16 @@ def read_references(path: str | Path) -> list[Reference]:
         refs = [_reference(x, f"{p.name} line {i + 2}") for i, x in enumerate(rows)]
     if not refs:
         raise UsageError(f"reference file {str(p)!r} holds no references")
+    first: dict[tuple, int] = {}
+    for i, ref in enumerate(refs):  # two values for one case: which one the run is held to would be a guess
+        key = (ref.collective, ref.algorithm, ref.nbytes, ref.dtype, ref.op)
+        if key in first:
+            at, was = (("item", 1) if p.suffix == ".json" else ("line", 2))
+            raise UsageError(f"{p.name} {at} {i + was}: a second reference for {ref.collective}/{ref.algorithm} "
+                             f"{format_size(ref.nbytes)}" + (f" {ref.dtype}" if ref.dtype else "")
+                             + (f" {ref.op}" if ref.op else "") + f" (the first: {at} {first[key] + was}); give "
+                             "each case one")
+        first[key] = i
     return refs
 
 
