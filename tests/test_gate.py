@@ -1,5 +1,6 @@
 """Regression gates: compare --fail-on and check --reference (analysis.gate), on synthetic pairs and stored runs."""
 
+import dataclasses
 import json
 import math
 import re
@@ -168,3 +169,74 @@ def test_bad_reference_files_are_one_clear_error(tmp_path, text, message):
         read_references(path)
     r = _ccbench("check", str(NP4), "--reference", str(path))
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and message.split()[0] in r.stderr
+
+
+@pytest.mark.parametrize("lower, upper, ok", [
+    ("0", "0", True),            # both bounds at the value: only the value itself holds
+    ("-0.999", "", True),
+    ("-1", "", False),           # a lower bound of -100% would allow a zero time
+    ("0.0001", "", False),       # a lower bound above the value
+    ("", "-0.0001", False),      # an upper bound below it
+])
+def test_relative_bounds_at_their_edges(tmp_path, lower, upper, ok):
+    path = tmp_path / "refs.csv"
+    path.write_text(f"collective,algorithm,nbytes,value,lower,upper\nallreduce,native,8,1us,{lower},{upper}\n")
+    if ok:
+        (ref,) = read_references(path)
+        assert (ref.lower, ref.upper) == (float(lower) if lower else None, float(upper) if upper else None)
+    else:
+        with pytest.raises(UsageError, match=re.escape("refs.csv line 2: need -1 < lower <= 0 <= upper")):
+            read_references(path)
+
+
+def test_a_reference_names_its_dtype_and_op_and_a_number_of_seconds(tmp_path):
+    path = tmp_path / "refs.json"
+    path.write_text(json.dumps([{"collective": "allreduce", "algorithm": "native", "nbytes": 8, "value": 2.5e-6,
+                                 "dtype": "float64", "op": "max"},
+                                {"collective": "allreduce", "algorithm": "native", "nbytes": 8, "value": "3us"}]))
+    typed, any_type = read_references(path)
+    assert (typed.value_s, typed.dtype, typed.op) == (2.5e-6, "float64", "max")
+    assert (any_type.value_s, any_type.dtype, any_type.op) == (pytest.approx(3e-6), None, None)
+    rows = open_run(NP4).rows
+    (float32,) = check_references(rows, [dataclasses.replace(typed, dtype="float32", op="sum")])
+    (float64,) = check_references(rows, [typed])
+    assert float32.status != "missing" and float64.status == "missing"  # run-np4 reduces float32 sums only
+
+
+@pytest.mark.parametrize("name, text, message", [
+    # where: the file's name and the line (CSV: the header is line 1) or item (JSON: from 1)
+    ("refs.csv", "collective,algorithm,nbytes,value\nallreduce,native,8,1us\nallreduce,native,16,\n",
+     "refs.csv line 3: missing value (each reference needs collective, algorithm, nbytes, value; lower and upper "
+     "are relative bounds, e.g. -0.1 and 0.1)"),
+    ("refs.csv", "collective,algorithm,nbytes,value\nallreduce,,,1us\n", "refs.csv line 2: missing algorithm, nbytes"),
+    ("refs.csv", "collective,algorithm,nbytes,value,lower\nallreduce,native,8,1us,x\n",
+     "refs.csv line 2: lower 'x' is not a number"),
+    ("refs.csv", "collective,algorithm,nbytes,value,upper\nallreduce,native,8,1us,nan\n",
+     "refs.csv line 2: upper 'nan' is not finite"),
+    ("refs.json", '[{"collective": "allreduce", "algorithm": "native", "nbytes": 8, "value": 1e-6}, '
+                  '{"collective": "allreduce", "algorithm": "native", "nbytes": 8, "value": 2e-6}]',
+     "refs.json item 2: a second reference for allreduce/native 8 B (the first: item 1); give each case one"),
+    ("refs.json", '[{"collective": "allreduce", "algorithm": "native", "nbytes": 8, "value": 1e-6, "dtype": '
+                  '"float32"}, {"collective": "allreduce", "algorithm": "native", "nbytes": 8, "value": 2e-6, '
+                  '"dtype": "float32", "op": "sum"}, {"collective": "allreduce", "algorithm": "native", "nbytes": 8, '
+                  '"value": 2e-6, "dtype": "float32", "op": "sum"}]',
+     "refs.json item 3: a second reference for allreduce/native 8 B float32 sum (the first: item 2)"),
+    ("refs.json", "[1]", "refs.json': expected a list of objects"),
+    ("refs.json", '{"collective": "allreduce"}', "refs.json': expected a list of objects"),
+    ("refs.json", "[{", "refs.json' is not valid JSON"),
+    ("refs.csv", "collective,algorithm,nbytes,value\n", "refs.csv' holds no references"),
+])
+def test_each_refusal_names_the_file_and_where_in_it(tmp_path, name, text, message):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(UsageError) as err:
+        read_references(path)
+    assert message in str(err.value)
+    if "'" in message.split(":")[0]:  # a refusal of the whole file names it by its path
+        assert str(err.value).startswith(f"reference file {str(path)!r}")
+
+
+def test_an_unreadable_reference_file_is_named(tmp_path):
+    with pytest.raises(UsageError) as err:
+        read_references(tmp_path / "none.csv")
+    assert str(err.value) == f"reference file {str(tmp_path / 'none.csv')!r} cannot be read: No such file or directory"
