@@ -145,6 +145,47 @@ def test_a_duplicate_after_the_rows_is_refused_naming_both_lines(tmp_path):
     assert not (tmp_path / "res").exists()
 
 
+@pytest.mark.parametrize("after, message", [
+    # another test appended to the file: its rows would be read as this test's
+    ("# OSU MPI Broadcast Latency Test v7.4\n# Size       Avg Latency(us)\n8   1.00\n",
+     "line 8: a second OSU output ('Broadcast' after 'Allreduce'): import each output as a file of its own"),
+    ("# Datatype: MPI_INT.\n# Size       Avg Latency(us)\n8   1.00\n",
+     "line 8: '# Datatype: MPI_INT' after results of MPI_CHAR: import each output as a file of its own"),
+    ("# Number of processes: 8\n16   1.00  0.9  1.1  1000\n",
+     "line 8: 'Number of processes: 8' after results at 4 ranks: import each output as a file of its own"),
+])
+def test_a_second_output_in_one_osu_file_is_refused_naming_its_line(tmp_path, after, message):
+    f = tmp_path / "two.osu"
+    f.write_text(_osu_text(3) + after)
+    with pytest.raises(UsageError) as err:
+        import_files([f], "osu", results_dir=tmp_path / "res")
+    assert str(err.value) == f"{f}, {message}"
+    assert not (tmp_path / "res").exists()
+
+
+def test_results_without_a_datatype_line_are_of_osus_default_type(tmp_path):
+    f = tmp_path / "default.osu"
+    head = OSU_HEAD.replace("# Datatype: MPI_CHAR.\n", "")
+    f.write_text(_osu_text(3, head) + "# Datatype: MPI_CHAR.\n64   1.00  0.9  1.1  1000\n")
+    run, _ = import_files([f], "osu", results_dir=tmp_path / "res")
+    assert {r.dtype for r in open_run(run).rows} == {"uint8"}
+    f.write_text(_osu_text(3, head) + "# Datatype: MPI_INT.\n64   1.00  0.9  1.1  1000\n")
+    with pytest.raises(UsageError, match=r"line 7: '# Datatype: MPI_INT' after results of MPI_CHAR"):
+        import_files([f], "osu", results_dir=tmp_path / "res2")
+
+
+@pytest.mark.parametrize("after", [
+    "# OSU MPI Allreduce Latency Test v7.4\n",   # the same test's header again (a rerun appended) before new sizes
+    "# Datatype: MPI_CHAR.\n# Number of processes: 4\n",  # the same settings said again
+    "# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations\n",  # the columns again
+])
+def test_the_same_header_said_again_is_not_a_second_output(tmp_path, after):
+    f = tmp_path / "again.osu"
+    f.write_text(_osu_text(3) + after + "65536   9.00  8.0  10.0  1000\n")
+    run, _ = import_files([f], "osu", results_dir=tmp_path / "res")
+    assert [r.nbytes for r in open_run(run).rows] == [4, 8, 12, 65536]
+
+
 def test_a_second_file_refused_removes_the_rows_of_the_first(tmp_path):
     good, bad = tmp_path / "good.osu", tmp_path / "bad.csv"
     good.write_text(_osu_text(5000))

@@ -258,14 +258,14 @@ class _OsuReader:
         if head is not None:
             if self.head is None:
                 self.head = head
-                words = head.group(1).strip().lower().replace(" latency", "").split()
+                words = head.group(1).lower().split()  # the title, "Latency Test" left out (_OSU_HEAD)
                 if words[:1] == ["non-blocking"]:
                     raise UsageError(f"{self.where}: OSU test {head.group(1)!r} times a non-blocking collective "
                                      "beside computation (Overall, Compute, Pure Comm.): import its blocking test")
                 if "persistent" in words:
                     self.algorithm = OSU_PERSISTENT
                 title = " ".join(w for w in words if w != "persistent")
-                collective = _OSU_NAMES.get(title) or _OSU_NAMES.get(title.split()[-1] if title else "latency")
+                collective = _OSU_NAMES.get(title) or _OSU_NAMES.get(title.rpartition(" ")[2])
                 if collective is None:
                     raise UsageError(f"{self.where}: OSU test {head.group(1)!r} is not a collective ccbench knows")
                 self.collective = collective
