@@ -163,6 +163,22 @@ def test_a_second_output_in_one_osu_file_is_refused_naming_its_line(tmp_path, af
     assert not (tmp_path / "res").exists()
 
 
+@pytest.mark.parametrize("word, wrong", [("Pass", 0), ("Fail", 1), ("FAIL", 1), ("pass", 0)])
+def test_a_size_osu_failed_to_validate_is_a_wrong_row(tmp_path, word, wrong):
+    """OSU's -c prints Pass or Fail a size: a failed one is imported as wrong (read and streamed alike), never as
+    a correct time."""
+    text = ("# OSU MPI Allreduce Latency Test v7.4\n# Number of processes: 4\n# Datatype: MPI_CHAR.\n"
+            "# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations  Validation\n"
+            "4                       3.12              2.90              3.40        1000        Pass\n"
+            f"8                       3.20              2.95              3.50        1000        {word}\n")
+    f = tmp_path / "checked.osu"
+    f.write_text(text)
+    run, _ = import_files([f], "osu", results_dir=tmp_path / "res")
+    streamed = [(r.nbytes, r.nwrong, r.ok) for r in open_run(run).rows]
+    read = [(r.nbytes, r.nwrong, r.ok) for r in parse_osu(text, 4).rows]
+    assert streamed == read == [(4, 0, True), (8, wrong, not wrong)]
+
+
 def test_results_without_a_datatype_line_are_of_osus_default_type(tmp_path):
     f = tmp_path / "default.osu"
     head = OSU_HEAD.replace("# Datatype: MPI_CHAR.\n", "")

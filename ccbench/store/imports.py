@@ -9,7 +9,8 @@ raw samples (``compare`` leaves such cases untested) and the statistics are the 
   persistent tests too, as ``native-persistent``; not the non-blocking tests, which time overlap): its
   "Avg Latency(us)" (each rank's mean, averaged over ranks) becomes the row's typical time
   (``median_s``, flagged ``imported``) and ``rank_mean_avg_s``; "Min/Max Latency(us)" with
-  ``-f`` become ``rank_mean_min_s``/``rank_mean_max_s``; ``osu_latency``'s one-way latency is
+  ``-f`` become ``rank_mean_min_s``/``rank_mean_max_s``; a size whose "Validation" (``-c``) is not "Pass"
+  is a wrong row (``nwrong`` 1: OSU does not say how many elements); ``osu_latency``'s one-way latency is
   ping-pong.  ``osu_reduce_scatter`` (MPI_Reduce_scatter) is reduce_scatterv, ``osu_reduce_scatter_block``
   reduce_scatter (``OSU_TITLES``).  Sizes: OSU's per-rank block for the scatters, gathers, allgathers and
   all-to-alls, even and v, becomes
@@ -240,6 +241,8 @@ class _OsuReader:
         self.columns: list[str] | None = None
         self._cols: tuple | None = None  # (values per line, avg, min, max indexes; -1: no such column)
         self.sizeless = False  # osu_barrier's lines: times without a size (read as size 0)
+        self._valid = -1  # the index of OSU's "Validation" column (-c), -1 without one
+        self.failed: set[int] = set()  # the sizes (ccbench's nbytes) whose validation OSU printed as not "Pass"
         self.started = False
 
     @property
@@ -292,6 +295,7 @@ class _OsuReader:
                        columns[1] if len(columns) > 1 else None)
             self._cols = None if avg is None else (len(columns), index[avg], index.get("min latency(us)", -1),
                                                    index.get("max latency(us)", -1))
+            self._valid = index.get("validation", -1)  # OSU's -c: "Pass" or "Fail" a size
 
     def _procs(self, procs: int, n: int) -> None:
         """A "Number of processes" line: the first one counts; one after the results must agree with them."""
@@ -391,6 +395,8 @@ class _OsuReader:
                                      f"appears twice (lines {seen[nbytes]} and {n}): one file holds one result "
                                      "per case")
                 seen[nbytes] = n
+            if self._valid >= 0 and parts[self._valid].lower() != "pass":  # OSU found a wrong result: so is the row
+                self.failed.add(nbytes)
             yield n, nbytes, size, avg, lo, hi
         if self.head is None:
             raise UsageError(f"{self.where}: not an OSU Micro-Benchmarks output (no '# OSU MPI ... Test' line)")
@@ -412,7 +418,7 @@ def parse_osu(text: str, nranks: int, where: str = "file") -> Parsed:
     """An OSU Micro-Benchmarks output (module docstring), every number checked (`_OsuReader`)."""
     reader = _OsuReader(where, nranks, from_file=False)
     rows = [_row(reader.collective, nbytes, _count(reader.collective, nbytes, reader.dtype, reader.p), reader.p, avg,
-                 lo, hi, reader.dtype, algorithm=reader.algorithm)
+                 lo, hi, reader.dtype, algorithm=reader.algorithm, nwrong=int(nbytes in reader.failed))
             for _, nbytes, _, avg, lo, hi in reader.records(text.splitlines(keepends=True))]
     return reader.parsed(rows)
 
@@ -1229,9 +1235,9 @@ def _write_osu(lines: Iterable[str], where: str, nranks: int | None, cost: CostO
     count_for, itemsize = COLLECTIVES[collective].count_for, DTYPES[dtype].itemsize
     for _, nbytes, _, avg, lo, hi in itertools.chain((first,), records):
         terms = _terms(cost, collective, alg, p, nbytes, None)
-        if template is None:
+        if template is None or nbytes in reader.failed:  # a size OSU failed: its row says so (nwrong)
             out.add(_with_terms(_row(collective, nbytes, count_for(nbytes, itemsize, p), p, avg, lo, hi, dtype,
-                                     algorithm=alg),
+                                     algorithm=alg, nwrong=int(nbytes in reader.failed)),
                                 terms))
             continue
         a = repr(avg)
