@@ -4,6 +4,8 @@ left by a file refused on its last line, and no row held in memory (the speed it
 
 import json
 import random
+import subprocess
+import sys
 import tracemalloc
 
 import pytest
@@ -173,10 +175,16 @@ def test_a_size_osu_failed_to_validate_is_a_wrong_row(tmp_path, word, wrong):
             f"8                       3.20              2.95              3.50        1000        {word}\n")
     f = tmp_path / "checked.osu"
     f.write_text(text)
-    run, _ = import_files([f], "osu", results_dir=tmp_path / "res")
+    run, (parsed,) = import_files([f], "osu", results_dir=tmp_path / "res")
     streamed = [(r.nbytes, r.nwrong, r.ok) for r in open_run(run).rows]
     read = [(r.nbytes, r.nwrong, r.ok) for r in parse_osu(text, 4).rows]
     assert streamed == read == [(4, 0, True), (8, wrong, not wrong)]
+    stored = open_run(run).meta["imported"][0]["wrong_rows"]
+    assert parsed.wrong_rows == parse_osu(text, 4).wrong_rows == stored == wrong
+    said = subprocess.run([sys.executable, "-m", "ccbench", "import", str(f), "--results-dir", str(tmp_path / "cli")],
+                          capture_output=True, text=True, timeout=120)
+    assert said.returncode == 0 and said.stdout.startswith(
+        "2 rows (0 modelled; 1 wrong by the tool's own check) from 1 file(s)" if wrong else "2 rows (0 modelled) from")
 
 
 def test_results_without_a_datatype_line_are_of_osus_default_type(tmp_path):

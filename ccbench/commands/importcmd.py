@@ -58,7 +58,9 @@ def import_cmd(files, fmt, nranks, library, tag, results_dir):
                                 cost=_model_cost)
     rows = sum(len(p.rows) for p in parsed)
     modelled = sum(p.modelled_rows for p in parsed)
-    click.echo(f"{rows} rows ({modelled} modelled) from {len(files)} file(s) "
+    wrong = sum(p.wrong_rows for p in parsed)
+    click.echo(f"{rows} rows ({modelled} modelled"
+               + (f"; {wrong} wrong by the tool's own check" if wrong else "") + f") from {len(files)} file(s) "
                f"({', '.join(sorted({p.tool for p in parsed}))}) in {dest}")
 
 

@@ -153,6 +153,12 @@ class Parsed:
         modelled = getattr(self.rows, "modelled", None)
         return modelled if modelled is not None else sum(r.steps_max is not None for r in self.rows)
 
+    @property
+    def wrong_rows(self) -> int:
+        """How many of the rows the tool itself found wrong (OSU's -c "Fail", nccl-tests' #wrong, IMB's errors)."""
+        wrong = getattr(self.rows, "wrong", None)
+        return wrong if wrong is not None else sum(r.nwrong > 0 for r in self.rows)
+
 
 def _row(collective: str, nbytes: int, count: int, nranks: int, avg_s: float, lo: float | None,
          hi: float | None, dtype: str = "uint8", *, op: str | None = None, in_place: bool = False, root: int = 0,
@@ -1182,7 +1188,7 @@ class _Out:
     needs to know of them (how many carry model terms, the rank counts other than ping-pong's)."""
 
     def __init__(self, writer: _AsideWriter) -> None:
-        self.writer, self.items, self.modelled, self.ranks = writer, [], 0, set()
+        self.writer, self.items, self.modelled, self.wrong, self.ranks = writer, [], 0, 0, set()
 
     @property
     def rows(self) -> int:
@@ -1190,6 +1196,7 @@ class _Out:
 
     def add(self, row: Row) -> None:
         self.modelled += row.steps_max is not None
+        self.wrong += row.nwrong > 0
         if row.collective != "pingpong":
             self.ranks.add(row.nranks)
         self.items.append(row)
@@ -1325,7 +1332,7 @@ def _import_file(path: Path, fmt: str | None, nranks: int | None, cost: CostOf |
     kind = fmt or sniff(path)
     if kind not in FORMATS:
         raise UsageError(f"unknown format {kind!r}; choose from {', '.join(FORMATS)}")
-    where, start, modelled = str(path), out.rows, out.modelled
+    where, start, modelled, wrong = str(path), out.rows, out.modelled, out.wrong
     raw = _Hashing(path)
     with raw, io.TextIOWrapper(io.BufferedReader(raw, 1 << 20), errors="replace") as text:
         if kind == "osu":
@@ -1341,15 +1348,16 @@ def _import_file(path: Path, fmt: str | None, nranks: int | None, cost: CostOf |
         sha256 = raw.hexdigest()
     rows = out.rows - start
     return parsed, {"path": where, "sha256": sha256, "tool": parsed.tool, "version": parsed.version,
-                    "options": parsed.options, "rows": rows, "modelled_rows": out.modelled - modelled}, start
+                    "options": parsed.options, "rows": rows, "modelled_rows": out.modelled - modelled,
+                    "wrong_rows": out.wrong - wrong}, start
 
 
 class _StoredRows(Sequence):
     """The rows one imported file gave, read back from the run's cases.jsonl when asked for: an import of millions
     of rows holds none of them."""
 
-    def __init__(self, table: Path, start: int, count: int, modelled: int) -> None:
-        self.table, self.start, self.count, self.modelled = table, start, count, modelled
+    def __init__(self, table: Path, start: int, count: int, modelled: int, wrong: int = 0) -> None:
+        self.table, self.start, self.count, self.modelled, self.wrong = table, start, count, modelled, wrong
 
     def __len__(self) -> int:
         return self.count
@@ -1517,5 +1525,6 @@ def _import_files(paths, fmt, nranks, library, tag, results_dir, cost) -> tuple[
         finally:
             os.close(fd)
     table = dest / "cases.jsonl"
-    return dest, [dataclasses.replace(p, rows=_StoredRows(table, first, doc["rows"], doc["modelled_rows"]))
+    return dest, [dataclasses.replace(p, rows=_StoredRows(table, first, doc["rows"], doc["modelled_rows"],
+                                                          doc["wrong_rows"]))
                   for p, doc, first in files]
