@@ -113,15 +113,25 @@ def test_each_osu_block_reads_back_as_the_call_it_was_and_unequal_v_blocks_are_n
         if coll == "barrier":
             continue
         P = 2 if coll == "pingpong" else 4
-        for alg in ("native", "native-persistent") if coll != "pingpong" else ("native",):
+        for k, alg in enumerate(("native", "native-persistent") if coll != "pingpong" else ("native",)):
             made.append(dataclasses.replace(proto, collective=coll, algorithm=alg, nbytes=4096, dtype="uint8",
                                             count=COLLECTIVES[coll].count_for(4096, 1, P), nranks=P,
-                                            op="sum" if COLLECTIVES[coll].reduction else "none"))
-    zipf = dataclasses.replace(made[-1], collective="alltoallv", counts="zipf:1")
-    text = export_osu([(name, meta, made), ("zipf-run", meta, [zipf])])
+                                            op="sum" if COLLECTIVES[coll].reduction else "none",
+                                            median_s=proto.median_s * (1 + k)))  # each algorithm its own time
+    zipf = [dataclasses.replace(made[-1], collective=c, counts="zipf:1") for c in ("allgatherv", "alltoallv")]
+    text = export_osu([(name, meta, made), ("zipf-run", meta, zipf)])
     head, *blocks = text.split("\n\n")
-    assert head == ("# not written: alltoallv (native-persistent) of zipf-run on counts zipf:1: OSU's v-tests give "
-                    "every block the same size")
+    assert head == ("# not written: allgatherv (native-persistent), alltoallv (native-persistent) of zipf-run on "
+                    "counts zipf:1: OSU's v-tests give every block the same size")
+    bcast = next(b for b in blocks if "Broadcast Persistent" in b).splitlines()
+    assert bcast[0].startswith(f"# OSU MPI Broadcast Persistent Latency Test (ccbench export of {name}: "
+                               "native-persistent, 4 ranks, uint8; ")
+    assert bcast[1] == "# latency = ccbench's median of the per-call maximum over ranks"
+    gathered = next(b for b in blocks if "OSU MPI Allgatherv Latency" in b).splitlines()
+    assert gathered[1].endswith(" (size: one rank's block, as OSU)")
+    reduced = next(b for b in blocks if "OSU MPI Allreduce Latency" in b).splitlines()
+    assert reduced[0].startswith(f"# OSU MPI Allreduce Latency Test (ccbench export of {name}: native, 4 ranks, "
+                                 "uint8 sum; ")
     back = [parse_osu(b + "\n", 2 if "OSU MPI Latency Test" in b else 4).rows for b in blocks if b.strip()]
     assert all(len(rows) == 1 for rows in back)
     assert sorted((r.collective, r.algorithm, r.nbytes, r.count, round(r.median_s * 1e6, 2)) for (r,) in back) == \
