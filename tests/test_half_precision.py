@@ -322,9 +322,16 @@ def test_a_half_reduction_is_checked_within_its_bound_and_an_error_beyond_it_is_
     assert bufs.nwrong() == 0
     wide[5], wide[6] = np.inf, np.nan
     assert bufs.nwrong() == 2
-    for op in ("min", "max"):  # they round nothing: checked exactly
+    for op in ("min", "max"):  # they round nothing: checked exactly, whatever an algorithm's count of additions
         mm = COLLECTIVES["reduce_scatter"].make_buffers(10, 4, 1, DTYPES["bfloat16"], op, 0, False, None)
+        mm.hold_to(3)
         assert mm.steps == 0 and mm.unit_roundoff == 2.0 ** -8
+    exact = COLLECTIVES["allreduce"].make_buffers(10, 4, 1, DTYPES["float32"], "sum", 0, False, None)
+    exact.hold_to(3)
+    assert (exact.steps, exact.unit_roundoff) == (0, 0.0)
+    summed = COLLECTIVES["allreduce"].make_buffers(10, 4, 1, DTYPES["float16"], "sum", 0, False, None)
+    summed.hold_to(2)
+    assert summed.steps == 2  # ceil(lg 4), where any order of the 4 contributions would be 3
 
 
 @pytest.mark.parametrize("coll", [c for c, spec in COLLECTIVES.items() if not spec.reduction and c != "barrier"])

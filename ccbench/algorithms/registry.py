@@ -118,6 +118,14 @@ class Algorithm:
         return self.additions(nranks, **{k: v for k, v in layout.items()
                                          if v is not None and (take is None or k in take)})
 
+    def additions_on(self, comm) -> int:
+        """`additions_at` on a communicator: its size, and for a hand-written reduction the node layout it splits
+        into (`CountedComm.node_layout`: collective, so every rank of `comm` calls this or none does)."""
+        if self.native or not COLLECTIVES[self.collective].reduction:
+            return self.additions_at(comm.Get_size())
+        target = counted(comm)
+        return self.additions_at(target.size, **target.node_layout())
+
 
 REGISTRY: dict[str, dict[str, Algorithm]] = {name: {} for name in COLLECTIVES}
 

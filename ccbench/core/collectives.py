@@ -26,10 +26,11 @@ the float32 reference within its bound: |result - reference| <= gamma_steps x su
 (`ccbench.core.dtypes.unit_roundoff`; Higham, Accuracy and Stability of Numerical Algorithms,
 ch. 4), where steps is the longest chain of sequential additions.  The buffers do not know the
 algorithm, so they assume P - 1, which bounds every summation order of P contributions; a sweep
-sets `CaseBuffers.steps` to a hand-written algorithm's own count (``Algorithm.additions_at``, given
-the node layout).  The bound is applied as Higham's gamma_k = k u / (1 - k u) (his Lemma 3.1),
-not its first-order k u, so that no exact count is one rounding too tight.  min and max round
-nothing and are checked exactly, like every other collective of a half type.
+or a workload step holds them to the algorithm's own count (`CaseBuffers.hold_to`,
+``Algorithm.additions_on``: a hand-written one's, given the node layout).  The bound is applied as
+Higham's gamma_k = k u / (1 - k u) (his Lemma 3.1), not its first-order k u, so that no exact
+count is one rounding too tight.  min and max round nothing and are checked exactly, like every
+other collective of a half type.
 """
 
 from collections.abc import Callable
@@ -146,6 +147,12 @@ class CaseBuffers:
             out.fill(POISON)
         for arr, tmpl in self.inputs:
             arr[...] = tmpl
+
+    def hold_to(self, additions: int) -> None:
+        """Check a half-type sum within the bound of `additions` sequential additions (the algorithm's own count,
+        ``Algorithm.additions_at``) instead of P - 1; exact checks (min, max, the exact types) stay exact."""
+        if self.steps:
+            self.steps = additions
 
     def nwrong(self) -> int:
         """How many output elements on this rank differ from the exact result -- for a half-type reduction, lie

@@ -176,10 +176,8 @@ def visit_case(comm, case: Case, settings: TimingSettings, *, fault: Fault | Non
     # one counting wrapper per communicator for the whole sweep: its scratch arrays and
     # node communicators (hierarchical) are made once, not once per case
     target = comm if alg.native else counted(comm)
-    if not alg.native and coll.reduction and is_half(case.dtype):  # on every rank alike: node_layout is collective
-        layout = target.node_layout()
-        if bufs.steps:  # a half-type sum checked here: held to the algorithm's own chain of additions, not P - 1
-            bufs.steps = alg.additions_at(P, **layout)
+    if is_half(case.dtype):  # on every rank alike (the node layout is collective): the algorithm's own additions
+        bufs.hold_to(alg.additions_on(comm))
     # native: the bound mpi4py method itself (no Python frame inside the timed region); a persistent algorithm's
     # set-up (``<coll>_init``) made once here and timed apart, the maximum over ranks as for a sample
     frees: list = []

@@ -181,26 +181,14 @@ def _visit_schedule(ctx, schedule, algs) -> _Visit:
         before = counts.bytes_sent
         call()
         sent[j] = counts.bytes_sent - before
-    additions = _additions(sub, schedule, algs, dtype)
+    # a half-type sum held to its algorithm's own additions, as a sweep's case (every rank of `sub` alike)
+    additions = [algs[c.collective].additions_on(sub) if is_half(dtype) else None for c in schedule.calls]
     wrong = np.array([bufs.nwrong_call(j, additions[j]) for j in range(len(calls))], dtype=np.int64)
     comm.Allreduce(MPI.IN_PLACE, wrong, MPI.SUM)
     comm.Allreduce(MPI.IN_PLACE, sent, MPI.SUM)
     if sub is not comm:
         sub.Free()
     return _Visit({"step": samples, "calls": per}, stop, int(wrong.sum()), wrong, sent)
-
-
-def _additions(sub, schedule: Schedule, algs: dict, dtype) -> list[int | None]:
-    """Per call of `schedule` on `sub`, the sequential additions a half-type sum by its algorithm may chain
-    (`Algorithm.additions_at`, given the node layout `sub` has), as a sweep's case is held to; None for the
-    library's own (any order: P - 1) and where nothing rounds.  The same on every rank of `sub`, which all ask
-    for the layout (collective) or none does."""
-    own = [COLLECTIVES[c.collective].reduction and not algs[c.collective].native for c in schedule.calls]
-    if not is_half(dtype) or not any(own):
-        return [None] * len(schedule.calls)
-    layout, G = counted(sub).node_layout(), sub.Get_size()
-    return [algs[c.collective].additions_at(G, **layout) if mine else None
-            for c, mine in zip(schedule.calls, own, strict=True)]
 
 
 def _schedule_why(schedule: Schedule, algs: dict) -> str | None:

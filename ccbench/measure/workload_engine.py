@@ -90,8 +90,8 @@ class StepBuffers:
         its bound, `CaseBuffers.nwrong`, for its algorithm's `additions` where given, else for any order of the P
         contributions)."""
         cb = self._hook(i)
-        if additions is not None and cb.steps:
-            cb.steps = additions
+        if additions is not None:
+            cb.hold_to(additions)
         _, recv = self.views(i)
         bad = 0
         for arr, exp in cb.outputs:
