@@ -342,7 +342,7 @@ def _tree_cost(P: int, nbytes: int, counts: str = "uniform", itemsize: int = 1, 
     v = np.arange(P)
     m = np.where(v > 0, np.minimum(v & -v, P - v), P)
     size = rd[v + m] - rd[v]  # elements of each subtree
-    kids = np.array([int(x - 1).bit_length() for x in m])  # children: ceil(lg m)
+    kids = np.frexp((m - 1).astype(np.float64))[1]  # children: ceil(lg m), the bit length of m - 1
     inner = v > 0
     steps = kids + inner
     moved = (size - cr) + inner * size  # the children's subtrees, and the own one up (or down)

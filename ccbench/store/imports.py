@@ -1356,7 +1356,7 @@ class _StoredRows(Sequence):
     """The rows one imported file gave, read back from the run's cases.jsonl when asked for: an import of millions
     of rows holds none of them."""
 
-    def __init__(self, table: Path, start: int, count: int, modelled: int, wrong: int = 0) -> None:
+    def __init__(self, table: Path, start: int, count: int, modelled: int, wrong: int) -> None:
         self.table, self.start, self.count, self.modelled, self.wrong = table, start, count, modelled, wrong
 
     def __len__(self) -> int:
